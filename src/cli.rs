@@ -1,0 +1,286 @@
+//! The command-line tools: `inspect`, `ls` and `tree`, straight on the engine (no RPC).
+//!
+//! `inspect` and `ls` print what pi's own read API returns, as JSON, so a script (or a conformance check) can
+//! compare them with pi byte for byte after parsing; `tree` is for people. None of them writes to a session file.
+
+use std::io::Write;
+
+use crate::session::context::ContextOptions;
+use crate::session::info::SessionInfo;
+use crate::session::js::date::to_iso_string;
+use crate::session::json::{JsString, Json};
+use crate::session::key::Key;
+use crate::session::render::{self, JsonOut, ObjectWriter};
+use crate::session::store::Warning;
+use crate::session::{catalog, Env, Error, SessionManager};
+
+/// What went wrong, for the JSON error object: a stable kind and pi's message.
+pub fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "session_not_found",
+        Error::Io { .. } => "io_error",
+        Error::InvalidSessionFile { .. } => "invalid_session_file",
+        Error::InvalidForkSource { .. } => "invalid_session_file",
+        Error::EntryNotFound { .. } => "entry_not_found",
+        Error::NotOnActiveBranch { .. } | Error::NotEditable { .. } | Error::InvalidReplacement => "invalid_params",
+        Error::InvalidSessionId => "invalid_session_id",
+        Error::InvalidEntry { .. } => "invalid_entry",
+        Error::AlreadyExists { .. } => "io_error",
+    }
+}
+
+/// Prints `{"error": {"kind", "message"}}` and returns exit status 1.
+pub fn print_error(out: &mut dyn Write, e: &Error) -> i32 {
+    let mut o = crate::session::json::Object::new();
+    let mut inner = crate::session::json::Object::new();
+    inner.insert("kind", Json::str(error_kind(e)));
+    inner.insert("message", Json::str(&e.to_string()));
+    o.insert("error", Json::Object(inner));
+    let _ = writeln!(out, "{}", Json::Object(o).to_canonical_string());
+    1
+}
+
+/// `pi-sessiond inspect FILE`: pi's reads after `SessionManager.open(FILE)`, as one JSON object.
+pub fn inspect(path: &str, options: ContextOptions, out: &mut dyn Write) -> i32 {
+    let resolved = crate::session::paths::resolve_path(path);
+    if !std::path::Path::new(&resolved).exists() {
+        let e = Error::io("open", resolved, std::io::Error::from(std::io::ErrorKind::NotFound));
+        return print_error(out, &e);
+    }
+    let mut m = match SessionManager::open(path, None, None, Env::system()) {
+        Ok(m) => m,
+        Err(e) => return print_error(out, &e),
+    };
+    m.set_context_options(options);
+    // Everything that can fail is computed before the first byte is written, so a failure is one clean error.
+    let prepared = (|| -> crate::session::Result<_> {
+        let tree = m.tree();
+        let branch = m.branch_path(None);
+        let context_entries = m.build_context_entries()?;
+        let projection = m.build_session_projection()?;
+        let name = m.session_name()?;
+        Ok((tree, branch, context_entries, projection, name))
+    })();
+    let (tree, branch, context_entries, projection, name) = match prepared {
+        Ok(p) => p,
+        Err(e) => return print_error(out, &e),
+    };
+    let mut o = JsonOut::streaming(out);
+    let written = (|| -> crate::session::Result<()> {
+        let mut w = ObjectWriter::open(&mut o)?;
+        w.key(&mut o, "header")?;
+        match m.header() {
+            Some(h) => render::record(&m, h, &mut o)?,
+            None => o.raw(b"null")?,
+        }
+        w.key(&mut o, "entries")?;
+        render::records(&m, &m.entries(), &mut o)?;
+        if *m.leaf_id() != Key::Undefined {
+            w.key(&mut o, "leafId")?;
+            render::key(m.leaf_id(), &mut o)?;
+        }
+        w.key(&mut o, "tree")?;
+        render::tree(&m, &tree, &mut o)?;
+        w.key(&mut o, "branch")?;
+        render::records(&m, &branch, &mut o)?;
+        w.key(&mut o, "contextEntries")?;
+        render::records(&m, &context_entries, &mut o)?;
+        w.key(&mut o, "projection")?;
+        render::projection(&m, &projection, &mut o)?;
+        w.key(&mut o, "context")?;
+        render::context(&m, &projection, &mut o)?;
+        if let Some(n) = &name {
+            w.key(&mut o, "sessionName")?;
+            o.string(n)?;
+        }
+        w.key(&mut o, "sessionId")?;
+        o.value(m.session_id())?;
+        w.key(&mut o, "cwd")?;
+        o.string(&JsString::from(m.cwd()))?;
+        w.key(&mut o, "entryCount")?;
+        o.raw(m.entry_count().to_string().as_bytes())?;
+        w.key(&mut o, "warnings")?;
+        warnings_json(m.warnings(), &mut o)?;
+        w.close(&mut o)?;
+        o.raw(b"\n")?;
+        o.flush()
+    })();
+    match written {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("pi-sessiond: {e}");
+            2
+        }
+    }
+}
+
+/// Writes `[{line, kind, message}]`.
+pub fn warnings_json(warnings: &[Warning], o: &mut JsonOut<'_>) -> crate::session::Result<()> {
+    o.raw(b"[")?;
+    for (i, w) in warnings.iter().enumerate() {
+        if i > 0 {
+            o.raw(b",")?;
+        }
+        let mut ow = ObjectWriter::open(o)?;
+        ow.key(o, "line")?;
+        o.raw(w.line.to_string().as_bytes())?;
+        ow.key(o, "kind")?;
+        o.string(&JsString::from(w.kind.as_str()))?;
+        ow.key(o, "message")?;
+        o.string(&JsString::from(w.message.as_str()))?;
+        ow.close(o)?;
+    }
+    o.raw(b"]")
+}
+
+/// A `Date` as `JSON.stringify` writes it: an ISO string, or `null` for an invalid date.
+pub fn date_json(ms: f64) -> Json {
+    match to_iso_string(ms) {
+        Some(s) => Json::str(&s),
+        None => Json::Null,
+    }
+}
+
+/// A `SessionInfo` as `JSON.stringify` writes it (undefined members omitted, dates as ISO strings).
+pub fn session_info_json(s: &SessionInfo) -> Json {
+    let mut o = crate::session::json::Object::new();
+    o.insert("path", Json::str(&s.path));
+    o.insert("id", s.id.clone());
+    o.insert("cwd", Json::String(s.cwd.clone()));
+    if let Some(n) = &s.name {
+        o.insert("name", Json::String(n.clone()));
+    }
+    if let Some(p) = &s.parent_session_path {
+        o.insert("parentSessionPath", p.clone());
+    }
+    o.insert("created", date_json(s.created));
+    o.insert("modified", date_json(s.modified));
+    o.insert("messageCount", Json::number(s.message_count as f64));
+    o.insert("firstMessage", Json::String(s.first_message.clone()));
+    o.insert("allMessagesText", Json::String(s.all_messages_text.clone()));
+    Json::Object(o)
+}
+
+/// `pi-sessiond ls`: pi's `list(cwd, dir)`, or `listAll(dir)` with `all`, as a JSON array.
+pub fn ls(cwd: Option<&str>, dir: Option<&str>, all: bool, out: &mut dyn Write) -> i32 {
+    let infos = if all {
+        catalog::list_all(dir, &mut |_, _| {})
+    } else {
+        let cwd = cwd.map(str::to_owned).unwrap_or_else(crate::session::paths::process_cwd);
+        match catalog::list(&cwd, dir, &mut |_, _| {}) {
+            Ok(i) => i,
+            Err(e) => return print_error(out, &e),
+        }
+    };
+    let array = Json::Array(infos.iter().map(session_info_json).collect());
+    let mut bytes = Vec::new();
+    array.write_preserving(&mut bytes);
+    bytes.push(b'\n');
+    match out.write_all(&bytes) {
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
+}
+
+/// `pi-sessiond tree FILE`: the session drawn for a person.
+pub fn tree(path: &str, out: &mut dyn Write) -> i32 {
+    let m = match SessionManager::open(path, None, None, Env::system()) {
+        Ok(m) => m,
+        Err(e) => return print_error(out, &e),
+    };
+    let tree = m.tree();
+    let mut text = String::new();
+    if let Ok(Some(name)) = m.session_name() {
+        text.push_str(&format!("{name}\n"));
+    }
+    let leaf = m.leaf_entry();
+    // (node, prefix for its line, prefix for its children, is last sibling)
+    let mut stack: Vec<(usize, String, bool, bool)> =
+        tree.roots.iter().rev().enumerate().map(|(i, &n)| (n, String::new(), i == 0, true)).collect();
+    while let Some((n, prefix, last, root)) = stack.pop() {
+        let node = &tree.nodes[n];
+        let connector = if root {
+            ""
+        } else if last {
+            "└─ "
+        } else {
+            "├─ "
+        };
+        let r = &m.records()[node.record];
+        let marker = if Some(node.record) == leaf { " ◀ leaf" } else { "" };
+        let label = m.label(&r.id).map(|l| format!(" [{}]", crate::session::js::to_js_string(l))).unwrap_or_default();
+        text.push_str(&format!("{prefix}{connector}{}{label}{marker}\n", describe(&m, node.record)));
+        let child_prefix =
+            if root { prefix.clone() } else { format!("{prefix}{}", if last { "   " } else { "│  " }) };
+        // A single child continues the line of conversation without another level of indentation.
+        let single = node.children.len() == 1;
+        for (i, &c) in node.children.iter().enumerate().rev() {
+            if single {
+                stack.push((c, child_prefix.clone(), true, true));
+            } else {
+                stack.push((c, child_prefix.clone(), i == node.children.len() - 1, false));
+            }
+        }
+    }
+    match out.write_all(text.as_bytes()) {
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
+}
+
+/// One line about an entry: id, type or role, and a text preview.
+fn describe(m: &SessionManager, i: usize) -> String {
+    use crate::session::context::Bodies;
+    let r = &m.records()[i];
+    let id = r.id.display();
+    let body = m.bodies().json(i).unwrap_or(Json::Null);
+    let preview = |v: Option<&Json>| -> String {
+        let text = match v {
+            Some(Json::String(s)) => s.to_string_lossy(),
+            Some(Json::Array(blocks)) => blocks
+                .iter()
+                .filter_map(|b| {
+                    let t = b.get("type").and_then(Json::as_js_str)?.to_string_lossy();
+                    match t.as_str() {
+                        "text" => b.get("text").and_then(Json::as_js_str).map(|s| s.to_string_lossy()),
+                        "toolCall" => Some(format!(
+                            "→ {}",
+                            b.get("name").and_then(Json::as_js_str).map(|s| s.to_string_lossy()).unwrap_or_default()
+                        )),
+                        "image" => Some("[image]".to_owned()),
+                        _ => None,
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => String::new(),
+        };
+        let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if one_line.chars().count() > 72 {
+            format!("{}…", one_line.chars().take(72).collect::<String>())
+        } else {
+            one_line
+        }
+    };
+    let s = |k: &str| body.get(k).map(|v| crate::session::js::to_js_string(v).to_string_lossy()).unwrap_or_default();
+    use crate::session::entry::EntryType as T;
+    let what = match r.kind {
+        T::Message => {
+            let msg = body.get("message");
+            let role = msg.and_then(|m| m.get("role")).and_then(Json::as_js_str).map(|s| s.to_string_lossy());
+            format!("{}: {}", role.unwrap_or_else(|| "message".into()), preview(msg.and_then(|m| m.get("content"))))
+        }
+        T::ThinkingLevelChange => format!("thinking level → {}", s("thinkingLevel")),
+        T::ModelChange => format!("model → {}/{}", s("provider"), s("modelId")),
+        T::Compaction => format!("compaction: {}", preview(body.get("summary"))),
+        T::BranchSummary => format!("branch summary: {}", preview(body.get("summary"))),
+        T::CustomMessage => format!("custom message ({}): {}", s("customType"), preview(body.get("content"))),
+        T::Custom => format!("custom ({})", s("customType")),
+        T::Label => format!("label {} → {}", s("targetId"), s("label")),
+        T::SessionInfo => format!("name: {}", s("name")),
+        T::Usage => format!("usage ({})", s("kind")),
+        T::ContextEdit => format!("context edit of {}", s("targetId")),
+        T::Session | T::Other => s("type"),
+    };
+    format!("{id} {what}")
+}

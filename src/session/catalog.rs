@@ -1,0 +1,252 @@
+//! Finding sessions on disk: pi's `list`, `listAll`, `findById`, `findMostRecentSession` and the default session
+//! directory, with pi's directory rules, cwd filter and ordering.
+//!
+//! Orders matter as much as contents: `list` loads files in filename-descending order (`localeCompare`, i.e. ICU
+//! root collation, not byte order) and then sorts by `modified` descending with V8's stable sort, so ties keep
+//! the load order; `listAll` orders candidates by mtime then basename. The same comparators are used here.
+
+use std::fs;
+use std::io::Read;
+
+use icu_collator::options::CollatorOptions;
+use icu_collator::{Collator, CollatorBorrowed};
+
+use super::error::{Error, Result};
+use super::info::{session_info, SessionInfo};
+use super::js::sort::sort_like_v8;
+use super::json::scan::scan_document;
+use super::json::Json;
+use super::line::{is_blank, is_falsy};
+use super::paths;
+
+/// pi's exported `getDefaultSessionDir(cwd)`: the default directory for `cwd`, created if missing.
+pub fn default_session_dir(cwd: &str) -> Result<String> {
+    let dir = paths::default_session_dir_path(cwd, &paths::agent_dir());
+    if !paths::as_path(&dir).exists() {
+        fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+    }
+    Ok(dir)
+}
+
+/// The directory a cwd-scoped call uses and whether it filters by cwd: the given directory (filtered unless it is
+/// the cwd's default one) or the default directory (created).
+pub fn directory_for(cwd: &str, session_dir: Option<&str>) -> Result<(String, bool)> {
+    match session_dir {
+        Some(d) if !d.is_empty() => {
+            let dir = paths::normalize_path(d);
+            let filter = !paths::paths_equal(&dir, &paths::default_session_dir_path(cwd, &paths::agent_dir()));
+            Ok((dir, filter))
+        }
+        _ => Ok((default_session_dir(cwd)?, false)),
+    }
+}
+
+fn collator() -> CollatorBorrowed<'static> {
+    Collator::try_new(Default::default(), CollatorOptions::default()).expect("root collation data is compiled in")
+}
+
+/// `a.localeCompare(b)` under the root locale (what Node's default `en-US` collation is).
+pub fn locale_compare(collator: &CollatorBorrowed<'_>, a: &str, b: &str) -> f64 {
+    match collator.compare(a, b) {
+        std::cmp::Ordering::Less => -1.0,
+        std::cmp::Ordering::Equal => 0.0,
+        std::cmp::Ordering::Greater => 1.0,
+    }
+}
+
+/// `stat().mtimeMs`.
+fn mtime_ms(meta: &fs::Metadata) -> f64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6
+}
+
+/// Sorts infos by `modified` descending, V8-stably (ties keep their order).
+fn sort_infos(infos: &mut [SessionInfo]) {
+    sort_like_v8(infos, |a, b| b.modified - a.modified);
+}
+
+/// The `*.jsonl` names in `dir`, in directory order (like `readdir`).
+fn jsonl_names(dir: &str) -> std::io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".jsonl") {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// pi's `listSessionsFromDir`: every `*.jsonl` session in `dir`, loaded in filename-descending order.
+fn list_dir(dir: &str, on_progress: &mut dyn FnMut(usize, usize)) -> Vec<SessionInfo> {
+    if !paths::as_path(dir).exists() {
+        return Vec::new();
+    }
+    let Ok(mut names) = jsonl_names(dir) else { return Vec::new() };
+    let c = collator();
+    sort_like_v8(&mut names, |a, b| locale_compare(&c, b, a));
+    let total = names.len();
+    let mut out = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let path = paths::join(&[dir, name]);
+        let info = fs::metadata(&path).ok().and_then(|m| session_info(&path, mtime_ms(&m)));
+        out.extend(info);
+        on_progress(i + 1, total);
+    }
+    out
+}
+
+/// pi's `sessionCwdMatches`: a non-empty cwd that resolves to `resolved_cwd`.
+fn cwd_matches(cwd: &str, resolved_cwd: &str) -> bool {
+    !cwd.is_empty() && paths::resolve_path(cwd) == resolved_cwd
+}
+
+/// `SessionManager.list(cwd, sessionDir?)`: the sessions of `cwd`, newest activity first.
+pub fn list(
+    cwd: &str,
+    session_dir: Option<&str>,
+    on_progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<SessionInfo>> {
+    let (dir, filter) = directory_for(cwd, session_dir)?;
+    let resolved_cwd = paths::resolve_path(cwd);
+    let mut infos: Vec<SessionInfo> = list_dir(&dir, on_progress)
+        .into_iter()
+        .filter(|s| !filter || cwd_matches(&s.cwd.to_string_lossy(), &resolved_cwd))
+        .collect();
+    sort_infos(&mut infos);
+    Ok(infos)
+}
+
+/// `SessionManager.listAll(sessionDir?)`: with a directory, every session in it (no cwd filter); without, every
+/// session in every project directory under `<agentDir>/sessions` (one level, symlinked directories included).
+pub fn list_all(session_dir: Option<&str>, on_progress: &mut dyn FnMut(usize, usize)) -> Vec<SessionInfo> {
+    if let Some(d) = session_dir.filter(|d| !d.is_empty()) {
+        let mut infos = list_dir(&paths::normalize_path(d), on_progress);
+        sort_infos(&mut infos);
+        return infos;
+    }
+    let root = paths::sessions_dir();
+    let Ok(entries) = fs::read_dir(&root) else { return Vec::new() };
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(ft) = entry.file_type() else { continue };
+        if !(ft.is_dir() || ft.is_symlink()) {
+            continue;
+        }
+        let dir = paths::join(&[&root, &entry.file_name().to_string_lossy()]);
+        if let Ok(names) = jsonl_names(&dir) {
+            files.extend(names.into_iter().map(|n| paths::join(&[&dir, &n])));
+        }
+    }
+    let mut candidates: Vec<(String, Option<f64>)> =
+        files.into_iter().map(|p| (p.clone(), fs::metadata(&p).ok().map(|m| mtime_ms(&m)))).collect();
+    let c = collator();
+    sort_like_v8(&mut candidates, |a, b| {
+        let diff = b.1.unwrap_or(f64::NEG_INFINITY) - a.1.unwrap_or(f64::NEG_INFINITY);
+        if diff != 0.0 && !diff.is_nan() {
+            diff
+        } else {
+            locale_compare(&c, paths::basename(&b.0), paths::basename(&a.0))
+        }
+    });
+    let total = candidates.len();
+    let mut infos = Vec::new();
+    for (i, (path, mtime)) in candidates.iter().enumerate() {
+        if let Some(m) = mtime {
+            infos.extend(session_info(path, *m));
+        }
+        on_progress(i + 1, total);
+    }
+    sort_infos(&mut infos);
+    infos
+}
+
+/// The header a discovery scan finds: the first parsed line, if it is a header with a string id and it lies
+/// within the first MiB (pi's bounded `readSessionHeader`).
+pub fn read_header_bounded(path: &str) -> Option<Json> {
+    const LIMIT: usize = 1024 * 1024;
+    let mut f = fs::File::open(path).ok()?;
+    let mut buf = Vec::with_capacity(4096);
+    (&mut f).take(LIMIT as u64).read_to_end(&mut buf).ok()?;
+    let mut start = 0;
+    while let Some(i) = memchr::memchr(b'\n', &buf[start..]) {
+        let line = &buf[start..start + i];
+        start += i + 1;
+        if let Some(decision) = header_candidate(line) {
+            return decision;
+        }
+    }
+    // The rest has no newline: it is the final line only if the file ends within the limit.
+    if buf.len() == LIMIT {
+        let mut probe = [0u8; 1];
+        if f.read(&mut probe).ok()? != 0 {
+            return None;
+        }
+    }
+    header_candidate(&buf[start..]).flatten()
+}
+
+/// None: keep scanning (blank, malformed or falsy). Some(header or None): the first parsed line decides.
+fn header_candidate(line: &[u8]) -> Option<Option<Json>> {
+    if is_blank(line) {
+        return None;
+    }
+    let doc = scan_document(line).ok()?;
+    let value = &line[doc.value.clone()];
+    if is_falsy(value) {
+        return None;
+    }
+    let parsed = Json::parse(value).ok()?;
+    let is_header = parsed.get("type").and_then(Json::as_js_str).is_some_and(|t| t.eq_str("session"))
+        && matches!(parsed.get("id"), Some(Json::String(_)));
+    Some(is_header.then_some(parsed))
+}
+
+/// `SessionManager.findById(cwd, id, sessionDir?)`: the first file (directory order) whose header id is exactly
+/// `id`.
+pub fn find_by_id(cwd: &str, id: &str, session_dir: Option<&str>) -> Result<Option<String>> {
+    let (dir, filter) = directory_for(cwd, session_dir)?;
+    let resolved_cwd = paths::resolve_path(cwd);
+    let Ok(names) = jsonl_names(&dir) else { return Ok(None) };
+    for name in names {
+        let path = paths::join(&[&dir, &name]);
+        let Some(header) = read_header_bounded(&path) else { continue };
+        if !header.get("id").and_then(Json::as_js_str).is_some_and(|h| h.eq_str(id)) {
+            continue;
+        }
+        if filter {
+            let cwd = header.get("cwd").and_then(Json::as_js_str).map(|c| c.to_string_lossy());
+            if !cwd.is_some_and(|c| cwd_matches(&c, &resolved_cwd)) {
+                continue;
+            }
+        }
+        return Ok(Some(path));
+    }
+    Ok(None)
+}
+
+/// pi's `findMostRecentSession(sessionDir, cwd?)`: the newest-mtime file with a valid header (and, with `cwd`,
+/// a matching header cwd).
+pub fn find_most_recent_session(dir: &str, cwd: Option<&str>) -> Option<String> {
+    let dir = paths::normalize_path(dir);
+    let resolved_cwd = cwd.map(paths::resolve_path);
+    let names = jsonl_names(&dir).ok()?;
+    let mut files = Vec::with_capacity(names.len());
+    for name in names {
+        let path = paths::join(&[&dir, &name]);
+        // pi's statSync throws on a vanished file, and the whole lookup gives up.
+        let mtime = mtime_ms(&fs::metadata(&path).ok()?);
+        files.push((path, mtime));
+    }
+    sort_like_v8(&mut files, |a, b| b.1 - a.1);
+    files.into_iter().map(|(p, _)| p).find(|p| {
+        let Some(header) = read_header_bounded(p) else { return false };
+        match &resolved_cwd {
+            None => true,
+            Some(rc) => {
+                let c = header.get("cwd").and_then(Json::as_js_str).map(|c| c.to_string_lossy());
+                c.is_some_and(|c| cwd_matches(&c, rc))
+            }
+        }
+    })
+}

@@ -1,0 +1,246 @@
+//! Entries as the engine holds them: a skeleton of the few fields pi's logic reads, and a reference to the body.
+//!
+//! A pi session can be gigabytes of base64 images inside tool results (pi #9613: 2.6 GB in 18,996 lines), yet the
+//! tree, the leaf, labels and names need only ids, parent ids, types, roles and a few small fields. A [`Record`]
+//! keeps exactly those, plus where the entry's bytes are ([`Body`]); the bytes themselves are read when a caller
+//! asks for the entry. Bodies are never re-serialised: what a reader gets is the line as it is in the file,
+//! with any edit we had to make (migration, re-chaining) spliced in by [`super::json::patch`].
+
+use std::sync::Arc;
+
+use super::json::patch::Patch;
+use super::json::Json;
+use super::key::Key;
+
+/// The `type` of a line, as pi's code distinguishes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryType {
+    /// `session`: a header.
+    Session,
+    /// `message`
+    Message,
+    /// `thinking_level_change`
+    ThinkingLevelChange,
+    /// `model_change`
+    ModelChange,
+    /// `usage`
+    Usage,
+    /// `compaction`
+    Compaction,
+    /// `branch_summary`
+    BranchSummary,
+    /// `custom`
+    Custom,
+    /// `custom_message`
+    CustomMessage,
+    /// `context_edit`
+    ContextEdit,
+    /// `label`
+    Label,
+    /// `session_info`
+    SessionInfo,
+    /// Anything else, including a missing or non-string `type`, and lines that are not objects.
+    Other,
+}
+
+impl EntryType {
+    /// The type named by a decoded `type` value.
+    pub fn from_name(name: &[u8]) -> EntryType {
+        match name {
+            b"session" => EntryType::Session,
+            b"message" => EntryType::Message,
+            b"thinking_level_change" => EntryType::ThinkingLevelChange,
+            b"model_change" => EntryType::ModelChange,
+            b"usage" => EntryType::Usage,
+            b"compaction" => EntryType::Compaction,
+            b"branch_summary" => EntryType::BranchSummary,
+            b"custom" => EntryType::Custom,
+            b"custom_message" => EntryType::CustomMessage,
+            b"context_edit" => EntryType::ContextEdit,
+            b"label" => EntryType::Label,
+            b"session_info" => EntryType::SessionInfo,
+            _ => EntryType::Other,
+        }
+    }
+}
+
+/// The `role` of a message entry's message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `user`
+    User,
+    /// `assistant`
+    Assistant,
+    /// `toolResult`
+    ToolResult,
+    /// `system`
+    System,
+    /// `bashExecution`
+    BashExecution,
+    /// `custom`
+    Custom,
+    /// `hookMessage` (v2; migrated to `custom`)
+    HookMessage,
+    /// Any other role, or none.
+    Other,
+}
+
+impl Role {
+    /// The role named by a decoded `role` value.
+    pub fn from_name(name: &[u8]) -> Role {
+        match name {
+            b"user" => Role::User,
+            b"assistant" => Role::Assistant,
+            b"toolResult" => Role::ToolResult,
+            b"system" => Role::System,
+            b"bashExecution" => Role::BashExecution,
+            b"custom" => Role::Custom,
+            b"hookMessage" => Role::HookMessage,
+            _ => Role::Other,
+        }
+    }
+
+    /// True for the roles whose presence makes a new session worth writing (pi's `_hasConversation`).
+    pub fn is_conversation(self) -> bool {
+        matches!(self, Role::User | Role::Assistant)
+    }
+}
+
+/// What a message entry's `message` member holds, as far as property access is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageShape {
+    /// The member is missing: `entry.message.role` throws in pi.
+    Missing,
+    /// `null`: `entry.message.role` throws in pi.
+    Null,
+    /// An object: its role is in [`Record::role`].
+    Object,
+    /// A primitive or an array: every property read gives `undefined`.
+    Primitive,
+}
+
+impl MessageShape {
+    /// True when reading a property of the message throws a TypeError in JavaScript.
+    pub fn property_access_throws(self) -> bool {
+        matches!(self, MessageShape::Missing | MessageShape::Null)
+    }
+}
+
+/// Where an entry's bytes are.
+#[derive(Clone, Debug)]
+pub enum BodySource {
+    /// In the session file: `len` bytes at `offset` (the line without its newline).
+    File {
+        /// Byte offset of the line.
+        offset: u64,
+        /// Length of the line, without the newline.
+        len: u64,
+    },
+    /// Held in memory (entries not written yet, in-memory sessions).
+    Memory(Arc<[u8]>),
+}
+
+/// An entry's bytes: a source plus the edits to splice in when reading it.
+#[derive(Clone, Debug)]
+pub struct Body {
+    /// Where the original bytes are.
+    pub source: BodySource,
+    /// Member edits that apply on top (migration, re-chaining); `None` for untouched entries.
+    pub patch: Option<Box<Patch>>,
+}
+
+impl Body {
+    /// A body held in memory.
+    pub fn memory(bytes: Vec<u8>) -> Body {
+        Body { source: BodySource::Memory(bytes.into()), patch: None }
+    }
+
+    /// A body in the session file.
+    pub fn file(offset: u64, len: u64) -> Body {
+        Body { source: BodySource::File { offset, len }, patch: None }
+    }
+
+    /// The patch, created on first use.
+    pub fn patch_mut(&mut self) -> &mut Patch {
+        self.patch.get_or_insert_with(Default::default)
+    }
+}
+
+/// Type-specific fields that pi's logic reads without looking at the rest of the body.
+#[derive(Clone, Debug)]
+pub enum Detail {
+    /// Nothing beyond the common fields.
+    None,
+    /// A header line (small; kept whole).
+    Header(Box<Json>),
+    /// A `label` entry.
+    Label {
+        /// `targetId`.
+        target: Key,
+        /// `label`, as a parsed value (None when the member is missing).
+        label: Option<Json>,
+        /// The entry's `timestamp` value, which becomes the label's `labelTimestamp`.
+        timestamp: Option<Json>,
+    },
+    /// A `session_info` entry's `name` (None when missing).
+    SessionInfo(Option<Json>),
+    /// A `compaction` entry's `firstKeptEntryId`.
+    Compaction {
+        /// `firstKeptEntryId`.
+        first_kept: Key,
+        /// `firstKeptEntryIndex` when it is a number (a v1 compaction awaiting migration).
+        first_kept_index: Option<f64>,
+    },
+    /// A `context_edit` entry's `targetId`.
+    ContextEdit(Key),
+}
+
+/// One parsed line: the skeleton of an entry (or header) and where its body is.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// 1-based line number in the file as loaded; 0 for entries that did not come from a file line.
+    pub line: u32,
+    /// The bytes.
+    pub body: Body,
+    /// True when the line is a JSON object (other truthy values such as `42` or `[1]` are entries to pi too).
+    pub is_object: bool,
+    /// True when the line is a JSON array (an object to JavaScript: it takes properties but never serialises them).
+    pub is_array: bool,
+    /// `type`.
+    pub kind: EntryType,
+    /// `id`.
+    pub id: Key,
+    /// `parentId`.
+    pub parent: Key,
+    /// `new Date(entry.timestamp).getTime()` (NaN when invalid).
+    pub time_ms: f64,
+    /// For message entries, what `message` holds.
+    pub message: MessageShape,
+    /// For message entries whose message is an object, its role.
+    pub role: Role,
+    /// For message entries whose message is an object: `message.content == null` (missing or null), which pi
+    /// repairs when building context.
+    pub content_nullish: bool,
+    /// Type-specific fields.
+    pub detail: Detail,
+}
+
+impl Record {
+    /// True for header lines (`type: "session"`).
+    pub fn is_header(&self) -> bool {
+        self.kind == EntryType::Session
+    }
+
+    /// True for a message entry with a user or assistant message (pi's `_hasConversation` test).
+    pub fn is_conversation(&self) -> bool {
+        self.kind == EntryType::Message && self.message == MessageShape::Object && self.role.is_conversation()
+    }
+
+    /// The header value, for header records.
+    pub fn header(&self) -> Option<&Json> {
+        match &self.detail {
+            Detail::Header(h) => Some(h),
+            _ => None,
+        }
+    }
+}

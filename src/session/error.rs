@@ -1,0 +1,82 @@
+//! The engine's errors. Messages are pi's own where pi has one, so a host that matched on pi's text keeps working;
+//! the variant says what kind of failure it is, so nobody has to match on text.
+
+use std::io;
+
+/// Everything the engine can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file system operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done (`open`, `append to`, …).
+        op: &'static str,
+        /// The path it was done to.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not empty but has no valid header (its first parsed line is not `type: "session"` with a
+    /// string `id`). The file is left untouched.
+    #[error("Session file is not a valid pi session: {path}")]
+    InvalidSessionFile {
+        /// The resolved path.
+        path: String,
+    },
+    /// `forkFrom` was given a source that is missing, empty or has no valid header.
+    #[error("Cannot fork: source session file is empty or invalid: {path}")]
+    InvalidForkSource {
+        /// The resolved source path.
+        path: String,
+    },
+    /// No entry has this id.
+    #[error("Entry {id} not found")]
+    EntryNotFound {
+        /// The id as pi prints it.
+        id: String,
+    },
+    /// A context edit's target is not on the path from the root to the leaf.
+    #[error("Entry {id} is not on the active branch")]
+    NotOnActiveBranch {
+        /// The target id.
+        id: String,
+    },
+    /// A context edit's target produces no editable model content.
+    #[error("Entry {id} does not contribute editable model content")]
+    NotEditable {
+        /// The target id.
+        id: String,
+    },
+    /// A context edit's replacement is neither null nor `{content: string | array}`.
+    #[error("Context edit replacement must be null or contain string/array content")]
+    InvalidReplacement,
+    /// A caller-chosen session id breaks pi's rule.
+    #[error("{}", super::ids::INVALID_SESSION_ID_MESSAGE)]
+    InvalidSessionId,
+    /// An entry pi would crash on (a `TypeError` in pi), e.g. a message entry without a message where pi must
+    /// read its role. pi throws; we refuse the same operation with the line that caused it.
+    #[error("line {line}: {message}")]
+    InvalidEntry {
+        /// 1-based line number in the file (0 when the entry did not come from a file).
+        line: u32,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The file to create already exists (pi's exclusive create fails with EEXIST).
+    #[error("EEXIST: file already exists, open '{path}'")]
+    AlreadyExists {
+        /// The path.
+        path: String,
+    },
+}
+
+impl Error {
+    /// An I/O error with its context.
+    pub fn io(op: &'static str, path: impl Into<String>, source: io::Error) -> Error {
+        Error::Io { op, path: path.into(), source }
+    }
+}
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,500 @@
+//! A validating JSON scanner over raw bytes that finds values without building them.
+//!
+//! Opening a session must not cost memory in proportion to its bodies (a 2.6 GB session of base64 images is a real
+//! pi bug report), yet every line must be checked exactly as `JSON.parse` would check it, because pi silently skips
+//! lines that do not parse and we must agree on which lines those are. This scanner validates a line with no
+//! allocation beyond a small nesting stack and reports where the top-level members' values lie, so callers keep
+//! byte ranges instead of values.
+//!
+//! Grammar is ECMAScript `JSON.parse`'s: white space is only space, tab, CR and LF; strings may not hold raw
+//! control characters; `\u` escapes are not checked for surrogate pairing (lone surrogates are valid). Bytes that
+//! are not valid UTF-8 are accepted inside strings, because Node decodes them to U+FFFD before parsing.
+
+use std::ops::Range;
+
+/// Why a line is not JSON, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// Byte offset within the scanned slice.
+    pub offset: usize,
+    /// What was expected or found.
+    pub message: &'static str,
+}
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at byte {}", self.message, self.offset)
+    }
+}
+
+/// One member of a JSON object, as byte ranges into the scanned slice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The key's string literal, quotes included.
+    pub key: Range<usize>,
+    /// The value, without surrounding white space.
+    pub value: Range<usize>,
+}
+
+impl Member {
+    /// True when the key literal is exactly `"name"` (no escapes). Keys pi cares about never need escapes, but
+    /// a hand-written file may spell them with escapes, so [`Member::key_is`] decodes when it has to.
+    fn key_is_plain(&self, bytes: &[u8], name: &str) -> bool {
+        let raw = &bytes[self.key.start + 1..self.key.end - 1];
+        raw == name.as_bytes()
+    }
+
+    /// True when the key decodes to `name`.
+    pub fn key_is(&self, bytes: &[u8], name: &str) -> bool {
+        let raw = &bytes[self.key.start + 1..self.key.end - 1];
+        if !raw.contains(&b'\\') {
+            return self.key_is_plain(bytes, name);
+        }
+        super::value::decode_string_literal(&bytes[self.key.clone()]).eq_str(name)
+    }
+}
+
+/// The kind of a JSON value, from its first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `{…}`
+    Object,
+    /// `[…]`
+    Array,
+    /// `"…"`
+    String,
+    /// A number literal.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// `null`.
+    Null,
+}
+
+impl Kind {
+    /// The kind of the (valid) value starting at `bytes[0]`.
+    pub fn of(bytes: &[u8]) -> Kind {
+        match bytes.first() {
+            Some(b'{') => Kind::Object,
+            Some(b'[') => Kind::Array,
+            Some(b'"') => Kind::String,
+            Some(b't') | Some(b'f') => Kind::Bool,
+            Some(b'n') => Kind::Null,
+            _ => Kind::Number,
+        }
+    }
+}
+
+/// Validates that `bytes` is exactly one JSON value with optional white space around it, and returns the
+/// value's range.
+pub fn validate_document(bytes: &[u8]) -> Result<Range<usize>, SyntaxError> {
+    let mut s = Scanner::new(bytes);
+    s.skip_ws();
+    let start = s.pos;
+    s.skip_value()?;
+    let end = s.pos;
+    s.skip_ws();
+    if s.pos != bytes.len() {
+        return Err(s.err("unexpected text after the JSON value"));
+    }
+    Ok(start..end)
+}
+
+/// A validated line whose top-level value's members (and, for pi's `message` entries, the message object's
+/// members) were found in the same pass, so a multi-megabyte tool result is read exactly once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    /// The value's range, without surrounding white space.
+    pub value: Range<usize>,
+    /// Top-level members, in order, duplicates included (empty unless the value is an object).
+    pub members: Vec<Member>,
+    /// Members of the value of the last top-level `message` member, when that value is an object.
+    pub message_members: Vec<Member>,
+}
+
+/// Validates `bytes` as one JSON value (as [`validate_document`]) and collects its top-level members.
+pub fn scan_document(bytes: &[u8]) -> Result<Document, SyntaxError> {
+    let mut s = Scanner::new(bytes);
+    s.skip_ws();
+    let start = s.pos;
+    let mut doc = Document { value: start..start, members: Vec::new(), message_members: Vec::new() };
+    if s.peek() == Some(b'{') {
+        doc.members = s.scan_object_members(true, &mut doc.message_members)?;
+    } else {
+        s.skip_value()?;
+    }
+    doc.value = start..s.pos;
+    s.skip_ws();
+    if s.pos != bytes.len() {
+        return Err(s.err("unexpected text after the JSON value"));
+    }
+    Ok(doc)
+}
+
+/// The members of the object at `range` (which must be a valid object, e.g. from [`validate_document`]), in
+/// order, duplicates included.
+pub fn object_members(bytes: &[u8], range: Range<usize>) -> Vec<Member> {
+    let mut members = Vec::new();
+    let mut s = Scanner::new(&bytes[..range.end]);
+    s.pos = range.start + 1;
+    s.skip_ws();
+    if s.peek() == Some(b'}') {
+        return members;
+    }
+    loop {
+        s.skip_ws();
+        let key_start = s.pos;
+        s.scan_string().expect("object_members on a validated object");
+        let key = key_start..s.pos;
+        s.skip_ws();
+        s.pos += 1; // ':'
+        s.skip_ws();
+        let value_start = s.pos;
+        s.skip_value().expect("object_members on a validated object");
+        members.push(Member { key, value: value_start..s.pos });
+        s.skip_ws();
+        match s.peek() {
+            Some(b',') => s.pos += 1,
+            _ => return members,
+        }
+    }
+}
+
+/// The elements of the array at `range` (a valid array), in order.
+pub fn array_elements(bytes: &[u8], range: Range<usize>) -> Vec<Range<usize>> {
+    let mut elements = Vec::new();
+    let mut s = Scanner::new(&bytes[..range.end]);
+    s.pos = range.start + 1;
+    s.skip_ws();
+    if s.peek() == Some(b']') {
+        return elements;
+    }
+    loop {
+        s.skip_ws();
+        let start = s.pos;
+        s.skip_value().expect("array_elements on a validated array");
+        elements.push(start..s.pos);
+        s.skip_ws();
+        match s.peek() {
+            Some(b',') => s.pos += 1,
+            _ => return elements,
+        }
+    }
+}
+
+/// The value of the last member named `name` (JSON.parse keeps the last duplicate), if any.
+pub fn find_member(bytes: &[u8], members: &[Member], name: &str) -> Option<Range<usize>> {
+    members.iter().rev().find(|m| m.key_is(bytes, name)).map(|m| m.value.clone())
+}
+
+/// A cursor over bytes that validates as it skips.
+pub struct Scanner<'a> {
+    bytes: &'a [u8],
+    /// The current byte offset.
+    pub pos: usize,
+    stack: Vec<u8>,
+    key_end: usize,
+}
+
+impl<'a> Scanner<'a> {
+    /// A scanner at the start of `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Scanner { bytes, pos: 0, stack: Vec::new(), key_end: 0 }
+    }
+
+    fn err(&self, message: &'static str) -> SyntaxError {
+        SyntaxError { offset: self.pos, message }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Skips JSON white space.
+    pub fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// Skips one value, validating it. Nesting is tracked on a heap stack, so depth is unbounded like V8's.
+    pub fn skip_value(&mut self) -> Result<(), SyntaxError> {
+        self.stack.clear();
+        'value: loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(b'{') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                    if self.peek() == Some(b'}') {
+                        self.pos += 1;
+                    } else {
+                        self.member_key()?;
+                        self.stack.push(b'{');
+                        continue 'value;
+                    }
+                }
+                Some(b'[') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                    if self.peek() == Some(b']') {
+                        self.pos += 1;
+                    } else {
+                        self.stack.push(b'[');
+                        continue 'value;
+                    }
+                }
+                Some(b'"') => self.scan_string()?,
+                Some(b'-' | b'0'..=b'9') => self.scan_number()?,
+                Some(b't') => self.scan_literal(b"true")?,
+                Some(b'f') => self.scan_literal(b"false")?,
+                Some(b'n') => self.scan_literal(b"null")?,
+                Some(_) => return Err(self.err("unexpected character where a value should start")),
+                None => return Err(self.err("unexpected end of input where a value should start")),
+            }
+            // After a complete value: close containers or move to the next element.
+            loop {
+                let Some(&top) = self.stack.last() else {
+                    return Ok(());
+                };
+                self.skip_ws();
+                match (top, self.peek()) {
+                    (_, Some(b',')) => {
+                        self.pos += 1;
+                        if top == b'{' {
+                            self.skip_ws();
+                            self.member_key()?;
+                        }
+                        continue 'value;
+                    }
+                    (b'{', Some(b'}')) | (b'[', Some(b']')) => {
+                        self.pos += 1;
+                        self.stack.pop();
+                    }
+                    (_, None) => return Err(self.err("unexpected end of input inside a container")),
+                    _ => return Err(self.err("expected ',' or a closing bracket")),
+                }
+            }
+        }
+    }
+
+    /// Scans the object at the current `{`, validating it, and returns its members. With `nested`, the members
+    /// of each `message` member's object value are collected into `message_members` (the last one wins).
+    fn scan_object_members(
+        &mut self,
+        nested: bool,
+        message_members: &mut Vec<Member>,
+    ) -> Result<Vec<Member>, SyntaxError> {
+        let mut members = Vec::new();
+        self.pos += 1;
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(members);
+        }
+        loop {
+            self.skip_ws();
+            let key_start = self.pos;
+            self.member_key()?;
+            let key_end = self.key_end;
+            self.skip_ws();
+            let value_start = self.pos;
+            let member_key = key_start..key_end;
+            let is_message = nested && &self.bytes[member_key.clone()] == b"\"message\"";
+            if is_message && self.peek() == Some(b'{') {
+                let mut ignored = Vec::new();
+                *message_members = self.scan_object_members(false, &mut ignored)?;
+            } else {
+                if is_message {
+                    message_members.clear();
+                }
+                self.skip_value()?;
+            }
+            members.push(Member { key: member_key, value: value_start..self.pos });
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(members);
+                }
+                None => return Err(self.err("unexpected end of input inside a container")),
+                _ => return Err(self.err("expected ',' or a closing bracket")),
+            }
+        }
+    }
+
+    /// A member key and its colon.
+    fn member_key(&mut self) -> Result<(), SyntaxError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.err("expected a string key"));
+        }
+        self.scan_string()?;
+        self.key_end = self.pos;
+        self.skip_ws();
+        if self.peek() != Some(b':') {
+            return Err(self.err("expected ':' after a key"));
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    /// Skips a string literal starting at the current `"`.
+    pub fn scan_string(&mut self) -> Result<(), SyntaxError> {
+        self.pos += 1;
+        loop {
+            let rest = &self.bytes[self.pos..];
+            let Some(i) = memchr::memchr2(b'"', b'\\', rest) else {
+                return Err(SyntaxError { offset: self.bytes.len(), message: "unterminated string" });
+            };
+            if let Some(c) = rest[..i].iter().position(|&b| b < 0x20) {
+                return Err(SyntaxError { offset: self.pos + c, message: "raw control character in a string" });
+            }
+            self.pos += i;
+            if rest[i] == b'"' {
+                self.pos += 1;
+                return Ok(());
+            }
+            // An escape.
+            match self.bytes.get(self.pos + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.pos += 2,
+                Some(b'u') => {
+                    let hex = self.bytes.get(self.pos + 2..self.pos + 6);
+                    if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                        return Err(self.err("bad \\u escape"));
+                    }
+                    self.pos += 6;
+                }
+                _ => return Err(self.err("bad escape")),
+            }
+        }
+    }
+
+    fn scan_number(&mut self) -> Result<(), SyntaxError> {
+        let b = self.bytes;
+        let digits = |p: &mut usize| {
+            let s = *p;
+            while b.get(*p).is_some_and(u8::is_ascii_digit) {
+                *p += 1;
+            }
+            *p > s
+        };
+        let mut p = self.pos;
+        if b.get(p) == Some(&b'-') {
+            p += 1;
+        }
+        match b.get(p) {
+            Some(b'0') => p += 1,
+            Some(b'1'..=b'9') => {
+                digits(&mut p);
+            }
+            _ => {
+                self.pos = p;
+                return Err(self.err("bad number"));
+            }
+        }
+        if b.get(p) == Some(&b'.') {
+            p += 1;
+            if !digits(&mut p) {
+                self.pos = p;
+                return Err(self.err("bad number fraction"));
+            }
+        }
+        if let Some(b'e' | b'E') = b.get(p) {
+            p += 1;
+            if let Some(b'+' | b'-') = b.get(p) {
+                p += 1;
+            }
+            if !digits(&mut p) {
+                self.pos = p;
+                return Err(self.err("bad number exponent"));
+            }
+        }
+        self.pos = p;
+        Ok(())
+    }
+
+    fn scan_literal(&mut self, word: &'static [u8]) -> Result<(), SyntaxError> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(self.err("bad literal"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid(s: &str) -> bool {
+        validate_document(s.as_bytes()).is_ok()
+    }
+
+    #[test]
+    fn accepts_what_json_parse_accepts() {
+        for s in [
+            "{}",
+            " {\"a\":[1,-0.5e+3,true,false,null,\"x\\u00e9\\ud83d\"]}\r",
+            "42",
+            "\"s\"",
+            "[[[]]]",
+            "-0",
+            "{\"a\":{\"b\":{}}, \"c\" : [ ] }",
+        ] {
+            assert!(valid(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_json_parse_rejects() {
+        for s in [
+            "",
+            "   ",
+            "{",
+            "{\"a\":1,}",
+            "[1,]",
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            "1e",
+            "tru",
+            "\"a\tb\"",
+            "\"\\x\"",
+            "\"\\u12g4\"",
+            "{'a':1}",
+            "\u{feff}{}",
+            "\u{a0}{}",
+            "{} {}",
+            "{\"a\" 1}",
+            "NaN",
+            "{\"a\":1}}",
+            "[1 2]",
+        ] {
+            assert!(!valid(s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_does_not_overflow_the_stack() {
+        let s = "[".repeat(200_000) + &"]".repeat(200_000);
+        assert!(valid(&s));
+    }
+
+    #[test]
+    fn members_report_key_and_value_ranges_in_order() {
+        let s = br#"{ "a" : 1, "b":{"x":[1]} ,"a":"z"}"#;
+        let r = validate_document(s).unwrap();
+        let m = object_members(s, r);
+        let got: Vec<(&str, &str)> = m
+            .iter()
+            .map(|m| {
+                (std::str::from_utf8(&s[m.key.clone()]).unwrap(), std::str::from_utf8(&s[m.value.clone()]).unwrap())
+            })
+            .collect();
+        assert_eq!(got, vec![("\"a\"", "1"), ("\"b\"", "{\"x\":[1]}"), ("\"a\"", "\"z\"")]);
+        assert_eq!(find_member(s, &m, "a").map(|r| &s[r]), Some(&b"\"z\""[..]));
+    }
+}

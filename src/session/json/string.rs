@@ -1,0 +1,343 @@
+//! JavaScript strings, held as WTF-8.
+//!
+//! pi reads and writes its files with `JSON.parse`/`JSON.stringify`, whose strings are UTF-16 and may hold lone
+//! surrogates (`"\ud83d"`, which pi really writes when a model's output is cut mid-emoji). A Rust `String` cannot
+//! hold those, so a decoded JSON string is kept as WTF-8: UTF-8, plus three-byte sequences for lone surrogates.
+//! Well-formed strings are plain UTF-8 and borrow as `&str` for free.
+
+use std::fmt;
+
+/// A JavaScript string value: UTF-8, except that lone surrogates are kept (as WTF-8) instead of being lost.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JsString(Vec<u8>);
+
+impl JsString {
+    /// The empty string.
+    pub fn new() -> Self {
+        JsString(Vec::new())
+    }
+
+    /// The string as `&str`, when it holds no lone surrogate.
+    pub fn as_str(&self) -> Option<&str> {
+        std::str::from_utf8(&self.0).ok()
+    }
+
+    /// The WTF-8 bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// True for `""`.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// True when the string equals `s` exactly.
+    pub fn eq_str(&self, s: &str) -> bool {
+        self.0 == s.as_bytes()
+    }
+
+    /// Appends a Unicode scalar value.
+    pub fn push_char(&mut self, c: char) {
+        let mut buf = [0u8; 4];
+        self.0.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+    }
+
+    /// Appends `s`.
+    pub fn push_str(&mut self, s: &str) {
+        self.push_wtf8(s.as_bytes());
+    }
+
+    /// Appends another JavaScript string. A lone high surrogate at the end of `self` followed by a lone low
+    /// surrogate at the start of `other` becomes one supplementary character, exactly as JS concatenation pairs
+    /// UTF-16 code units.
+    pub fn push_js(&mut self, other: &JsString) {
+        self.push_wtf8(&other.0);
+    }
+
+    fn push_wtf8(&mut self, bytes: &[u8]) {
+        if let (Some(high), Some(low)) = (trailing_high_surrogate(&self.0), leading_low_surrogate(bytes)) {
+            self.0.truncate(self.0.len() - 3);
+            self.push_code_point(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00));
+            self.0.extend_from_slice(&bytes[3..]);
+        } else {
+            self.0.extend_from_slice(bytes);
+        }
+    }
+
+    /// Appends a code point, which may be a lone surrogate (encoded as WTF-8).
+    pub fn push_code_point(&mut self, cp: u32) {
+        if let Some(c) = char::from_u32(cp) {
+            self.push_char(c);
+        } else {
+            // A surrogate: the generalized UTF-8 three-byte form.
+            self.0.push(0xE0 | (cp >> 12) as u8);
+            self.0.push(0x80 | ((cp >> 6) & 0x3F) as u8);
+            self.0.push(0x80 | (cp & 0x3F) as u8);
+        }
+    }
+
+    /// Appends raw bytes from a file, replacing invalid UTF-8 the way a WHATWG/Node UTF-8 decoder does (one
+    /// U+FFFD per maximal invalid subpart), since pi only ever sees the decoded text.
+    pub fn push_bytes_lossy(&mut self, bytes: &[u8]) {
+        if let Ok(s) = std::str::from_utf8(bytes) {
+            self.push_str(s);
+            return;
+        }
+        for chunk in bytes.utf8_chunks() {
+            self.push_str(chunk.valid());
+            if !chunk.invalid().is_empty() {
+                self.push_char('\u{FFFD}');
+            }
+        }
+    }
+
+    /// Iterates over the code points (lone surrogates included as their values).
+    pub fn code_points(&self) -> CodePoints<'_> {
+        CodePoints { bytes: &self.0, pos: 0 }
+    }
+
+    /// The length in UTF-16 code units, as JavaScript's `length`.
+    pub fn utf16_len(&self) -> usize {
+        self.code_points().map(|cp| if cp >= 0x10000 { 2 } else { 1 }).sum()
+    }
+
+    /// A `String` with every lone surrogate replaced by U+FFFD.
+    pub fn to_string_lossy(&self) -> String {
+        match self.as_str() {
+            Some(s) => s.to_owned(),
+            None => self.code_points().map(|cp| char::from_u32(cp).unwrap_or('\u{FFFD}')).collect(),
+        }
+    }
+
+    /// `String.prototype.trim`: removes JavaScript white space and line terminators from both ends.
+    pub fn trim(&self) -> JsString {
+        let mut start = 0;
+        let mut end = self.0.len();
+        let mut it = CodePoints { bytes: &self.0, pos: 0 };
+        while let Some(cp) = it.next() {
+            if !is_js_whitespace(cp) {
+                break;
+            }
+            start = it.pos;
+        }
+        // Walk back from the end over whole code points.
+        while end > start {
+            let mut b = end - 1;
+            while b > start && (self.0[b] & 0xC0) == 0x80 {
+                b -= 1;
+            }
+            let cp = CodePoints { bytes: &self.0[b..end], pos: 0 }.next().unwrap_or(0);
+            if !is_js_whitespace(cp) {
+                break;
+            }
+            end = b;
+        }
+        JsString(self.0[start..end].to_vec())
+    }
+
+    /// `s.replace(/[\r\n]+/g, " ")`: every run of CR/LF becomes one space.
+    pub fn collapse_line_breaks(&self) -> JsString {
+        let mut out = Vec::with_capacity(self.0.len());
+        let mut in_run = false;
+        for &b in &self.0 {
+            if b == b'\r' || b == b'\n' {
+                if !in_run {
+                    out.push(b' ');
+                    in_run = true;
+                }
+            } else {
+                in_run = false;
+                out.push(b);
+            }
+        }
+        JsString(out)
+    }
+
+    /// Writes the string as `JSON.stringify` would quote it.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        write_json_string_bytes(&self.0, out);
+    }
+
+    /// The string quoted as `JSON.stringify` would.
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::with_capacity(self.0.len() + 2);
+        self.write_json(&mut out);
+        String::from_utf8(out).expect("JSON quoting escapes every surrogate")
+    }
+}
+
+impl From<&str> for JsString {
+    fn from(s: &str) -> Self {
+        JsString(s.as_bytes().to_vec())
+    }
+}
+
+impl From<String> for JsString {
+    fn from(s: String) -> Self {
+        JsString(s.into_bytes())
+    }
+}
+
+impl fmt::Debug for JsString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json())
+    }
+}
+
+impl fmt::Display for JsString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_string_lossy())
+    }
+}
+
+/// Code points of a WTF-8 string.
+pub struct CodePoints<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Iterator for CodePoints<'_> {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        let b = &self.bytes[self.pos..];
+        let first = *b.first()?;
+        let (cp, len) = if first < 0x80 {
+            (first as u32, 1)
+        } else if first < 0xE0 {
+            (((first as u32 & 0x1F) << 6) | (b[1] as u32 & 0x3F), 2)
+        } else if first < 0xF0 {
+            (((first as u32 & 0x0F) << 12) | ((b[1] as u32 & 0x3F) << 6) | (b[2] as u32 & 0x3F), 3)
+        } else {
+            (
+                ((first as u32 & 0x07) << 18)
+                    | ((b[1] as u32 & 0x3F) << 12)
+                    | ((b[2] as u32 & 0x3F) << 6)
+                    | (b[3] as u32 & 0x3F),
+                4,
+            )
+        };
+        self.pos += len;
+        Some(cp)
+    }
+}
+
+fn trailing_high_surrogate(bytes: &[u8]) -> Option<u32> {
+    let n = bytes.len();
+    if n >= 3 && bytes[n - 3] == 0xED && (0xA0..=0xAF).contains(&bytes[n - 2]) {
+        Some(0xD000 | ((bytes[n - 2] as u32 & 0x3F) << 6) | (bytes[n - 1] as u32 & 0x3F))
+    } else {
+        None
+    }
+}
+
+fn leading_low_surrogate(bytes: &[u8]) -> Option<u32> {
+    if bytes.len() >= 3 && bytes[0] == 0xED && (0xB0..=0xBF).contains(&bytes[1]) {
+        Some(0xD000 | ((bytes[1] as u32 & 0x3F) << 6) | (bytes[2] as u32 & 0x3F))
+    } else {
+        None
+    }
+}
+
+/// JavaScript's WhiteSpace and LineTerminator code points, which `trim` removes. Not Rust's `char::is_whitespace`:
+/// JS includes U+FEFF and excludes U+0085.
+pub fn is_js_whitespace(cp: u32) -> bool {
+    matches!(
+        cp,
+        0x09 | 0x0A | 0x0B | 0x0C | 0x0D | 0x20 | 0xA0 | 0x1680 | 0x2000
+            ..=0x200A | 0x2028 | 0x2029 | 0x202F | 0x205F | 0x3000 | 0xFEFF
+    )
+}
+
+/// Quotes WTF-8 bytes as `JSON.stringify` does: `"` `\` and control characters escaped (short forms where JSON has
+/// them, else `\u00xx`), lone surrogates as `\udxxx`, everything else (U+2028 included) as is.
+pub fn write_json_string_bytes(bytes: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let escape: Option<&[u8]> = match b {
+            b'"' => Some(b"\\\""),
+            b'\\' => Some(b"\\\\"),
+            0x08 => Some(b"\\b"),
+            0x0C => Some(b"\\f"),
+            b'\n' => Some(b"\\n"),
+            b'\r' => Some(b"\\r"),
+            b'\t' => Some(b"\\t"),
+            _ => None,
+        };
+        if let Some(e) = escape {
+            out.extend_from_slice(&bytes[start..i]);
+            out.extend_from_slice(e);
+            i += 1;
+            start = i;
+        } else if b < 0x20 {
+            out.extend_from_slice(&bytes[start..i]);
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 0xF) as usize]);
+            i += 1;
+            start = i;
+        } else if b == 0xED && i + 2 < bytes.len() && bytes[i + 1] >= 0xA0 {
+            // A WTF-8 surrogate (ED A0..BF xx): write it as an escape, as JSON.stringify does for lone surrogates.
+            out.extend_from_slice(&bytes[start..i]);
+            let cp = 0xD000 | ((bytes[i + 1] as u32 & 0x3F) << 6) | (bytes[i + 2] as u32 & 0x3F);
+            out.extend_from_slice(b"\\u");
+            for shift in [12, 8, 4, 0] {
+                out.push(HEX[((cp >> shift) & 0xF) as usize]);
+            }
+            i += 3;
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn surrogate_halves_pair_up_when_concatenated() {
+        let mut a = JsString::new();
+        a.push_code_point(0xD83D);
+        let mut b = JsString::new();
+        b.push_code_point(0xDE00);
+        a.push_js(&b);
+        assert_eq!(a.as_str(), Some("😀"));
+        assert_eq!(a.utf16_len(), 2);
+    }
+
+    #[test]
+    fn lone_surrogates_are_quoted_as_escapes_like_json_stringify() {
+        let mut s = JsString::from("a");
+        s.push_code_point(0xD83D);
+        s.push_str("\u{2028}\u{7f}\u{1}\"/");
+        assert_eq!(s.to_json(), "\"a\\ud83d\u{2028}\u{7f}\\u0001\\\"/\"");
+    }
+
+    #[test]
+    fn trim_uses_javascript_white_space() {
+        let s = JsString::from("\u{feff}\u{3000} x \u{85}");
+        assert_eq!(s.trim().as_str(), Some("x \u{85}"));
+        assert_eq!(JsString::from(" \t\n").trim().as_str(), Some(""));
+    }
+
+    #[test]
+    fn line_break_runs_collapse_to_one_space() {
+        let s = JsString::from("  line1\r\nline2\n\nline3  ");
+        assert_eq!(s.collapse_line_breaks().trim().as_str(), Some("line1 line2 line3"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_per_maximal_subpart() {
+        let mut s = JsString::new();
+        s.push_bytes_lossy(b"a\xED\xA0\x80b\xF0\x9F\x98");
+        assert_eq!(s.as_str(), Some("a\u{FFFD}\u{FFFD}\u{FFFD}b\u{FFFD}"));
+    }
+}

@@ -1,0 +1,224 @@
+//! One line of a session file → a [`Record`], or the reason it is not one.
+//!
+//! pi reads a line with `JSON.parse(line)` after skipping blank lines, and keeps every *truthy* result: objects,
+//! but also `42`, `"text"` or `[1]`. It skips lines that do not parse without a word. We classify each line the
+//! same way ([`LineOutcome`]) so the entries agree with pi's, and keep the non-entries so they can be reported and
+//! preserved rather than dropped.
+
+use super::entry::{Body, Detail, EntryType, MessageShape, Record, Role};
+use super::js::date;
+use super::json::scan::{find_member, scan_document, Kind, Member, SyntaxError};
+use super::json::string::is_js_whitespace;
+use super::json::value::{decode_string_literal, number_value};
+use super::json::{JsString, Json};
+use super::key::Key;
+
+/// What one physical line is, to pi.
+#[derive(Debug)]
+pub enum LineOutcome {
+    /// Empty or only white space (JavaScript's `trim()` leaves nothing): skipped, harmless.
+    Blank,
+    /// Not JSON: pi skips it silently; we report it.
+    Malformed(SyntaxError),
+    /// Valid JSON whose value is falsy (`null`, `false`, `0`, `""`): pi skips it.
+    Falsy,
+    /// An entry or header.
+    Record(Box<Record>),
+}
+
+/// True when `bytes`, decoded as pi decodes them, is empty after JavaScript's `trim()`.
+pub fn is_blank(bytes: &[u8]) -> bool {
+    if bytes.iter().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)) {
+        return true;
+    }
+    if bytes.is_ascii() {
+        return false;
+    }
+    let mut s = JsString::new();
+    s.push_bytes_lossy(bytes);
+    s.code_points().all(is_js_whitespace)
+}
+
+/// True when a valid JSON value is falsy to JavaScript (`null`, `false`, `0`, `""`), so pi skips its line.
+pub fn is_falsy(value: &[u8]) -> bool {
+    match Kind::of(value) {
+        Kind::Object | Kind::Array => false,
+        Kind::String => value.len() <= 2,
+        Kind::Number => {
+            let n = number_value(std::str::from_utf8(value).unwrap_or("0"));
+            n == 0.0 || n.is_nan()
+        }
+        Kind::Bool => value != b"true",
+        Kind::Null => true,
+    }
+}
+
+/// Classifies one line (without its `\n`) and, for entries, extracts the skeleton.
+pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
+    if is_blank(bytes) {
+        return LineOutcome::Blank;
+    }
+    let doc = match scan_document(bytes) {
+        Ok(doc) => doc,
+        Err(e) => return LineOutcome::Malformed(e),
+    };
+    let value = &bytes[doc.value.clone()];
+    let truthy = !is_falsy(value);
+    if !truthy {
+        return LineOutcome::Falsy;
+    }
+    let mut record = Record {
+        line,
+        body,
+        is_object: false,
+        is_array: Kind::of(value) == Kind::Array,
+        kind: EntryType::Other,
+        id: Key::Undefined,
+        parent: Key::Undefined,
+        time_ms: f64::NAN,
+        message: MessageShape::Missing,
+        role: Role::Other,
+        content_nullish: false,
+        detail: Detail::None,
+    };
+    if Kind::of(value) != Kind::Object {
+        // `42.id`, `"x".type`, `[1].parentId` are all undefined to pi, and `new Date(undefined)` is invalid.
+        return LineOutcome::Record(Box::new(record));
+    }
+    record.is_object = true;
+    let members = &doc.members;
+    let member = |name: &str| find_member(bytes, members, name).map(|r| &bytes[r]);
+    record.kind = match member("type") {
+        Some(v) if v.first() == Some(&b'"') => EntryType::from_name(decode_string_literal(v).as_bytes()),
+        _ => EntryType::Other,
+    };
+    if record.kind == EntryType::Session {
+        let header = Json::parse(value).expect("validated line");
+        record.id = Key::from_json(header.get("id"));
+        record.parent = Key::from_json(header.get("parentId"));
+        record.time_ms = new_date_ms(header.get("timestamp"));
+        record.detail = Detail::Header(Box::new(header));
+        return LineOutcome::Record(Box::new(record));
+    }
+    record.id = member("id").map(Key::from_raw).unwrap_or(Key::Undefined);
+    record.parent = member("parentId").map(Key::from_raw).unwrap_or(Key::Undefined);
+    let timestamp = member("timestamp").map(parse_small);
+    record.time_ms = new_date_ms(timestamp.as_ref());
+    match record.kind {
+        EntryType::Message => {
+            let (shape, role) = message_shape(bytes, member("message"), &doc.message_members);
+            record.message = shape;
+            record.role = role;
+            record.content_nullish = shape == MessageShape::Object
+                && find_member(bytes, &doc.message_members, "content").is_none_or(|r| &bytes[r] == b"null");
+        }
+        EntryType::Label => {
+            record.detail = Detail::Label {
+                target: member("targetId").map(Key::from_raw).unwrap_or(Key::Undefined),
+                label: member("label").map(parse_small),
+                timestamp,
+            }
+        }
+        EntryType::SessionInfo => record.detail = Detail::SessionInfo(member("name").map(parse_small)),
+        EntryType::Compaction => {
+            record.detail = Detail::Compaction {
+                first_kept: member("firstKeptEntryId").map(Key::from_raw).unwrap_or(Key::Undefined),
+                first_kept_index: member("firstKeptEntryIndex")
+                    .filter(|v| Kind::of(v) == Kind::Number)
+                    .map(|v| number_value(std::str::from_utf8(v).unwrap_or("NaN"))),
+            }
+        }
+        EntryType::ContextEdit => {
+            record.detail = Detail::ContextEdit(member("targetId").map(Key::from_raw).unwrap_or(Key::Undefined))
+        }
+        _ => {}
+    }
+    LineOutcome::Record(Box::new(record))
+}
+
+fn message_shape(bytes: &[u8], message: Option<&[u8]>, members: &[Member]) -> (MessageShape, Role) {
+    match message.map(Kind::of) {
+        None => (MessageShape::Missing, Role::Other),
+        Some(Kind::Null) => (MessageShape::Null, Role::Other),
+        Some(Kind::Object) => {
+            let role = match find_member(bytes, members, "role").map(|r| &bytes[r]) {
+                Some(v) if v.first() == Some(&b'"') => Role::from_name(decode_string_literal(v).as_bytes()),
+                _ => Role::Other,
+            };
+            (MessageShape::Object, role)
+        }
+        Some(_) => (MessageShape::Primitive, Role::Other),
+    }
+}
+
+/// Parses a small validated value (a timestamp, a label, a name).
+fn parse_small(raw: &[u8]) -> Json {
+    Json::parse(raw).expect("validated member")
+}
+
+/// `new Date(value).getTime()` for a JSON value (`undefined` when None).
+pub fn new_date_ms(value: Option<&Json>) -> f64 {
+    match value {
+        None => f64::NAN,
+        Some(Json::Null) => 0.0,
+        Some(Json::Bool(b)) => f64::from(u8::from(*b)),
+        Some(Json::Number(n)) => date::time_clip(number_value(n)),
+        Some(Json::String(s)) => date::parse_date(&s.to_string_lossy()),
+        // ToPrimitive: arrays become their joined elements, plain objects "[object Object]".
+        Some(v @ Json::Array(_)) => date::parse_date(&super::js::to_js_string(v).to_string_lossy()),
+        Some(Json::Object(_)) => f64::NAN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(s: &str) -> Record {
+        match parse_line(s.as_bytes(), 1, Body::memory(s.as_bytes().to_vec())) {
+            LineOutcome::Record(r) => *r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn blank_lines_include_javascript_white_space() {
+        assert!(is_blank(b""));
+        assert!(is_blank(b" \r"));
+        assert!(is_blank("\u{feff}\u{a0}".as_bytes()));
+        assert!(!is_blank(b"{}"));
+    }
+
+    #[test]
+    fn falsy_json_values_are_not_entries() {
+        for s in ["null", "false", "0", "-0.0", "\"\"", "1e-400"] {
+            assert!(matches!(parse_line(s.as_bytes(), 1, Body::memory(vec![])), LineOutcome::Falsy), "{s}");
+        }
+    }
+
+    #[test]
+    fn malformed_lines_are_reported_not_dropped() {
+        assert!(matches!(parse_line(b"{\"type\":", 1, Body::memory(vec![])), LineOutcome::Malformed(_)));
+        assert!(matches!(parse_line("\u{feff}{}".as_bytes(), 1, Body::memory(vec![])), LineOutcome::Malformed(_)));
+    }
+
+    #[test]
+    fn skeleton_reads_ids_type_role_and_last_duplicate() {
+        let r = record(
+            r#"{"type":"message","id":"a","id":"b","parentId":null,"timestamp":"2025-01-02T00:00:00.000Z","message":{"role":"user","content":"x"}}"#,
+        );
+        assert_eq!(r.kind, EntryType::Message);
+        assert_eq!(r.id, Key::str("b"));
+        assert_eq!(r.parent, Key::Null);
+        assert_eq!(r.time_ms, 1735776000000.0);
+        assert_eq!((r.message, r.role), (MessageShape::Object, Role::User));
+    }
+
+    #[test]
+    fn non_object_values_are_entries_with_undefined_fields() {
+        let r = record("[1,2]");
+        assert!(!r.is_object);
+        assert_eq!(r.id, Key::Undefined);
+        assert_eq!(r.kind, EntryType::Other);
+    }
+}

@@ -1,0 +1,1156 @@
+//! `SessionManager`: pi 1.6.0's session operations over one session at a time.
+//!
+//! Every method mirrors the pi method of the same name (snake_case), with pi's arguments, results, errors and
+//! file effects: lazy first write, exclusive create, key order, ids, migration, leaf rules. Two things differ on
+//! purpose (both in `docs/compatibility.md`): opening never writes (pi's load-time repairs — the migration
+//! rewrite, the missing final newline, the header of a 0-byte file — are held back and applied just before the
+//! first write, so the bytes after open + append equal pi's), and bytes we did not write are never re-serialised.
+
+use std::fs::File;
+use std::sync::{Arc, Mutex};
+
+use super::context::{self, Bodies, ContextOptions, Projection};
+use super::entry::{Body, BodySource, Detail, EntryType, Record};
+use super::error::{Error, Result};
+use super::ids::{self, Clock, IdSource, OsRandom, SystemClock, UuidV7State};
+use super::js::date::to_iso_string;
+use super::json::{JsString, Json, Object};
+use super::key::Key;
+use super::line::{parse_line, LineOutcome};
+use super::migrate;
+use super::paths;
+use super::store::{self, LineSlot, LoadedFile, Warning, WarningKind};
+use super::tree::{Tree, TreeIndex};
+
+/// Where a manager gets randomness and time, and the UUID v7 generator state it shares.
+pub struct Env {
+    /// Random ids.
+    pub ids: Box<dyn IdSource>,
+    /// The clock.
+    pub clock: Box<dyn Clock>,
+    /// UUID v7 state; the process-wide one unless a test brings its own.
+    pub v7: Arc<Mutex<UuidV7State>>,
+}
+
+static PROCESS_V7: std::sync::LazyLock<Arc<Mutex<UuidV7State>>> =
+    std::sync::LazyLock::new(|| Arc::new(Mutex::new(UuidV7State::default())));
+
+impl Env {
+    /// The operating system's randomness and clock.
+    pub fn system() -> Env {
+        Env { ids: Box::new(OsRandom), clock: Box::new(SystemClock), v7: PROCESS_V7.clone() }
+    }
+
+    fn now_iso(&mut self) -> (f64, String) {
+        let ms = self.clock.now_ms();
+        (ms, to_iso_string(ms).unwrap_or_else(|| "Invalid Date".to_owned()))
+    }
+
+    fn session_id(&mut self) -> String {
+        let now = self.clock.now_ms();
+        let mut state = self.v7.lock().unwrap_or_else(|e| e.into_inner());
+        ids::uuid_v7(&mut state, now, self.ids.as_mut())
+    }
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Env::system()
+    }
+}
+
+/// Options for a new session (`NewSessionOptions`).
+#[derive(Clone, Debug, Default)]
+pub struct NewSessionOptions {
+    /// A caller-chosen session id (checked against pi's rule).
+    pub id: Option<String>,
+    /// The `parentSession` header field.
+    pub parent_session: Option<String>,
+}
+
+/// pi's load-time file repairs, held back until the first write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PendingRepairs {
+    /// Rewrite the whole file (after a migration, or to give a 0-byte file its header).
+    pub rewrite: bool,
+    /// Append the missing final `\n`.
+    pub final_newline: bool,
+}
+
+/// One session: pi's `SessionManager`.
+pub struct SessionManager {
+    session_id: Json,
+    session_file: Option<String>,
+    session_dir: String,
+    cwd: String,
+    persist: bool,
+    flushed: bool,
+    records: Vec<Record>,
+    lines: Vec<LineSlot>,
+    index: TreeIndex,
+    file: Option<File>,
+    file_len: u64,
+    pending: PendingRepairs,
+    warnings: Vec<Warning>,
+    context_options: ContextOptions,
+    env: Env,
+}
+
+struct RecordBodies<'a> {
+    records: &'a [Record],
+    file: Option<&'a File>,
+}
+
+impl Bodies for RecordBodies<'_> {
+    fn bytes(&self, record: usize) -> Result<Vec<u8>> {
+        let r = &self.records[record];
+        store::read_body(self.file, &r.body).map_err(|e| Error::io("read", "session file", e))
+    }
+}
+
+fn record_from_bytes(bytes: Vec<u8>) -> Record {
+    match parse_line(&bytes, 0, Body::memory(bytes.clone())) {
+        LineOutcome::Record(r) => *r,
+        other => unreachable!("entries we build are objects: {other:?}"),
+    }
+}
+
+fn key_text(k: &Key) -> Option<String> {
+    k.to_json_text()
+}
+
+impl SessionManager {
+    fn construct(
+        cwd: &str,
+        session_dir: &str,
+        session_file: Option<&str>,
+        persist: bool,
+        options: NewSessionOptions,
+        preloaded: Option<LoadedFile>,
+        env: Env,
+    ) -> Result<SessionManager> {
+        let mut m = SessionManager {
+            session_id: Json::str(""),
+            session_file: None,
+            session_dir: if session_dir.is_empty() { String::new() } else { paths::normalize_path(session_dir) },
+            cwd: paths::resolve_path(cwd),
+            persist,
+            flushed: false,
+            records: Vec::new(),
+            lines: Vec::new(),
+            index: TreeIndex::default(),
+            file: None,
+            file_len: 0,
+            pending: PendingRepairs::default(),
+            warnings: Vec::new(),
+            context_options: ContextOptions::default(),
+            env,
+        };
+        if persist && !m.session_dir.is_empty() && !paths::as_path(&m.session_dir).exists() {
+            std::fs::create_dir_all(&m.session_dir).map_err(|e| Error::io("create directory", &m.session_dir, e))?;
+        }
+        if let Some(file) = session_file {
+            m.set_session_file_inner(file, preloaded)?;
+        } else if let Some(loaded) = preloaded.filter(|l| !l.records.is_empty()) {
+            m.load_records(loaded, options)?;
+        } else {
+            m.new_session(options)?;
+        }
+        Ok(m)
+    }
+
+    /// `SessionManager.create(cwd, sessionDir?, options?)`: a new session, written once it has a conversation.
+    pub fn create(cwd: &str, session_dir: Option<&str>, options: NewSessionOptions, env: Env) -> Result<Self> {
+        let dir = match session_dir {
+            Some(d) if !d.is_empty() => paths::normalize_path(d),
+            _ => super::catalog::default_session_dir(cwd)?,
+        };
+        Self::construct(cwd, &dir, None, true, options, None, env)
+    }
+
+    /// `SessionManager.open(path, sessionDir?, cwdOverride?)`. Reads without writing (see the module doc).
+    pub fn open(path: &str, session_dir: Option<&str>, cwd_override: Option<&str>, env: Env) -> Result<Self> {
+        let resolved = paths::resolve_path(path);
+        let mut preloaded = None;
+        let mut header_cwd = None;
+        if paths::as_path(&resolved).exists() {
+            let loaded = store::load(&resolved)?;
+            if loaded.has_valid_header() {
+                header_cwd = loaded.records[0].header().and_then(|h| h.get("cwd")).and_then(Json::as_js_str).cloned();
+            }
+            preloaded = Some(loaded);
+        }
+        let cwd = match cwd_override {
+            Some(c) => c.to_owned(),
+            None => header_cwd.map(|c| c.to_string_lossy()).unwrap_or_else(paths::process_cwd),
+        };
+        let dir = match session_dir {
+            Some(d) if !d.is_empty() => paths::normalize_path(d),
+            _ => paths::parent_dir(&resolved),
+        };
+        Self::construct(&cwd, &dir, Some(&resolved), true, NewSessionOptions::default(), preloaded, env)
+    }
+
+    /// `SessionManager.continueRecent(cwd, sessionDir?)`: the most recent session in the directory, or a new one.
+    pub fn continue_recent(cwd: &str, session_dir: Option<&str>, env: Env) -> Result<Self> {
+        let (dir, filter_cwd) = super::catalog::directory_for(cwd, session_dir)?;
+        let recent = super::catalog::find_most_recent_session(&dir, filter_cwd.then_some(cwd));
+        match recent {
+            Some(path) => {
+                let loaded = if paths::as_path(&path).exists() { Some(store::load(&path)?) } else { None };
+                Self::construct(cwd, &dir, Some(&path), true, NewSessionOptions::default(), loaded, env)
+            }
+            None => Self::construct(cwd, &dir, None, true, NewSessionOptions::default(), None, env),
+        }
+    }
+
+    /// `SessionManager.inMemory(cwd?, options?, entries?)`: a session that never touches the disk. `entries` are
+    /// JSON lines (a header among them is adopted as is; without one, a new header is made from `options`).
+    pub fn in_memory(
+        cwd: Option<&str>,
+        options: NewSessionOptions,
+        entries: Option<Vec<Vec<u8>>>,
+        env: Env,
+    ) -> Result<Self> {
+        let cwd = cwd.map(str::to_owned).unwrap_or_else(paths::process_cwd);
+        let preloaded = entries.map(|lines| {
+            let mut loaded = LoadedFile::default();
+            for (i, bytes) in lines.into_iter().enumerate() {
+                if let LineOutcome::Record(r) = parse_line(&bytes, i as u32 + 1, Body::memory(bytes.clone())) {
+                    loaded.records.push(*r);
+                }
+            }
+            loaded
+        });
+        Self::construct(&cwd, "", None, false, options, preloaded, env)
+    }
+
+    /// `SessionManager.forkFrom(sourcePath, targetCwd, sessionDir?, options?)`: a new session in `targetCwd` with
+    /// the source's whole history. Unlike pi 1.6.0 the source is migrated first (pi #9950) and left untouched.
+    pub fn fork_from(
+        source_path: &str,
+        target_cwd: &str,
+        session_dir: Option<&str>,
+        options: NewSessionOptions,
+        mut env: Env,
+    ) -> Result<Self> {
+        let source = paths::resolve_path(source_path);
+        let target = paths::resolve_path(target_cwd);
+        let invalid = || Error::InvalidForkSource { path: source.clone() };
+        if !paths::as_path(&source).exists() {
+            return Err(invalid());
+        }
+        let mut loaded = store::load(&source)?;
+        if !loaded.has_valid_header() {
+            return Err(invalid());
+        }
+        let dir = match session_dir {
+            Some(d) if !d.is_empty() => paths::normalize_path(d),
+            _ => super::catalog::default_session_dir(&target)?,
+        };
+        if !paths::as_path(&dir).exists() {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+        }
+        if let Some(id) = &options.id {
+            if !ids::is_valid_session_id(id) {
+                return Err(Error::InvalidSessionId);
+            }
+        }
+        let new_id = match &options.id {
+            Some(id) => id.clone(),
+            None => env.session_id(),
+        };
+        let (_, timestamp) = env.now_iso();
+        let new_file = paths::join(&[&dir, &format!("{}_{}.jsonl", file_stamp(&timestamp), new_id)]);
+        migrate::migrate(&mut loaded.records, env.ids.as_mut())?;
+        let header = header_json(&new_id, &timestamp, &target, Some(&source));
+        let src_file = File::open(&source).map_err(|e| Error::io("open", &source, e))?;
+        let mut content = Vec::new();
+        header.write_canonical(&mut content);
+        content.push(b'\n');
+        for r in loaded.records.iter().filter(|r| !r.is_header()) {
+            let bytes = store::read_body(Some(&src_file), &r.body).map_err(|e| Error::io("read", &source, e))?;
+            content.extend_from_slice(trim_json_ws(&bytes));
+            content.push(b'\n');
+        }
+        store::create_exclusive(&new_file, &content)?;
+        let loaded = store::load(&new_file)?;
+        Self::construct(&target, &dir, Some(&new_file), true, NewSessionOptions::default(), Some(loaded), env)
+    }
+
+    fn set_session_file_inner(&mut self, path: &str, preloaded: Option<LoadedFile>) -> Result<()> {
+        let resolved = paths::resolve_path(path);
+        if paths::as_path(&resolved).exists() {
+            let loaded = match preloaded {
+                Some(l) => l,
+                None => store::load(&resolved)?,
+            };
+            if !loaded.has_valid_header() {
+                if loaded.len > 0 {
+                    return Err(Error::InvalidSessionFile { path: resolved });
+                }
+                // A 0-byte file: pi writes a fresh header at once; we write it before the first entry.
+                self.new_session(NewSessionOptions::default())?;
+                self.session_file = Some(resolved.clone());
+                self.open_read_handle(&resolved)?;
+                self.flushed = true;
+                self.pending.rewrite = true;
+                return Ok(());
+            }
+            self.session_file = Some(resolved.clone());
+            self.file_len = loaded.len;
+            self.pending.final_newline = loaded.needs_final_newline;
+            self.open_read_handle(&resolved)?;
+            self.load_records(loaded, NewSessionOptions::default())?;
+            self.flushed = true;
+        } else {
+            self.new_session(NewSessionOptions::default())?;
+            self.session_file = Some(resolved);
+        }
+        Ok(())
+    }
+
+    fn open_read_handle(&mut self, path: &str) -> Result<()> {
+        self.file = Some(File::open(path).map_err(|e| Error::io("open", path, e))?);
+        Ok(())
+    }
+
+    fn load_records(&mut self, loaded: LoadedFile, options: NewSessionOptions) -> Result<()> {
+        let LoadedFile { mut records, lines, warnings, .. } = loaded;
+        self.warnings = warnings;
+        match records.iter().find(|r| r.is_header()).and_then(Record::header) {
+            Some(header) => {
+                self.session_id = header.get("id").cloned().unwrap_or(Json::Null);
+                let version = migrate::file_version(&records);
+                if migrate::migrate(&mut records, self.env.ids.as_mut())? {
+                    self.warnings.push(Warning {
+                        line: 0,
+                        kind: WarningKind::LegacyVersion,
+                        message: format!(
+                            "session file version {} is migrated to 3 in memory; the file is rewritten before the \
+                             first write",
+                            if version.is_nan() { "(not a number)".to_owned() } else { version.to_string() }
+                        ),
+                    });
+                    if self.persist && records.iter().any(|r| r.body.patch.is_some()) {
+                        self.pending.rewrite = true;
+                    }
+                }
+                self.records = records;
+                self.lines = lines;
+            }
+            None => {
+                self.new_session(options)?;
+                self.records.extend(records);
+            }
+        }
+        self.index = TreeIndex::build(&self.records);
+        let tree_warnings = self.index.diagnose(&self.records);
+        self.warnings.extend(tree_warnings);
+        self.warnings.sort_by_key(|w| w.line);
+        Ok(())
+    }
+
+    /// `newSession(options?)`: replaces this session with a new, empty one (the old file is untouched). Returns
+    /// the new file path (None in memory).
+    pub fn new_session(&mut self, options: NewSessionOptions) -> Result<Option<String>> {
+        if let Some(id) = &options.id {
+            if !ids::is_valid_session_id(id) {
+                return Err(Error::InvalidSessionId);
+            }
+        }
+        let id = match &options.id {
+            Some(id) => id.clone(),
+            None => self.env.session_id(),
+        };
+        let (_, timestamp) = self.env.now_iso();
+        let header = header_json(&id, &timestamp, &self.cwd, options.parent_session.as_deref());
+        self.session_id = Json::str(&id);
+        self.records = vec![record_from_bytes(header.to_canonical_string().into_bytes())];
+        self.lines.clear();
+        self.index = TreeIndex::default();
+        self.flushed = false;
+        self.file = None;
+        self.file_len = 0;
+        self.pending = PendingRepairs::default();
+        self.warnings.clear();
+        if self.persist {
+            self.session_file =
+                Some(paths::join(&[&self.session_dir, &format!("{}_{}.jsonl", file_stamp(&timestamp), id)]));
+        }
+        Ok(self.session_file.clone())
+    }
+
+    /// `setSessionFile(path)`: switch to another file (opened, or started lazily if it does not exist).
+    pub fn set_session_file(&mut self, path: &str) -> Result<()> {
+        let resolved = paths::resolve_path(path);
+        let loaded = if paths::as_path(&resolved).exists() { Some(store::load(&resolved)?) } else { None };
+        self.pending = PendingRepairs::default();
+        self.lines.clear();
+        self.set_session_file_inner(&resolved, loaded)
+    }
+
+    // ----------------------------------------------------------------------------------------------------------
+    // Appends
+
+    fn new_entry_id(&mut self) -> String {
+        let index = &self.index;
+        ids::generate_entry_id(self.env.ids.as_mut(), |id| index.has_str(id))
+    }
+
+    /// The common fields of a new entry, in pi's order: type, id, parentId, timestamp.
+    fn base_entry(&mut self, kind: &str) -> (Object, String) {
+        let (_, timestamp) = self.env.now_iso();
+        let id = self.new_entry_id();
+        let mut o = Object::new();
+        o.insert("type", Json::str(kind));
+        o.insert("id", Json::str(&id));
+        // `parentId: this.leafId`; an undefined leaf (an id-less last entry) writes no member at all.
+        if let Some(parent) = key_json(&self.index.leaf) {
+            o.insert("parentId", parent);
+        }
+        o.insert("timestamp", Json::str(&timestamp));
+        (o, id)
+    }
+
+    fn append_entry(&mut self, entry: Json) -> Result<usize> {
+        let mut bytes = Vec::new();
+        entry.write_canonical(&mut bytes);
+        let record = record_from_bytes(bytes);
+        let previous_leaf = self.index.leaf.clone();
+        let i = self.records.len();
+        self.records.push(record);
+        self.index.add(i, &self.records[i]);
+        if let Err(e) = self.persist_entry(i) {
+            let r = self.records.pop().expect("just pushed");
+            self.index.remove_newest(&r.id, previous_leaf);
+            return Err(e);
+        }
+        if self.records[i].kind == EntryType::Label {
+            let r = self.records[i].clone();
+            self.index.apply_label(&r);
+        }
+        Ok(i)
+    }
+
+    /// pi's `_hasConversation`: any message entry with a user or assistant message, on any branch.
+    fn has_conversation(&self) -> Result<bool> {
+        for r in &self.records {
+            if r.kind == EntryType::Message {
+                if r.message.property_access_throws() {
+                    return Err(Error::InvalidEntry {
+                        line: r.line,
+                        message: "message entry has no message object (pi 1.6.0 throws a TypeError here)".into(),
+                    });
+                }
+                if r.is_conversation() {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    fn persist_entry(&mut self, i: usize) -> Result<()> {
+        if !self.persist {
+            return Ok(());
+        }
+        let Some(path) = self.session_file.clone() else { return Ok(()) };
+        if !self.flushed {
+            if !self.has_conversation()? {
+                return Ok(());
+            }
+            let content = self.serialize_records()?;
+            store::create_exclusive(&path, &content)?;
+            self.flushed = true;
+            self.adopt_written_file(&path, content.len() as u64)?;
+            return Ok(());
+        }
+        self.apply_pending_repairs()?;
+        let body =
+            store::read_body(self.file.as_ref(), &self.records[i].body).map_err(|e| Error::io("read", &path, e))?;
+        let mut line = body;
+        line.push(b'\n');
+        store::append(&path, &line)?;
+        let offset = self.file_len;
+        self.file_len += line.len() as u64;
+        self.records[i].body = Body::file(offset, line.len() as u64 - 1);
+        if self.file.is_none() {
+            self.open_read_handle(&path)?;
+        }
+        Ok(())
+    }
+
+    /// The file as pi would write it from scratch: every record, one line each.
+    fn serialize_records(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let bodies = self.bodies();
+        for i in 0..self.records.len() {
+            out.extend_from_slice(trim_json_ws(&bodies.bytes(i)?));
+            out.push(b'\n');
+        }
+        Ok(out)
+    }
+
+    /// After writing every record to `path` in order, point the bodies at the file.
+    fn adopt_written_file(&mut self, path: &str, len: u64) -> Result<()> {
+        self.open_read_handle(path)?;
+        let mut offset = 0u64;
+        let file = self.file.take();
+        let bodies: Vec<Vec<u8>> = {
+            let rb = RecordBodies { records: &self.records, file: file.as_ref() };
+            (0..self.records.len()).map(|i| rb.bytes(i).map(|b| trim_json_ws(&b).to_vec())).collect::<Result<_>>()?
+        };
+        self.file = file;
+        self.lines.clear();
+        for (i, b) in bodies.into_iter().enumerate() {
+            self.records[i].body = Body::file(offset, b.len() as u64);
+            self.lines.push(LineSlot { offset, len: b.len() as u64, record: Some(i) });
+            offset += b.len() as u64 + 1;
+        }
+        self.file_len = len;
+        Ok(())
+    }
+
+    /// Applies pi's held-back load-time repairs now. Called before the first write to an opened file; callers
+    /// that want pi's eager behaviour (rewrite on open) may call it right after opening.
+    pub fn apply_pending_repairs(&mut self) -> Result<()> {
+        let Some(path) = self.session_file.clone() else { return Ok(()) };
+        if !self.persist {
+            return Ok(());
+        }
+        if self.pending.rewrite {
+            self.rewrite_file(&path)?;
+            self.pending = PendingRepairs::default();
+        } else if self.pending.final_newline {
+            store::append(&path, b"\n")?;
+            self.file_len += 1;
+            self.pending.final_newline = false;
+        }
+        Ok(())
+    }
+
+    /// The pending load-time repairs.
+    pub fn pending_repairs(&self) -> PendingRepairs {
+        self.pending
+    }
+
+    /// Rewrites the file from the records, keeping every line pi would drop (malformed, blank, falsy) where it was.
+    fn rewrite_file(&mut self, path: &str) -> Result<()> {
+        let file = self.file.as_ref();
+        let records = &self.records;
+        let lines = if self.lines.is_empty() {
+            (0..records.len()).map(|i| LineSlot { offset: 0, len: 0, record: Some(i) }).collect()
+        } else {
+            self.lines.clone()
+        };
+        let mut new_slots = Vec::with_capacity(lines.len());
+        store::replace_with(path, |w| {
+            let mut offset = 0u64;
+            for slot in &lines {
+                let bytes = match slot.record {
+                    Some(i) => trim_json_ws(&store::read_body(file, &records[i].body)?).to_vec(),
+                    None => {
+                        let mut raw = vec![0u8; slot.len as usize];
+                        use std::os::unix::fs::FileExt;
+                        file.ok_or_else(|| std::io::Error::other("no file"))?.read_exact_at(&mut raw, slot.offset)?;
+                        raw
+                    }
+                };
+                w.write_all(&bytes)?;
+                w.write_all(b"\n")?;
+                new_slots.push(LineSlot { offset, len: bytes.len() as u64, record: slot.record });
+                offset += bytes.len() as u64 + 1;
+            }
+            Ok(())
+        })?;
+        for slot in &new_slots {
+            if let Some(i) = slot.record {
+                self.records[i].body = Body::file(slot.offset, slot.len);
+            }
+        }
+        self.file_len = new_slots.last().map_or(0, |s| s.offset + s.len + 1);
+        self.lines = new_slots;
+        self.open_read_handle(path)?;
+        Ok(())
+    }
+
+    /// `appendMessage(message)`. Returns the new entry's id.
+    pub fn append_message(&mut self, message: Json) -> Result<String> {
+        let (mut o, id) = self.base_entry("message");
+        o.insert("message", message);
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    /// `appendThinkingLevelChange(thinkingLevel)`.
+    pub fn append_thinking_level_change(&mut self, thinking_level: Json) -> Result<String> {
+        let (mut o, id) = self.base_entry("thinking_level_change");
+        o.insert("thinkingLevel", thinking_level);
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    /// `appendModelChange(provider, modelId)`.
+    pub fn append_model_change(&mut self, provider: Json, model_id: Json) -> Result<String> {
+        let (mut o, id) = self.base_entry("model_change");
+        o.insert("provider", provider);
+        o.insert("modelId", model_id);
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    /// `appendUsage(kind, provider, model, usage, note?)`. Returns the entry's index (pi returns the entry).
+    pub fn append_usage(
+        &mut self,
+        kind: Json,
+        provider: Json,
+        model: Json,
+        usage: Json,
+        note: Option<Json>,
+    ) -> Result<usize> {
+        let (mut o, _) = self.base_entry("usage");
+        o.insert("kind", kind);
+        o.insert("provider", provider);
+        o.insert("model", model);
+        o.insert("usage", usage);
+        if let Some(note) = note.filter(Json::truthy) {
+            o.insert("note", note);
+        }
+        self.append_entry(Json::Object(o))
+    }
+
+    /// `appendCompaction(summary, firstKeptEntryId | null, tokensBefore, details?, fromHook?, usage?)`, plus the
+    /// seed's optional `retainedTail` (written last; `firstKeptEntryId` is always written too).
+    #[allow(clippy::too_many_arguments)]
+    pub fn append_compaction(
+        &mut self,
+        summary: Json,
+        first_kept_entry_id: Option<Json>,
+        tokens_before: Json,
+        details: Option<Json>,
+        from_hook: Option<Json>,
+        usage: Option<Json>,
+        retained_tail: Option<Json>,
+    ) -> Result<String> {
+        let (ms, timestamp) = self.env.now_iso();
+        let system = {
+            let projection = self.build_session_projection()?;
+            let bodies = self.bodies();
+            let messages: Vec<Json> =
+                projection.messages().map(|m| context::message_value(&bodies, m)).collect::<Result<_>>()?;
+            context::current_system_message(&messages)?
+        };
+        let id = self.new_entry_id();
+        let mut o = Object::new();
+        o.insert("type", Json::str("compaction"));
+        o.insert("id", Json::str(&id));
+        if let Some(parent) = key_json(&self.index.leaf) {
+            o.insert("parentId", parent);
+        }
+        o.insert("timestamp", Json::str(&timestamp));
+        o.insert("summary", summary);
+        o.insert(
+            "firstKeptEntryId",
+            match first_kept_entry_id {
+                None | Some(Json::Null) => Json::str(&id),
+                Some(v) => v,
+            },
+        );
+        o.insert("tokensBefore", tokens_before);
+        for (k, v) in [("details", details), ("usage", usage), ("fromHook", from_hook)] {
+            if let Some(v) = v {
+                o.insert(k, v);
+            }
+        }
+        if let Some(Json::Object(mut sm)) = system {
+            sm.insert("timestamp", Json::number(ms));
+            o.insert("systemMessage", Json::Object(sm));
+        }
+        if let Some(tail) = retained_tail {
+            o.insert("retainedTail", tail);
+        }
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    /// `appendCustomEntry(customType, data?)`. Key order: type, customType, data, id, parentId, timestamp.
+    pub fn append_custom_entry(&mut self, custom_type: Json, data: Option<Json>) -> Result<String> {
+        let (base, id) = self.base_entry("custom");
+        let mut o = Object::new();
+        o.insert("type", Json::str("custom"));
+        o.insert("customType", custom_type);
+        if let Some(d) = data {
+            o.insert("data", d);
+        }
+        for k in ["id", "parentId", "timestamp"] {
+            o.insert(k, base.get(k).cloned().unwrap_or(Json::Null));
+        }
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    /// `appendSessionInfo(name)`: CR/LF runs become one space, then the name is trimmed (an empty name clears).
+    pub fn append_session_info(&mut self, name: &JsString) -> Result<String> {
+        let sanitized = name.collapse_line_breaks().trim();
+        let (mut o, id) = self.base_entry("session_info");
+        o.insert("name", Json::String(sanitized));
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    /// `appendCustomMessageEntry(customType, content, display, details?)`. Key order: type, customType, content,
+    /// display, details, id, parentId, timestamp.
+    pub fn append_custom_message_entry(
+        &mut self,
+        custom_type: Json,
+        content: Json,
+        display: Json,
+        details: Option<Json>,
+    ) -> Result<String> {
+        let (base, id) = self.base_entry("custom_message");
+        let mut o = Object::new();
+        o.insert("type", Json::str("custom_message"));
+        o.insert("customType", custom_type);
+        o.insert("content", content);
+        o.insert("display", display);
+        if let Some(d) = details {
+            o.insert("details", d);
+        }
+        for k in ["id", "parentId", "timestamp"] {
+            o.insert(k, base.get(k).cloned().unwrap_or(Json::Null));
+        }
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    /// `appendContextEdit(targetId, replacement)`: `replacement` is `null` (omit the target) or `{content}`
+    /// (string or array). None stands for `undefined`, which pi rejects.
+    pub fn append_context_edit(&mut self, target_id: &Key, replacement: Option<Json>) -> Result<String> {
+        let valid = match &replacement {
+            Some(Json::Null) => true,
+            Some(Json::Object(o)) => matches!(o.get("content"), Some(Json::String(_) | Json::Array(_))),
+            _ => false,
+        };
+        if !valid {
+            return Err(Error::InvalidReplacement);
+        }
+        let Some(target) = self.index.get(target_id) else {
+            return Err(Error::EntryNotFound { id: target_id.display() });
+        };
+        let branch = self.index.branch(&self.records, None);
+        if !branch.iter().any(|&i| self.records[i].id == *target_id) {
+            return Err(Error::NotOnActiveBranch { id: target_id.display() });
+        }
+        let t = &self.records[target];
+        let role = if t.kind == EntryType::Message {
+            if t.message.property_access_throws() {
+                return Err(Error::InvalidEntry {
+                    line: t.line,
+                    message: "message entry has no message object (pi 1.6.0 throws a TypeError here)".into(),
+                });
+            }
+            Some(if t.message == super::entry::MessageShape::Object { t.role } else { super::entry::Role::Other })
+        } else {
+            None
+        };
+        use super::entry::Role;
+        let editable =
+            t.kind == EntryType::CustomMessage || matches!(role, Some(Role::User | Role::Assistant | Role::ToolResult));
+        if !editable {
+            return Err(Error::NotEditable { id: target_id.display() });
+        }
+        let replacement = replacement.expect("validated");
+        let normalized = match (&replacement, role) {
+            (Json::Object(o), Some(Role::Assistant | Role::ToolResult)) => match o.get("content") {
+                Some(Json::String(text)) => {
+                    let mut n = Object::new();
+                    n.insert("content", context::text_blocks(text.clone()));
+                    Json::Object(n)
+                }
+                _ => replacement.clone(),
+            },
+            _ => replacement.clone(),
+        };
+        let (mut o, id) = self.base_entry("context_edit");
+        if let Some(t) = key_json(target_id) {
+            o.insert("targetId", t);
+        }
+        o.insert("replacement", normalized);
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    /// `appendLabelChange(targetId, label?)`: a truthy label sets, anything else clears. None writes no `label`
+    /// member (pi's `undefined`).
+    pub fn append_label_change(&mut self, target_id: &Key, label: Option<Json>) -> Result<String> {
+        if !self.index.contains(target_id) {
+            return Err(Error::EntryNotFound { id: target_id.display() });
+        }
+        let (mut o, id) = self.base_entry("label");
+        if let Some(t) = key_json(target_id) {
+            o.insert("targetId", t);
+        }
+        if let Some(l) = label {
+            o.insert("label", l);
+        }
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    // ----------------------------------------------------------------------------------------------------------
+    // Branching
+
+    /// `branch(entryId)`: move the leaf to an existing entry.
+    pub fn branch(&mut self, entry_id: &Key) -> Result<()> {
+        if !self.index.contains(entry_id) {
+            return Err(Error::EntryNotFound { id: entry_id.display() });
+        }
+        self.index.leaf = entry_id.clone();
+        Ok(())
+    }
+
+    /// `resetLeaf()`: the next append starts a new root.
+    pub fn reset_leaf(&mut self) {
+        self.index.leaf = Key::Null;
+    }
+
+    /// `branchWithSummary(branchFromId | null, summary, details?, fromHook?, usage?)`: move the leaf and append a
+    /// `branch_summary` whose `fromId` is the abandoned leaf (`"root"` when there was none).
+    pub fn branch_with_summary(
+        &mut self,
+        branch_from_id: Option<&Key>,
+        summary: Json,
+        details: Option<Json>,
+        from_hook: Option<Json>,
+        usage: Option<Json>,
+    ) -> Result<String> {
+        if let Some(id) = branch_from_id {
+            if !self.index.contains(id) {
+                return Err(Error::EntryNotFound { id: id.display() });
+            }
+        }
+        let from_id = key_json(&self.index.leaf).filter(|v| *v != Json::Null).unwrap_or_else(|| Json::str("root"));
+        self.index.leaf = branch_from_id.cloned().unwrap_or(Key::Null);
+        let (mut o, id) = self.base_entry("branch_summary");
+        o.insert("fromId", from_id);
+        o.insert("summary", summary);
+        for (k, v) in [("details", details), ("usage", usage), ("fromHook", from_hook)] {
+            if let Some(v) = v {
+                o.insert(k, v);
+            }
+        }
+        self.append_entry(Json::Object(o))?;
+        Ok(id)
+    }
+
+    /// `createBranchedSession(leafId)`: this manager becomes a new session holding only the path to `leafId`
+    /// (labels dropped from the path and re-created after it, parents re-chained). Returns the new file path
+    /// (None in memory). The old file is untouched.
+    pub fn create_branched_session(&mut self, leaf_id: &Key) -> Result<Option<String>> {
+        let previous_file = self.session_file.clone();
+        let path = self.index.branch(&self.records, Some(leaf_id));
+        if path.is_empty() {
+            return Err(Error::EntryNotFound { id: leaf_id.display() });
+        }
+        // Re-chain the path without its labels; remember what each removed label "stood before".
+        let mut kept: Vec<(usize, Key, Option<Key>)> = Vec::new(); // (record, new parent, new firstKeptEntryId)
+        let mut replacement_by_label: indexmap::IndexMap<Key, Key> = indexmap::IndexMap::new();
+        let mut pending_labels: Vec<Key> = Vec::new();
+        let mut parent = Key::Null;
+        for &i in &path {
+            let r = &self.records[i];
+            if r.kind == EntryType::Label {
+                pending_labels.push(r.id.clone());
+                continue;
+            }
+            for l in pending_labels.drain(..) {
+                replacement_by_label.insert(l, r.id.clone());
+            }
+            let first_kept = match &r.detail {
+                Detail::Compaction { first_kept, .. } if r.kind == EntryType::Compaction => {
+                    if *first_kept == r.id {
+                        None
+                    } else {
+                        replacement_by_label.get(first_kept).cloned()
+                    }
+                }
+                _ => None,
+            };
+            kept.push((i, parent.clone(), first_kept));
+            parent = r.id.clone();
+        }
+        let new_id = self.env.session_id();
+        let (_, timestamp) = self.env.now_iso();
+        let new_file = paths::join(&[&self.session_dir, &format!("{}_{}.jsonl", file_stamp(&timestamp), new_id)]);
+        let parent_session = if self.persist { previous_file.as_deref() } else { None };
+        let header = header_json(&new_id, &timestamp, &self.cwd, parent_session);
+
+        // New bodies: the old bytes with parentId (and firstKeptEntryId) spliced in, read into memory now because
+        // the old file stops being "our" file.
+        let mut new_records = vec![record_from_bytes(header.to_canonical_string().into_bytes())];
+        let mut path_ids: std::collections::HashSet<Key> = std::collections::HashSet::new();
+        let bodies = RecordBodies { records: &self.records, file: self.file.as_ref() };
+        for (i, new_parent, first_kept) in &kept {
+            let r = &self.records[*i];
+            let mut body = Body { source: BodySource::Memory(bodies.bytes(*i)?.into()), patch: None };
+            if r.is_object {
+                let patch = body.patch_mut();
+                match key_text(new_parent) {
+                    Some(t) => patch.set("parentId", t),
+                    None => patch.remove("parentId"),
+                }
+                if let Some(fk) = first_kept {
+                    match key_text(fk) {
+                        Some(t) => patch.set("firstKeptEntryId", t),
+                        None => patch.remove("firstKeptEntryId"),
+                    }
+                }
+            }
+            let mut nr = r.clone();
+            nr.body = Body::memory(store::read_body(None, &body).map_err(|e| Error::io("read", "", e))?);
+            nr.parent = new_parent.clone();
+            if let (Some(fk), Detail::Compaction { first_kept_index, .. }) = (first_kept, &r.detail) {
+                nr.detail = Detail::Compaction { first_kept: fk.clone(), first_kept_index: *first_kept_index };
+            }
+            path_ids.insert(r.id.clone());
+            new_records.push(nr);
+        }
+        let labels: Vec<(Key, Json, Option<Json>)> = self
+            .index
+            .labels()
+            .filter(|(target, _)| path_ids.contains(*target))
+            .map(|(t, l)| (t.clone(), l.label.clone(), l.timestamp.clone()))
+            .collect();
+        let mut label_parent = match kept.last().map(|(i, _, _)| &self.records[*i].id) {
+            Some(k) if k.truthy() => k.clone(),
+            _ => Key::Null,
+        };
+        for (target, label, ts) in labels {
+            let label_id = ids::generate_entry_id(self.env.ids.as_mut(), |id| path_ids.contains(&Key::str(id)));
+            let mut o = Object::new();
+            o.insert("type", Json::str("label"));
+            o.insert("id", Json::str(&label_id));
+            o.insert("parentId", key_json(&label_parent).unwrap_or(Json::Null));
+            if let Some(ts) = ts {
+                o.insert("timestamp", ts);
+            }
+            if let Some(t) = key_json(&target) {
+                o.insert("targetId", t);
+            }
+            o.insert("label", label);
+            new_records.push(record_from_bytes(Json::Object(o).to_canonical_string().into_bytes()));
+            path_ids.insert(Key::str(&label_id));
+            label_parent = Key::str(&label_id);
+        }
+        self.records = new_records;
+        self.session_id = Json::str(&new_id);
+        self.index = TreeIndex::build(&self.records);
+        self.lines.clear();
+        self.file = None;
+        self.file_len = 0;
+        self.pending = PendingRepairs::default();
+        self.warnings.clear();
+        if !self.persist {
+            return Ok(None);
+        }
+        self.session_file = Some(new_file.clone());
+        if self.has_conversation()? {
+            let content = self.serialize_records()?;
+            store::replace_with(&new_file, |w| std::io::Write::write_all(w, &content))?;
+            self.flushed = true;
+            self.adopt_written_file(&new_file, content.len() as u64)?;
+        } else {
+            self.flushed = false;
+        }
+        Ok(Some(new_file))
+    }
+
+    // ----------------------------------------------------------------------------------------------------------
+    // Reads
+
+    /// Entry bodies of this session.
+    pub fn bodies(&self) -> impl Bodies + '_ {
+        RecordBodies { records: &self.records, file: self.file.as_ref() }
+    }
+
+    /// Every record (headers included), in file order.
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// The tree index.
+    pub fn index(&self) -> &TreeIndex {
+        &self.index
+    }
+
+    /// Warnings found while loading (malformed lines, torn tail, tree problems, legacy version).
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// How context is built for this session.
+    pub fn set_context_options(&mut self, options: ContextOptions) {
+        self.context_options = options;
+    }
+
+    /// `isPersisted()`.
+    pub fn is_persisted(&self) -> bool {
+        self.persist
+    }
+
+    /// `getCwd()`.
+    pub fn cwd(&self) -> &str {
+        &self.cwd
+    }
+
+    /// `getSessionDir()` (`""` in memory).
+    pub fn session_dir(&self) -> &str {
+        &self.session_dir
+    }
+
+    /// `getSessionId()` (a string unless an in-memory header said otherwise).
+    pub fn session_id(&self) -> &Json {
+        &self.session_id
+    }
+
+    /// `getSessionFile()`.
+    pub fn session_file(&self) -> Option<&str> {
+        self.session_file.as_deref()
+    }
+
+    /// True once the file holds this session (pi's `flushed`).
+    pub fn is_flushed(&self) -> bool {
+        self.flushed
+    }
+
+    /// `getLeafId()`.
+    pub fn leaf_id(&self) -> &Key {
+        &self.index.leaf
+    }
+
+    /// `getLeafEntry()`.
+    pub fn leaf_entry(&self) -> Option<usize> {
+        if self.index.leaf.truthy() {
+            self.index.get(&self.index.leaf)
+        } else {
+            None
+        }
+    }
+
+    /// `getEntry(id)`.
+    pub fn entry(&self, id: &Key) -> Option<usize> {
+        self.index.get(id)
+    }
+
+    /// `getChildren(parentId)`.
+    pub fn children(&self, parent_id: &Key) -> Vec<usize> {
+        self.index.children(&self.records, parent_id)
+    }
+
+    /// `getLabel(id)`.
+    pub fn label(&self, id: &Key) -> Option<&Json> {
+        self.index.label(id).map(|l| &l.label)
+    }
+
+    /// `getBranch(fromId?)`.
+    pub fn branch_path(&self, from_id: Option<&Key>) -> Vec<usize> {
+        self.index.branch(&self.records, from_id)
+    }
+
+    /// `getHeader()`: the first header record.
+    pub fn header(&self) -> Option<usize> {
+        self.records.iter().position(Record::is_header)
+    }
+
+    /// `getEntryCount()`: distinct ids.
+    pub fn entry_count(&self) -> usize {
+        self.index.len()
+    }
+
+    /// `getEntries()`: every non-header record, in file order (duplicates included).
+    pub fn entries(&self) -> Vec<usize> {
+        (0..self.records.len()).filter(|&i| !self.records[i].is_header()).collect()
+    }
+
+    /// `getTree()`.
+    pub fn tree(&self) -> Tree {
+        self.index.tree(&self.records)
+    }
+
+    /// `getSessionName()`: the latest `session_info` in file order, trimmed; empty clears. Fails where pi throws
+    /// (a name that is not a string).
+    pub fn session_name(&self) -> Result<Option<JsString>> {
+        for r in self.records.iter().rev() {
+            if r.kind == EntryType::SessionInfo {
+                return session_info_name(r);
+            }
+        }
+        Ok(None)
+    }
+
+    /// `buildContextEntries()`.
+    pub fn build_context_entries(&self) -> Result<Vec<usize>> {
+        context::context_entries(&self.records, &self.index, &self.bodies(), self.context_options)
+    }
+
+    /// `buildSessionProjection()` (and `buildSessionContext()`, which is its messages and settings).
+    pub fn build_session_projection(&self) -> Result<Projection> {
+        context::projection(&self.records, &self.index, &self.bodies(), self.context_options)
+    }
+}
+
+/// The name a `session_info` record sets: `name?.trim() || undefined`.
+pub fn session_info_name(r: &Record) -> Result<Option<JsString>> {
+    match &r.detail {
+        Detail::SessionInfo(None | Some(Json::Null)) => Ok(None),
+        Detail::SessionInfo(Some(Json::String(s))) => {
+            let t = s.trim();
+            Ok((!t.is_empty()).then_some(t))
+        }
+        Detail::SessionInfo(Some(_)) => Err(Error::InvalidEntry {
+            line: r.line,
+            message: "session_info name is not a string (pi 1.6.0 throws a TypeError here)".into(),
+        }),
+        _ => Ok(None),
+    }
+}
+
+/// A key as the JSON value pi would write for it; None for `undefined`, which `JSON.stringify` leaves out.
+fn key_json(k: &Key) -> Option<Json> {
+    match k {
+        Key::Undefined => None,
+        // An object id cannot be reproduced from a key; such files are hand-made and get null.
+        Key::Null | Key::Object(_) => Some(Json::Null),
+        Key::Bool(b) => Some(Json::Bool(*b)),
+        Key::Number(bits) => Some(Json::number(f64::from_bits(*bits))),
+        Key::Str(s) => Some(Json::String(s.clone())),
+    }
+}
+
+/// The header pi writes: type, version, id, timestamp, cwd, parentSession (when set).
+fn header_json(id: &str, timestamp: &str, cwd: &str, parent_session: Option<&str>) -> Json {
+    let mut o = Object::new();
+    o.insert("type", Json::str("session"));
+    o.insert("version", Json::number(3.0));
+    o.insert("id", Json::str(id));
+    o.insert("timestamp", Json::str(timestamp));
+    o.insert("cwd", Json::str(cwd));
+    if let Some(p) = parent_session {
+        o.insert("parentSession", Json::str(p));
+    }
+    Json::Object(o)
+}
+
+/// The file-name form of a timestamp: `:` and `.` become `-`.
+pub fn file_stamp(iso: &str) -> String {
+    iso.replace([':', '.'], "-")
+}
+
+/// A line without surrounding JSON white space (a CRLF file's `\r`, stray spaces).
+pub fn trim_json_ws(bytes: &[u8]) -> &[u8] {
+    let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let start = bytes.iter().position(|b| !is_ws(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !is_ws(b)).map_or(start, |e| e + 1);
+    &bytes[start..end]
+}

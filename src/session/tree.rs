@@ -1,0 +1,331 @@
+//! The tree index: pi's `byId` map, resolved labels, the leaf, parent walks and `getTree`.
+//!
+//! pi keeps entries in file order and indexes them in a `Map` by id (a duplicate id replaces the value but keeps
+//! the first insertion's position), resolves labels globally in file order, and takes the last line's id as the
+//! leaf. Walks follow `parentId` through the map until a falsy or unknown parent. pi loops forever on a parent
+//! cycle; our walks stop where an entry repeats. Everything else, including the order of `getChildren` (map
+//! order) and of `getTree` children (V8's sort by timestamp), is pi's.
+
+use std::collections::HashSet;
+
+use indexmap::IndexMap;
+
+use super::entry::{Detail, Record};
+use super::js::sort::sort_like_v8;
+use super::json::Json;
+use super::key::Key;
+use super::store::{Warning, WarningKind};
+
+/// A resolved label: its value and the timestamp of the label entry that set it.
+#[derive(Clone, Debug)]
+pub struct ResolvedLabel {
+    /// The label (any truthy JSON value; a string in files pi wrote).
+    pub label: Json,
+    /// The setting entry's `timestamp` value (None when that entry had none).
+    pub timestamp: Option<Json>,
+}
+
+/// pi's in-memory index over the records of one session.
+#[derive(Clone, Debug, Default)]
+pub struct TreeIndex {
+    by_id: IndexMap<Key, usize>,
+    labels: IndexMap<Key, ResolvedLabel>,
+    /// The leaf id; [`Key::Null`] when there is no leaf (empty session, or after `resetLeaf`).
+    pub leaf: Key,
+}
+
+/// One node of [`TreeIndex::tree`]: a record index and its children, in pi's order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeNode {
+    /// Index into the records.
+    pub record: usize,
+    /// Child node indices into [`Tree::nodes`].
+    pub children: Vec<usize>,
+}
+
+/// pi's `getTree()` result as an arena: roots in file order; a node may be reachable twice when ids repeat,
+/// exactly as pi's shared node objects are.
+#[derive(Clone, Debug, Default)]
+pub struct Tree {
+    /// Every node.
+    pub nodes: Vec<TreeNode>,
+    /// Root node indices.
+    pub roots: Vec<usize>,
+}
+
+impl TreeIndex {
+    /// pi's `_buildIndex` over `records` (headers are skipped).
+    pub fn build(records: &[Record]) -> TreeIndex {
+        let mut index = TreeIndex::default();
+        for (i, r) in records.iter().enumerate() {
+            if !r.is_header() {
+                index.add(i, r);
+                index.apply_label(r);
+            }
+        }
+        index
+    }
+
+    /// Indexes a record and makes it the leaf (pi's `byId.set`, `leafId = id`). Labels are applied separately
+    /// ([`TreeIndex::apply_label`]) because an append applies them only once its write succeeded.
+    pub fn add(&mut self, i: usize, r: &Record) {
+        self.by_id.insert(r.id.clone(), i);
+        self.leaf = r.id.clone();
+    }
+
+    /// Applies a label record to the resolved labels (a truthy label sets, anything else clears).
+    pub fn apply_label(&mut self, r: &Record) {
+        if let Detail::Label { target, label, timestamp } = &r.detail {
+            match label {
+                Some(l) if l.truthy() => {
+                    let resolved = ResolvedLabel { label: l.clone(), timestamp: timestamp.clone() };
+                    // Map.set keeps an existing key's position.
+                    self.labels.insert(target.clone(), resolved);
+                }
+                _ => {
+                    // Map.delete: a later set of the same target goes to the end.
+                    self.labels.shift_remove(target);
+                }
+            }
+        }
+    }
+
+    /// Undoes [`TreeIndex::add`] of the newest record after a failed write (pi's rollback: delete the id, restore
+    /// the leaf). Label state is only changed by callers after a successful write.
+    pub fn remove_newest(&mut self, id: &Key, previous_leaf: Key) {
+        self.by_id.shift_remove(id);
+        self.leaf = previous_leaf;
+    }
+
+    /// The record the id maps to (the last duplicate).
+    pub fn get(&self, id: &Key) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
+    /// True when `id` is a key of the map.
+    pub fn contains(&self, id: &Key) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    /// `getEntryCount()`: distinct ids.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// True when no entry is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// True when a string id is taken (for new-id collision checks).
+    pub fn has_str(&self, id: &str) -> bool {
+        self.by_id.contains_key(&Key::str(id))
+    }
+
+    /// The resolved label of `id`.
+    pub fn label(&self, id: &Key) -> Option<&ResolvedLabel> {
+        self.labels.get(id)
+    }
+
+    /// Resolved labels in map order (the order targets were labelled, a clear and re-set moving to the end).
+    pub fn labels(&self) -> impl Iterator<Item = (&Key, &ResolvedLabel)> {
+        self.labels.iter()
+    }
+
+    /// Record indices in map order (`byId.values()`).
+    pub fn values(&self) -> impl Iterator<Item = usize> + '_ {
+        self.by_id.values().copied()
+    }
+
+    /// Follows parent links from `start` to a root and returns the path root first. Stops where an entry would
+    /// repeat (pi 1.6.0 loops forever there).
+    pub fn walk_from(&self, records: &[Record], start: usize) -> Vec<usize> {
+        let mut path = vec![start];
+        let mut seen: HashSet<usize> = HashSet::from([start]);
+        let mut current = start;
+        loop {
+            let parent = &records[current].parent;
+            if !parent.truthy() {
+                break;
+            }
+            match self.by_id.get(parent) {
+                Some(&p) if seen.insert(p) => {
+                    path.push(p);
+                    current = p;
+                }
+                _ => break,
+            }
+        }
+        path.reverse();
+        path
+    }
+
+    /// `getBranch(fromId?)`: the path from the root to `from` (default: the leaf); empty for an unknown or
+    /// falsy start.
+    pub fn branch(&self, records: &[Record], from: Option<&Key>) -> Vec<usize> {
+        let start = from.unwrap_or(&self.leaf);
+        if !start.truthy() {
+            return Vec::new();
+        }
+        match self.by_id.get(start) {
+            Some(&i) => self.walk_from(records, i),
+            None => Vec::new(),
+        }
+    }
+
+    /// The path context building uses (`buildSessionPath`): empty when the leaf is null; the leaf's path when the
+    /// leaf is a known truthy id; otherwise the last entry's path.
+    pub fn context_path(&self, records: &[Record]) -> Vec<usize> {
+        if self.leaf == Key::Null {
+            return Vec::new();
+        }
+        let start = if self.leaf.truthy() { self.by_id.get(&self.leaf).copied() } else { None };
+        let start = start.or_else(|| records.iter().rposition(|r| !r.is_header()));
+        match start {
+            Some(i) => self.walk_from(records, i),
+            None => Vec::new(),
+        }
+    }
+
+    /// `getChildren(parentId)`: entries in map order whose `parentId` is `parent`.
+    pub fn children(&self, records: &[Record], parent: &Key) -> Vec<usize> {
+        self.values().filter(|&i| records[i].parent == *parent).collect()
+    }
+
+    /// `getTree()`.
+    pub fn tree(&self, records: &[Record]) -> Tree {
+        let entries: Vec<usize> = (0..records.len()).filter(|&i| !records[i].is_header()).collect();
+        // One node per entry; the map from id to node keeps the last duplicate's node.
+        let mut tree = Tree::default();
+        let mut node_of: IndexMap<&Key, usize> = IndexMap::new();
+        for &i in &entries {
+            tree.nodes.push(TreeNode { record: i, children: Vec::new() });
+            node_of.insert(&records[i].id, tree.nodes.len() - 1);
+        }
+        for &i in &entries {
+            let r = &records[i];
+            let node = node_of[&r.id];
+            if r.parent == Key::Null || r.parent == r.id {
+                tree.roots.push(node);
+            } else {
+                match node_of.get(&r.parent) {
+                    Some(&p) => tree.nodes[p].children.push(node),
+                    None => tree.roots.push(node),
+                }
+            }
+        }
+        break_cycles(&mut tree);
+        // Sort every reachable node's children by timestamp, in pi's order of visits (a stack), since V8's sort
+        // with NaN timestamps depends on the order it is applied in.
+        let mut stack: Vec<usize> = tree.roots.clone();
+        while let Some(n) = stack.pop() {
+            let mut children = std::mem::take(&mut tree.nodes[n].children);
+            sort_like_v8(&mut children, |&a, &b| {
+                records[tree.nodes[a].record].time_ms - records[tree.nodes[b].record].time_ms
+            });
+            stack.extend_from_slice(&children);
+            tree.nodes[n].children = children;
+        }
+        tree
+    }
+
+    /// Tree problems a reader should know about: duplicate ids, missing parents, self-parents and cycles.
+    pub fn diagnose(&self, records: &[Record]) -> Vec<Warning> {
+        let mut out = Vec::new();
+        let mut first_line: IndexMap<&Key, u32> = IndexMap::new();
+        for r in records.iter().filter(|r| !r.is_header() && r.is_object) {
+            if let Some(&line) = first_line.get(&r.id) {
+                out.push(Warning {
+                    line: r.line,
+                    kind: WarningKind::DuplicateId,
+                    message: format!("id {} was already used on line {line}; this later entry wins", r.id.display()),
+                });
+            } else {
+                first_line.insert(&r.id, r.line);
+            }
+        }
+        for r in records.iter().filter(|r| !r.is_header() && r.is_object) {
+            if r.parent == r.id && r.parent.truthy() {
+                out.push(Warning {
+                    line: r.line,
+                    kind: WarningKind::SelfParent,
+                    message: "entry is its own parent; it is shown as a root".to_owned(),
+                });
+            } else if r.parent.truthy() && !self.by_id.contains_key(&r.parent) {
+                out.push(Warning {
+                    line: r.line,
+                    kind: WarningKind::MissingParent,
+                    message: format!("parent {} does not exist; the entry is shown as a root", r.parent.display()),
+                });
+            }
+        }
+        // Cycles through two or more entries: colour the parent graph in one linear pass.
+        let mut state = vec![0u8; records.len()];
+        for start in self.values() {
+            let mut walk = Vec::new();
+            let mut current = start;
+            while state[current] == 0 {
+                state[current] = 1;
+                walk.push(current);
+                let parent = &records[current].parent;
+                if !parent.truthy() || *parent == records[current].id {
+                    break;
+                }
+                match self.by_id.get(parent) {
+                    Some(&p) if state[p] == 1 => {
+                        out.push(Warning {
+                            line: records[current].line,
+                            kind: WarningKind::ParentCycle,
+                            message: "the chain of parents loops back through this entry; walks stop where it repeats"
+                                .to_owned(),
+                        });
+                        break;
+                    }
+                    Some(&p) => current = p,
+                    None => break,
+                }
+            }
+            for i in walk {
+                state[i] = 2;
+            }
+        }
+        out
+    }
+}
+
+/// Drops child links that would make a node its own ancestor, so that walking the tree terminates. Trees built
+/// from well-formed files have none; pi hangs on files that do.
+fn break_cycles(tree: &mut Tree) {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Active,
+        Done,
+    }
+    let mut mark = vec![Mark::New; tree.nodes.len()];
+    for root in tree.roots.clone() {
+        if mark[root] != Mark::New {
+            continue;
+        }
+        // Iterative DFS with an explicit (node, next child) stack.
+        let mut stack = vec![(root, 0usize)];
+        mark[root] = Mark::Active;
+        while let Some(&mut (n, ref mut next)) = stack.last_mut() {
+            if *next < tree.nodes[n].children.len() {
+                let c = tree.nodes[n].children[*next];
+                if mark[c] == Mark::Active {
+                    tree.nodes[n].children.remove(*next);
+                    continue;
+                }
+                *next += 1;
+                if mark[c] == Mark::New {
+                    mark[c] = Mark::Active;
+                    stack.push((c, 0));
+                }
+            } else {
+                mark[n] = Mark::Done;
+                stack.pop();
+            }
+        }
+    }
+}
