@@ -42,75 +42,98 @@ pub fn print_error(out: &mut dyn Write, e: &Error) -> i32 {
 
 /// `pi-sessiond inspect FILE`: pi's reads after `SessionManager.open(FILE)`, as one JSON object.
 pub fn inspect(path: &str, options: ContextOptions, out: &mut dyn Write) -> i32 {
+    inspect_with(path, options, Env::system(), out)
+}
+
+/// [`inspect`] with a chosen source of ids and time (a legacy file gets new ids when it is migrated).
+pub fn inspect_with(path: &str, options: ContextOptions, env: Env, out: &mut dyn Write) -> i32 {
     let resolved = crate::session::paths::resolve_path(path);
     if !std::path::Path::new(&resolved).exists() {
         let e = Error::io("open", resolved, std::io::Error::from(std::io::ErrorKind::NotFound));
         return print_error(out, &e);
     }
-    let mut m = match SessionManager::open(path, None, None, Env::system()) {
+    let mut m = match SessionManager::open(path, None, None, env) {
         Ok(m) => m,
         Err(e) => return print_error(out, &e),
     };
     m.set_context_options(options);
-    // Everything that can fail is computed before the first byte is written, so a failure is one clean error.
-    let prepared = (|| -> crate::session::Result<_> {
-        let tree = m.tree();
-        let branch = m.branch_path(None);
-        let context_entries = m.build_context_entries()?;
-        let projection = m.build_session_projection()?;
-        let name = m.session_name()?;
-        Ok((tree, branch, context_entries, projection, name))
-    })();
-    let (tree, branch, context_entries, projection, name) = match prepared {
-        Ok(p) => p,
+    let reads = match Reads::compute(&m) {
+        Ok(r) => r,
         Err(e) => return print_error(out, &e),
     };
     let mut o = JsonOut::streaming(out);
-    let written = (|| -> crate::session::Result<()> {
-        let mut w = ObjectWriter::open(&mut o)?;
-        w.key(&mut o, "header")?;
-        match m.header() {
-            Some(h) => render::record(&m, h, &mut o)?,
-            None => o.raw(b"null")?,
-        }
-        w.key(&mut o, "entries")?;
-        render::records(&m, &m.entries(), &mut o)?;
-        if *m.leaf_id() != Key::Undefined {
-            w.key(&mut o, "leafId")?;
-            render::key(m.leaf_id(), &mut o)?;
-        }
-        w.key(&mut o, "tree")?;
-        render::tree(&m, &tree, &mut o)?;
-        w.key(&mut o, "branch")?;
-        render::records(&m, &branch, &mut o)?;
-        w.key(&mut o, "contextEntries")?;
-        render::records(&m, &context_entries, &mut o)?;
-        w.key(&mut o, "projection")?;
-        render::projection(&m, &projection, &mut o)?;
-        w.key(&mut o, "context")?;
-        render::context(&m, &projection, &mut o)?;
-        if let Some(n) = &name {
-            w.key(&mut o, "sessionName")?;
-            o.string(n)?;
-        }
-        w.key(&mut o, "sessionId")?;
-        o.value(m.session_id())?;
-        w.key(&mut o, "cwd")?;
-        o.string(&JsString::from(m.cwd()))?;
-        w.key(&mut o, "entryCount")?;
-        o.raw(m.entry_count().to_string().as_bytes())?;
-        w.key(&mut o, "warnings")?;
-        warnings_json(m.warnings(), &mut o)?;
-        w.close(&mut o)?;
-        o.raw(b"\n")?;
-        o.flush()
-    })();
+    let written = reads.write(&m, true, &mut o).and_then(|()| o.raw(b"\n")).and_then(|()| o.flush());
     match written {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("pi-sessiond: {e}");
             2
         }
+    }
+}
+
+/// Everything `inspect` reports that can fail, computed before the first byte is written so that a failure is
+/// one clean error rather than half an object.
+pub struct Reads {
+    tree: crate::session::tree::Tree,
+    branch: Vec<usize>,
+    context_entries: Vec<usize>,
+    projection: crate::session::context::Projection,
+    name: Option<JsString>,
+}
+
+impl Reads {
+    /// Runs pi's reads on `m`.
+    pub fn compute(m: &SessionManager) -> crate::session::Result<Reads> {
+        Ok(Reads {
+            tree: m.tree(),
+            branch: m.branch_path(None),
+            context_entries: m.build_context_entries()?,
+            projection: m.build_session_projection()?,
+            name: m.session_name()?,
+        })
+    }
+
+    /// Writes `{header, entries, leafId, tree, branch, contextEntries, projection, context, sessionName,
+    /// sessionId, cwd, entryCount[, warnings]}` (members pi leaves undefined are omitted).
+    pub fn write(&self, m: &SessionManager, with_warnings: bool, o: &mut JsonOut<'_>) -> crate::session::Result<()> {
+        let mut w = ObjectWriter::open(o)?;
+        w.key(o, "header")?;
+        match m.header() {
+            Some(h) => render::record(m, h, o)?,
+            None => o.raw(b"null")?,
+        }
+        w.key(o, "entries")?;
+        render::records(m, &m.entries(), o)?;
+        if *m.leaf_id() != Key::Undefined {
+            w.key(o, "leafId")?;
+            render::key(m.leaf_id(), o)?;
+        }
+        w.key(o, "tree")?;
+        render::tree(m, &self.tree, o)?;
+        w.key(o, "branch")?;
+        render::records(m, &self.branch, o)?;
+        w.key(o, "contextEntries")?;
+        render::records(m, &self.context_entries, o)?;
+        w.key(o, "projection")?;
+        render::projection(m, &self.projection, o)?;
+        w.key(o, "context")?;
+        render::context(m, &self.projection, o)?;
+        if let Some(n) = &self.name {
+            w.key(o, "sessionName")?;
+            o.string(n)?;
+        }
+        w.key(o, "sessionId")?;
+        o.value(m.session_id())?;
+        w.key(o, "cwd")?;
+        o.string(&JsString::from(m.cwd()))?;
+        w.key(o, "entryCount")?;
+        o.raw(m.entry_count().to_string().as_bytes())?;
+        if with_warnings {
+            w.key(o, "warnings")?;
+            warnings_json(m.warnings(), o)?;
+        }
+        w.close(o)
     }
 }
 

@@ -58,21 +58,18 @@ fn v1_to_v2(records: &mut [Record], ids: &mut dyn IdSource) -> Result<()> {
             set_header_version(&mut records[i], 2);
             continue;
         }
-        if !records[i].is_object {
+        // Migration draws from an empty set that is never filled, so ids are not checked against each other.
+        // The id is drawn before it is assigned, as in pi, even when the assignment then fails.
+        let id = generate_entry_id(ids, |_| false);
+        if !records[i].is_object && !records[i].is_array {
             // pi assigns `entry.id` on whatever JSON.parse returned; on a number or string that is a TypeError
             // in strict mode. Arrays accept the property but never serialise it.
-            let r = &records[i];
-            if !r.is_array {
-                return Err(Error::InvalidEntry {
-                    line: r.line,
-                    message: "Cannot create property 'id' on a primitive value (pi 1.6.0 fails to migrate this v1 \
-                              file)"
-                        .to_owned(),
-                });
-            }
+            return Err(Error::InvalidEntry {
+                line: records[i].line,
+                message: "Cannot create property 'id' on a primitive value (pi 1.6.0 fails to migrate this v1 file)"
+                    .to_owned(),
+            });
         }
-        // Migration draws from an empty set that is never filled, so ids are not checked against each other.
-        let id = generate_entry_id(ids, |_| false);
         let record = &mut records[i];
         if record.is_object {
             let patch = record.body.patch_mut();

@@ -51,6 +51,8 @@ pub struct Tree {
     pub nodes: Vec<TreeNode>,
     /// Root node indices.
     pub roots: Vec<usize>,
+    /// Child links dropped because they closed a cycle (pi 1.6.0 never returns from `getTree` on such files).
+    pub cycles_broken: usize,
 }
 
 impl TreeIndex {
@@ -163,7 +165,8 @@ impl TreeIndex {
     /// `getBranch(fromId?)`: the path from the root to `from` (default: the leaf); empty for an unknown or
     /// falsy start.
     pub fn branch(&self, records: &[Record], from: Option<&Key>) -> Vec<usize> {
-        let start = from.unwrap_or(&self.leaf);
+        // `fromId ?? this.leafId`: null and undefined both fall back to the leaf.
+        let start = from.filter(|k| !k.is_nullish()).unwrap_or(&self.leaf);
         if !start.truthy() {
             return Vec::new();
         }
@@ -315,6 +318,7 @@ fn break_cycles(tree: &mut Tree) {
                 let c = tree.nodes[n].children[*next];
                 if mark[c] == Mark::Active {
                     tree.nodes[n].children.remove(*next);
+                    tree.cycles_broken += 1;
                     continue;
                 }
                 *next += 1;

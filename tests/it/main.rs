@@ -1,0 +1,15 @@
+//! The integration test binary (one binary, as ripgrep does, so the suite links once). Each module covers one
+//! area; the `support` module holds the oracle driver and shared helpers.
+
+mod support;
+
+// Differential tests of pi's behaviour against pi 1.6.0 itself.
+mod conformance;
+mod scenario;
+
+// JavaScript semantics checked against Node directly.
+mod corpus;
+mod fuzz_ops;
+mod js_date;
+mod js_sort;
+mod reads;
