@@ -187,10 +187,10 @@ pub fn session_info_json(s: &SessionInfo) -> Json {
 /// `pi-sessiond ls`: pi's `list(cwd, dir)`, or `listAll(dir)` with `all`, as a JSON array.
 pub fn ls(cwd: Option<&str>, dir: Option<&str>, all: bool, out: &mut dyn Write) -> i32 {
     let infos = if all {
-        catalog::list_all(dir, &mut |_, _| {})
+        catalog::list_all(dir, &crate::session::paths::agent_dir(), &mut |_, _| {})
     } else {
         let cwd = cwd.map(str::to_owned).unwrap_or_else(crate::session::paths::process_cwd);
-        match catalog::list(&cwd, dir, &mut |_, _| {}) {
+        match catalog::list(&cwd, dir, &crate::session::paths::agent_dir(), &mut |_, _| {}) {
             Ok(i) => i,
             Err(e) => return print_error(out, &e),
         }

@@ -19,9 +19,9 @@ use super::json::Json;
 use super::line::{is_blank, is_falsy};
 use super::paths;
 
-/// pi's exported `getDefaultSessionDir(cwd)`: the default directory for `cwd`, created if missing.
-pub fn default_session_dir(cwd: &str) -> Result<String> {
-    let dir = paths::default_session_dir_path(cwd, &paths::agent_dir());
+/// pi's exported `getDefaultSessionDir(cwd, agentDir)`: the default directory for `cwd`, created if missing.
+pub fn default_session_dir(cwd: &str, agent_dir: &str) -> Result<String> {
+    let dir = paths::default_session_dir_path(cwd, agent_dir);
     if !paths::as_path(&dir).exists() {
         fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
     }
@@ -30,14 +30,14 @@ pub fn default_session_dir(cwd: &str) -> Result<String> {
 
 /// The directory a cwd-scoped call uses and whether it filters by cwd: the given directory (filtered unless it is
 /// the cwd's default one) or the default directory (created).
-pub fn directory_for(cwd: &str, session_dir: Option<&str>) -> Result<(String, bool)> {
+pub fn directory_for(cwd: &str, session_dir: Option<&str>, agent_dir: &str) -> Result<(String, bool)> {
     match session_dir {
         Some(d) if !d.is_empty() => {
             let dir = paths::normalize_path(d);
-            let filter = !paths::paths_equal(&dir, &paths::default_session_dir_path(cwd, &paths::agent_dir()));
+            let filter = !paths::paths_equal(&dir, &paths::default_session_dir_path(cwd, agent_dir));
             Ok((dir, filter))
         }
-        _ => Ok((default_session_dir(cwd)?, false)),
+        _ => Ok((default_session_dir(cwd, agent_dir)?, false)),
     }
 }
 
@@ -105,9 +105,10 @@ fn cwd_matches(cwd: &str, resolved_cwd: &str) -> bool {
 pub fn list(
     cwd: &str,
     session_dir: Option<&str>,
+    agent_dir: &str,
     on_progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<SessionInfo>> {
-    let (dir, filter) = directory_for(cwd, session_dir)?;
+    let (dir, filter) = directory_for(cwd, session_dir, agent_dir)?;
     let resolved_cwd = paths::resolve_path(cwd);
     let mut infos: Vec<SessionInfo> = list_dir(&dir, on_progress)
         .into_iter()
@@ -119,13 +120,17 @@ pub fn list(
 
 /// `SessionManager.listAll(sessionDir?)`: with a directory, every session in it (no cwd filter); without, every
 /// session in every project directory under `<agentDir>/sessions` (one level, symlinked directories included).
-pub fn list_all(session_dir: Option<&str>, on_progress: &mut dyn FnMut(usize, usize)) -> Vec<SessionInfo> {
+pub fn list_all(
+    session_dir: Option<&str>,
+    agent_dir: &str,
+    on_progress: &mut dyn FnMut(usize, usize),
+) -> Vec<SessionInfo> {
     if let Some(d) = session_dir.filter(|d| !d.is_empty()) {
         let mut infos = list_dir(&paths::normalize_path(d), on_progress);
         sort_infos(&mut infos);
         return infos;
     }
-    let root = paths::sessions_dir();
+    let root = paths::join(&[agent_dir, "sessions"]);
     let Ok(entries) = fs::read_dir(&root) else { return Vec::new() };
     let mut files = Vec::new();
     for entry in entries.flatten() {
@@ -204,8 +209,8 @@ fn header_candidate(line: &[u8]) -> Option<Option<Json>> {
 
 /// `SessionManager.findById(cwd, id, sessionDir?)`: the first file (directory order) whose header id is exactly
 /// `id`.
-pub fn find_by_id(cwd: &str, id: &str, session_dir: Option<&str>) -> Result<Option<String>> {
-    let (dir, filter) = directory_for(cwd, session_dir)?;
+pub fn find_by_id(cwd: &str, id: &str, session_dir: Option<&str>, agent_dir: &str) -> Result<Option<String>> {
+    let (dir, filter) = directory_for(cwd, session_dir, agent_dir)?;
     let resolved_cwd = paths::resolve_path(cwd);
     let Ok(names) = jsonl_names(&dir) else { return Ok(None) };
     for name in names {

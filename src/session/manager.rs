@@ -163,7 +163,7 @@ impl SessionManager {
     pub fn create(cwd: &str, session_dir: Option<&str>, options: NewSessionOptions, env: Env) -> Result<Self> {
         let dir = match session_dir {
             Some(d) if !d.is_empty() => paths::normalize_path(d),
-            _ => super::catalog::default_session_dir(cwd)?,
+            _ => super::catalog::default_session_dir(cwd, &paths::agent_dir())?,
         };
         Self::construct(cwd, &dir, None, true, options, None, env)
     }
@@ -193,7 +193,7 @@ impl SessionManager {
 
     /// `SessionManager.continueRecent(cwd, sessionDir?)`: the most recent session in the directory, or a new one.
     pub fn continue_recent(cwd: &str, session_dir: Option<&str>, env: Env) -> Result<Self> {
-        let (dir, filter_cwd) = super::catalog::directory_for(cwd, session_dir)?;
+        let (dir, filter_cwd) = super::catalog::directory_for(cwd, session_dir, &paths::agent_dir())?;
         let recent = super::catalog::find_most_recent_session(&dir, filter_cwd.then_some(cwd));
         match recent {
             Some(path) => {
@@ -246,7 +246,7 @@ impl SessionManager {
         }
         let dir = match session_dir {
             Some(d) if !d.is_empty() => paths::normalize_path(d),
-            _ => super::catalog::default_session_dir(&target)?,
+            _ => super::catalog::default_session_dir(&target, &paths::agent_dir())?,
         };
         if !paths::as_path(&dir).exists() {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;

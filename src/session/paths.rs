@@ -16,11 +16,6 @@ pub fn agent_dir() -> String {
     }
 }
 
-/// `<agentDir>/sessions`, the root `listAll` scans.
-pub fn sessions_dir() -> String {
-    join(&[&agent_dir(), "sessions"])
-}
-
 /// The session directory pi uses for `cwd`: `<agentDir>/sessions/--<encoded cwd>--`. Pure: creates nothing
 /// (pi's exported `getDefaultSessionDir` also creates it; see `catalog::default_session_dir`).
 pub fn default_session_dir_path(cwd: &str, agent_dir: &str) -> String {

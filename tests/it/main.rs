@@ -12,4 +12,5 @@ mod corpus;
 mod fuzz_ops;
 mod js_date;
 mod js_sort;
+mod listing;
 mod reads;
