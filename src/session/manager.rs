@@ -466,7 +466,7 @@ impl SessionManager {
             self.adopt_written_file(&path, content.len() as u64)?;
             return Ok(());
         }
-        self.apply_pending_repairs()?;
+        self.apply_repairs_before(i)?;
         let body =
             store::read_body(self.file.as_ref(), &self.records[i].body).map_err(|e| Error::io("read", &path, e))?;
         let mut line = body;
@@ -515,12 +515,18 @@ impl SessionManager {
     /// Applies pi's held-back load-time repairs now. Called before the first write to an opened file; callers
     /// that want pi's eager behaviour (rewrite on open) may call it right after opening.
     pub fn apply_pending_repairs(&mut self) -> Result<()> {
+        self.apply_repairs_before(self.records.len())
+    }
+
+    /// Applies the held-back repairs for the file as it was before record `upto` (the entry about to be appended
+    /// is not part of what pi wrote at load).
+    fn apply_repairs_before(&mut self, upto: usize) -> Result<()> {
         let Some(path) = self.session_file.clone() else { return Ok(()) };
         if !self.persist {
             return Ok(());
         }
         if self.pending.rewrite {
-            self.rewrite_file(&path)?;
+            self.rewrite_file(&path, upto)?;
             self.pending = PendingRepairs::default();
         } else if self.pending.final_newline {
             store::append(&path, b"\n")?;
@@ -536,11 +542,11 @@ impl SessionManager {
     }
 
     /// Rewrites the file from the records, keeping every line pi would drop (malformed, blank, falsy) where it was.
-    fn rewrite_file(&mut self, path: &str) -> Result<()> {
+    fn rewrite_file(&mut self, path: &str, upto: usize) -> Result<()> {
         let file = self.file.as_ref();
         let records = &self.records;
         let lines = if self.lines.is_empty() {
-            (0..records.len()).map(|i| LineSlot { offset: 0, len: 0, record: Some(i) }).collect()
+            (0..upto).map(|i| LineSlot { offset: 0, len: 0, record: Some(i) }).collect()
         } else {
             self.lines.clone()
         };

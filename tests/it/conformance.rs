@@ -260,3 +260,34 @@ fn sessions_reopen_to_the_same_reads_and_new_sessions_start_fresh() {
         ),
     )]);
 }
+
+#[test]
+fn held_back_load_repairs_end_in_pis_bytes_after_the_first_append() {
+    use crate::scenario::base64_encode;
+    let v1 = concat!(
+        r#"{"type":"session","id":"legacy","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p","provider":"x"}"#,
+        "\n",
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
+        "\n",
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"hookMessage","customType":"h","content":"b","display":true,"timestamp":2}}"#,
+        "\n",
+        r#"{"type":"compaction","timestamp":"2025-01-01T00:00:03.000Z","summary":"s","firstKeptEntryIndex":2,"tokensBefore":3}"#,
+        "\n"
+    );
+    let v3_no_newline = concat!(
+        r#"{"type":"session","version":3,"id":"nl","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+        "\n",
+        r#"{"type":"message","id":"aaaaaaaa","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#
+    );
+    let mut ops = Vec::new();
+    for (name, content) in [("v1", v1), ("nl", v3_no_newline), ("empty", "")] {
+        ops.push(format!(
+            r#"{{"op":"writeFile","path":"$ROOT/{name}.jsonl","base64":"{}"}}"#,
+            base64_encode(content.as_bytes())
+        ));
+        ops.push(format!(r#"{{"op":"open","path":"$ROOT/{name}.jsonl","lazy":true}}"#));
+        ops.push(format!(r#"{{"op":"appendMessage","message":{U1}}}"#));
+        ops.push(r#"{"op":"reads"}"#.to_owned());
+    }
+    run_and_compare(&[Scenario::new("lazy-repairs", &format!("[{}]", ops.join(",")))]);
+}

@@ -8,6 +8,7 @@ mod conformance;
 mod scenario;
 
 // JavaScript semantics checked against Node directly.
+mod compat;
 mod corpus;
 mod fuzz_ops;
 mod js_date;
