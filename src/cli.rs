@@ -307,3 +307,35 @@ fn describe(m: &SessionManager, i: usize) -> String {
     };
     format!("{id} {what}")
 }
+
+/// Peak resident memory of this process so far, in KiB (Linux `VmHWM`), if known.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `pi-sessiond stats FILE`: open the file as `SessionManager.open` would and report its shape, how long the
+/// open took and the peak memory — the numbers the large-session benchmark compares with pi.
+pub fn stats(path: &str, out: &mut dyn Write) -> i32 {
+    let started = std::time::Instant::now();
+    let m = match SessionManager::open(path, None, None, Env::system()) {
+        Ok(m) => m,
+        Err(e) => return print_error(out, &e),
+    };
+    let open_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let branch = m.branch_path(None).len();
+    let mut o = crate::session::json::Object::new();
+    o.insert("file", Json::str(m.session_file().unwrap_or_default()));
+    o.insert("bytes", Json::number(std::fs::metadata(path).map(|md| md.len() as f64).unwrap_or(f64::NAN)));
+    o.insert("lines", Json::number(m.records().len() as f64));
+    o.insert("entryCount", Json::number(m.entry_count() as f64));
+    o.insert("branchLength", Json::number(branch as f64));
+    o.insert("warnings", Json::number(m.warnings().len() as f64));
+    o.insert("openMs", Json::number((open_ms * 10.0).round() / 10.0));
+    o.insert("peakRssKiB", peak_rss_kib().map_or(Json::Null, |k| Json::number(k as f64)));
+    match writeln!(out, "{}", Json::Object(o).to_canonical_string()) {
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
+}

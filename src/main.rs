@@ -37,6 +37,11 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+    /// Open a session and report its size, entry count, open time and peak memory (for benchmarks).
+    Stats {
+        /// The session file.
+        file: String,
+    },
     /// Draw a session's tree: one line per entry, branches indented, labels and the active leaf marked.
     Tree {
         /// The session file.
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Ls { cwd, dir, all }) => cli::ls(cwd.as_deref(), dir.as_deref(), all, &mut stdout),
         Some(Command::Tree { file }) => cli::tree(&file, &mut stdout),
+        Some(Command::Stats { file }) => cli::stats(&file, &mut stdout),
         None => {
             eprintln!("pi-sessiond: the JSON-RPC server is not built yet; use a subcommand (see --help)");
             2

@@ -28,11 +28,11 @@ pub enum LineOutcome {
 
 /// True when `bytes`, decoded as pi decodes them, is empty after JavaScript's `trim()`.
 pub fn is_blank(bytes: &[u8]) -> bool {
-    if bytes.iter().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)) {
-        return true;
-    }
-    if bytes.is_ascii() {
-        return false;
+    // Decide on the first byte that is not ASCII white space: almost always `{`, so no scan of the whole line.
+    match bytes.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)) {
+        None => return true,
+        Some(b) if b.is_ascii() => return false,
+        Some(_) => {}
     }
     let mut s = JsString::new();
     s.push_bytes_lossy(bytes);

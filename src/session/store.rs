@@ -7,7 +7,7 @@
 //! by [`LoadedFile`] and applied by the caller just before its first write.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 
 use super::entry::{Body, BodySource, Record};
@@ -107,25 +107,76 @@ impl LoadedFile {
 /// Reads and classifies every line of `path`. Never writes.
 pub fn load(path: &str) -> Result<LoadedFile> {
     let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
-    load_from(BufReader::with_capacity(1 << 20, file), path, Body::file)
+    load_from(file, path, Body::file)
+}
+
+/// Splits a byte stream into lines in place: one read into a large buffer, lines handed out as slices of it, so a
+/// multi-gigabyte session is copied once (kernel to buffer) and never line by line.
+pub struct LineReader<R> {
+    reader: R,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    eof: bool,
+    /// File offset of `buf[start]`.
+    offset: u64,
+}
+
+impl<R: Read> LineReader<R> {
+    /// A reader with a 4 MiB buffer (it grows for longer lines).
+    pub fn new(reader: R) -> Self {
+        LineReader { reader, buf: vec![0; 4 << 20], start: 0, end: 0, eof: false, offset: 0 }
+    }
+
+    /// The next line: its file offset, its bytes without `\n`, and whether it had one.
+    pub fn next_line(&mut self) -> std::io::Result<Option<(u64, &[u8], bool)>> {
+        let mut searched = 0;
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start + searched..self.end]) {
+                let line_start = self.start;
+                let line_end = self.start + searched + i;
+                let offset = self.offset;
+                self.start = line_end + 1;
+                self.offset += (line_end + 1 - line_start) as u64;
+                return Ok(Some((offset, &self.buf[line_start..line_end], true)));
+            }
+            searched = self.end - self.start;
+            if self.eof {
+                if self.start == self.end {
+                    return Ok(None);
+                }
+                let (line_start, line_end, offset) = (self.start, self.end, self.offset);
+                self.offset += (line_end - line_start) as u64;
+                self.start = self.end;
+                return Ok(Some((offset, &self.buf[line_start..line_end], false)));
+            }
+            // Make room: move the partial line to the front, grow if it fills the buffer.
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.end == self.buf.len() {
+                let len = self.buf.len();
+                self.buf.resize(len * 2, 0);
+            }
+            let n = self.reader.read(&mut self.buf[self.end..])?;
+            if n == 0 {
+                self.eof = true;
+            }
+            self.end += n;
+        }
+    }
 }
 
 /// Reads and classifies lines from `reader`, making each record's body with `body_at(offset, len)`.
-pub fn load_from(mut reader: impl BufRead, path: &str, body_at: impl Fn(u64, u64) -> Body) -> Result<LoadedFile> {
+pub fn load_from(reader: impl Read, path: &str, body_at: impl Fn(u64, u64) -> Body) -> Result<LoadedFile> {
     let mut out = LoadedFile::default();
-    let mut buf = Vec::new();
-    let mut offset = 0u64;
+    let mut lines = LineReader::new(reader);
     let mut line_no = 0u32;
     let mut seen_header = false;
-    loop {
-        buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).map_err(|e| Error::io("read", path, e))?;
-        if n == 0 {
-            break;
-        }
+    while let Some((offset, content, terminated)) = lines.next_line().map_err(|e| Error::io("read", path, e))? {
         line_no += 1;
-        let terminated = buf.last() == Some(&b'\n');
-        let content = if terminated { &buf[..buf.len() - 1] } else { &buf[..] };
         let len = content.len() as u64;
         let mut slot = LineSlot { offset, len, record: None };
         let mut last_outcome_malformed = false;
@@ -174,7 +225,7 @@ pub fn load_from(mut reader: impl BufRead, path: &str, body_at: impl Fn(u64, u64
             }
         }
         out.lines.push(slot);
-        offset += n as u64;
+        out.len = offset + len + u64::from(terminated);
         if !terminated {
             out.needs_final_newline = true;
             if last_outcome_malformed {
@@ -192,7 +243,6 @@ pub fn load_from(mut reader: impl BufRead, path: &str, body_at: impl Fn(u64, u64
             }
         }
     }
-    out.len = offset;
     Ok(out)
 }
 
