@@ -38,9 +38,7 @@ fn main() -> std::io::Result<()> {
     let mut w = BufWriter::with_capacity(1 << 22, std::fs::File::create(out)?);
     let mut written: u64 = 0;
     let base_ms: u64 = 1_760_000_000_000;
-    let header = format!(
-        r#"{{"type":"session","version":3,"id":"019a0000-0000-7000-8000-000000000001","timestamp":"2025-10-09T08:53:20.000Z","cwd":"/home/user/project"}}"#
-    );
+    let header = r#"{"type":"session","version":3,"id":"019a0000-0000-7000-8000-000000000001","timestamp":"2025-10-09T08:53:20.000Z","cwd":"/home/user/project"}"#;
     writeln!(w, "{header}")?;
     written += header.len() as u64 + 1;
     let mut n: u64 = 0;
@@ -66,7 +64,7 @@ fn main() -> std::io::Result<()> {
                     n - 1
                 )
             }
-            _ if n % 400 == 0 => {
+            _ if n.is_multiple_of(400) => {
                 let kept = ids.get(ids.len().saturating_sub(8)).cloned().unwrap_or_else(|| id.clone());
                 format!(
                     r#"{{"type":"compaction","id":"{id}","parentId":{parent},"timestamp":"{ts}","summary":"Summary of the work up to turn {n}.","firstKeptEntryId":"{kept}","tokensBefore":150000}}"#
@@ -80,7 +78,7 @@ fn main() -> std::io::Result<()> {
         written += line.len() as u64 + 1;
         ids.push(id.clone());
         // Now and then, continue from an earlier assistant reply instead of the last entry: a branch.
-        parent = if branch_every > 0 && n % branch_every == 0 && ids.len() > 10 {
+        parent = if branch_every > 0 && n.is_multiple_of(branch_every) && ids.len() > 10 {
             format!("\"{}\"", ids[ids.len() - 1 - (rng.next() % 8) as usize])
         } else {
             format!("\"{id}\"")
