@@ -1,22 +1,51 @@
-//! The `pi-sessiond` binary: command-line tools over the session engine.
+//! The `pi-sessiond` binary: the JSON-RPC sidecar (the default), and command-line tools over the engine.
 //!
-//! stdout belongs to the tool's output (and, for the server, to the protocol); diagnostics go to stderr.
+//! stdout belongs to the protocol (or to a tool's output); logs and diagnostics go to stderr only.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use pi_sessiond::cli;
+use pi_sessiond::rpc::framing::Framing;
+use pi_sessiond::rpc::Config;
 use pi_sessiond::session::context::ContextOptions;
+use pi_sessiond::session::paths;
 
 #[derive(Parser)]
 #[command(name = "pi-sessiond", version, about = "Owns pi's session files: JSON-RPC sidecar and command-line tools")]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(clap::Args, Clone)]
+struct ServeArgs {
+    /// Message framing on stdin/stdout: auto (detected from the first byte), jsonl, or lsp.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "jsonl", "lsp"])]
+    framing: String,
+    /// Log level for stderr (overridden by RUST_LOG): error, warn, info, debug, trace.
+    #[arg(long, default_value = "warn")]
+    log_level: String,
+    /// pi's agent directory (default: $PI_CODING_AGENT_DIR or ~/.pi/agent).
+    #[arg(long)]
+    agent_dir: Option<String>,
+    /// The largest frame accepted from the host, in bytes.
+    #[arg(long, default_value_t = 1 << 30)]
+    max_frame_bytes: usize,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve JSON-RPC on stdin/stdout (the default when no command is given).
+    Serve,
+    /// Print the protocol description (protocol/methods.json and protocol/schema.json), or write it to a directory.
+    Protocol {
+        /// Write methods.json and schema.json into this directory instead of printing.
+        #[arg(long)]
+        write: Option<String>,
+    },
     /// Print pi's reads of a session file as one JSON object (the file is not modified).
     Inspect {
         /// The session file.
@@ -49,8 +78,28 @@ enum Command {
     },
 }
 
+fn serve(args: ServeArgs) -> i32 {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
+    // stdout carries the protocol; logs must never go there.
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
+    let framing = match args.framing.as_str() {
+        "jsonl" => Some(Framing::Jsonl),
+        "lsp" => Some(Framing::Lsp),
+        _ => None,
+    };
+    let agent_dir = args.agent_dir.map(|d| paths::normalize_path(&d)).unwrap_or_else(paths::agent_dir);
+    let config = Config { framing, agent_dir, max_frame: args.max_frame_bytes };
+    pi_sessiond::rpc::serve(config, std::io::stdin(), std::io::stdout())
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    if matches!(args.command, None | Some(Command::Serve)) {
+        let code = serve(args.serve);
+        // The reader thread may still be blocked on stdin; everything is flushed, so leave now.
+        std::process::exit(code);
+    }
     let mut stdout = std::io::stdout().lock();
     let status = match args.command {
         Some(Command::Inspect { file, ignore_retained_tail }) => {
@@ -59,10 +108,27 @@ fn main() -> ExitCode {
         Some(Command::Ls { cwd, dir, all }) => cli::ls(cwd.as_deref(), dir.as_deref(), all, &mut stdout),
         Some(Command::Tree { file }) => cli::tree(&file, &mut stdout),
         Some(Command::Stats { file }) => cli::stats(&file, &mut stdout),
-        None => {
-            eprintln!("pi-sessiond: the JSON-RPC server is not built yet; use a subcommand (see --help)");
-            2
+        Some(Command::Protocol { write }) => {
+            let (methods, schema) = pi_sessiond::rpc::protocol::generate();
+            match write {
+                Some(dir) => {
+                    let ok = std::fs::create_dir_all(&dir).is_ok()
+                        && std::fs::write(format!("{dir}/methods.json"), methods).is_ok()
+                        && std::fs::write(format!("{dir}/schema.json"), schema).is_ok();
+                    if ok {
+                        0
+                    } else {
+                        1
+                    }
+                }
+                None => {
+                    use std::io::Write;
+                    let _ = write!(stdout, "{methods}");
+                    0
+                }
+            }
         }
+        None | Some(Command::Serve) => unreachable!("handled above"),
     };
     ExitCode::from(status as u8)
 }

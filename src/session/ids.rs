@@ -8,7 +8,7 @@
 use std::sync::Mutex;
 
 /// Random bits: pi calls `crypto.randomUUID()` for entry ids and `crypto.getRandomValues()` for session ids.
-pub trait IdSource: Send {
+pub trait IdSource: Send + Sync {
     /// A random v4 UUID in its lowercase 36-character form.
     fn random_uuid(&mut self) -> String;
     /// 16 random bytes.
@@ -16,7 +16,7 @@ pub trait IdSource: Send {
 }
 
 /// The wall clock, in milliseconds since the epoch (`Date.now()`).
-pub trait Clock: Send {
+pub trait Clock: Send + Sync {
     /// The current time.
     fn now_ms(&mut self) -> f64;
 }

@@ -639,13 +639,48 @@ impl SessionManager {
         usage: Option<Json>,
         retained_tail: Option<Json>,
     ) -> Result<String> {
+        self.append_compaction_with(
+            summary,
+            first_kept_entry_id,
+            tokens_before,
+            details,
+            from_hook,
+            usage,
+            None,
+            retained_tail,
+        )
+    }
+
+    /// [`SessionManager::append_compaction`] with an explicit checkpoint system message (written as given) instead
+    /// of pi's replay of the current system messages.
+    #[allow(clippy::too_many_arguments)]
+    pub fn append_compaction_with(
+        &mut self,
+        summary: Json,
+        first_kept_entry_id: Option<Json>,
+        tokens_before: Json,
+        details: Option<Json>,
+        from_hook: Option<Json>,
+        usage: Option<Json>,
+        system_message: Option<Json>,
+        retained_tail: Option<Json>,
+    ) -> Result<String> {
         let (ms, timestamp) = self.env.now_iso();
-        let system = {
-            let projection = self.build_session_projection()?;
-            let bodies = self.bodies();
-            let messages: Vec<Json> =
-                projection.messages().map(|m| context::message_value(&bodies, m)).collect::<Result<_>>()?;
-            context::current_system_message(&messages)?
+        let system = match system_message {
+            Some(given) => Some(given),
+            None => {
+                let projection = self.build_session_projection()?;
+                let bodies = self.bodies();
+                let messages: Vec<Json> =
+                    projection.messages().map(|m| context::message_value(&bodies, m)).collect::<Result<_>>()?;
+                context::current_system_message(&messages)?.map(|s| match s {
+                    Json::Object(mut sm) => {
+                        sm.insert("timestamp", Json::number(ms));
+                        Json::Object(sm)
+                    }
+                    other => other,
+                })
+            }
         };
         let id = self.new_entry_id();
         let mut o = Object::new();
@@ -669,9 +704,8 @@ impl SessionManager {
                 o.insert(k, v);
             }
         }
-        if let Some(Json::Object(mut sm)) = system {
-            sm.insert("timestamp", Json::number(ms));
-            o.insert("systemMessage", Json::Object(sm));
+        if let Some(sm) = system {
+            o.insert("systemMessage", sm);
         }
         if let Some(tail) = retained_tail {
             o.insert("retainedTail", tail);
@@ -1103,6 +1137,15 @@ impl SessionManager {
     /// `buildSessionProjection()` (and `buildSessionContext()`, which is its messages and settings).
     pub fn build_session_projection(&self) -> Result<Projection> {
         context::projection(&self.records, &self.index, &self.bodies(), self.context_options)
+    }
+}
+
+impl std::fmt::Debug for SessionManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionManager")
+            .field("file", &self.session_file)
+            .field("entries", &self.records.len())
+            .finish_non_exhaustive()
     }
 }
 

@@ -15,3 +15,4 @@ mod js_date;
 mod js_sort;
 mod listing;
 mod reads;
+mod rpc;

@@ -1,0 +1,900 @@
+//! The wire types: every method's params and result, and every notification, with their JSON Schemas.
+//!
+//! This is the only place wire names live. Values that pi passes through untouched (messages, `details`, `data`,
+//! usage, content) are [`PiValue`]s, parsed by the engine's own JSON parser so that lone UTF-16 surrogates
+//! (`"\ud83d"`, which pi writes) are accepted and stored exactly as pi stores them; serde_json would reject them.
+//! Results in pi's shapes (entries, trees, contexts) are produced by the engine's renderer as raw JSON and carried
+//! through as [`RawJson`] values whose schema describes pi's shape.
+
+use std::borrow::Cow;
+
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+
+use crate::session::json::{JsString, Json};
+
+/// Any JSON value, parsed as pi's JavaScript parses it (lone surrogates kept, key order kept, numbers as written).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PiValue(pub Json);
+
+impl<'de> Deserialize<'de> for PiValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw: Box<RawValue> = Deserialize::deserialize(d)?;
+        Json::parse(raw.get().as_bytes()).map(PiValue).map_err(D::Error::custom)
+    }
+}
+
+impl JsonSchema for PiValue {
+    fn schema_name() -> Cow<'static, str> {
+        "PiValue".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "description": "Any JSON value; stored exactly as pi would store it." })
+    }
+}
+
+/// A JSON string, as a JavaScript string (lone surrogates allowed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PiString(pub JsString);
+
+impl<'de> Deserialize<'de> for PiString {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match PiValue::deserialize(d)?.0 {
+            Json::String(s) => Ok(PiString(s)),
+            other => Err(D::Error::custom(format!("expected a string, got {}", kind_name(&other)))),
+        }
+    }
+}
+
+impl JsonSchema for PiString {
+    fn schema_name() -> Cow<'static, str> {
+        "PiString".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": "string" })
+    }
+}
+
+fn kind_name(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
+    }
+}
+
+/// Deserializes an optional member so that `null` is kept as a value (pi writes `details: null` when given null)
+/// and only a missing member is `None`.
+pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PiValue>, D::Error> {
+    PiValue::deserialize(d).map(Some)
+}
+
+/// Raw JSON produced by the engine's renderer, carried into the response unchanged.
+#[derive(Debug)]
+pub struct RawJson(pub Box<RawValue>);
+
+impl RawJson {
+    /// Wraps JSON text the renderer produced (always valid JSON).
+    pub fn from_bytes(bytes: Vec<u8>) -> RawJson {
+        let text = String::from_utf8(bytes).expect("renderer output is UTF-8");
+        RawJson(RawValue::from_string(text).expect("renderer output is JSON"))
+    }
+
+    /// A value.
+    pub fn from_json(v: &Json) -> RawJson {
+        let mut out = Vec::new();
+        v.write_preserving(&mut out);
+        RawJson::from_bytes(out)
+    }
+}
+
+impl Serialize for RawJson {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+/// Declares a raw-JSON result type whose schema is pi's shape.
+macro_rules! pi_shape {
+    ($(#[$doc:meta])* $name:ident, $schema_name:literal, |$g:ident| $schema:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(pub RawJson);
+
+        impl JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> {
+                $schema_name.into()
+            }
+            fn json_schema($g: &mut SchemaGenerator) -> Schema {
+                $schema
+            }
+        }
+    };
+}
+
+pi_shape!(
+    /// A session entry as stored in the file (pi's `SessionEntry`): the line's JSON, unknown members included.
+    EntryJson, "SessionEntry", |_g| json_schema!({
+        "type": "object",
+        "description": "A session entry exactly as stored (pi's SessionEntry); unknown members are kept.",
+        "properties": {
+            "type": { "type": "string" },
+            "id": { "type": "string" },
+            "parentId": { "type": ["string", "null"] },
+            "timestamp": { "type": "string" }
+        },
+        "required": ["type"]
+    })
+);
+
+pi_shape!(
+    /// The session header line (pi's `SessionHeader`).
+    HeaderJson, "SessionHeader", |_g| json_schema!({
+        "type": "object",
+        "description": "The header line (pi's SessionHeader); unknown members are kept.",
+        "properties": {
+            "type": { "const": "session" },
+            "version": { "type": "number" },
+            "id": { "type": "string" },
+            "timestamp": { "type": "string" },
+            "cwd": { "type": "string" },
+            "parentSession": { "type": "string" }
+        },
+        "required": ["type", "id"]
+    })
+);
+
+pi_shape!(
+    /// A model-visible message (pi's `AgentMessage`).
+    MessageJson, "AgentMessage", |_g| json_schema!({
+        "type": "object",
+        "description": "A model-visible message (pi's AgentMessage: user, assistant, toolResult, system, bashExecution, custom, branchSummary, compactionSummary).",
+        "properties": { "role": { "type": "string" } }
+    })
+);
+
+pi_shape!(
+    /// pi's `getTree()` result: root nodes.
+    TreeJson, "SessionTree", |g| {
+        let entry = g.subschema_for::<EntryJson>();
+        json_schema!({
+            "type": "array",
+            "description": "Root nodes, in file order; children sorted by timestamp (pi's getTree).",
+            "items": { "$ref": "#/$defs/SessionTreeNode" },
+            "$defs": {
+                "SessionTreeNode": {
+                    "type": "object",
+                    "properties": {
+                        "entry": entry,
+                        "children": { "type": "array", "items": { "$ref": "#/$defs/SessionTreeNode" } },
+                        "label": { "description": "The resolved label (a string in files pi wrote)." },
+                        "labelTimestamp": { "description": "Timestamp of the label entry that set it." }
+                    },
+                    "required": ["entry", "children"]
+                }
+            }
+        })
+    }
+);
+
+pi_shape!(
+    /// pi's `buildSessionProjection()` result.
+    ProjectionJson, "SessionProjection", |g| {
+        let entry = g.subschema_for::<EntryJson>();
+        let message = g.subschema_for::<MessageJson>();
+        json_schema!({
+            "type": "object",
+            "properties": {
+                "entries": { "type": "array", "items": {
+                    "type": "object",
+                    "properties": { "sourceEntry": entry, "messages": { "type": "array", "items": message } },
+                    "required": ["sourceEntry", "messages"]
+                }},
+                "messages": { "type": "array", "items": message },
+                "thinkingLevel": { "type": "string" },
+                "model": { "anyOf": [ { "type": "null" }, { "type": "object", "properties": { "provider": {}, "modelId": {} } } ] }
+            },
+            "required": ["entries", "messages", "model"]
+        })
+    }
+);
+
+pi_shape!(
+    /// pi's `buildSessionContext()` result.
+    ContextJson, "SessionContext", |g| {
+        let message = g.subschema_for::<MessageJson>();
+        json_schema!({
+            "type": "object",
+            "properties": {
+                "messages": { "type": "array", "items": message },
+                "thinkingLevel": { "type": "string" },
+                "model": { "anyOf": [ { "type": "null" }, { "type": "object", "properties": { "provider": {}, "modelId": {} } } ] }
+            },
+            "required": ["messages", "model"]
+        })
+    }
+);
+
+pi_shape!(
+    /// pi's `SessionInfo` (dates as ISO strings, `null` for an invalid date).
+    SessionInfoJson, "SessionInfo", |_g| json_schema!({
+        "type": "object",
+        "properties": {
+            "path": { "type": "string" },
+            "id": { "description": "The header's id (a string in valid files)." },
+            "cwd": { "type": "string" },
+            "name": { "type": "string" },
+            "parentSessionPath": { "type": "string" },
+            "created": { "type": ["string", "null"] },
+            "modified": { "type": ["string", "null"] },
+            "messageCount": { "type": "integer" },
+            "firstMessage": { "type": "string" },
+            "allMessagesText": { "type": "string" }
+        },
+        "required": ["path", "id", "cwd", "created", "modified", "messageCount", "firstMessage", "allMessagesText"]
+    })
+);
+
+pi_shape!(
+    /// Any JSON value in a result (a label, a session id as stored).
+    AnyJson, "AnyValue", |_g| json_schema!({ "description": "Any JSON value, as stored." })
+);
+
+// ------------------------------------------------------------------------------------------------------------------
+// Lifecycle
+
+/// `initialize` params (all optional).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    /// The host's name and version.
+    pub client_info: Option<ClientInfo>,
+    /// The host's capabilities (accepted, currently unused).
+    pub capabilities: Option<serde_json::Value>,
+    /// The protocol version the host speaks.
+    pub protocol_version: Option<String>,
+}
+
+/// A name and version.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+pub struct ClientInfo {
+    /// Name.
+    pub name: String,
+    /// Version.
+    pub version: Option<String>,
+}
+
+/// `initialize` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    /// `{name: "pi-sessiond", version}`.
+    pub server_info: ServerInfo,
+    /// The protocol version this server speaks.
+    pub protocol_version: String,
+    /// What the server offers.
+    pub capabilities: Capabilities,
+}
+
+/// The server's name and version.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ServerInfo {
+    /// `pi-sessiond`.
+    pub name: String,
+    /// The crate version.
+    pub version: String,
+}
+
+/// Server capabilities.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// Every request method the server answers.
+    pub methods: Vec<String>,
+    /// Every notification the server sends.
+    pub notifications: Vec<String>,
+    /// The framing in use: `jsonl` or `lsp`.
+    pub framing: String,
+    /// The pi version whose session format and behaviour are implemented.
+    pub pi_compatibility: String,
+}
+
+/// Params of methods that take nothing.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct NoParams {}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Opening sessions
+
+/// `session/create`: a new session for `cwd` (written once it has a user or assistant message).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateParams {
+    /// The working directory (stored in the header; picks the default session directory).
+    pub cwd: String,
+    /// Where to put the file (default: pi's directory for `cwd`).
+    pub session_dir: Option<String>,
+    /// A session id (letters, digits, `.`, `_`, `-`; default: a UUID v7).
+    pub id: Option<String>,
+    /// The header's `parentSession`.
+    pub parent_session: Option<String>,
+}
+
+/// `session/open`: open a session file (a missing file starts a new session at that path).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenParams {
+    /// The session file.
+    pub path: String,
+    /// Directory for sessions made from this one (default: the file's directory).
+    pub session_dir: Option<String>,
+    /// Use this cwd instead of the header's.
+    pub cwd_override: Option<String>,
+}
+
+/// `session/continueRecent`: the most recent session in the directory, or a new one.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContinueRecentParams {
+    /// The working directory.
+    pub cwd: String,
+    /// The session directory (default: pi's directory for `cwd`).
+    pub session_dir: Option<String>,
+}
+
+/// `session/inMemory`: a session that never touches the disk.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InMemoryParams {
+    /// The working directory (default: the server's).
+    pub cwd: Option<String>,
+    /// A session id.
+    pub id: Option<String>,
+    /// Entries to start from (a header among them is adopted; older versions are migrated).
+    pub entries: Option<Vec<PiValue>>,
+}
+
+/// `session/forkFrom`: a new session in `targetCwd` holding another session's whole history.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkFromParams {
+    /// The session to copy.
+    pub source_path: String,
+    /// The new session's cwd.
+    pub target_cwd: String,
+    /// Where to put it (default: pi's directory for `targetCwd`).
+    pub session_dir: Option<String>,
+    /// A session id.
+    pub id: Option<String>,
+}
+
+/// Params naming an open session.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HandleParams {
+    /// The handle `session/*` open methods returned.
+    pub handle: String,
+}
+
+/// `session/newSession`: replace the handle's session with a new, empty one.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSessionParams {
+    /// The handle.
+    pub handle: String,
+    /// A session id.
+    pub id: Option<String>,
+    /// The header's `parentSession`.
+    pub parent_session: Option<String>,
+}
+
+/// `session/setSessionFile`: point the handle at another file.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SetSessionFileParams {
+    /// The handle.
+    pub handle: String,
+    /// The file.
+    pub path: String,
+}
+
+/// An open session's state.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionState {
+    /// Opaque handle for later calls.
+    pub handle: String,
+    /// The session id (the header's).
+    pub session_id: AnyJson,
+    /// The file (`null` in memory).
+    pub session_file: Option<String>,
+    /// The directory new sessions go to (`""` in memory).
+    pub session_dir: String,
+    /// The working directory.
+    pub cwd: String,
+    /// The header.
+    pub header: Option<HeaderJson>,
+    /// The leaf (`null` before the first entry or after `resetLeaf`).
+    pub leaf_id: Option<AnyJson>,
+    /// Distinct entry ids.
+    pub entry_count: usize,
+    /// The session name, if set.
+    pub session_name: Option<AnyJson>,
+    /// False for in-memory sessions.
+    pub is_persisted: bool,
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Mutations
+
+/// `session/appendMessage`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendMessageParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The message (pi's AgentMessage: an object with a `role`).
+    pub message: PiValue,
+}
+
+/// `session/appendThinkingLevelChange`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendThinkingLevelChangeParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The thinking level (`off`, `low`, `high`, …).
+    pub thinking_level: PiString,
+}
+
+/// `session/appendModelChange`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendModelChangeParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// Provider.
+    pub provider: PiString,
+    /// Model id.
+    pub model_id: PiString,
+}
+
+/// `session/appendUsage`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendUsageParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// Usage category, e.g. `cache_warm`.
+    pub kind: PiString,
+    /// Provider.
+    pub provider: PiString,
+    /// Model.
+    pub model: PiString,
+    /// pi's Usage object.
+    pub usage: PiValue,
+    /// A qualifier (omitted when empty).
+    pub note: Option<PiString>,
+}
+
+/// `session/appendCompaction`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendCompactionParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The summary.
+    pub summary: PiString,
+    /// The first entry kept before the compaction; `null` keeps none (the entry's own id is stored).
+    pub first_kept_entry_id: Option<String>,
+    /// Tokens before compaction.
+    pub tokens_before: PiValue,
+    /// Implementation data.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub details: Option<PiValue>,
+    /// True for extension-made compactions.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub from_hook: Option<PiValue>,
+    /// Usage of the summarising call.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub usage: Option<PiValue>,
+    /// The checkpoint system message; default: pi's replay of the current system messages.
+    pub system_message: Option<PiValue>,
+    /// The complete post-compaction messages (the seed's checkpoint); `firstKeptEntryId` is written too.
+    pub retained_tail: Option<Vec<PiValue>>,
+}
+
+/// `session/appendCustomEntry`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendCustomEntryParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The extension's type name.
+    pub custom_type: PiString,
+    /// The extension's data.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub data: Option<PiValue>,
+}
+
+/// `session/appendSessionInfo`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendSessionInfoParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The name (line breaks become spaces, ends trimmed; empty clears).
+    pub name: PiString,
+}
+
+/// `session/appendCustomMessageEntry`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendCustomMessageEntryParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The extension's type name.
+    pub custom_type: PiString,
+    /// A string or text/image blocks.
+    pub content: PiValue,
+    /// Whether the TUI shows it.
+    pub display: PiValue,
+    /// Extension data (not sent to the model).
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub details: Option<PiValue>,
+}
+
+/// `session/appendContextEdit`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendContextEditParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The entry to edit (on the active branch).
+    pub target_id: String,
+    /// `null` omits the target from context; `{content}` replaces its content.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub replacement: Option<PiValue>,
+}
+
+/// `session/appendLabelChange`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendLabelChangeParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The entry to label.
+    pub target_id: String,
+    /// The label; missing or empty clears.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub label: Option<PiValue>,
+}
+
+/// `session/branch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The entry to continue from.
+    pub entry_id: String,
+}
+
+/// `session/resetLeaf`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResetLeafParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+}
+
+/// `session/branchWithSummary`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchWithSummaryParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The entry to continue from (`null`: a new root).
+    pub entry_id: Option<String>,
+    /// The summary of the abandoned branch.
+    pub summary: PiString,
+    /// Implementation data.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub details: Option<PiValue>,
+    /// True for extension-made summaries.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub from_hook: Option<PiValue>,
+    /// Usage of the summarising call.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<PiValue>")]
+    pub usage: Option<PiValue>,
+}
+
+/// `session/createBranchedSession`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateBranchedSessionParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified unless the leaf is this id.
+    pub expected_leaf_id: Option<String>,
+    /// The last entry of the path to keep.
+    pub leaf_id: String,
+}
+
+/// The id of an appended entry.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct IdResult {
+    /// The new entry's id.
+    pub id: String,
+}
+
+/// `session/appendUsage` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EntryResult {
+    /// The appended entry.
+    pub entry: EntryJson,
+}
+
+/// `session/createBranchedSession` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PathResult {
+    /// The new file (`null` in memory).
+    pub path: Option<String>,
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Reads
+
+/// Params naming an entry.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EntryIdParams {
+    /// The handle.
+    pub handle: String,
+    /// The entry id.
+    pub id: String,
+}
+
+/// `session/getChildren`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildrenParams {
+    /// The handle.
+    pub handle: String,
+    /// The parent id.
+    pub parent_id: String,
+}
+
+/// `session/getBranch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchPathParams {
+    /// The handle.
+    pub handle: String,
+    /// Where the path ends (default: the leaf).
+    pub from_id: Option<String>,
+}
+
+/// `session/getEntries`: a page of entries in file order.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EntriesParams {
+    /// The handle.
+    pub handle: String,
+    /// Entries to skip.
+    pub offset: Option<usize>,
+    /// At most this many.
+    pub limit: Option<usize>,
+}
+
+/// A problem found while loading a file.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WarningJson {
+    /// 1-based line number (0: the whole file).
+    pub line: u32,
+    /// `malformed_line`, `torn_tail`, `missing_final_newline`, `non_object_line`, `extra_header`, `duplicate_id`,
+    /// `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`.
+    pub kind: String,
+    /// For a person.
+    pub message: String,
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Catalog
+
+/// `sessions/list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListParams {
+    /// The working directory.
+    pub cwd: String,
+    /// The session directory (default: pi's directory for `cwd`).
+    pub session_dir: Option<String>,
+    /// Send `$/progress` with this token while loading.
+    pub progress_token: Option<ProgressToken>,
+}
+
+/// `sessions/listAll`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListAllParams {
+    /// A directory to list flat (default: every project directory under the sessions root).
+    pub session_dir: Option<String>,
+    /// Send `$/progress` with this token while loading.
+    pub progress_token: Option<ProgressToken>,
+}
+
+/// `sessions/findById`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindByIdParams {
+    /// The working directory.
+    pub cwd: String,
+    /// The exact session id.
+    pub id: String,
+    /// The session directory (default: pi's directory for `cwd`).
+    pub session_dir: Option<String>,
+}
+
+/// A progress token: a string or an integer (LSP's `ProgressToken`).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ProgressToken {
+    /// An integer token.
+    Number(i64),
+    /// A string token.
+    String(String),
+}
+
+/// `sessions/findById` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FindResult {
+    /// The file, or `null`.
+    pub path: Option<String>,
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Notifications
+
+/// `session/changed`: sent after every successful mutation, before its response.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionChanged {
+    /// The handle.
+    pub handle: String,
+    /// The session id after the change.
+    pub session_id: AnyJson,
+    /// 1 for the first change after open, +1 per change on this handle (across rebinds).
+    pub seq: u64,
+    /// The leaf after the change.
+    pub leaf_id: Option<AnyJson>,
+    /// What changed.
+    pub change: Change,
+}
+
+/// A change.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Change {
+    /// Entries were appended (every append method and `branchWithSummary`), as reads show them.
+    Append {
+        /// The new entries.
+        entries: Vec<EntryJson>,
+    },
+    /// The leaf moved (`branch`, `resetLeaf`; sent even when it did not move).
+    #[serde(rename_all = "camelCase")]
+    Leaf {
+        /// The new leaf.
+        leaf_id: Option<AnyJson>,
+    },
+    /// The handle now holds another session (`newSession`, `setSessionFile`, `createBranchedSession`).
+    Rebind {
+        /// What `session/getState` now returns.
+        state: Box<SessionState>,
+    },
+}
+
+/// `$/progress` params.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Progress {
+    /// The token from the request.
+    pub token: ProgressToken,
+    /// Where it is.
+    pub value: ProgressValue,
+}
+
+/// Progress of a long read.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProgressValue {
+    /// `begin`, `report` or `end`.
+    pub kind: String,
+    /// Files loaded so far.
+    pub loaded: usize,
+    /// Files in all.
+    pub total: usize,
+}
+
+/// `$/cancelRequest` params (client → server).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CancelParams {
+    /// The id of the request to cancel.
+    pub id: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
+        let mut d = serde_json::Deserializer::from_str(s);
+        serde_path_to_error::deserialize(&mut d).map_err(|e| format!("{} at {}", e.inner(), e.path()))
+    }
+
+    #[test]
+    fn lone_surrogates_in_params_are_accepted() {
+        let p: AppendSessionInfoParams = parse(r#"{"handle":"h","name":"cut \ud83d"}"#).unwrap();
+        assert_eq!(p.name.0.to_json(), "\"cut \\ud83d\"");
+        let m: AppendMessageParams = parse(r#"{"handle":"h","message":{"role":"user","content":"\udc00"}}"#).unwrap();
+        assert!(matches!(m.message.0, Json::Object(_)));
+    }
+
+    #[test]
+    fn bad_params_name_the_field() {
+        let e = parse::<AppendSessionInfoParams>(r#"{"handle":"h","name":5}"#).unwrap_err();
+        assert!(e.ends_with("at name"), "{e}");
+        let e = parse::<AppendCustomEntryParams>(r#"{"handle":7,"customType":"x"}"#).unwrap_err();
+        assert!(e.ends_with("at handle"), "{e}");
+    }
+
+    #[test]
+    fn null_is_kept_apart_from_missing_for_pass_through_values() {
+        let p: AppendCustomEntryParams = parse(r#"{"handle":"h","customType":"x","data":null}"#).unwrap();
+        assert_eq!(p.data, Some(PiValue(Json::Null)));
+        let p: AppendCustomEntryParams = parse(r#"{"handle":"h","customType":"x"}"#).unwrap();
+        assert_eq!(p.data, None);
+    }
+}

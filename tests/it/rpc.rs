@@ -1,0 +1,481 @@
+//! The sidecar through its real binary: lifecycle, both framings, every method, change notifications, errors,
+//! ordering, cancellation, and sizes.
+
+use std::time::Duration;
+
+use pi_sessiond::session::json::Json;
+
+use crate::support::sidecar::{Sidecar, Wire};
+use crate::support::{json, s, temp_dir};
+
+fn p(text: &str) -> Json {
+    json(text)
+}
+
+fn str_of(v: &Json) -> String {
+    v.as_js_str().map(|s| s.to_string_lossy()).unwrap_or_else(|| panic!("not a string: {}", v.to_canonical_string()))
+}
+
+fn num_of(v: &Json) -> f64 {
+    pi_sessiond::session::js::to_number(Some(v))
+}
+
+fn code_of(e: &Json) -> f64 {
+    num_of(e.get("code").expect("code"))
+}
+
+fn kind_of(e: &Json) -> String {
+    str_of(e.get("data").and_then(|d| d.get("kind")).expect("data.kind"))
+}
+
+fn user(text: &str) -> String {
+    format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#)
+}
+
+#[test]
+fn initialize_reports_server_protocol_and_every_method() {
+    let mut sc = Sidecar::new();
+    let r = sc.call("initialize", p(r#"{"clientInfo":{"name":"test","version":"1"},"capabilities":{}}"#));
+    assert_eq!(r.get("serverInfo").and_then(|s| s.get("name")), Some(&Json::str("pi-sessiond")));
+    assert_eq!(r.get("protocolVersion"), Some(&Json::str("1.0")));
+    let caps = r.get("capabilities").unwrap();
+    assert_eq!(caps.get("framing"), Some(&Json::str("jsonl")));
+    let Some(Json::Array(methods)) = caps.get("methods") else { panic!() };
+    assert!(methods.contains(&Json::str("session/appendMessage")) && methods.contains(&Json::str("sessions/list")));
+    sc.notify("initialized", p("{}"));
+    assert_eq!(sc.finish(), 0);
+}
+
+#[test]
+fn shutdown_then_exit_ends_with_status_0_and_exit_alone_with_1() {
+    let mut sc = Sidecar::new();
+    assert_eq!(sc.call("shutdown", p("{}")), Json::Null);
+    let e = sc.call_err("session/inMemory", p("{}"));
+    assert_eq!(code_of(&e), -32600.0, "requests after shutdown are refused");
+    sc.notify("exit", p("{}"));
+    assert_eq!(sc.wait(), 0);
+
+    let mut sc = Sidecar::new();
+    sc.notify("exit", p("{}"));
+    assert_eq!(sc.wait(), 1, "exit without shutdown, as in LSP");
+}
+
+#[test]
+fn end_of_input_is_an_orderly_shutdown_that_answers_what_was_sent() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let h = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    let id = sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("last words"))));
+    // Close stdin at once: the request must still be answered, and written, before the process exits.
+    sc.close_stdin();
+    let r = sc.response(id);
+    assert!(r.get("result").is_some(), "{}", r.to_canonical_string());
+    assert_eq!(sc.wait(), 0);
+    assert!(std::fs::read_to_string(&file).unwrap().contains("last words"));
+}
+
+#[test]
+fn sigterm_is_an_orderly_shutdown() {
+    let mut sc = Sidecar::new();
+    sc.call("session/inMemory", p("{}"));
+    std::process::Command::new("kill").args(["-TERM", &sc.pid().to_string()]).status().unwrap();
+    assert_eq!(sc.wait(), 0);
+}
+
+#[test]
+fn closing_stdin_is_an_orderly_shutdown_with_status_0() {
+    let mut sc = Sidecar::new();
+    sc.call("session/inMemory", p("{}"));
+    assert_eq!(sc.finish(), 0);
+}
+
+#[test]
+fn lsp_framing_is_detected_and_answered_in_kind() {
+    let mut sc = Sidecar::spawn(Wire::Lsp, &[], &[]);
+    let r = sc.call("initialize", p("{}"));
+    assert_eq!(r.get("capabilities").and_then(|c| c.get("framing")), Some(&Json::str("lsp")));
+    let st = sc.call("session/inMemory", p("{}"));
+    let h = str_of(st.get("handle").unwrap());
+    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("over lsp"))));
+    assert_eq!(num_of(&sc.call("session/getEntryCount", p(&format!(r#"{{"handle":"{h}"}}"#)))), 1.0);
+    assert_eq!(sc.finish(), 0);
+}
+
+#[test]
+fn the_framing_flag_overrides_detection() {
+    let mut sc = Sidecar::spawn(Wire::Lsp, &["--framing", "lsp"], &[]);
+    assert!(sc.call("initialize", p("{}")).get("serverInfo").is_some());
+    drop(sc);
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--framing", "jsonl"], &[]);
+    assert!(sc.call("initialize", p("{}")).get("serverInfo").is_some());
+}
+
+#[test]
+fn output_escapes_u2028_and_lone_surrogates_are_stored_as_pi_stores_them() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let h = str_of(st.get("handle").unwrap());
+    // The request carries a raw U+2028 and a lone surrogate escape.
+    let id = sc.start(
+        "session/appendMessage",
+        p(&format!(r#"{{"handle":"{h}","message":{{"role":"user","content":"a\u2028b \ud83d","timestamp":1}}}}"#)),
+    );
+    let r = sc.response(id);
+    assert!(r.get("result").is_some(), "{}", r.to_canonical_string());
+    let file = str_of(st.get("sessionFile").unwrap());
+    let text = std::fs::read_to_string(&file).unwrap();
+    // pi's JSON.stringify writes U+2028 raw and the lone surrogate as an escape.
+    assert!(text.contains("\"content\":\"a\u{2028}b \\ud83d\""), "{text}");
+    // Raw bytes on the wire: no U+2028 may appear unescaped.
+    let mut raw = std::process::Command::new(crate::support::sidecar::binary())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let stdin = raw.stdin.as_mut().unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"session/open","params":{{"path":"{file}"}}}}"#).unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"session/getEntries","params":{{"handle":"h1"}}}}"#)
+            .unwrap();
+    }
+    drop(raw.stdin.take());
+    let out = raw.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(!stdout.contains('\u{2028}') && stdout.contains("\\u2028"), "{stdout}");
+}
+
+#[test]
+fn malformed_frames_and_bad_requests_get_json_rpc_errors_and_the_process_lives_on() {
+    let mut sc = Sidecar::new();
+    let mut expect = |raw: &str, code: f64| {
+        sc.send_raw(raw.as_bytes());
+        let m = sc.next_message(Duration::from_secs(20)).expect("an answer");
+        let e = m.get("error").unwrap_or_else(|| panic!("{raw} → {}", m.to_canonical_string()));
+        assert_eq!(code_of(e), code, "{raw} → {}", m.to_canonical_string());
+        m
+    };
+    expect("{not json\n", -32700.0);
+    expect("42\n", -32600.0);
+    expect("[]\n", -32600.0);
+    expect("{\"id\":1,\"method\":\"initialize\"}\n", -32600.0);
+    expect("{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"initialize\"}\n", -32600.0);
+    expect("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":5}\n", -32600.0);
+    expect("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"nope\"}\n", -32601.0);
+    let m = expect("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"session/create\",\"params\":{\"cwd\":7}}\n", -32602.0);
+    assert_eq!(m.get("error").unwrap().get("data").unwrap().get("path"), Some(&Json::str("cwd")));
+    let m = expect("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"session/create\",\"params\":[\"/x\"]}\n", -32602.0);
+    assert_eq!(m.get("id"), Some(&Json::number(5.0)));
+    expect(
+        "{\"jsonrpc\":\"2.0\",\"id\":-1.5,\"method\":\"session/getState\",\"params\":{\"handle\":\"nope\"}}\n",
+        1003.0,
+    );
+    // A notification never gets an answer, even an unknown one; the next request still does.
+    sc.send_raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"nothing/here\"}\n");
+    let r = sc.call("initialize", p("{}"));
+    assert!(r.get("serverInfo").is_some());
+    // A mixed batch: one array, notifications omitted, errors per element.
+    sc.send_raw(b"[{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"initialize\"},{\"jsonrpc\":\"2.0\",\"method\":\"initialized\"},7]\n");
+    let m = sc.next_message(Duration::from_secs(20)).unwrap();
+    let Json::Array(items) = m else { panic!("batch answer is an array: {}", m.to_canonical_string()) };
+    assert_eq!(items.len(), 2);
+    assert!(items[0].get("result").is_some());
+    assert_eq!(code_of(items[1].get("error").unwrap()), -32600.0);
+}
+
+#[test]
+fn ids_of_every_json_rpc_kind_are_echoed() {
+    let mut sc = Sidecar::new();
+    for id in [r#""str""#, "0", "-7", "1.5", "null", "18446744073709551615"] {
+        sc.send_raw(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"initialize\"}}\n").as_bytes());
+        let m = sc.next_message(Duration::from_secs(20)).unwrap();
+        assert_eq!(m.get("id"), Some(&json(id)), "{}", m.to_canonical_string());
+        assert!(m.get("result").is_some());
+    }
+}
+
+fn open_created(sc: &mut Sidecar, dir: &str) -> (String, String) {
+    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{dir}"}}"#)));
+    (str_of(st.get("handle").unwrap()), str_of(st.get("sessionFile").unwrap()))
+}
+
+#[test]
+fn every_mutation_sends_one_session_changed_before_its_response_with_consecutive_seq() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let (h, _) = open_created(&mut sc, &s(dir.path()));
+    let calls = [
+        ("session/appendMessage", format!(r#"{{"handle":"{h}","message":{}}}"#, user("one")), "append"),
+        ("session/appendThinkingLevelChange", format!(r#"{{"handle":"{h}","thinkingLevel":"high"}}"#), "append"),
+        ("session/appendModelChange", format!(r#"{{"handle":"{h}","provider":"p","modelId":"m"}}"#), "append"),
+        (
+            "session/appendUsage",
+            format!(r#"{{"handle":"{h}","kind":"k","provider":"p","model":"m","usage":{{"input":1}}}}"#),
+            "append",
+        ),
+        ("session/appendCustomEntry", format!(r#"{{"handle":"{h}","customType":"x","data":null}}"#), "append"),
+        ("session/appendSessionInfo", format!(r#"{{"handle":"{h}","name":"  named\n"}}"#), "append"),
+        (
+            "session/appendCustomMessageEntry",
+            format!(r#"{{"handle":"{h}","customType":"x","content":"c","display":true}}"#),
+            "append",
+        ),
+        ("session/resetLeaf", format!(r#"{{"handle":"{h}"}}"#), "leaf"),
+        ("session/appendMessage", format!(r#"{{"handle":"{h}","message":{}}}"#, user("two")), "append"),
+        ("session/branchWithSummary", format!(r#"{{"handle":"{h}","entryId":null,"summary":"s"}}"#), "append"),
+        ("session/newSession", format!(r#"{{"handle":"{h}"}}"#), "rebind"),
+    ];
+    for (n, (method, params, kind)) in calls.iter().enumerate() {
+        let id = sc.start(method, p(params));
+        // The notification must arrive before the response.
+        let first = sc.next_message(Duration::from_secs(20)).expect("a message");
+        assert_eq!(
+            first.get("method"),
+            Some(&Json::str("session/changed")),
+            "{method}: {}",
+            first.to_canonical_string()
+        );
+        let params = first.get("params").unwrap();
+        assert_eq!(params.get("seq"), Some(&Json::number(n as f64 + 1.0)), "{method}");
+        assert_eq!(params.get("handle"), Some(&Json::str(&h)));
+        let change = params.get("change").unwrap();
+        assert_eq!(change.get("kind"), Some(&Json::str(kind)), "{method}");
+        let r = sc.response(id);
+        assert!(r.get("result").is_some(), "{method}: {}", r.to_canonical_string());
+        if *kind == "append" {
+            let Some(Json::Array(entries)) = change.get("entries") else { panic!() };
+            assert_eq!(entries.len(), 1);
+            // The entry is exactly what reads show.
+            let id = entries[0].get("id").unwrap().clone();
+            let read =
+                sc.call("session/getEntry", p(&format!(r#"{{"handle":"{h}","id":{}}}"#, id.to_canonical_string())));
+            assert_eq!(read, entries[0]);
+        }
+        if *kind == "rebind" {
+            let state = change.get("state").unwrap();
+            assert_eq!(*state, sc.call("session/getState", p(&format!(r#"{{"handle":"{h}"}}"#))));
+        }
+    }
+    // Reads and failed mutations send nothing.
+    sc.call("session/getTree", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    sc.call_err("session/branch", p(&format!(r#"{{"handle":"{h}","entryId":"nope"}}"#)));
+    assert!(sc.take_notifications("session/changed").is_empty());
+    assert!(sc.next_message(Duration::from_millis(200)).is_none());
+}
+
+#[test]
+fn expected_leaf_id_guards_mutations_with_content_modified() {
+    let mut sc = Sidecar::new();
+    let h = str_of(sc.call("session/inMemory", p("{}")).get("handle").unwrap());
+    let first = sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("a"))));
+    let first_id = str_of(first.get("id").unwrap());
+    sc.take_notifications("session/changed");
+    let e = sc.call_err(
+        "session/appendMessage",
+        p(&format!(r#"{{"handle":"{h}","expectedLeafId":"stale","message":{}}}"#, user("b"))),
+    );
+    assert_eq!(code_of(&e), -32801.0);
+    assert_eq!(kind_of(&e), "content_modified");
+    assert_eq!(e.get("data").unwrap().get("leafId"), Some(&Json::str(&first_id)));
+    sc.call(
+        "session/appendMessage",
+        p(&format!(r#"{{"handle":"{h}","expectedLeafId":"{first_id}","message":{}}}"#, user("c"))),
+    );
+    assert_eq!(num_of(&sc.call("session/getEntryCount", p(&format!(r#"{{"handle":"{h}"}}"#)))), 2.0);
+}
+
+#[test]
+fn opening_an_open_file_returns_the_same_handle_until_the_last_close() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let (h, file) = open_created(&mut sc, &s(dir.path()));
+    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("x"))));
+    let again = sc.call("session/open", p(&format!(r#"{{"path":"{file}"}}"#)));
+    assert_eq!(str_of(again.get("handle").unwrap()), h);
+    sc.call("session/close", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    assert_eq!(
+        num_of(&sc.call("session/getEntryCount", p(&format!(r#"{{"handle":"{h}"}}"#)))),
+        1.0,
+        "one reference left"
+    );
+    sc.call("session/close", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    let e = sc.call_err("session/getEntryCount", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    assert_eq!(kind_of(&e), "handle_not_found");
+}
+
+#[test]
+fn opening_never_writes_and_every_read_method_answers() {
+    let dir = temp_dir();
+    let path = dir.path().join("v1.jsonl");
+    let v1 = concat!(
+        r#"{"type":"session","id":"legacy","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+        "\n",
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
+        "\nnot json\n",
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"b"}],"provider":"p","model":"m","timestamp":2}}"#
+    );
+    std::fs::write(&path, v1).unwrap();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/open", p(&format!(r#"{{"path":"{}"}}"#, s(&path))));
+    let h = str_of(st.get("handle").unwrap());
+    let hp = |extra: &str| p(&format!(r#"{{"handle":"{h}"{extra}}}"#));
+    let leaf = sc.call("session/getLeafId", hp(""));
+    assert!(leaf.as_js_str().is_some());
+    assert!(sc.call("session/getLeafEntry", hp("")).get("id").is_some());
+    let entries = sc.call("session/getEntries", hp(""));
+    let Json::Array(all) = &entries else { panic!() };
+    assert_eq!(all.len(), 2);
+    let page = sc.call("session/getEntries", hp(r#","offset":1,"limit":5"#));
+    assert_eq!(page, Json::Array(vec![all[1].clone()]));
+    let first_id = all[0].get("id").unwrap().to_canonical_string();
+    assert!(sc.call("session/getEntry", hp(&format!(r#","id":{first_id}"#))).get("id").is_some());
+    assert_eq!(
+        sc.call("session/getChildren", hp(&format!(r#","parentId":{first_id}"#))),
+        Json::Array(vec![all[1].clone()])
+    );
+    assert_eq!(sc.call("session/getLabel", hp(r#","id":"x""#)), Json::Null);
+    assert_eq!(sc.call("session/getBranch", hp("")), entries);
+    assert_eq!(sc.call("session/getHeader", hp("")).get("version"), Some(&Json::number(3.0)), "migrated in memory");
+    assert_eq!(num_of(&sc.call("session/getEntryCount", hp(""))), 2.0);
+    let Json::Array(tree) = sc.call("session/getTree", hp("")) else { panic!() };
+    assert_eq!(tree.len(), 1);
+    assert_eq!(sc.call("session/getSessionName", hp("")), Json::Null);
+    let Json::Array(warnings) = sc.call("session/getWarnings", hp("")) else { panic!() };
+    assert!(warnings
+        .iter()
+        .any(|w| w.get("line") == Some(&Json::number(3.0)) && w.get("kind") == Some(&Json::str("malformed_line"))));
+    let Json::Array(ctx_entries) = sc.call("session/buildContextEntries", hp("")) else { panic!() };
+    assert_eq!(ctx_entries.len(), 2);
+    let projection = sc.call("session/buildSessionProjection", hp(""));
+    assert!(projection.get("entries").is_some());
+    let context = sc.call("session/buildSessionContext", hp(""));
+    assert_eq!(context.get("model").and_then(|m| m.get("modelId")), Some(&Json::str("m")));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), v1, "nothing was written");
+    // The first write applies the migration; the malformed line survives.
+    sc.call("session/appendMessage", hp(&format!(r#","message":{}"#, user("c"))));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(r#""version":3"#) && text.contains("not json"), "{text}");
+}
+
+#[test]
+fn pipelined_appends_to_one_session_apply_in_arrival_order() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let (h, file) = open_created(&mut sc, &s(dir.path()));
+    let ids: Vec<u64> = (0..60)
+        .map(|n| {
+            sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("m{n}")))))
+        })
+        .collect();
+    let mut returned = Vec::new();
+    for id in ids {
+        let r = sc.response(id);
+        returned.push(str_of(r.get("result").unwrap().get("id").unwrap()));
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    let written: Vec<String> =
+        text.lines().skip(1).map(|l| str_of(Json::parse(l.as_bytes()).unwrap().get("id").unwrap())).collect();
+    assert_eq!(written, returned, "file order is request order");
+    for (n, line) in text.lines().skip(1).enumerate() {
+        assert!(line.contains(&format!("\"m{n}\"")), "line {n}: {line}");
+    }
+    let seqs: Vec<f64> = sc
+        .take_notifications("session/changed")
+        .iter()
+        .map(|n| num_of(n.get("params").unwrap().get("seq").unwrap()))
+        .collect();
+    assert_eq!(seqs, (1..=60).map(f64::from).collect::<Vec<_>>());
+}
+
+/// A directory of many sessions, slow enough to list that a request can be cancelled or overtaken.
+fn big_directory(n: usize) -> tempfile::TempDir {
+    let dir = temp_dir();
+    let body = "x".repeat(20_000);
+    for i in 0..n {
+        let content = format!(
+            "{{\"type\":\"session\",\"version\":3,\"id\":\"s{i}\",\"timestamp\":\"2025-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}}\n{}\n",
+            (0..5).map(|k| format!(r#"{{"type":"message","id":"m{k}","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":"{body}","timestamp":{k}}}}}"#)).collect::<Vec<_>>().join("\n")
+        );
+        std::fs::write(dir.path().join(format!("{i:05}.jsonl")), content).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_slow_listing_does_not_block_appends_and_can_be_cancelled() {
+    let sessions = big_directory(1500);
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let (h, _) = open_created(&mut sc, &s(dir.path()));
+    let list = sc.start("sessions/listAll", p(&format!(r#"{{"sessionDir":"{}"}}"#, s(sessions.path()))));
+    let append =
+        sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("meanwhile"))));
+    // The append is answered while the listing is still running.
+    let mut order = Vec::new();
+    while order.len() < 2 {
+        let m = sc.next_message(Duration::from_secs(60)).expect("answers");
+        if m.get("method").is_none() {
+            order.push(m.get("id").cloned());
+        }
+    }
+    assert_eq!(order[0], Some(Json::number(append as f64)), "the append does not wait for the listing");
+    assert_eq!(order[1], Some(Json::number(list as f64)));
+    // Cancelled while running: -32800.
+    let id = sc.start("sessions/listAll", p(&format!(r#"{{"sessionDir":"{}"}}"#, s(sessions.path()))));
+    sc.notify("$/cancelRequest", p(&format!(r#"{{"id":{id}}}"#)));
+    let e = sc.response(id);
+    assert_eq!(code_of(e.get("error").unwrap_or_else(|| panic!("{}", e.to_canonical_string()))), -32800.0);
+    // The server is still fine.
+    assert!(sc.call("initialize", p("{}")).get("serverInfo").is_some());
+}
+
+#[test]
+fn a_cancelled_append_is_still_applied_whole() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let (h, file) = open_created(&mut sc, &s(dir.path()));
+    let id = sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("kept"))));
+    sc.notify("$/cancelRequest", p(&format!(r#"{{"id":{id}}}"#)));
+    let r = sc.response(id);
+    assert!(r.get("result").is_some(), "mutations are not cancellable once sent: {}", r.to_canonical_string());
+    assert!(std::fs::read_to_string(&file).unwrap().contains("kept"));
+}
+
+#[test]
+fn list_reports_progress_with_the_callers_token() {
+    let sessions = big_directory(30);
+    let mut sc = Sidecar::new();
+    let r =
+        sc.call("sessions/listAll", p(&format!(r#"{{"sessionDir":"{}","progressToken":"tok"}}"#, s(sessions.path()))));
+    let Json::Array(infos) = r else { panic!() };
+    assert_eq!(infos.len(), 30);
+    let progress = sc.take_notifications("$/progress");
+    let kinds: Vec<String> =
+        progress.iter().map(|n| str_of(n.get("params").unwrap().get("value").unwrap().get("kind").unwrap())).collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("begin"));
+    assert_eq!(kinds.last().map(String::as_str), Some("end"));
+    assert!(progress.iter().all(|n| n.get("params").unwrap().get("token") == Some(&Json::str("tok"))));
+}
+
+#[test]
+fn large_sessions_come_back_whole() {
+    let dir = temp_dir();
+    let path = dir.path().join("big.jsonl");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--example", "gen_session", "--"])
+        .arg(&path)
+        .args(["--bytes", "40000000", "--image-kib", "200"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut sc = Sidecar::new();
+    let h = str_of(sc.call("session/open", p(&format!(r#"{{"path":"{}"}}"#, s(&path)))).get("handle").unwrap());
+    let Json::Array(entries) = sc.call("session/getEntries", p(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
+    let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+    assert_eq!(entries.len(), lines - 1);
+    let Json::Array(tree) = sc.call("session/getTree", p(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
+    assert!(!tree.is_empty());
+}

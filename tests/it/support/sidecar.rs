@@ -1,0 +1,219 @@
+//! A minimal JSON-RPC host for tests: spawns the real `pi-sessiond` binary and talks to it over pipes, in either
+//! framing, keeping every notification it receives in arrival order.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Duration;
+
+use pi_sessiond::session::json::{Json, Object};
+
+/// The binary under test.
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_pi-sessiond")
+}
+
+/// Wire framing used by the test host.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Wire {
+    /// LF-delimited JSON.
+    Jsonl,
+    /// LSP Content-Length headers.
+    Lsp,
+}
+
+/// A running sidecar.
+pub struct Sidecar {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    messages: Receiver<Json>,
+    next_id: u64,
+    wire: Wire,
+    /// Every message received that was not the response being waited for, in order.
+    pub backlog: Vec<Json>,
+}
+
+impl Sidecar {
+    /// Spawns the binary with extra arguments and environment.
+    pub fn spawn(wire: Wire, args: &[&str], env: &[(&str, &str)]) -> Sidecar {
+        let mut cmd = Command::new(binary());
+        cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn pi-sessiond");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            loop {
+                let body = match wire {
+                    Wire::Jsonl => {
+                        let mut line = Vec::new();
+                        if r.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        line
+                    }
+                    Wire::Lsp => {
+                        let mut len = None;
+                        loop {
+                            let mut h = String::new();
+                            if r.read_line(&mut h).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            let h = h.trim_end();
+                            if h.is_empty() {
+                                break;
+                            }
+                            if let Some(v) = h.strip_prefix("Content-Length: ") {
+                                len = v.parse::<usize>().ok();
+                            }
+                        }
+                        let mut body = vec![0; len.expect("Content-Length")];
+                        r.read_exact(&mut body).unwrap();
+                        body
+                    }
+                };
+                let msg = Json::parse(&body)
+                    .unwrap_or_else(|e| panic!("sidecar sent invalid JSON ({e}): {}", String::from_utf8_lossy(&body)));
+                if tx.send(msg).is_err() {
+                    return;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Sidecar { child, stdin, messages: rx, next_id: 0, wire, backlog: Vec::new() }
+    }
+
+    /// A JSONL sidecar with default arguments.
+    pub fn new() -> Sidecar {
+        Sidecar::spawn(Wire::Jsonl, &[], &[])
+    }
+
+    /// Writes raw bytes to the sidecar's stdin.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Frames and sends a message.
+    pub fn send(&mut self, msg: &Json) {
+        let body = msg.to_canonical_string();
+        match self.wire {
+            Wire::Jsonl => self.send_raw(format!("{body}\n").as_bytes()),
+            Wire::Lsp => self.send_raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes()),
+        }
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn start(&mut self, method: &str, params: Json) -> u64 {
+        self.next_id += 1;
+        let mut o = Object::new();
+        o.insert("jsonrpc", Json::str("2.0"));
+        o.insert("id", Json::number(self.next_id as f64));
+        o.insert("method", Json::str(method));
+        o.insert("params", params);
+        self.send(&Json::Object(o));
+        self.next_id
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, method: &str, params: Json) {
+        let mut o = Object::new();
+        o.insert("jsonrpc", Json::str("2.0"));
+        o.insert("method", Json::str(method));
+        o.insert("params", params);
+        self.send(&Json::Object(o));
+    }
+
+    /// The next message (from the backlog first).
+    pub fn next_message(&mut self, timeout: Duration) -> Option<Json> {
+        if !self.backlog.is_empty() {
+            return Some(self.backlog.remove(0));
+        }
+        self.messages.recv_timeout(timeout).ok()
+    }
+
+    /// Waits for the response to `id`, keeping everything else in the backlog.
+    pub fn response(&mut self, id: u64) -> Json {
+        let want = Json::number(id as f64);
+        if let Some(i) = self.backlog.iter().position(|m| m.get("id") == Some(&want) && m.get("method").is_none()) {
+            return self.backlog.remove(i);
+        }
+        loop {
+            let m = self
+                .messages
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no response to request {id}"));
+            if m.get("id") == Some(&want) && m.get("method").is_none() {
+                return m;
+            }
+            self.backlog.push(m);
+        }
+    }
+
+    /// Sends a request and returns its `result`, panicking on an error response.
+    pub fn call(&mut self, method: &str, params: Json) -> Json {
+        let id = self.start(method, params);
+        let r = self.response(id);
+        match r.get("result") {
+            Some(v) => v.clone(),
+            None => panic!("{method} failed: {}", r.to_canonical_string()),
+        }
+    }
+
+    /// Sends a request and returns its `error`, panicking on success.
+    pub fn call_err(&mut self, method: &str, params: Json) -> Json {
+        let id = self.start(method, params);
+        let r = self.response(id);
+        match r.get("error") {
+            Some(e) => e.clone(),
+            None => panic!("{method} unexpectedly succeeded: {}", r.to_canonical_string()),
+        }
+    }
+
+    /// Notifications with this method received so far (taken out of the backlog).
+    pub fn take_notifications(&mut self, method: &str) -> Vec<Json> {
+        let mine = |m: &Json| m.get("method").and_then(Json::as_js_str).is_some_and(|s| s.eq_str(method));
+        let (taken, rest): (Vec<Json>, Vec<Json>) = std::mem::take(&mut self.backlog).into_iter().partition(mine);
+        self.backlog = rest;
+        taken
+    }
+
+    /// Closes stdin (end of input for the sidecar).
+    pub fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Closes stdin and waits for the exit status.
+    pub fn finish(mut self) -> i32 {
+        drop(self.stdin.take());
+        self.wait()
+    }
+
+    /// Waits for the process to exit (up to 30 s).
+    pub fn wait(&mut self) -> i32 {
+        for _ in 0..3000 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        panic!("pi-sessiond did not exit");
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
