@@ -168,23 +168,29 @@ pi_shape!(
 pi_shape!(
     /// pi's `getTree()` result: root nodes.
     TreeJson, "SessionTree", |g| {
-        let entry = g.subschema_for::<EntryJson>();
+        let node = g.subschema_for::<TreeNodeJson>();
         json_schema!({
             "type": "array",
             "description": "Root nodes, in file order; children sorted by timestamp (pi's getTree).",
-            "items": { "$ref": "#/$defs/SessionTreeNode" },
-            "$defs": {
-                "SessionTreeNode": {
-                    "type": "object",
-                    "properties": {
-                        "entry": entry,
-                        "children": { "type": "array", "items": { "$ref": "#/$defs/SessionTreeNode" } },
-                        "label": { "description": "The resolved label (a string in files pi wrote)." },
-                        "labelTimestamp": { "description": "Timestamp of the label entry that set it." }
-                    },
-                    "required": ["entry", "children"]
-                }
-            }
+            "items": node
+        })
+    }
+);
+
+pi_shape!(
+    /// One node of pi's `getTree()`.
+    TreeNodeJson, "SessionTreeNode", |g| {
+        let entry = g.subschema_for::<EntryJson>();
+        let node = g.subschema_for::<TreeNodeJson>();
+        json_schema!({
+            "type": "object",
+            "properties": {
+                "entry": entry,
+                "children": { "type": "array", "items": node },
+                "label": { "description": "The resolved label (a string in files pi wrote)." },
+                "labelTimestamp": { "description": "Timestamp of the label entry that set it." }
+            },
+            "required": ["entry", "children"]
         })
     }
 );

@@ -14,5 +14,7 @@ mod fuzz_ops;
 mod js_date;
 mod js_sort;
 mod listing;
+mod protocol;
 mod reads;
 mod rpc;
+mod rpc_conformance;

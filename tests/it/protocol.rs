@@ -1,0 +1,60 @@
+//! `protocol/` is the contract: it must be exactly what the code generates, and it must describe exactly the
+//! methods the server answers.
+
+use pi_sessiond::session::json::Json;
+
+use crate::support::repo;
+use crate::support::sidecar::Sidecar;
+
+#[test]
+fn committed_protocol_files_match_the_generated_ones() {
+    let (methods, schema) = pi_sessiond::rpc::protocol::generate();
+    let dir = repo().join("protocol");
+    if std::env::var_os("UPDATE_PROTOCOL").is_some() {
+        std::fs::write(dir.join("methods.json"), &methods).unwrap();
+        std::fs::write(dir.join("schema.json"), &schema).unwrap();
+    }
+    for (name, generated) in [("methods.json", &methods), ("schema.json", &schema)] {
+        let committed = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        if committed != *generated {
+            let line = committed.lines().zip(generated.lines()).position(|(a, b)| a != b).unwrap_or(0);
+            panic!(
+                "protocol/{name} is out of date (first difference at line {}); regenerate with \
+                 `UPDATE_PROTOCOL=1 cargo test --test it protocol` or `cargo run -- protocol --write protocol`",
+                line + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn every_served_method_is_described_and_every_described_request_is_served() {
+    let table = Json::parse(&std::fs::read(repo().join("protocol/methods.json")).unwrap()).unwrap();
+    let Some(Json::Array(methods)) = table.get("methods") else { panic!("methods.json has methods") };
+    let described: Vec<String> = methods
+        .iter()
+        .filter(|m| m.get("kind") == Some(&Json::str("request")))
+        .map(|m| m.get("name").unwrap().as_js_str().unwrap().to_string_lossy())
+        .collect();
+    let mut sc = Sidecar::new();
+    let init = sc.call("initialize", Json::parse(b"{}").unwrap());
+    let Some(Json::Array(served)) = init.get("capabilities").and_then(|c| c.get("methods")) else { panic!() };
+    let mut served: Vec<String> = served.iter().map(|m| m.as_js_str().unwrap().to_string_lossy()).collect();
+    let mut described_sorted = described.clone();
+    served.sort();
+    described_sorted.sort();
+    assert_eq!(served, described_sorted);
+    // And each described method really answers (not method-not-found), even if its params are wrong.
+    for name in &described {
+        if name == "shutdown" {
+            continue;
+        }
+        let id = sc.start(name, Json::parse(b"{}").unwrap());
+        let r = sc.response(id);
+        let code = r.get("error").and_then(|e| e.get("code")).cloned();
+        assert_ne!(code, Some(Json::number(-32601.0)), "{name} is described but not served");
+    }
+    // Nothing undescribed answers: a made-up name is method-not-found.
+    let id = sc.start("session/undescribed", Json::parse(b"{}").unwrap());
+    assert_eq!(sc.response(id).get("error").and_then(|e| e.get("code")), Some(&Json::number(-32601.0)));
+}
