@@ -50,9 +50,10 @@ enum Command {
     Inspect {
         /// The session file.
         file: String,
-        /// Ignore compactions' `retainedTail` (pi 1.6.0's own context), instead of using it as the checkpoint.
+        /// Use a compaction's `retainedTail` as the post-compaction context (the seed's checkpoint) instead of
+        /// pi 1.6.0's own context, which ignores the field.
         #[arg(long)]
-        ignore_retained_tail: bool,
+        retained_tail: bool,
     },
     /// List sessions as pi's `list(cwd, dir)` (or `listAll(dir)` with --all) returns them, as JSON.
     Ls {
@@ -102,8 +103,8 @@ fn main() -> ExitCode {
     }
     let mut stdout = std::io::stdout().lock();
     let status = match args.command {
-        Some(Command::Inspect { file, ignore_retained_tail }) => {
-            cli::inspect(&file, ContextOptions { honour_retained_tail: !ignore_retained_tail }, &mut stdout)
+        Some(Command::Inspect { file, retained_tail }) => {
+            cli::inspect(&file, ContextOptions { honour_retained_tail: retained_tail }, &mut stdout)
         }
         Some(Command::Ls { cwd, dir, all }) => cli::ls(cwd.as_deref(), dir.as_deref(), all, &mut stdout),
         Some(Command::Tree { file }) => cli::tree(&file, &mut stdout),
