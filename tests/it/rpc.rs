@@ -135,16 +135,20 @@ fn output_escapes_u2028_and_lone_surrogates_are_stored_as_pi_stores_them() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    {
-        use std::io::Write;
-        let stdin = raw.stdin.as_mut().unwrap();
+    let stdout = {
+        use std::io::{BufRead, Write};
+        let mut stdin = raw.stdin.take().unwrap();
+        let mut lines = std::io::BufReader::new(raw.stdout.take().unwrap());
+        let mut line = String::new();
         writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"session/open","params":{{"path":"{file}"}}}}"#).unwrap();
+        lines.read_line(&mut line).unwrap();
         writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"session/getEntries","params":{{"handle":"h1"}}}}"#)
             .unwrap();
-    }
-    drop(raw.stdin.take());
-    let out = raw.wait_with_output().unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
+        line.clear();
+        lines.read_line(&mut line).unwrap();
+        line
+    };
+    let _ = raw.wait();
     assert!(!stdout.contains('\u{2028}') && stdout.contains("\\u2028"), "{stdout}");
 }
 
