@@ -343,8 +343,8 @@ fn key(id: &str) -> Key {
     Key::str(id)
 }
 
-fn new_env() -> Env {
-    Env::system()
+fn new_env(state: &ServerState) -> Env {
+    Env::with_agent_dir(&state.agent_dir)
 }
 
 fn configure(mut m: SessionManager) -> SessionManager {
@@ -405,13 +405,15 @@ async fn opened(
 
 async fn create(p: CreateParams, cx: Cx) -> Result<SessionState, ErrorObjectOwned> {
     let options = NewSessionOptions { id: p.id, parent_session: p.parent_session };
-    opened(&cx, None, move || SessionManager::create(&p.cwd, p.session_dir.as_deref(), options, new_env())).await
+    let env = new_env(&cx.state);
+    opened(&cx, None, move || SessionManager::create(&p.cwd, p.session_dir.as_deref(), options, env)).await
 }
 
 async fn open(p: OpenParams, cx: Cx) -> Result<SessionState, ErrorObjectOwned> {
     let resolved = paths::resolve_path(&p.path);
+    let env = new_env(&cx.state);
     opened(&cx, Some(resolved.clone()), move || {
-        SessionManager::open(&resolved, p.session_dir.as_deref(), p.cwd_override.as_deref(), new_env())
+        SessionManager::open(&resolved, p.session_dir.as_deref(), p.cwd_override.as_deref(), env)
     })
     .await
 }
@@ -421,7 +423,8 @@ async fn continue_recent(p: ContinueRecentParams, cx: Cx) -> Result<SessionState
     let (dir, filter) =
         catalog::directory_for(&p.cwd, p.session_dir.as_deref(), &state.agent_dir).map_err(from_session)?;
     let recent = catalog::find_most_recent_session(&dir, filter.then_some(p.cwd.as_str()));
-    opened(&cx, recent, move || SessionManager::continue_recent(&p.cwd, p.session_dir.as_deref(), new_env())).await
+    let env = new_env(&cx.state);
+    opened(&cx, recent, move || SessionManager::continue_recent(&p.cwd, p.session_dir.as_deref(), env)).await
 }
 
 async fn in_memory(p: InMemoryParams, cx: Cx) -> Result<SessionState, ErrorObjectOwned> {
@@ -435,13 +438,15 @@ async fn in_memory(p: InMemoryParams, cx: Cx) -> Result<SessionState, ErrorObjec
             .collect()
     });
     let options = NewSessionOptions { id: p.id, parent_session: None };
-    opened(&cx, None, move || SessionManager::in_memory(p.cwd.as_deref(), options, entries, new_env())).await
+    let env = new_env(&cx.state);
+    opened(&cx, None, move || SessionManager::in_memory(p.cwd.as_deref(), options, entries, env)).await
 }
 
 async fn fork_from(p: ForkFromParams, cx: Cx) -> Result<SessionState, ErrorObjectOwned> {
     let options = NewSessionOptions { id: p.id, parent_session: None };
+    let env = new_env(&cx.state);
     opened(&cx, None, move || {
-        SessionManager::fork_from(&p.source_path, &p.target_cwd, p.session_dir.as_deref(), options, new_env())
+        SessionManager::fork_from(&p.source_path, &p.target_cwd, p.session_dir.as_deref(), options, env)
     })
     .await
 }

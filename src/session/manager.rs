@@ -30,6 +30,8 @@ pub struct Env {
     pub clock: Box<dyn Clock>,
     /// UUID v7 state; the process-wide one unless a test brings its own.
     pub v7: Arc<Mutex<UuidV7State>>,
+    /// pi's agent directory for default session directories; None: `$PI_CODING_AGENT_DIR` or `~/.pi/agent`.
+    pub agent_dir: Option<String>,
 }
 
 static PROCESS_V7: std::sync::LazyLock<Arc<Mutex<UuidV7State>>> =
@@ -38,7 +40,17 @@ static PROCESS_V7: std::sync::LazyLock<Arc<Mutex<UuidV7State>>> =
 impl Env {
     /// The operating system's randomness and clock.
     pub fn system() -> Env {
-        Env { ids: Box::new(OsRandom), clock: Box::new(SystemClock), v7: PROCESS_V7.clone() }
+        Env { ids: Box::new(OsRandom), clock: Box::new(SystemClock), v7: PROCESS_V7.clone(), agent_dir: None }
+    }
+
+    /// The same, with default session directories under `agent_dir`.
+    pub fn with_agent_dir(agent_dir: &str) -> Env {
+        Env { agent_dir: Some(agent_dir.to_owned()), ..Env::system() }
+    }
+
+    /// The agent directory default session directories live under.
+    pub fn agent_dir(&self) -> String {
+        self.agent_dir.clone().unwrap_or_else(paths::agent_dir)
     }
 
     fn now_iso(&mut self) -> (f64, String) {
@@ -163,7 +175,7 @@ impl SessionManager {
     pub fn create(cwd: &str, session_dir: Option<&str>, options: NewSessionOptions, env: Env) -> Result<Self> {
         let dir = match session_dir {
             Some(d) if !d.is_empty() => paths::normalize_path(d),
-            _ => super::catalog::default_session_dir(cwd, &paths::agent_dir())?,
+            _ => super::catalog::default_session_dir(cwd, &env.agent_dir())?,
         };
         Self::construct(cwd, &dir, None, true, options, None, env)
     }
@@ -193,7 +205,7 @@ impl SessionManager {
 
     /// `SessionManager.continueRecent(cwd, sessionDir?)`: the most recent session in the directory, or a new one.
     pub fn continue_recent(cwd: &str, session_dir: Option<&str>, env: Env) -> Result<Self> {
-        let (dir, filter_cwd) = super::catalog::directory_for(cwd, session_dir, &paths::agent_dir())?;
+        let (dir, filter_cwd) = super::catalog::directory_for(cwd, session_dir, &env.agent_dir())?;
         let recent = super::catalog::find_most_recent_session(&dir, filter_cwd.then_some(cwd));
         match recent {
             Some(path) => {
@@ -246,7 +258,7 @@ impl SessionManager {
         }
         let dir = match session_dir {
             Some(d) if !d.is_empty() => paths::normalize_path(d),
-            _ => super::catalog::default_session_dir(&target, &paths::agent_dir())?,
+            _ => super::catalog::default_session_dir(&target, &env.agent_dir())?,
         };
         if !paths::as_path(&dir).exists() {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;

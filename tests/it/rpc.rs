@@ -483,3 +483,81 @@ fn large_sessions_come_back_whole() {
     let Json::Array(tree) = sc.call("session/getTree", p(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
     assert!(!tree.is_empty());
 }
+
+#[test]
+fn catalog_and_the_remaining_open_methods_work_through_the_sidecar() {
+    let root = temp_dir();
+    let agent = s(&root.path().join("agent"));
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &agent], &[]);
+    // create (default directory under --agent-dir), write, then find it every way there is.
+    let st = sc.call("session/create", p(r#"{"cwd":"/work/proj","id":"my-id"}"#));
+    let h = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    assert!(file.starts_with(&format!("{agent}/sessions/--work-proj--/")), "{file}");
+    assert!(file.ends_with("_my-id.jsonl"));
+    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("find me"))));
+    let Json::Array(listed) = sc.call("sessions/list", p(r#"{"cwd":"/work/proj"}"#)) else { panic!() };
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].get("firstMessage"), Some(&Json::str("find me")));
+    assert_eq!(listed[0].get("path"), Some(&Json::str(&file)));
+    let Json::Array(all) = sc.call("sessions/listAll", p("{}")) else { panic!() };
+    assert_eq!(all.len(), 1);
+    assert_eq!(
+        sc.call("sessions/findById", p(r#"{"cwd":"/work/proj","id":"my-id"}"#)).get("path"),
+        Some(&Json::str(&file))
+    );
+    assert_eq!(sc.call("sessions/findById", p(r#"{"cwd":"/work/proj","id":"my"}"#)).get("path"), Some(&Json::Null));
+    // continueRecent finds the same file, hence the same handle.
+    let recent = sc.call("session/continueRecent", p(r#"{"cwd":"/work/proj"}"#));
+    assert_eq!(str_of(recent.get("handle").unwrap()), h);
+    // forkFrom copies the history into another cwd.
+    let fork = sc.call("session/forkFrom", p(&format!(r#"{{"sourcePath":"{file}","targetCwd":"/work/other"}}"#)));
+    assert_eq!(num_of(fork.get("entryCount").unwrap()), 1.0);
+    assert_eq!(fork.get("header").unwrap().get("parentSession"), Some(&Json::str(&file)));
+    // setSessionFile to a new path starts a session there (lazily); to an open file is refused.
+    let elsewhere = s(&root.path().join("elsewhere.jsonl"));
+    let moved = sc.call(
+        "session/setSessionFile",
+        p(&format!(r#"{{"handle":"{}","path":"{elsewhere}"}}"#, str_of(fork.get("handle").unwrap()))),
+    );
+    assert_eq!(moved.get("sessionFile"), Some(&Json::str(&elsewhere)));
+    assert_eq!(num_of(moved.get("entryCount").unwrap()), 0.0);
+    let e = sc.call_err(
+        "session/setSessionFile",
+        p(&format!(r#"{{"handle":"{}","path":"{file}"}}"#, str_of(fork.get("handle").unwrap()))),
+    );
+    assert_eq!(kind_of(&e), "invalid_params");
+    // inMemory with entries adopts their header.
+    let mem = sc.call(
+        "session/inMemory",
+        p(r#"{"cwd":"/m","entries":[{"type":"session","version":3,"id":"adopted","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"},{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"x","timestamp":1}}]}"#),
+    );
+    assert_eq!(mem.get("sessionId"), Some(&Json::str("adopted")));
+    assert_eq!(mem.get("leafId"), Some(&Json::str("a")));
+    assert_eq!(mem.get("isPersisted"), Some(&Json::Bool(false)));
+    // A compaction with an explicit checkpoint and a retained tail.
+    let mh = str_of(mem.get("handle").unwrap());
+    sc.call(
+        "session/appendCompaction",
+        p(&format!(r#"{{"handle":"{mh}","summary":"s","firstKeptEntryId":null,"tokensBefore":5,"systemMessage":{{"role":"system","content":"given","timestamp":0}},"retainedTail":[{}]}}"#, user("tail"))),
+    );
+    let ctx = sc.call("session/buildSessionContext", p(&format!(r#"{{"handle":"{mh}"}}"#)));
+    let Some(Json::Array(messages)) = ctx.get("messages") else { panic!() };
+    let roles: Vec<String> = messages.iter().map(|m| str_of(m.get("role").unwrap())).collect();
+    assert_eq!(roles, vec!["system", "compactionSummary", "user"]);
+    // Errors of the session kinds.
+    let e = sc.call_err("session/create", p(r#"{"cwd":"/x","id":"-bad"}"#));
+    assert_eq!(kind_of(&e), "invalid_session_id");
+    let bad = s(&root.path().join("bad.jsonl"));
+    std::fs::write(&bad, "not a session\n").unwrap();
+    let e = sc.call_err("session/open", p(&format!(r#"{{"path":"{bad}"}}"#)));
+    assert_eq!(kind_of(&e), "invalid_session_file");
+    let e =
+        sc.call_err("session/appendLabelChange", p(&format!(r#"{{"handle":"{h}","targetId":"nope","label":"x"}}"#)));
+    assert_eq!(kind_of(&e), "entry_not_found");
+    let e = sc.call_err(
+        "session/forkFrom",
+        p(&format!(r#"{{"sourcePath":"{}/missing.jsonl","targetCwd":"/x"}}"#, s(root.path()))),
+    );
+    assert_eq!(kind_of(&e), "invalid_session_file");
+}
