@@ -26,6 +26,8 @@ pub fn error_kind(e: &Error) -> &'static str {
         Error::InvalidSessionId => "invalid_session_id",
         Error::InvalidEntry { .. } => "invalid_entry",
         Error::AlreadyExists { .. } => "io_error",
+        Error::Locked { .. } => "session_locked",
+        Error::Conflict { .. } => "content_modified",
     }
 }
 

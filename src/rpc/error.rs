@@ -33,6 +33,8 @@ pub const INVALID_SESSION_FILE: i32 = 1004;
 pub const INVALID_SESSION_ID: i32 = 1005;
 /// The file system failed.
 pub const IO_ERROR: i32 = 1006;
+/// Another process holds the session's write lock.
+pub const SESSION_LOCKED: i32 = 1007;
 
 /// A JSON-RPC error object with `data.kind`.
 pub fn rpc_error(code: i32, kind: &str, message: impl Into<String>, extra: serde_json::Value) -> ErrorObjectOwned {
@@ -87,5 +89,11 @@ pub fn from_session(e: Error) -> ErrorObjectOwned {
         Error::InvalidSessionId => rpc_error(INVALID_SESSION_ID, "invalid_session_id", message, json!({})),
         Error::NotOnActiveBranch { .. } | Error::NotEditable { .. } => invalid_params("targetId", message),
         Error::InvalidReplacement => invalid_params("replacement", message),
+        Error::Locked { path, pid } => {
+            rpc_error(SESSION_LOCKED, "session_locked", message, json!({ "path": path, "pid": pid }))
+        }
+        Error::Conflict { path, .. } => {
+            rpc_error(CONTENT_MODIFIED, "content_modified", message, json!({ "path": path }))
+        }
     }
 }

@@ -63,6 +63,22 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// Another process holds the session's write lock.
+    #[error("session file {path} is being written by another process{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Locked {
+        /// The session file.
+        path: String,
+        /// The lock holder's pid, when it left one.
+        pid: Option<u32>,
+    },
+    /// Another process changed the file since we read it; nothing was written.
+    #[error("{message}: {path}")]
+    Conflict {
+        /// The session file.
+        path: String,
+        /// What changed.
+        message: String,
+    },
     /// The file to create already exists (pi's exclusive create fails with EEXIST).
     #[error("EEXIST: file already exists, open '{path}'")]
     AlreadyExists {

@@ -10,7 +10,7 @@ use std::fs::File;
 use std::sync::{Arc, Mutex};
 
 use super::context::{self, Bodies, ContextOptions, Projection};
-use super::entry::{Body, BodySource, Detail, EntryType, Record};
+use super::entry::{Body, Detail, EntryType, Record};
 use super::error::{Error, Result};
 use super::ids::{self, Clock, IdSource, OsRandom, SystemClock, UuidV7State};
 use super::js::date::to_iso_string;
@@ -19,7 +19,7 @@ use super::key::Key;
 use super::line::{parse_line, LineOutcome};
 use super::migrate;
 use super::paths;
-use super::store::{self, LineSlot, LoadedFile, Warning, WarningKind};
+use super::store::{self, Durability, LineSlot, LoadedFile, SessionFile, Warning, WarningKind};
 use super::tree::{Tree, TreeIndex};
 
 /// Where a manager gets randomness and time, and the UUID v7 generator state it shares.
@@ -89,6 +89,34 @@ pub struct PendingRepairs {
     pub final_newline: bool,
 }
 
+/// What a constructor already read: a file (and its handle), or entries given in memory.
+enum Preloaded {
+    File(SessionFile, LoadedFile),
+    Entries(LoadedFile),
+}
+
+/// What an unterminated last line contributed when the file was loaded (it may be a write in progress, to be
+/// read again once its newline arrives).
+#[derive(Clone, Copy, Debug)]
+struct Tail {
+    offset: u64,
+    records: usize,
+    lines: usize,
+}
+
+/// What following a session file found (see [`SessionManager::refresh`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refresh {
+    /// Nothing new.
+    Unchanged,
+    /// Another process appended these records (indices), in file order.
+    Appended(Vec<usize>),
+    /// The file was truncated or replaced; the session was read again from scratch.
+    Reset,
+    /// The file is gone (the session stays in memory; the next write puts it back, header and all).
+    Deleted,
+}
+
 /// One session: pi's `SessionManager`.
 pub struct SessionManager {
     session_id: Json,
@@ -100,8 +128,9 @@ pub struct SessionManager {
     records: Vec<Record>,
     lines: Vec<LineSlot>,
     index: TreeIndex,
-    file: Option<File>,
-    file_len: u64,
+    file: Option<SessionFile>,
+    tail: Option<Tail>,
+    durability: Durability,
     pending: PendingRepairs,
     warnings: Vec<Warning>,
     context_options: ContextOptions,
@@ -138,7 +167,7 @@ impl SessionManager {
         session_file: Option<&str>,
         persist: bool,
         options: NewSessionOptions,
-        preloaded: Option<LoadedFile>,
+        preloaded: Option<Preloaded>,
         env: Env,
     ) -> Result<SessionManager> {
         let mut m = SessionManager {
@@ -152,7 +181,8 @@ impl SessionManager {
             lines: Vec::new(),
             index: TreeIndex::default(),
             file: None,
-            file_len: 0,
+            tail: None,
+            durability: Durability::None,
             pending: PendingRepairs::default(),
             warnings: Vec::new(),
             context_options: ContextOptions::default(),
@@ -161,12 +191,15 @@ impl SessionManager {
         if persist && !m.session_dir.is_empty() && !paths::as_path(&m.session_dir).exists() {
             std::fs::create_dir_all(&m.session_dir).map_err(|e| Error::io("create directory", &m.session_dir, e))?;
         }
-        if let Some(file) = session_file {
-            m.set_session_file_inner(file, preloaded)?;
-        } else if let Some(loaded) = preloaded.filter(|l| !l.records.is_empty()) {
-            m.load_records(loaded, options)?;
-        } else {
-            m.new_session(options)?;
+        match (session_file, preloaded) {
+            (Some(file), Some(Preloaded::File(f, loaded))) => m.set_session_file_inner(file, Some((f, loaded)))?,
+            (Some(file), _) => m.set_session_file_inner(file, None)?,
+            (None, Some(Preloaded::Entries(loaded))) if !loaded.records.is_empty() => {
+                m.load_records(loaded, options)?
+            }
+            _ => {
+                m.new_session(options)?;
+            }
         }
         Ok(m)
     }
@@ -186,11 +219,11 @@ impl SessionManager {
         let mut preloaded = None;
         let mut header_cwd = None;
         if paths::as_path(&resolved).exists() {
-            let loaded = store::load(&resolved)?;
+            let (file, loaded) = SessionFile::open(&resolved, Durability::None)?;
             if loaded.has_valid_header() {
                 header_cwd = loaded.records[0].header().and_then(|h| h.get("cwd")).and_then(Json::as_js_str).cloned();
             }
-            preloaded = Some(loaded);
+            preloaded = Some(Preloaded::File(file, loaded));
         }
         let cwd = match cwd_override {
             Some(c) => c.to_owned(),
@@ -208,10 +241,7 @@ impl SessionManager {
         let (dir, filter_cwd) = super::catalog::directory_for(cwd, session_dir, &env.agent_dir())?;
         let recent = super::catalog::find_most_recent_session(&dir, filter_cwd.then_some(cwd));
         match recent {
-            Some(path) => {
-                let loaded = if paths::as_path(&path).exists() { Some(store::load(&path)?) } else { None };
-                Self::construct(cwd, &dir, Some(&path), true, NewSessionOptions::default(), loaded, env)
-            }
+            Some(path) => Self::construct(cwd, &dir, Some(&path), true, NewSessionOptions::default(), None, env),
             None => Self::construct(cwd, &dir, None, true, NewSessionOptions::default(), None, env),
         }
     }
@@ -232,7 +262,7 @@ impl SessionManager {
                     loaded.records.push(*r);
                 }
             }
-            loaded
+            Preloaded::Entries(loaded)
         });
         Self::construct(&cwd, "", None, false, options, preloaded, env)
     }
@@ -252,7 +282,7 @@ impl SessionManager {
         if !paths::as_path(&source).exists() {
             return Err(invalid());
         }
-        let mut loaded = store::load(&source)?;
+        let (source_file, mut loaded) = SessionFile::open(&source, Durability::None)?;
         if !loaded.has_valid_header() {
             return Err(invalid());
         }
@@ -276,59 +306,64 @@ impl SessionManager {
         let new_file = paths::join(&[&dir, &format!("{}_{}.jsonl", file_stamp(&timestamp), new_id)]);
         migrate::migrate(&mut loaded.records, env.ids.as_mut())?;
         let header = header_json(&new_id, &timestamp, &target, Some(&source));
-        let src_file = File::open(&source).map_err(|e| Error::io("open", &source, e))?;
+        let src_file = source_file.reader();
         let mut content = Vec::new();
         header.write_canonical(&mut content);
         content.push(b'\n');
         for r in loaded.records.iter().filter(|r| !r.is_header()) {
-            let bytes = store::read_body(Some(&src_file), &r.body).map_err(|e| Error::io("read", &source, e))?;
+            let bytes = store::read_body(Some(src_file), &r.body).map_err(|e| Error::io("read", &source, e))?;
             content.extend_from_slice(trim_json_ws(&bytes));
             content.push(b'\n');
         }
-        store::create_exclusive(&new_file, &content)?;
-        let loaded = store::load(&new_file)?;
-        Self::construct(&target, &dir, Some(&new_file), true, NewSessionOptions::default(), Some(loaded), env)
+        drop(SessionFile::create(&new_file, &content, Durability::Entry)?);
+        Self::construct(&target, &dir, Some(&new_file), true, NewSessionOptions::default(), None, env)
     }
 
-    fn set_session_file_inner(&mut self, path: &str, preloaded: Option<LoadedFile>) -> Result<()> {
+    fn set_session_file_inner(&mut self, path: &str, preloaded: Option<(SessionFile, LoadedFile)>) -> Result<()> {
         let resolved = paths::resolve_path(path);
-        if paths::as_path(&resolved).exists() {
-            let loaded = match preloaded {
-                Some(l) => l,
-                None => store::load(&resolved)?,
-            };
-            if !loaded.has_valid_header() {
-                if loaded.len > 0 {
-                    return Err(Error::InvalidSessionFile { path: resolved });
-                }
-                // A 0-byte file: pi writes a fresh header at once; we write it before the first entry.
-                self.new_session(NewSessionOptions::default())?;
-                self.session_file = Some(resolved.clone());
-                self.open_read_handle(&resolved)?;
-                self.flushed = true;
-                self.pending.rewrite = true;
-                return Ok(());
-            }
-            self.session_file = Some(resolved.clone());
-            self.file_len = loaded.len;
-            self.pending.final_newline = loaded.needs_final_newline;
-            self.open_read_handle(&resolved)?;
-            self.load_records(loaded, NewSessionOptions::default())?;
-            self.flushed = true;
-        } else {
+        let opened = match preloaded {
+            Some(p) => Some(p),
+            None if paths::as_path(&resolved).exists() => Some(SessionFile::open(&resolved, self.durability)?),
+            None => None,
+        };
+        let Some((mut file, loaded)) = opened else {
             self.new_session(NewSessionOptions::default())?;
             self.session_file = Some(resolved);
+            return Ok(());
+        };
+        file.set_durability(self.durability);
+        if !loaded.has_valid_header() {
+            if loaded.len > 0 {
+                return Err(Error::InvalidSessionFile { path: resolved });
+            }
+            // A 0-byte file: pi writes a fresh header at once; we write it before the first entry.
+            self.new_session(NewSessionOptions::default())?;
+            self.session_file = Some(resolved);
+            self.file = Some(file);
+            self.flushed = true;
+            self.pending.rewrite = true;
+            return Ok(());
         }
-        Ok(())
-    }
-
-    fn open_read_handle(&mut self, path: &str) -> Result<()> {
-        self.file = Some(File::open(path).map_err(|e| Error::io("open", path, e))?);
+        self.session_file = Some(resolved);
+        self.pending.final_newline = loaded.needs_final_newline;
+        self.file = Some(file);
+        self.load_records(loaded, NewSessionOptions::default())?;
+        self.flushed = true;
         Ok(())
     }
 
     fn load_records(&mut self, loaded: LoadedFile, options: NewSessionOptions) -> Result<()> {
-        let LoadedFile { mut records, lines, warnings, .. } = loaded;
+        let LoadedFile { mut records, lines, warnings, needs_final_newline, .. } = loaded;
+        // An unterminated last line may be a write still in progress: remember what it contributed, so that
+        // following the file can read it again once it is complete.
+        self.tail = match lines.last() {
+            Some(last) if needs_final_newline => Some(Tail {
+                offset: last.offset,
+                records: last.record.map_or(records.len(), |r| r),
+                lines: lines.len() - 1,
+            }),
+            _ => None,
+        };
         self.warnings = warnings;
         match records.iter().find(|r| r.is_header()).and_then(Record::header) {
             Some(header) => {
@@ -383,7 +418,7 @@ impl SessionManager {
         self.index = TreeIndex::default();
         self.flushed = false;
         self.file = None;
-        self.file_len = 0;
+        self.tail = None;
         self.pending = PendingRepairs::default();
         self.warnings.clear();
         if self.persist {
@@ -396,10 +431,14 @@ impl SessionManager {
     /// `setSessionFile(path)`: switch to another file (opened, or started lazily if it does not exist).
     pub fn set_session_file(&mut self, path: &str) -> Result<()> {
         let resolved = paths::resolve_path(path);
-        let loaded = if paths::as_path(&resolved).exists() { Some(store::load(&resolved)?) } else { None };
+        let opened = if paths::as_path(&resolved).exists() {
+            Some(SessionFile::open(&resolved, self.durability)?)
+        } else {
+            None
+        };
         self.pending = PendingRepairs::default();
         self.lines.clear();
-        self.set_session_file_inner(&resolved, loaded)
+        self.set_session_file_inner(&resolved, opened)
     }
 
     // ----------------------------------------------------------------------------------------------------------
@@ -472,56 +511,113 @@ impl SessionManager {
             if !self.has_conversation()? {
                 return Ok(());
             }
-            let content = self.serialize_records()?;
-            store::create_exclusive(&path, &content)?;
+            self.write_new_file(&path, self.records.len())?;
             self.flushed = true;
-            self.adopt_written_file(&path, content.len() as u64)?;
             return Ok(());
         }
         self.apply_repairs_before(i)?;
-        let body =
-            store::read_body(self.file.as_ref(), &self.records[i].body).map_err(|e| Error::io("read", &path, e))?;
-        let mut line = body;
+        let mut line = self.bodies().bytes(i)?;
         line.push(b'\n');
-        store::append(&path, &line)?;
-        let offset = self.file_len;
-        self.file_len += line.len() as u64;
-        self.records[i].body = Body::file(offset, line.len() as u64 - 1);
-        if self.file.is_none() {
-            self.open_read_handle(&path)?;
-        }
-        Ok(())
-    }
-
-    /// The file as pi would write it from scratch: every record, one line each.
-    fn serialize_records(&self) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
-        let bodies = self.bodies();
-        for i in 0..self.records.len() {
-            out.extend_from_slice(trim_json_ws(&bodies.bytes(i)?));
-            out.push(b'\n');
-        }
-        Ok(out)
-    }
-
-    /// After writing every record to `path` in order, point the bodies at the file.
-    fn adopt_written_file(&mut self, path: &str, len: u64) -> Result<()> {
-        self.open_read_handle(path)?;
-        let mut offset = 0u64;
-        let file = self.file.take();
-        let bodies: Vec<Vec<u8>> = {
-            let rb = RecordBodies { records: &self.records, file: file.as_ref() };
-            (0..self.records.len()).map(|i| rb.bytes(i).map(|b| trim_json_ws(&b).to_vec())).collect::<Result<_>>()?
+        let appended = match self.file.as_mut() {
+            Some(file) => file.append_line(&line),
+            None => Err(Error::io("append to", &path, std::io::ErrorKind::NotFound.into())),
         };
-        self.file = file;
-        self.lines.clear();
-        for (i, b) in bodies.into_iter().enumerate() {
-            self.records[i].body = Body::file(offset, b.len() as u64);
-            self.lines.push(LineSlot { offset, len: b.len() as u64, record: Some(i) });
-            offset += b.len() as u64 + 1;
+        match appended {
+            Ok(a) => {
+                if let Some((offset, len)) = a.terminated_fragment {
+                    self.note_torn_fragment(offset, len);
+                }
+                let len = line.len() as u64 - 1;
+                self.records[i].body = Body::file(a.offset, len);
+                self.lines.push(LineSlot { offset: a.offset, len, record: Some(i) });
+                Ok(())
+            }
+            // The file was deleted while open (pi #8939): write it again, header and all, never a headerless file.
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                tracing::warn!("{path} was deleted while open; writing it again with its header");
+                self.write_new_file(&path, i + 1)
+            }
+            Err(e) => Err(e),
         }
-        self.file_len = len;
+    }
+
+    /// A fragment another writer left unterminated was ended with `\n` before our line: keep it as a torn line.
+    fn note_torn_fragment(&mut self, offset: u64, len: u64) {
+        let line = self.lines.len() as u32 + 1;
+        self.lines.push(LineSlot { offset, len, record: None });
+        self.warnings.push(Warning {
+            line,
+            kind: WarningKind::TornTail,
+            message: "another writer left this line incomplete; it is kept and ended, and later lines start fresh"
+                .to_owned(),
+        });
+    }
+
+    /// Every line to write for a file holding records `..upto`: the loaded layout (lines pi would drop
+    /// included) followed by records added since.
+    fn layout(&self, upto: usize) -> Vec<LineSlot> {
+        let mut slots: Vec<LineSlot> =
+            self.lines.iter().filter(|s| s.record.is_none_or(|r| r < upto)).copied().collect();
+        let covered: std::collections::HashSet<usize> = slots.iter().filter_map(|s| s.record).collect();
+        slots.extend((0..upto).filter(|r| !covered.contains(r)).map(|r| LineSlot {
+            offset: 0,
+            len: 0,
+            record: Some(r),
+        }));
+        slots
+    }
+
+    /// Writes `slots` (record bodies, or raw lines read from the current file) and returns where each landed.
+    fn write_layout(
+        &self,
+        slots: &[LineSlot],
+        reader: Option<&File>,
+        w: &mut dyn std::io::Write,
+    ) -> std::io::Result<Vec<LineSlot>> {
+        use std::os::unix::fs::FileExt;
+        let mut placed = Vec::with_capacity(slots.len());
+        let mut offset = 0u64;
+        for slot in slots {
+            let bytes = match slot.record {
+                Some(r) => trim_json_ws(&store::read_body(reader, &self.records[r].body)?).to_vec(),
+                None => {
+                    let mut raw = vec![0u8; slot.len as usize];
+                    reader
+                        .ok_or_else(|| std::io::Error::other("no file to copy a line from"))?
+                        .read_exact_at(&mut raw, slot.offset)?;
+                    raw
+                }
+            };
+            w.write_all(&bytes)?;
+            w.write_all(b"\n")?;
+            placed.push(LineSlot { offset, len: bytes.len() as u64, record: slot.record });
+            offset += bytes.len() as u64 + 1;
+        }
+        Ok(placed)
+    }
+
+    /// Creates `path` exclusively with records `..upto` (the lazy first write, or a deleted file written again)
+    /// and makes it this session's file.
+    fn write_new_file(&mut self, path: &str, upto: usize) -> Result<()> {
+        let slots = self.layout(upto);
+        let mut content = Vec::new();
+        let reader = self.file.as_ref().map(SessionFile::reader);
+        let placed = self.write_layout(&slots, reader, &mut content).map_err(|e| Error::io("write", path, e))?;
+        let file = SessionFile::create(path, &content, self.durability)?;
+        self.adopt_layout(placed);
+        self.file = Some(file);
+        self.tail = None;
         Ok(())
+    }
+
+    /// Points every record at its place in the file just written.
+    fn adopt_layout(&mut self, placed: Vec<LineSlot>) {
+        for slot in &placed {
+            if let Some(r) = slot.record {
+                self.records[r].body = Body::file(slot.offset, slot.len);
+            }
+        }
+        self.lines = placed;
     }
 
     /// Applies pi's held-back load-time repairs now. Called before the first write to an opened file; callers
@@ -533,19 +629,128 @@ impl SessionManager {
     /// Applies the held-back repairs for the file as it was before record `upto` (the entry about to be appended
     /// is not part of what pi wrote at load).
     fn apply_repairs_before(&mut self, upto: usize) -> Result<()> {
-        let Some(path) = self.session_file.clone() else { return Ok(()) };
-        if !self.persist {
+        if !self.persist || self.session_file.is_none() || self.file.is_none() {
             return Ok(());
         }
         if self.pending.rewrite {
-            self.rewrite_file(&path, upto)?;
+            let slots = self.layout(upto);
+            let mut placed = Vec::new();
+            // The rewrite reads the old file through its own handle while the new one is written.
+            let mut file = self.file.take().expect("checked");
+            let result = file.replace(|reader, w| {
+                placed = self.write_layout(&slots, Some(reader), w)?;
+                Ok(())
+            });
+            self.file = Some(file);
+            result?;
+            self.adopt_layout(placed);
             self.pending = PendingRepairs::default();
+            self.tail = None;
         } else if self.pending.final_newline {
-            store::append(&path, b"\n")?;
-            self.file_len += 1;
+            self.file.as_mut().expect("checked").append_raw(b"\n")?;
             self.pending.final_newline = false;
+            self.tail = None;
         }
         Ok(())
+    }
+
+    /// Follows the file as another process (pi itself) writes it: new complete lines become records, in file
+    /// order, as a fresh open would read them (a line still being written is left for later). If the leaf was at
+    /// the last entry it moves to the new last entry, as a fresh open would put it; a leaf the host moved
+    /// elsewhere stays. A truncated or replaced file is read again from scratch.
+    pub fn refresh(&mut self) -> Result<Refresh> {
+        if !self.persist || !self.flushed {
+            return Ok(Refresh::Unchanged);
+        }
+        let Some(file) = self.file.as_ref() else { return Ok(Refresh::Unchanged) };
+        match file.state()? {
+            store::FileState::Same => Ok(Refresh::Unchanged),
+            store::FileState::Missing => Ok(Refresh::Deleted),
+            store::FileState::Replaced | store::FileState::Shrunk => {
+                self.reload()?;
+                Ok(Refresh::Reset)
+            }
+            store::FileState::Grew(_) => self.follow_appends(),
+        }
+    }
+
+    /// Reads the file again from scratch (it was replaced or truncated under us).
+    fn reload(&mut self) -> Result<()> {
+        let path = self.session_file.clone().expect("a flushed session has a file");
+        let (file, loaded) = SessionFile::open(&path, self.durability)?;
+        if !loaded.has_valid_header() {
+            return Err(Error::InvalidSessionFile { path });
+        }
+        self.pending = PendingRepairs { rewrite: false, final_newline: loaded.needs_final_newline };
+        self.lines.clear();
+        self.file = Some(file);
+        self.load_records(loaded, NewSessionOptions::default())
+    }
+
+    fn follow_appends(&mut self) -> Result<Refresh> {
+        let file = self.file.as_ref().expect("checked");
+        let tail = self.tail;
+        let start = store::Start {
+            offset: tail.map_or(file.len(), |t| t.offset),
+            line: tail.map_or(self.lines.len(), |t| t.lines) as u32,
+            seen_header: self.records.iter().any(Record::is_header),
+            hold_back_partial: true,
+        };
+        let loaded = file.read_from(start)?;
+        if loaded.lines.is_empty() {
+            return Ok(Refresh::Unchanged);
+        }
+        let old_leaf = self.index.leaf.clone();
+        let last_entry = self.records.iter().rposition(|r| !r.is_header());
+        let following = match last_entry {
+            Some(i) => self.records[i].id == old_leaf,
+            None => old_leaf == Key::Null,
+        };
+        // The unterminated line read at open is read again now that it is complete; if it already was a whole
+        // entry, it is not new.
+        let mut already_known = 0;
+        if let Some(t) = tail {
+            let was_entry = t.records < self.records.len();
+            let same = was_entry
+                && loaded.records.first().is_some_and(|n| {
+                    let span = source_span(&n.body.source);
+                    span.is_some() && span == source_span(&self.records[t.records].body.source)
+                });
+            if same {
+                already_known = 1;
+            }
+            self.records.truncate(t.records);
+            self.lines.truncate(t.lines);
+            self.warnings.retain(|w| w.line <= t.lines as u32);
+            self.tail = None;
+        }
+        let first_new = self.records.len();
+        let LoadedFile { records, lines, warnings, len, .. } = loaded;
+        for mut slot in lines {
+            slot.record = slot.record.map(|r| r + first_new);
+            self.lines.push(slot);
+        }
+        self.records.extend(records);
+        self.warnings.extend(warnings);
+        self.file.as_mut().expect("checked").set_len(len);
+        self.pending.final_newline = false;
+        if tail.is_some() {
+            self.index = TreeIndex::build(&self.records);
+        } else {
+            for i in first_new..self.records.len() {
+                let r = &self.records[i];
+                if !r.is_header() {
+                    self.index.add(i, r);
+                    self.index.apply_label(r);
+                }
+            }
+        }
+        if !following {
+            self.index.leaf = old_leaf;
+        }
+        Ok(Refresh::Appended(
+            (first_new + already_known..self.records.len()).filter(|&i| !self.records[i].is_header()).collect(),
+        ))
     }
 
     /// The pending load-time repairs.
@@ -553,44 +758,20 @@ impl SessionManager {
         self.pending
     }
 
-    /// Rewrites the file from the records, keeping every line pi would drop (malformed, blank, falsy) where it was.
-    fn rewrite_file(&mut self, path: &str, upto: usize) -> Result<()> {
-        let file = self.file.as_ref();
-        let records = &self.records;
-        let lines = if self.lines.is_empty() {
-            (0..upto).map(|i| LineSlot { offset: 0, len: 0, record: Some(i) }).collect()
-        } else {
-            self.lines.clone()
-        };
-        let mut new_slots = Vec::with_capacity(lines.len());
-        store::replace_with(path, |w| {
-            let mut offset = 0u64;
-            for slot in &lines {
-                let bytes = match slot.record {
-                    Some(i) => trim_json_ws(&store::read_body(file, &records[i].body)?).to_vec(),
-                    None => {
-                        let mut raw = vec![0u8; slot.len as usize];
-                        use std::os::unix::fs::FileExt;
-                        file.ok_or_else(|| std::io::Error::other("no file"))?.read_exact_at(&mut raw, slot.offset)?;
-                        raw
-                    }
-                };
-                w.write_all(&bytes)?;
-                w.write_all(b"\n")?;
-                new_slots.push(LineSlot { offset, len: bytes.len() as u64, record: slot.record });
-                offset += bytes.len() as u64 + 1;
-            }
-            Ok(())
-        })?;
-        for slot in &new_slots {
-            if let Some(i) = slot.record {
-                self.records[i].body = Body::file(slot.offset, slot.len);
-            }
+    /// How hard writes try to reach the disk (default: like pi, no fsync).
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+        if let Some(f) = self.file.as_mut() {
+            f.set_durability(durability);
         }
-        self.file_len = new_slots.last().map_or(0, |s| s.offset + s.len + 1);
-        self.lines = new_slots;
-        self.open_read_handle(path)?;
-        Ok(())
+    }
+
+    /// fsyncs writes that group commit ([`Durability::Batch`]) left pending.
+    pub fn sync(&mut self) -> Result<()> {
+        match self.file.as_mut() {
+            Some(f) => f.sync(),
+            None => Ok(()),
+        }
     }
 
     /// `appendMessage(message)`. Returns the new entry's id.
@@ -938,16 +1119,14 @@ impl SessionManager {
         let parent_session = if self.persist { previous_file.as_deref() } else { None };
         let header = header_json(&new_id, &timestamp, &self.cwd, parent_session);
 
-        // New bodies: the old bytes with parentId (and firstKeptEntryId) spliced in, read into memory now because
-        // the old file stops being "our" file.
+        // New records: the old bodies (still in the old file) with parentId and firstKeptEntryId spliced in.
         let mut new_records = vec![record_from_bytes(header.to_canonical_string().into_bytes())];
         let mut path_ids: std::collections::HashSet<Key> = std::collections::HashSet::new();
-        let bodies = RecordBodies { records: &self.records, file: self.file.as_ref() };
         for (i, new_parent, first_kept) in &kept {
             let r = &self.records[*i];
-            let mut body = Body { source: BodySource::Memory(bodies.bytes(*i)?.into()), patch: None };
+            let mut nr = r.clone();
             if r.is_object {
-                let patch = body.patch_mut();
+                let patch = nr.body.patch_mut();
                 match key_text(new_parent) {
                     Some(t) => patch.set("parentId", t),
                     None => patch.remove("parentId"),
@@ -959,8 +1138,6 @@ impl SessionManager {
                     }
                 }
             }
-            let mut nr = r.clone();
-            nr.body = Body::memory(store::read_body(None, &body).map_err(|e| Error::io("read", "", e))?);
             nr.parent = new_parent.clone();
             if let (Some(fk), Detail::Compaction { first_kept_index, .. }) = (first_kept, &r.detail) {
                 nr.detail = Detail::Compaction { first_kept: fk.clone(), first_kept_index: *first_kept_index };
@@ -999,22 +1176,28 @@ impl SessionManager {
         self.session_id = Json::str(&new_id);
         self.index = TreeIndex::build(&self.records);
         self.lines.clear();
-        self.file = None;
-        self.file_len = 0;
+        self.tail = None;
         self.pending = PendingRepairs::default();
         self.warnings.clear();
+        if self.persist && self.has_conversation()? {
+            // Written at once, streamed from the old file (which stays untouched).
+            self.session_file = Some(new_file.clone());
+            self.write_new_file(&new_file, self.records.len())?;
+            self.flushed = true;
+            return Ok(Some(new_file));
+        }
+        // Not written yet: the bodies must outlive the old file, so they move into memory (a path without a user
+        // or assistant message is small).
+        for i in 0..self.records.len() {
+            let bytes = self.bodies().bytes(i)?;
+            self.records[i].body = Body::memory(bytes);
+        }
+        self.file = None;
+        self.flushed = false;
         if !self.persist {
             return Ok(None);
         }
         self.session_file = Some(new_file.clone());
-        if self.has_conversation()? {
-            let content = self.serialize_records()?;
-            store::replace_with(&new_file, |w| std::io::Write::write_all(w, &content))?;
-            self.flushed = true;
-            self.adopt_written_file(&new_file, content.len() as u64)?;
-        } else {
-            self.flushed = false;
-        }
         Ok(Some(new_file))
     }
 
@@ -1023,7 +1206,7 @@ impl SessionManager {
 
     /// Entry bodies of this session.
     pub fn bodies(&self) -> impl Bodies + '_ {
-        RecordBodies { records: &self.records, file: self.file.as_ref() }
+        RecordBodies { records: &self.records, file: self.file.as_ref().map(SessionFile::reader) }
     }
 
     /// Every record (headers included), in file order.
@@ -1158,6 +1341,14 @@ impl std::fmt::Debug for SessionManager {
             .field("file", &self.session_file)
             .field("entries", &self.records.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// Where a body lies in the file, for comparing two reads of the same line.
+fn source_span(source: &super::entry::BodySource) -> Option<(u64, u64)> {
+    match source {
+        super::entry::BodySource::File { offset, len } => Some((*offset, *len)),
+        super::entry::BodySource::Memory(_) => None,
     }
 }
 

@@ -107,7 +107,21 @@ impl LoadedFile {
 /// Reads and classifies every line of `path`. Never writes.
 pub fn load(path: &str) -> Result<LoadedFile> {
     let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
-    load_from(file, path, Body::file)
+    load_from(file, path, Start::default(), Body::file)
+}
+
+/// Where a load starts: the beginning of a file, or (when following a file another process appends to) the end
+/// of what was already read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Start {
+    /// File offset of the first byte the reader yields.
+    pub offset: u64,
+    /// Number of the line before the first one read.
+    pub line: u32,
+    /// A header was already seen (so another one is an extra header).
+    pub seen_header: bool,
+    /// Leave an unterminated last line unread (a writer may be in the middle of it).
+    pub hold_back_partial: bool,
 }
 
 /// Splits a byte stream into lines in place: one read into a large buffer, lines handed out as slices of it, so a
@@ -170,12 +184,21 @@ impl<R: Read> LineReader<R> {
 }
 
 /// Reads and classifies lines from `reader`, making each record's body with `body_at(offset, len)`.
-pub fn load_from(reader: impl Read, path: &str, body_at: impl Fn(u64, u64) -> Body) -> Result<LoadedFile> {
-    let mut out = LoadedFile::default();
+pub fn load_from(
+    reader: impl Read,
+    path: &str,
+    start: Start,
+    body_at: impl Fn(u64, u64) -> Body,
+) -> Result<LoadedFile> {
+    let mut out = LoadedFile { len: start.offset, ..LoadedFile::default() };
     let mut lines = LineReader::new(reader);
-    let mut line_no = 0u32;
-    let mut seen_header = false;
+    lines.offset = start.offset;
+    let mut line_no = start.line;
+    let mut seen_header = start.seen_header;
     while let Some((offset, content, terminated)) = lines.next_line().map_err(|e| Error::io("read", path, e))? {
+        if !terminated && start.hold_back_partial {
+            break;
+        }
         line_no += 1;
         let len = content.len() as u64;
         let mut slot = LineSlot { offset, len, record: None };
@@ -260,6 +283,332 @@ pub fn read_body(file: Option<&File>, body: &Body) -> std::io::Result<Vec<u8>> {
     Ok(match &body.patch {
         Some(p) => patch::apply(&raw, p),
         None => raw.into_owned(),
+    })
+}
+
+/// How hard a write tries to reach the disk before it counts as done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// No fsync (what pi does): survives a crash of this process, not of the machine.
+    #[default]
+    None,
+    /// fsync after every entry (and of the directory when a file is created or renamed).
+    Entry,
+    /// Group commit: entries are written at once and fsynced together by [`SessionFile::sync`].
+    Batch,
+}
+
+/// What happened to a session file since it was last looked at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileState {
+    /// Same file, same length.
+    Same,
+    /// Same file, longer: another process appended.
+    Grew(u64),
+    /// Same file, shorter: truncated.
+    Shrunk,
+    /// Another file now has the path (rewritten, or deleted and recreated).
+    Replaced,
+    /// The path no longer exists.
+    Missing,
+}
+
+/// What an append did besides writing the line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Appended {
+    /// File offset of the line.
+    pub offset: u64,
+    /// A torn fragment another writer left at the end (offset, length): it was ended with `\n` first.
+    pub terminated_fragment: Option<(u64, u64)>,
+}
+
+/// One open session file: a handle for reading bodies, an append handle that holds the single-writer lock, and
+/// what we know of its length and identity, so that another process's appends are noticed, never interleaved.
+#[derive(Debug)]
+pub struct SessionFile {
+    path: String,
+    reader: File,
+    writer: Option<File>,
+    len: u64,
+    id: (u64, u64),
+    durability: Durability,
+    dirty: bool,
+}
+
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// fsync of a directory, so a created or renamed file's name survives a power loss.
+fn sync_dir_of(path: &str) -> std::io::Result<()> {
+    let dir =
+        std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    File::open(dir)?.sync_all()
+}
+
+impl SessionFile {
+    /// Opens `path` and loads it from that very handle (so offsets refer to the file that was read).
+    pub fn open(path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
+        let reader = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
+        let loaded = load_from(&reader, path, Start::default(), Body::file)?;
+        let file = SessionFile {
+            path: path.to_owned(),
+            reader,
+            writer: None,
+            len: loaded.len,
+            id: file_id(&meta),
+            durability,
+            dirty: false,
+        };
+        Ok((file, loaded))
+    }
+
+    /// Creates `path` exclusively (pi's `wx`) with `content`, locked for writing and synced as `durability`
+    /// says.
+    pub fn create(path: &str, content: &[u8], durability: Durability) -> Result<SessionFile> {
+        let mut writer = OpenOptions::new().append(true).create_new(true).open(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Error::AlreadyExists { path: path.to_owned() }
+            } else {
+                Error::io("create", path, e)
+            }
+        })?;
+        lock_writer(&writer, path)?;
+        let io = |e| Error::io("write", path, e);
+        writer.write_all(content).map_err(io)?;
+        if durability != Durability::None {
+            writer.sync_all().map_err(io)?;
+            sync_dir_of(path).map_err(io)?;
+        }
+        let reader = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
+        Ok(SessionFile {
+            path: path.to_owned(),
+            reader,
+            writer: Some(writer),
+            len: content.len() as u64,
+            id: file_id(&meta),
+            durability,
+            dirty: false,
+        })
+    }
+
+    /// The path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The handle bodies are read from (it stays valid if the path is removed or replaced).
+    pub fn reader(&self) -> &File {
+        &self.reader
+    }
+
+    /// Bytes known to be in the file (the end of the last complete line read or written).
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when nothing is known to be in the file.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Records that the file is known up to `len` (after following another process's appends).
+    pub fn set_len(&mut self, len: u64) {
+        self.len = len;
+    }
+
+    /// Sets the durability of later writes.
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
+    /// Compares the path with what we know.
+    pub fn state(&self) -> Result<FileState> {
+        let meta = match std::fs::metadata(&self.path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::Missing),
+            Err(e) => return Err(Error::io("stat", &self.path, e)),
+        };
+        Ok(if file_id(&meta) != self.id {
+            FileState::Replaced
+        } else if meta.len() < self.len {
+            FileState::Shrunk
+        } else if meta.len() > self.len {
+            FileState::Grew(meta.len())
+        } else {
+            FileState::Same
+        })
+    }
+
+    /// Lines appended by someone else since `from` (complete lines only; a line still being written stays
+    /// for later).
+    pub fn read_from(&self, start: Start) -> Result<LoadedFile> {
+        use std::io::{Seek, SeekFrom};
+        let mut handle = self.reader.try_clone().map_err(|e| Error::io("read", &self.path, e))?;
+        handle.seek(SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", &self.path, e))?;
+        load_from(handle, &self.path, Start { hold_back_partial: true, ..start }, Body::file)
+    }
+
+    /// Takes the single-writer lock (once; it is held until the file is dropped).
+    pub fn lock(&mut self) -> Result<()> {
+        if self.writer.is_none() {
+            let writer =
+                OpenOptions::new().append(true).open(&self.path).map_err(|e| Error::io("open", &self.path, e))?;
+            lock_writer(&writer, &self.path)?;
+            self.writer = Some(writer);
+        }
+        Ok(())
+    }
+
+    /// Appends one complete line (with its `\n`) in one write, after checking that nobody else wrote since we
+    /// last looked. A fragment another writer left unterminated (and that does not grow) is ended first, so the
+    /// line is never fused with it.
+    pub fn append_line(&mut self, line: &[u8]) -> Result<Appended> {
+        self.lock()?;
+        let mut out = Appended { offset: self.len, terminated_fragment: None };
+        let mut bytes = std::borrow::Cow::Borrowed(line);
+        match self.state()? {
+            FileState::Same => {}
+            FileState::Missing => return Err(Error::io("append to", &self.path, std::io::ErrorKind::NotFound.into())),
+            FileState::Grew(size) if self.is_torn_fragment(size)? => {
+                let fragment = (self.len, size - self.len);
+                let mut with_newline = b"\n".to_vec();
+                with_newline.extend_from_slice(line);
+                bytes = std::borrow::Cow::Owned(with_newline);
+                out = Appended { offset: size + 1, terminated_fragment: Some(fragment) };
+                self.len = size;
+            }
+            _ => {
+                return Err(Error::Conflict {
+                    path: self.path.clone(),
+                    message: "another process changed the session file since it was read".to_owned(),
+                })
+            }
+        }
+        let writer = self.writer.as_mut().expect("locked");
+        writer.write_all(&bytes).map_err(|e| Error::io("append to", &self.path, e))?;
+        self.len += bytes.len() as u64;
+        match self.durability {
+            Durability::None => {}
+            Durability::Entry => writer.sync_data().map_err(|e| Error::io("sync", &self.path, e))?,
+            Durability::Batch => self.dirty = true,
+        }
+        Ok(out)
+    }
+
+    /// True when the bytes after what we know hold no newline and stop growing: a write someone else cut short.
+    fn is_torn_fragment(&self, size: u64) -> Result<bool> {
+        use std::os::unix::fs::FileExt;
+        let mut extra = vec![0u8; (size - self.len) as usize];
+        self.reader.read_exact_at(&mut extra, self.len).map_err(|e| Error::io("read", &self.path, e))?;
+        if extra.contains(&b'\n') {
+            return Ok(false);
+        }
+        // A writer in the middle of one write() finishes within microseconds; give it a moment.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        Ok(self.state()? == FileState::Grew(size))
+    }
+
+    /// Appends raw bytes we must add (a missing final newline).
+    pub fn append_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.lock()?;
+        let writer = self.writer.as_mut().expect("locked");
+        writer.write_all(bytes).map_err(|e| Error::io("append to", &self.path, e))?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// fsyncs what group commit left pending.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.dirty {
+            if let Some(w) = &self.writer {
+                w.sync_data().map_err(|e| Error::io("sync", &self.path, e))?;
+            }
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Replaces the file atomically with what `write` produces (temp file, locked, synced, renamed over the
+    /// path), keeping the lock. Returns the new length.
+    pub fn replace(&mut self, write: impl FnOnce(&File, &mut dyn Write) -> std::io::Result<()>) -> Result<u64> {
+        self.lock()?;
+        let tmp = format!("{}.pi-sessiond-{}.tmp", self.path, std::process::id());
+        let result = (|| -> std::io::Result<File> {
+            // Appending handle: after the rename it is the writer, and appends must stay O_APPEND.
+            let _ = std::fs::remove_file(&tmp);
+            let f = OpenOptions::new().read(true).append(true).create_new(true).open(&tmp)?;
+            f.try_lock().map_err(|e| std::io::Error::other(e.to_string()))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, &f);
+            write(&self.reader, &mut w)?;
+            w.into_inner().map_err(|e| e.into_error())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.path)?;
+            if self.durability != Durability::None {
+                sync_dir_of(&self.path)?;
+            }
+            Ok(f)
+        })();
+        let new = match result {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(Error::io("rewrite", &self.path, e));
+            }
+        };
+        let meta = new.metadata().map_err(|e| Error::io("stat", &self.path, e))?;
+        self.reader = File::open(&self.path).map_err(|e| Error::io("open", &self.path, e))?;
+        self.id = file_id(&meta);
+        self.len = meta.len();
+        self.writer = Some(new);
+        Ok(self.len)
+    }
+}
+
+impl Drop for SessionFile {
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            let _ = self.sync();
+        }
+    }
+}
+
+/// Takes the advisory exclusive lock (`flock`) on an append handle, or says who holds it. The lock lives on the
+/// session file itself, so no lock file is left beside sessions, and it dies with its process, so a crashed
+/// writer never leaves a stale lock. pi 1.6.0 takes no lock; it is checked for separately (see `append_line`).
+fn lock_writer(writer: &File, path: &str) -> Result<()> {
+    match writer.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = writer.metadata().ok().and_then(|m| lock_holder(&m));
+            Err(Error::Locked { path: path.to_owned(), pid })
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
+    }
+}
+
+/// The pid holding an flock on this file, from Linux's `/proc/locks` (`1: FLOCK ADVISORY WRITE <pid>
+/// <major>:<minor>:<inode> 0 EOF`).
+fn lock_holder(meta: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = meta.dev();
+    let (major, minor) =
+        (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff), ((dev >> 12) & 0xffff_ff00) | (dev & 0xff));
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&"FLOCK") || fields.get(3) != Some(&"WRITE") {
+            return None;
+        }
+        let mut id = fields.get(5)?.split(':');
+        let (maj, min, ino) = (id.next()?, id.next()?, id.next()?);
+        let matches = u64::from_str_radix(maj, 16).ok()? == major
+            && u64::from_str_radix(min, 16).ok()? == minor
+            && ino.parse::<u64>().ok()? == meta.ino();
+        matches.then(|| fields.get(4)?.parse().ok()).flatten()
     })
 }
 

@@ -241,13 +241,30 @@ fn a_retained_tail_is_the_context_after_its_compaction_and_pi_can_still_read_the
 }
 
 #[test]
-fn a_session_file_deleted_while_open_is_not_recreated_without_its_header_pi_8939() {
+fn a_session_file_deleted_while_open_is_written_again_with_its_header_pi_8939() {
     let dir = temp_dir();
     let mut m =
         SessionManager::create("/p", Some(&s(dir.path())), NewSessionOptions::default(), Env::system()).unwrap();
     m.append_message(user("one")).unwrap();
     let file = m.session_file().unwrap().to_owned();
     std::fs::remove_file(&file).unwrap();
+    m.append_message(user("two")).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "header, the entry that was in the deleted file, the new one:\n{text}");
+    assert!(lines[0].contains(r#""type":"session""#));
+    let pi = pi_reads(std::slice::from_ref(&file));
+    assert!(pi[0].get("ok").is_some(), "pi opens it: {}", pi[0].to_canonical_string());
+}
+
+#[test]
+fn a_session_whose_directory_was_deleted_fails_the_append_and_writes_nothing() {
+    let dir = temp_dir();
+    let sessions = dir.path().join("sessions");
+    let mut m = SessionManager::create("/p", Some(&s(&sessions)), NewSessionOptions::default(), Env::system()).unwrap();
+    m.append_message(user("one")).unwrap();
+    let file = m.session_file().unwrap().to_owned();
+    std::fs::remove_dir_all(&sessions).unwrap();
     let leaf = m.leaf_id().clone();
     let err = m.append_message(user("two")).unwrap_err();
     assert!(matches!(err, Error::Io { .. }), "{err}");
