@@ -18,3 +18,4 @@ mod protocol;
 mod reads;
 mod rpc;
 mod rpc_conformance;
+mod live;
