@@ -10,6 +10,7 @@ use pi_sessiond::rpc::framing::Framing;
 use pi_sessiond::rpc::Config;
 use pi_sessiond::session::context::ContextOptions;
 use pi_sessiond::session::paths;
+use pi_sessiond::session::store::Durability;
 
 #[derive(Parser)]
 #[command(name = "pi-sessiond", version, about = "Owns pi's session files: JSON-RPC sidecar and command-line tools")]
@@ -34,6 +35,12 @@ struct ServeArgs {
     /// The largest frame accepted from the host, in bytes.
     #[arg(long, default_value_t = 1 << 30)]
     max_frame_bytes: usize,
+    /// fsync policy for appends: none (like pi), entry (every entry before its response), batch (group commit).
+    #[arg(long, default_value = "entry", value_parser = ["none", "entry", "batch"])]
+    durability: String,
+    /// How often watched files are checked even without a file-system notification, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    poll_ms: u64,
 }
 
 #[derive(Subcommand)]
@@ -90,7 +97,18 @@ fn serve(args: ServeArgs) -> i32 {
         _ => None,
     };
     let agent_dir = args.agent_dir.map(|d| paths::normalize_path(&d)).unwrap_or_else(paths::agent_dir);
-    let config = Config { framing, agent_dir, max_frame: args.max_frame_bytes };
+    let durability = match args.durability.as_str() {
+        "none" => Durability::None,
+        "batch" => Durability::Batch,
+        _ => Durability::Entry,
+    };
+    let config = Config {
+        framing,
+        agent_dir,
+        max_frame: args.max_frame_bytes,
+        durability,
+        poll_interval: std::time::Duration::from_millis(args.poll_ms.max(1)),
+    };
     pi_sessiond::rpc::serve(config, std::io::stdin(), std::io::stdout())
 }
 

@@ -74,6 +74,18 @@ pub struct OpenSession {
     refs: AtomicUsize,
     tickets: AtomicU64,
     turns: Turnstile,
+    /// Follow appends other processes make to the file.
+    pub watched: std::sync::atomic::AtomicBool,
+    /// A refresh is queued (file events coalesce into it).
+    pub refresh_pending: std::sync::atomic::AtomicBool,
+    /// The file's deletion was already reported.
+    pub deleted_reported: std::sync::atomic::AtomicBool,
+    /// Group commit: the generation of the last write, and the last generation known to be on disk.
+    pub written: AtomicU64,
+    /// See `written`.
+    pub synced: watch::Sender<u64>,
+    /// A group-commit sync is queued.
+    pub sync_pending: std::sync::atomic::AtomicBool,
 }
 
 /// A request's place in a session's arrival order.
@@ -134,6 +146,12 @@ impl OpenSession {
             refs: AtomicUsize::new(1),
             tickets: AtomicU64::new(0),
             turns: Turnstile::new(),
+            watched: Default::default(),
+            refresh_pending: Default::default(),
+            deleted_reported: Default::default(),
+            written: AtomicU64::new(0),
+            synced: watch::Sender::new(0),
+            sync_pending: Default::default(),
         })
     }
 
@@ -194,6 +212,22 @@ impl Registry {
             inner.by_path.insert(p.to_owned(), handle);
         }
         session
+    }
+
+    /// Every open session that follows its file.
+    pub fn watched(&self) -> Vec<Arc<OpenSession>> {
+        self.lock().by_handle.values().filter(|s| s.watched.load(Ordering::SeqCst)).cloned().collect()
+    }
+
+    /// The open session whose file is `path`, if any.
+    pub fn by_path(&self, path: &str) -> Option<Arc<OpenSession>> {
+        let inner = self.lock();
+        inner.by_path.get(path).and_then(|h| inner.by_handle.get(h)).cloned()
+    }
+
+    /// The file `handle` has open, as registered.
+    pub fn path_of(&self, handle: &str) -> Option<String> {
+        self.lock().by_path.iter().find(|(_, h)| h.as_str() == handle).map(|(p, _)| p.clone())
     }
 
     /// The handle that has `path` open, if any.

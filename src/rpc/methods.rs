@@ -17,14 +17,19 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc::UnboundedSender;
 
+use std::collections::HashMap;
+
 use super::error::{self, from_session, invalid_params};
-use super::handles::{Registry, Ticket};
+use super::handles::{OpenSession, Registry, Ticket};
 use super::proto::*;
+use super::watch::{dir_of, FsWatcher};
 use crate::cli::session_info_json;
 use crate::session::context::ContextOptions;
 use crate::session::json::{JsString, Json};
 use crate::session::key::Key;
+use crate::session::manager::Refresh;
 use crate::session::render::{self, JsonOut};
+use crate::session::store::Durability;
 use crate::session::{catalog, paths, Env, NewSessionOptions, SessionManager};
 
 /// The protocol version this server speaks.
@@ -43,6 +48,30 @@ pub struct ServerState {
     pub framing: Mutex<String>,
     /// Set once `shutdown` has been answered.
     pub shut_down: AtomicBool,
+    /// Watches on the directories of watched sessions and `sessions/watch` directories.
+    pub watcher: FsWatcher,
+    /// How hard appends try to reach the disk.
+    pub durability: Durability,
+    /// `sessions/watch` watches: id → directory.
+    pub dir_watches: Mutex<HashMap<String, String>>,
+    next_watch_id: std::sync::atomic::AtomicU64,
+}
+
+impl ServerState {
+    /// Shared state for a server.
+    pub fn new(out: UnboundedSender<Vec<u8>>, agent_dir: String, durability: Durability, watcher: FsWatcher) -> Self {
+        ServerState {
+            registry: Registry::default(),
+            out,
+            agent_dir,
+            framing: Mutex::new(String::new()),
+            shut_down: AtomicBool::new(false),
+            watcher,
+            durability,
+            dir_watches: Mutex::new(HashMap::new()),
+            next_watch_id: Default::default(),
+        }
+    }
 }
 
 impl ServerState {
@@ -186,6 +215,8 @@ methods! {
     "session/setSessionFile", "mutation", set_session_file(SetSessionFileParams) -> SessionState, "Points the handle at another file.";
     "session/getState", "read", get_state(HandleParams) -> SessionState, "The handle's current state.";
     "session/close", "open", close(HandleParams) -> Null, "Drops one reference to the handle; the last one closes it.";
+    "session/watch", "open", watch_session(HandleParams) -> Null, "Follows appends other processes make to the handle's file (session/changed with origin external).";
+    "session/unwatch", "open", unwatch_session(HandleParams) -> Null, "Stops following the handle's file.";
 
     "session/appendMessage", "mutation", append_message(AppendMessageParams) -> IdResult, "Appends a message under the leaf (pi's appendMessage).";
     "session/appendThinkingLevelChange", "mutation", append_thinking_level_change(AppendThinkingLevelChangeParams) -> IdResult, "Appends a thinking_level_change.";
@@ -221,6 +252,8 @@ methods! {
     "sessions/list", "catalog", list(ListParams) -> Vec<SessionInfoJson>, "Sessions of a cwd, newest activity first (pi's list).";
     "sessions/listAll", "catalog", list_all(ListAllParams) -> Vec<SessionInfoJson>, "Every session (pi's listAll).";
     "sessions/findById", "catalog", find_by_id(FindByIdParams) -> FindResult, "The file of the session with exactly this id, or null.";
+    "sessions/watch", "open", watch_sessions(SessionsWatchParams) -> SessionsWatchResult, "Reports session files appearing, changing or vanishing in a directory (sessions/changed).";
+    "sessions/unwatch", "open", unwatch_sessions(SessionsUnwatchParams) -> Null, "Stops a sessions/watch.";
 }
 
 /// The JSON `null`, as a result type.
@@ -282,7 +315,70 @@ async fn blocking<R: Send + 'static>(
     tokio::task::spawn_blocking(f).await.map_err(internal)?
 }
 
+/// Sends `session/changed` for what following the file found; returns whether anything changed.
+fn publish_refresh(
+    state: &ServerState,
+    session: &OpenSession,
+    m: &mut SessionManager,
+) -> Result<bool, ErrorObjectOwned> {
+    let refreshed = match m.refresh() {
+        Ok(r) => r,
+        Err(e) => {
+            // The file was replaced by something that is not a session: report it as gone, keep what we have.
+            tracing::warn!("{}: cannot follow the file: {e}", session.handle);
+            Refresh::Deleted
+        }
+    };
+    let change = match refreshed {
+        Refresh::Unchanged => return Ok(false),
+        Refresh::Appended(added) => {
+            session.deleted_reported.store(false, Ordering::SeqCst);
+            if added.is_empty() {
+                return Ok(false);
+            }
+            Change::Append { entries: entries_json(m, &added)? }
+        }
+        Refresh::Reset => {
+            session.deleted_reported.store(false, Ordering::SeqCst);
+            Change::Reset { state: Box::new(state_of(&session.handle, m)?) }
+        }
+        Refresh::Deleted => {
+            if session.deleted_reported.swap(true, Ordering::SeqCst) {
+                return Ok(false);
+            }
+            Change::Deleted {}
+        }
+    };
+    let note = SessionChanged {
+        handle: session.handle.clone(),
+        session_id: any(m.session_id()),
+        seq: session.next_seq(),
+        origin: Some("external".into()),
+        leaf_id: key_json(m.leaf_id()),
+        change,
+    };
+    state.notify("session/changed", &note);
+    Ok(true)
+}
+
+/// Follows a watched session's file now (coalescing: one refresh queued per session at a time).
+pub fn schedule_refresh(state: Arc<ServerState>, session: Arc<OpenSession>) {
+    if session.refresh_pending.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut guard = session.ticket().write().await;
+        session.refresh_pending.store(false, Ordering::SeqCst);
+        let s2 = session.clone();
+        let _ = tokio::task::spawn_blocking(move || publish_refresh(&state, &s2, &mut guard)).await;
+    });
+}
+
 /// Runs a mutation in arrival order and, when it succeeds, sends `session/changed` before returning.
+///
+/// First the file is checked for another process's appends (pi takes no lock): they are published, and the
+/// mutation is refused with ContentModified if the host expected another leaf, or if following the file moved
+/// the leaf (the host's picture was stale). With group commit the response waits for the fsync that covers it.
 async fn mutate<R: Send + 'static>(
     cx: &Cx,
     handle: &str,
@@ -294,25 +390,47 @@ async fn mutate<R: Send + 'static>(
     let session = ticket.session().clone();
     let mut guard = ticket.write().await;
     let state = cx.state.clone();
-    blocking(move || {
+    let s2 = session.clone();
+    let (result, generation) = blocking(move || {
+        let session = s2;
         let m = &mut *guard;
-        if let Some(expected) = expected_leaf {
-            let current = leaf_text(m);
-            if current.as_deref() != Some(expected.as_str()) {
-                return Err(error::content_modified(current));
+        let leaf_before = leaf_text(m);
+        let external = publish_refresh(&state, &session, m)?;
+        let current = leaf_text(m);
+        match &expected_leaf {
+            Some(expected) if current.as_deref() != Some(expected.as_str()) => {
+                return Err(error::content_modified(current))
             }
+            None if external && current != leaf_before => return Err(error::content_modified(current)),
+            _ => {}
         }
         let before = m.records().len();
         let old_path = m.session_file().map(str::to_owned);
-        let result = op(m).map_err(from_session)?;
+        let result = match op(m) {
+            Ok(r) => r,
+            Err(e @ crate::session::Error::Conflict { .. }) => {
+                // Another process wrote between the check and the write: show what it wrote, refuse ours.
+                publish_refresh(&state, &session, m)?;
+                return Err(from_session(e));
+            }
+            Err(e) => return Err(from_session(e)),
+        };
         let change = match kind {
             ChangeKind::Append => {
-                let added: Vec<usize> = (before..m.records().len()).collect();
+                let added: Vec<usize> = (before..m.records().len()).filter(|&i| !m.records()[i].is_header()).collect();
                 Change::Append { entries: entries_json(m, &added)? }
             }
             ChangeKind::Leaf => Change::Leaf { leaf_id: key_json(m.leaf_id()) },
             ChangeKind::Rebind => {
                 state.registry.rebind(&session.handle, old_path.as_deref(), m.session_file());
+                if session.watched.load(Ordering::SeqCst) {
+                    if let Some(old) = &old_path {
+                        state.watcher.unwatch_dir(&dir_of(old));
+                    }
+                    if let Some(new) = m.session_file() {
+                        state.watcher.watch_dir(&dir_of(new));
+                    }
+                }
                 Change::Rebind { state: Box::new(state_of(&session.handle, m)?) }
             }
         };
@@ -320,13 +438,42 @@ async fn mutate<R: Send + 'static>(
             handle: session.handle.clone(),
             session_id: any(m.session_id()),
             seq: session.next_seq(),
+            origin: None,
             leaf_id: key_json(m.leaf_id()),
             change,
         };
         state.notify("session/changed", &note);
-        Ok(result)
+        // A writer that takes no lock (pi) may have appended around our line: publish what it wrote now.
+        publish_refresh(&state, &session, m)?;
+        let generation = session.written.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok((result, generation))
     })
-    .await
+    .await?;
+    if cx.state.durability == Durability::Batch {
+        group_commit(&session, generation).await?;
+    }
+    Ok(result)
+}
+
+/// Group commit: one fsync covers every write made before it; each response waits for the fsync covering it.
+async fn group_commit(session: &Arc<OpenSession>, generation: u64) -> Result<(), ErrorObjectOwned> {
+    let mut synced = session.synced.subscribe();
+    if !session.sync_pending.swap(true, Ordering::SeqCst) {
+        let s = session.clone();
+        tokio::spawn(async move {
+            // Queue behind writers already waiting for the lock, so a burst of appends shares one fsync.
+            let mut guard = s.manager.clone().write_owned().await;
+            s.sync_pending.store(false, Ordering::SeqCst);
+            let covered = s.written.load(Ordering::SeqCst);
+            let result = tokio::task::spawn_blocking(move || guard.sync()).await;
+            if !matches!(result, Ok(Ok(()))) {
+                tracing::error!("{}: fsync failed: {result:?}", s.handle);
+            }
+            s.synced.send_modify(|g| *g = (*g).max(covered));
+        });
+    }
+    synced.wait_for(|&g| g >= generation).await.map_err(internal)?;
+    Ok(())
 }
 
 /// Runs a read in arrival order, concurrently with other reads.
@@ -347,8 +494,9 @@ fn new_env(state: &ServerState) -> Env {
     Env::with_agent_dir(&state.agent_dir)
 }
 
-fn configure(mut m: SessionManager) -> SessionManager {
+fn configure(mut m: SessionManager, durability: Durability) -> SessionManager {
     m.set_context_options(ContextOptions::default());
+    m.set_durability(durability);
     m
 }
 
@@ -393,7 +541,7 @@ async fn opened(
                 return state_of(&existing.handle, &guard);
             }
         }
-        let m = configure(make().map_err(from_session)?);
+        let m = configure(make().map_err(from_session)?, state.durability);
         let file = m.session_file().map(str::to_owned);
         let key = if m.is_persisted() { file.as_deref() } else { None };
         let session = state.registry.insert(key, m);
@@ -412,10 +560,77 @@ async fn create(p: CreateParams, cx: Cx) -> Result<SessionState, ErrorObjectOwne
 async fn open(p: OpenParams, cx: Cx) -> Result<SessionState, ErrorObjectOwned> {
     let resolved = paths::resolve_path(&p.path);
     let env = new_env(&cx.state);
-    opened(&cx, Some(resolved.clone()), move || {
+    let watch = p.watch.unwrap_or(false);
+    let state = opened(&cx, Some(resolved.clone()), move || {
         SessionManager::open(&resolved, p.session_dir.as_deref(), p.cwd_override.as_deref(), env)
     })
-    .await
+    .await?;
+    if watch {
+        start_watch(&cx.state, &state.handle);
+    }
+    Ok(state)
+}
+
+/// Marks a handle as following its file and watches the file's directory.
+fn start_watch(state: &Arc<ServerState>, handle: &str) {
+    let Some(session) = state.registry.get(handle) else { return };
+    if session.watched.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let path = session.manager.try_read().ok().and_then(|m| m.session_file().map(str::to_owned));
+    let path = path.or_else(|| state.registry.path_of(handle));
+    if let Some(p) = path {
+        state.watcher.watch_dir(&dir_of(&p));
+    }
+    // Anything written between the open and the watch is picked up at once.
+    schedule_refresh(state.clone(), session);
+}
+
+fn stop_watch(state: &ServerState, session: &OpenSession) {
+    if session.watched.swap(false, Ordering::SeqCst) {
+        if let Some(p) = state.registry.path_of(&session.handle) {
+            state.watcher.unwatch_dir(&dir_of(&p));
+        }
+    }
+}
+
+async fn watch_session(p: HandleParams, cx: Cx) -> Result<Null, ErrorObjectOwned> {
+    cx.state.registry.get(&p.handle).ok_or_else(|| error::handle_not_found(&p.handle))?;
+    start_watch(&cx.state, &p.handle);
+    Ok(null())
+}
+
+async fn unwatch_session(p: HandleParams, cx: Cx) -> Result<Null, ErrorObjectOwned> {
+    let session = cx.state.registry.get(&p.handle).ok_or_else(|| error::handle_not_found(&p.handle))?;
+    stop_watch(&cx.state, &session);
+    Ok(null())
+}
+
+async fn watch_sessions(p: SessionsWatchParams, cx: Cx) -> Result<SessionsWatchResult, ErrorObjectOwned> {
+    let dir = match (&p.session_dir, &p.cwd) {
+        (Some(d), _) => paths::resolve_path(d),
+        (None, Some(cwd)) => paths::default_session_dir_path(cwd, &cx.state.agent_dir),
+        (None, None) => return Err(invalid_params("sessionDir", "give sessionDir or cwd")),
+    };
+    if !paths::as_path(&dir).is_dir() {
+        return Err(error::rpc_error(
+            error::SESSION_NOT_FOUND,
+            "session_not_found",
+            format!("no directory {dir}"),
+            serde_json::json!({ "path": dir }),
+        ));
+    }
+    let id = format!("w{}", cx.state.next_watch_id.fetch_add(1, Ordering::SeqCst) + 1);
+    cx.state.watcher.watch_dir(std::path::Path::new(&dir));
+    cx.state.dir_watches.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), dir.clone());
+    Ok(SessionsWatchResult { watch_id: id, dir })
+}
+
+async fn unwatch_sessions(p: SessionsUnwatchParams, cx: Cx) -> Result<Null, ErrorObjectOwned> {
+    let dir = cx.state.dir_watches.lock().unwrap_or_else(|e| e.into_inner()).remove(&p.watch_id);
+    let Some(dir) = dir else { return Err(invalid_params("watchId", format!("no watch {}", p.watch_id))) };
+    cx.state.watcher.unwatch_dir(std::path::Path::new(&dir));
+    Ok(null())
 }
 
 async fn continue_recent(p: ContinueRecentParams, cx: Cx) -> Result<SessionState, ErrorObjectOwned> {
@@ -477,7 +692,14 @@ async fn close(p: HandleParams, cx: Cx) -> Result<Null, ErrorObjectOwned> {
     // Wait for requests that arrived before the close, then drop the reference.
     let guard = cx.ticket(&p.handle)?.write().await;
     drop(guard);
-    cx.state.registry.close(&p.handle).ok_or_else(|| error::handle_not_found(&p.handle))?;
+    let session = cx.state.registry.get(&p.handle).ok_or_else(|| error::handle_not_found(&p.handle))?;
+    let path = cx.state.registry.path_of(&p.handle);
+    cx.state.registry.close(&p.handle);
+    if cx.state.registry.get(&p.handle).is_none() && session.watched.swap(false, Ordering::SeqCst) {
+        if let Some(path) = path {
+            cx.state.watcher.unwatch_dir(&dir_of(&path));
+        }
+    }
     Ok(null())
 }
 

@@ -13,5 +13,6 @@ pub mod methods;
 pub mod proto;
 pub mod protocol;
 pub mod server;
+pub mod watch;
 
 pub use server::{serve, Config};

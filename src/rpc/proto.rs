@@ -348,6 +348,9 @@ pub struct OpenParams {
     pub session_dir: Option<String>,
     /// Use this cwd instead of the header's.
     pub cwd_override: Option<String>,
+    /// Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:
+    /// "external"`.
+    pub watch: Option<bool>,
 }
 
 /// `session/continueRecent`: the most recent session in the directory, or a new one.
@@ -391,6 +394,46 @@ pub struct ForkFromParams {
 pub struct HandleParams {
     /// The handle `session/*` open methods returned.
     pub handle: String,
+}
+
+/// `sessions/watch`: report session files appearing, growing or vanishing in a directory.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsWatchParams {
+    /// The directory to watch.
+    pub session_dir: Option<String>,
+    /// Watch pi's directory for this cwd (when `sessionDir` is not given).
+    pub cwd: Option<String>,
+}
+
+/// `sessions/watch` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsWatchResult {
+    /// Names the watch in `sessions/changed` and `sessions/unwatch`.
+    pub watch_id: String,
+    /// The directory watched.
+    pub dir: String,
+}
+
+/// `sessions/unwatch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsUnwatchParams {
+    /// From `sessions/watch`.
+    pub watch_id: String,
+}
+
+/// `sessions/changed`: a session file in a watched directory appeared, changed or vanished.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsChanged {
+    /// The watch.
+    pub watch_id: String,
+    /// The session file.
+    pub path: String,
+    /// `created`, `changed` or `removed`.
+    pub kind: String,
 }
 
 /// `session/newSession`: replace the handle's session with a new, empty one.
@@ -816,6 +859,10 @@ pub struct SessionChanged {
     pub session_id: AnyJson,
     /// 1 for the first change after open, +1 per change on this handle (across rebinds).
     pub seq: u64,
+    /// `external` when another process changed the file (a watched handle, or a check before a write); absent
+    /// for the handle's own mutations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
     /// The leaf after the change.
     pub leaf_id: Option<AnyJson>,
     /// What changed.
@@ -842,6 +889,14 @@ pub enum Change {
         /// What `session/getState` now returns.
         state: Box<SessionState>,
     },
+    /// The file was truncated or replaced by another process and was read again from scratch.
+    Reset {
+        /// What `session/getState` now returns.
+        state: Box<SessionState>,
+    },
+    /// The file was deleted by another process. The session stays open; the next write puts the file back,
+    /// header and all.
+    Deleted {},
 }
 
 /// `$/progress` params.

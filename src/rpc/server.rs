@@ -23,8 +23,10 @@ use tracing::{debug, info, warn};
 
 use super::error::{self, rpc_error};
 use super::framing::{encode, Frame, FrameReader, Framing};
-use super::handles::Registry;
 use super::methods::{self, ServerState, TicketSlot};
+use super::proto::SessionsChanged;
+use super::watch::{FsEvent, FsWatcher};
+use crate::session::store::Durability;
 
 /// How the server runs.
 #[derive(Clone, Debug)]
@@ -35,6 +37,10 @@ pub struct Config {
     pub agent_dir: String,
     /// The largest frame accepted from the host.
     pub max_frame: usize,
+    /// How hard appends try to reach the disk.
+    pub durability: Durability,
+    /// How often watched files are checked even without a notification (the safety net for missed events).
+    pub poll_interval: Duration,
 }
 
 enum Event {
@@ -396,12 +402,53 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
         })
         .expect("reader thread");
 
-    let state = Arc::new(ServerState {
-        registry: Registry::default(),
-        out: out_tx,
-        agent_dir: config.agent_dir.clone(),
-        framing: Mutex::new(String::new()),
-        shut_down: Default::default(),
+    let (fs_tx, mut fs_rx) = mpsc::unbounded_channel::<FsEvent>();
+    let state = Arc::new(ServerState::new(out_tx, config.agent_dir.clone(), config.durability, FsWatcher::new(fs_tx)));
+    // File events: refresh the watched session they concern; report session files in watched directories.
+    let watch_state = state.clone();
+    tokio::spawn(async move {
+        while let Some(event) = fs_rx.recv().await {
+            for path in &event.paths {
+                let p = path.to_string_lossy();
+                if !p.ends_with(".jsonl") {
+                    continue;
+                }
+                if let Some(session) = watch_state.registry.by_path(&p) {
+                    if session.watched.load(Ordering::SeqCst) {
+                        methods::schedule_refresh(watch_state.clone(), session);
+                    }
+                }
+                let dir = super::watch::dir_of(&p);
+                let watches: Vec<String> = watch_state
+                    .dir_watches
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .filter(|(_, d)| std::path::Path::new(d.as_str()) == dir)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for watch_id in watches {
+                    let note = SessionsChanged { watch_id, path: p.to_string(), kind: event.kind.to_owned() };
+                    watch_state.notify("sessions/changed", &note);
+                }
+            }
+        }
+    });
+    // The poll: watched sessions are looked at now and then even without an event.
+    let poll_state = state.clone();
+    let poll = if poll_state.watcher.is_native() {
+        config.poll_interval
+    } else {
+        config.poll_interval.min(Duration::from_millis(50))
+    };
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(poll);
+        loop {
+            tick.tick().await;
+            for session in poll_state.registry.watched() {
+                methods::schedule_refresh(poll_state.clone(), session);
+            }
+        }
     });
     let module = methods::module(state.clone());
     let cancellable = methods::specs().iter().map(|s| (s.name, s.cancellable())).collect();

@@ -333,6 +333,9 @@ pub struct SessionFile {
     id: (u64, u64),
     durability: Durability,
     dirty: bool,
+    /// Another writer's bytes landed between our check and our write (pi takes no lock): the file must be read
+    /// again before anything else is trusted.
+    reread: bool,
 }
 
 fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
@@ -361,6 +364,7 @@ impl SessionFile {
             id: file_id(&meta),
             durability,
             dirty: false,
+            reread: false,
         };
         Ok((file, loaded))
     }
@@ -392,6 +396,7 @@ impl SessionFile {
             id: file_id(&meta),
             durability,
             dirty: false,
+            reread: false,
         })
     }
 
@@ -432,7 +437,7 @@ impl SessionFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::Missing),
             Err(e) => return Err(Error::io("stat", &self.path, e)),
         };
-        Ok(if file_id(&meta) != self.id {
+        Ok(if file_id(&meta) != self.id || self.reread {
             FileState::Replaced
         } else if meta.len() < self.len {
             FileState::Shrunk
@@ -479,7 +484,6 @@ impl SessionFile {
                 with_newline.extend_from_slice(line);
                 bytes = std::borrow::Cow::Owned(with_newline);
                 out = Appended { offset: size + 1, terminated_fragment: Some(fragment) };
-                self.len = size;
             }
             _ => {
                 return Err(Error::Conflict {
@@ -489,8 +493,18 @@ impl SessionFile {
             }
         }
         let writer = self.writer.as_mut().expect("locked");
+        #[cfg(debug_assertions)]
+        crash_test::maybe_tear(writer, &bytes);
         writer.write_all(&bytes).map_err(|e| Error::io("append to", &self.path, e))?;
-        self.len += bytes.len() as u64;
+        // O_APPEND put the line at the end of the file as it was at that instant, which is where we expected it
+        // unless a writer that takes no lock got in between the check and the write.
+        let end = std::io::Seek::stream_position(writer).map_err(|e| Error::io("append to", &self.path, e))?;
+        let line_start = end - line.len() as u64;
+        if line_start != out.offset {
+            self.reread = true;
+            out.offset = line_start;
+        }
+        self.len = end;
         match self.durability {
             Durability::None => {}
             Durability::Entry => writer.sync_data().map_err(|e| Error::io("sync", &self.path, e))?,
@@ -564,6 +578,7 @@ impl SessionFile {
         self.id = file_id(&meta);
         self.len = meta.len();
         self.writer = Some(new);
+        self.reread = false;
         Ok(self.len)
     }
 }
@@ -572,6 +587,26 @@ impl Drop for SessionFile {
     fn drop(&mut self) {
         if self.writer.is_some() {
             let _ = self.sync();
+        }
+    }
+}
+
+/// A test hook, compiled into debug builds only: with `PI_SESSIOND_TEST_TEAR_AT=N`, the N-th append writes half
+/// of its line and the process aborts, which is what a crash in the middle of a write leaves behind.
+#[cfg(debug_assertions)]
+mod crash_test {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static APPENDS: AtomicU64 = AtomicU64::new(0);
+
+    pub fn maybe_tear(writer: &mut std::fs::File, bytes: &[u8]) {
+        use std::io::Write;
+        let Some(at) = std::env::var("PI_SESSIOND_TEST_TEAR_AT").ok().and_then(|v| v.parse::<u64>().ok()) else {
+            return;
+        };
+        if APPENDS.fetch_add(1, Ordering::SeqCst) + 1 == at {
+            let _ = writer.write_all(&bytes[..bytes.len() / 2]);
+            std::process::abort();
         }
     }
 }

@@ -3,6 +3,8 @@
 // Reads a JSON request on stdin and prints a JSON answer on stdout:
 //   {"command": "reads", "files": [...]}                 -> pi's reads after SessionManager.open(file), per file
 //   {"command": "list", "calls": [{kind, cwd, dir, agentDir}]} -> list / listAll / findById / findMostRecentSession
+//   {"command": "write", "file": f, "count": n, "delayMs": d, "text": t}
+//        -> pi appends n messages to an existing session file, one every d ms (a live pi writing a session)
 //   {"command": "scenarios", "root": dir, "scenarios": [{name, ops}]}
 //        -> runs each scenario's operations on pi with deterministic ids and clock, returns every operation's
 //           result, the live reads at checkpoints, and every file the scenario left behind (base64).
@@ -255,6 +257,18 @@ switch (request.command) {
   case "scenarios":
     answer = request.scenarios.map((s) => runScenario(request.root, s));
     break;
+  case "write": {
+    const m = SessionManager.open(request.file);
+    const pause = new Int32Array(new SharedArrayBuffer(4));
+    answer = [];
+    for (let i = 0; i < request.count; i++) {
+      const role = i % 2 === 0 ? "user" : "assistant";
+      const content = role === "user" ? `${request.text} ${i}` : [{ type: "text", text: `${request.text} ${i}` }];
+      answer.push(m.appendMessage({ role, content, timestamp: i }));
+      if (request.delayMs) Atomics.wait(pause, 0, 0, request.delayMs);
+    }
+    break;
+  }
   default:
     throw new Error(`unknown command ${request.command}`);
 }

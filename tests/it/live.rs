@@ -29,7 +29,8 @@ fn append_raw(path: &str, bytes: &[u8]) {
 
 fn created() -> (tempfile::TempDir, SessionManager, String) {
     let dir = temp_dir();
-    let mut m = SessionManager::create("/p", Some(&s(dir.path())), NewSessionOptions::default(), Env::system()).unwrap();
+    let mut m =
+        SessionManager::create("/p", Some(&s(dir.path())), NewSessionOptions::default(), Env::system()).unwrap();
     m.append_message(user("first")).unwrap();
     let file = m.session_file().unwrap().to_owned();
     (dir, m, file)
@@ -80,7 +81,8 @@ fn refresh_reports_a_truncated_or_replaced_file_as_reset_and_a_removed_one_as_de
     let header = std::fs::read_to_string(&file).unwrap().lines().next().unwrap().to_owned();
     // Replaced: a new inode with other content.
     let tmp = format!("{file}.new");
-    std::fs::write(&tmp, format!("{header}\n{}\n{}\n", entry_line("r1", "", "x"), entry_line("r2", "r1", "y"))).unwrap();
+    std::fs::write(&tmp, format!("{header}\n{}\n{}\n", entry_line("r1", "", "x"), entry_line("r2", "r1", "y")))
+        .unwrap();
     std::fs::rename(&tmp, &file).unwrap();
     assert_eq!(viewer.refresh().unwrap(), Refresh::Reset);
     assert_eq!(viewer.entry_count(), 2);
@@ -178,5 +180,9 @@ fn durable_appends_and_a_migration_rewrite_keep_the_file_readable_at_every_step(
         assert_eq!(check.entry_count(), n + 2);
         assert!(check.warnings().iter().all(|w| w.kind != WarningKind::LegacyVersion), "migrated on disk");
     }
-    assert!(!std::fs::read_dir(dir.path()).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp")));
+    assert!(!std::fs::read_dir(dir.path()).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".tmp")));
 }

@@ -43,6 +43,33 @@ pub fn oracle(request: &Json) -> Json {
     Json::parse(&out.stdout).expect("oracle prints JSON")
 }
 
+/// Starts the oracle with a request and returns at once (for pi writing while the test does something else).
+pub fn spawn_oracle(request: &Json) -> (std::process::Child, std::thread::JoinHandle<()>) {
+    let dir = repo().join("tests/conformance");
+    let mut child = Command::new("node")
+        .arg(dir.join("oracle.mjs"))
+        .env("TZ", "UTC")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("the conformance tests need `node` (20+) on PATH: {e}"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = request.to_canonical_string();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    (child, writer)
+}
+
+/// Waits for an oracle started with [`spawn_oracle`] and returns its answer.
+pub fn finish_oracle((child, writer): (std::process::Child, std::thread::JoinHandle<()>)) -> Json {
+    let out = child.wait_with_output().expect("oracle ran");
+    writer.join().expect("writer");
+    assert!(out.status.success(), "oracle failed");
+    Json::parse(&out.stdout).expect("oracle prints JSON")
+}
+
 /// mulberry32, the generator `oracle.mjs` uses for `crypto.randomUUID` and `crypto.getRandomValues`.
 #[derive(Clone, Debug)]
 pub struct Mulberry(u32);

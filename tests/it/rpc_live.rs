@@ -1,0 +1,387 @@
+//! Live and safe, through the real binary: watching a file another process writes (pi itself included), one
+//! writer per file across processes, refusing to interleave with pi, and crashes that lose nothing acknowledged.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use pi_sessiond::session::json::{Json, Object};
+use pi_sessiond::session::store::WarningKind;
+use pi_sessiond::session::{Env, SessionManager};
+
+use crate::support::sidecar::{Sidecar, Wire};
+use crate::support::{finish_oracle, json, json_diff, oracle, s, spawn_oracle, temp_dir};
+
+fn p(text: &str) -> Json {
+    json(text)
+}
+
+fn str_of(v: &Json) -> String {
+    v.as_js_str().map(|s| s.to_string_lossy()).unwrap_or_else(|| panic!("not a string: {}", v.to_canonical_string()))
+}
+
+fn user(text: &str) -> String {
+    format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#)
+}
+
+fn entry_line(id: &str, parent: &str, text: &str) -> String {
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":"{parent}","timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":"{text}","timestamp":1}}}}"#
+    )
+}
+
+fn append_raw(path: &str, bytes: &[u8]) {
+    std::fs::OpenOptions::new().append(true).open(path).unwrap().write_all(bytes).unwrap();
+}
+
+/// A session file with a header and one entry, written directly (as another program would).
+fn session_file(dir: &std::path::Path) -> (String, String) {
+    let path = s(&dir.join("live.jsonl"));
+    let header = r#"{"type":"session","version":3,"id":"live","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#;
+    std::fs::write(
+        &path,
+        format!(
+            "{header}\n{}\n",
+            entry_line("e0000000", "", "start").replace(r#""parentId":"""#, r#""parentId":null"#)
+        ),
+    )
+    .unwrap();
+    (path, "e0000000".to_owned())
+}
+
+/// Waits for the next `session/changed` (up to `timeout`).
+fn next_change(sc: &mut Sidecar, timeout: Duration) -> Option<Json> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let m = sc.next_message(left)?;
+        if m.get("method") == Some(&Json::str("session/changed")) {
+            return m.get("params").cloned();
+        }
+        sc.backlog.push(m);
+        if Instant::now() >= deadline {
+            return None;
+        }
+    }
+}
+
+#[test]
+fn a_watched_session_follows_external_appends_in_order_and_holds_back_partial_lines() {
+    let dir = temp_dir();
+    let (path, first) = session_file(dir.path());
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/open", p(&format!(r#"{{"path":"{path}","watch":true}}"#)));
+    let h = str_of(st.get("handle").unwrap());
+    let mut parent = first;
+    let mut seq = 0.0;
+    for n in 0..20 {
+        let id = format!("a{n:07}");
+        let line = entry_line(&id, &parent, &format!("external {n}"));
+        // Half the line first: nothing may be published until its newline arrives.
+        append_raw(&path, &line.as_bytes()[..line.len() / 2]);
+        assert!(
+            next_change(&mut sc, Duration::from_millis(if n == 0 { 300 } else { 30 })).is_none(),
+            "a partial line is held back"
+        );
+        append_raw(&path, format!("{}\n", &line[line.len() / 2..]).as_bytes());
+        let change = next_change(&mut sc, Duration::from_secs(10)).expect("the append is published");
+        seq += 1.0;
+        assert_eq!(change.get("origin"), Some(&Json::str("external")));
+        assert_eq!(change.get("seq"), Some(&Json::number(seq)), "consecutive seq");
+        assert_eq!(change.get("leafId"), Some(&Json::str(&id)), "the leaf follows the file");
+        let Some(Json::Array(entries)) = change.get("change").and_then(|c| c.get("entries")) else {
+            panic!("{}", change.to_canonical_string())
+        };
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].get("id"), Some(&Json::str(&id)));
+        parent = id;
+    }
+    // The watched handle reads what a fresh open reads.
+    let tree = sc.call("session/getTree", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    let mut fresh = Sidecar::new();
+    let fh = str_of(fresh.call("session/open", p(&format!(r#"{{"path":"{path}"}}"#))).get("handle").unwrap());
+    assert_eq!(json_diff("", &tree, &fresh.call("session/getTree", p(&format!(r#"{{"handle":"{fh}"}}"#)))), None);
+}
+
+#[test]
+fn truncation_replacement_and_deletion_are_reported_not_papered_over() {
+    let dir = temp_dir();
+    let (path, first) = session_file(dir.path());
+    let mut sc = Sidecar::new();
+    let h = str_of(sc.call("session/open", p(&format!(r#"{{"path":"{path}","watch":true}}"#))).get("handle").unwrap());
+    // Replaced by a rename (a new inode).
+    let tmp = format!("{path}.new");
+    let header = std::fs::read_to_string(&path).unwrap().lines().next().unwrap().to_owned();
+    std::fs::write(
+        &tmp,
+        format!("{header}\n{}\n", entry_line("r1", "", "other").replace(r#""parentId":"""#, r#""parentId":null"#)),
+    )
+    .unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    let change = next_change(&mut sc, Duration::from_secs(10)).expect("reset");
+    assert_eq!(change.get("change").and_then(|c| c.get("kind")), Some(&Json::str("reset")));
+    assert_eq!(change.get("leafId"), Some(&Json::str("r1")));
+    // Deleted.
+    std::fs::remove_file(&path).unwrap();
+    let change = next_change(&mut sc, Duration::from_secs(10)).expect("deleted");
+    assert_eq!(change.get("change").and_then(|c| c.get("kind")), Some(&Json::str("deleted")));
+    assert!(next_change(&mut sc, Duration::from_millis(1500)).is_none(), "reported once");
+    // Writing again puts the whole file back, header first.
+    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("back"))));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with(r#"{"type":"session""#), "{text}");
+    assert!(text.contains("back") && !text.contains(&first));
+}
+
+#[test]
+fn sessions_watch_reports_files_appearing_growing_and_vanishing() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let r = sc.call("sessions/watch", p(&format!(r#"{{"sessionDir":"{}"}}"#, s(dir.path()))));
+    let watch_id = str_of(r.get("watchId").unwrap());
+    let (path, first) = session_file(dir.path());
+    append_raw(&path, format!("{}\n", entry_line("b1", &first, "more")).as_bytes());
+    std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let mut kinds = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !kinds.contains(&"removed".to_owned()) && Instant::now() < deadline {
+        let Some(m) = sc.next_message(Duration::from_secs(1)) else { continue };
+        if m.get("method") == Some(&Json::str("sessions/changed")) {
+            let params = m.get("params").unwrap();
+            assert_eq!(params.get("watchId"), Some(&Json::str(&watch_id)));
+            assert_eq!(params.get("path"), Some(&Json::str(&path)), "only session files are reported");
+            kinds.push(str_of(params.get("kind").unwrap()));
+        }
+    }
+    assert_eq!(kinds.first().map(String::as_str), Some("created"));
+    assert!(kinds.contains(&"changed".to_owned()), "{kinds:?}");
+    assert_eq!(kinds.last().map(String::as_str), Some("removed"));
+    sc.call("sessions/unwatch", p(&format!(r#"{{"watchId":"{watch_id}"}}"#)));
+}
+
+#[test]
+fn a_second_sidecar_cannot_write_a_file_the_first_is_writing_but_can_read_it() {
+    let dir = temp_dir();
+    let mut a = Sidecar::new();
+    let st = a.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let ha = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    a.call("session/appendMessage", p(&format!(r#"{{"handle":"{ha}","message":{}}}"#, user("a holds it"))));
+    let mut b = Sidecar::new();
+    let hb = str_of(b.call("session/open", p(&format!(r#"{{"path":"{file}"}}"#))).get("handle").unwrap());
+    assert_eq!(
+        b.call("session/getEntryCount", p(&format!(r#"{{"handle":"{hb}"}}"#))),
+        Json::number(1.0),
+        "reads are never blocked"
+    );
+    let e = b.call_err("session/appendMessage", p(&format!(r#"{{"handle":"{hb}","message":{}}}"#, user("b wants it"))));
+    assert_eq!(e.get("data").and_then(|d| d.get("kind")), Some(&Json::str("session_locked")));
+    assert_eq!(e.get("data").and_then(|d| d.get("pid")), Some(&Json::number(a.pid() as f64)));
+    assert!(str_of(e.get("message").unwrap()).contains(&a.pid().to_string()));
+    // When the owner goes away (even killed), the lock goes with it.
+    drop(a);
+    b.call("session/appendMessage", p(&format!(r#"{{"handle":"{hb}","message":{}}}"#, user("b's turn"))));
+}
+
+#[test]
+fn an_append_by_another_process_is_published_and_the_stale_mutation_refused() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let h = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    let first = str_of(
+        sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("one"))))
+            .get("id")
+            .unwrap(),
+    );
+    sc.take_notifications("session/changed");
+    append_raw(&file, format!("{}\n", entry_line("pi000001", &first, "pi wrote")).as_bytes());
+    let id = sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("ours"))));
+    let r = sc.response(id);
+    let e = r.get("error").unwrap_or_else(|| panic!("{}", r.to_canonical_string()));
+    assert_eq!(e.get("code"), Some(&Json::number(-32801.0)));
+    let notes = sc.take_notifications("session/changed");
+    assert_eq!(notes.len(), 1, "the external entry was published");
+    assert_eq!(notes[0].get("params").and_then(|p| p.get("origin")), Some(&Json::str("external")));
+    // Now up to date: the retry lands on top of pi's entry, nothing interleaved.
+    sc.call(
+        "session/appendMessage",
+        p(&format!(r#"{{"handle":"{h}","expectedLeafId":"pi000001","message":{}}}"#, user("ours"))),
+    );
+    let last = std::fs::read_to_string(&file).unwrap().lines().last().unwrap().to_owned();
+    assert!(last.contains(r#""parentId":"pi000001""#), "{last}");
+}
+
+/// Appends through the sidecar until killed, then checks the file: every acknowledged entry is there and the
+/// file opens.
+fn kill_during_appends(delay: Duration, durability: &str) {
+    let dir = temp_dir();
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--durability", durability], &[]);
+    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let h = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("first"))));
+    let started = Instant::now();
+    let mut acked = Vec::new();
+    let body = "x".repeat(3000);
+    let mut n = 0;
+    while started.elapsed() < delay {
+        let ids: Vec<u64> = (0..20)
+            .map(|_| {
+                n += 1;
+                sc.start(
+                    "session/appendMessage",
+                    p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("{n} {body}")))),
+                )
+            })
+            .collect();
+        for id in ids {
+            let r = sc.response(id);
+            acked.push(str_of(r.get("result").unwrap().get("id").unwrap()));
+        }
+    }
+    // More in flight, then SIGKILL mid-stream.
+    for _ in 0..50 {
+        n += 1;
+        sc.start(
+            "session/appendMessage",
+            p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("{n} {body}")))),
+        );
+    }
+    std::process::Command::new("kill").args(["-KILL", &sc.pid().to_string()]).status().unwrap();
+    sc.wait();
+    // Acknowledged ones that arrived before the kill count too.
+    while let Some(m) = sc.next_message(Duration::from_millis(50)) {
+        if let Some(id) = m.get("result").and_then(|r| r.get("id")) {
+            acked.push(str_of(id));
+        }
+    }
+    let m = SessionManager::open(&file, None, None, Env::system()).expect("the file always opens");
+    for id in &acked {
+        assert!(m.entry(&pi_sessiond::session::key::Key::str(id)).is_some(), "acknowledged entry {id} lost");
+    }
+    // Nothing but possibly a torn last line can be damaged, and nothing before it.
+    let bad: Vec<_> =
+        m.warnings().iter().filter(|w| matches!(w.kind, WarningKind::MalformedLine | WarningKind::TornTail)).collect();
+    assert!(bad.iter().all(|w| w.kind == WarningKind::TornTail), "{bad:?}");
+}
+
+#[test]
+fn sigkill_mid_stream_never_loses_an_acknowledged_entry_and_the_file_always_opens() {
+    for (i, ms) in [0u64, 15, 40, 90, 150].into_iter().enumerate() {
+        kill_during_appends(Duration::from_millis(ms), if i % 2 == 0 { "entry" } else { "batch" });
+    }
+}
+
+#[test]
+fn a_write_torn_by_a_crash_is_kept_reported_and_never_fused_with_the_next_append() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &[], &[("PI_SESSIOND_TEST_TEAR_AT", "4")]);
+    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let h = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    // The first message creates the file (not an append); appends 1..3 succeed, the 4th tears.
+    for n in 0..4 {
+        sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("m{n}")))));
+    }
+    let id = sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("torn"))));
+    let _ = id;
+    assert_ne!(sc.wait(), 0, "the hook aborts the process mid-write");
+    let m = SessionManager::open(&file, None, None, Env::system()).unwrap();
+    assert_eq!(m.entry_count(), 4, "everything before the tear is intact");
+    assert!(m.warnings().iter().any(|w| w.kind == WarningKind::TornTail));
+    drop(m);
+    let mut next = Sidecar::new();
+    let h2 = str_of(next.call("session/open", p(&format!(r#"{{"path":"{file}"}}"#))).get("handle").unwrap());
+    next.call("session/appendMessage", p(&format!(r#"{{"handle":"{h2}","message":{}}}"#, user("after"))));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let last = text.lines().last().unwrap();
+    assert!(last.starts_with(r#"{"type":"message""#) && last.contains("after"), "a line of its own: {last}");
+    let m = SessionManager::open(&file, None, None, Env::system()).unwrap();
+    assert_eq!(m.entry_count(), 5);
+}
+
+#[test]
+fn a_watcher_follows_a_real_pi_process_writing_a_session() {
+    let dir = temp_dir();
+    let (path, _) = session_file(dir.path());
+    let mut sc = Sidecar::new();
+    let h = str_of(sc.call("session/open", p(&format!(r#"{{"path":"{path}","watch":true}}"#))).get("handle").unwrap());
+    let mut req = Object::new();
+    req.insert("command", Json::str("write"));
+    req.insert("file", Json::str(&path));
+    req.insert("count", Json::number(40.0));
+    req.insert("delayMs", Json::number(15.0));
+    req.insert("text", Json::str("from pi"));
+    let pi = spawn_oracle(&Json::Object(req));
+    let Json::Array(written) = finish_oracle(pi) else { panic!() };
+    let mut seen = Vec::new();
+    while seen.len() < written.len() {
+        let change = next_change(&mut sc, Duration::from_secs(10)).expect("pi's appends are published");
+        let Some(Json::Array(entries)) = change.get("change").and_then(|c| c.get("entries")) else {
+            panic!("{}", change.to_canonical_string())
+        };
+        seen.extend(entries.iter().map(|e| e.get("id").unwrap().clone()));
+    }
+    assert_eq!(seen, written, "every entry pi wrote, in order");
+    // The same tree a fresh open (by pi) gives.
+    let mut req = Object::new();
+    req.insert("command", Json::str("reads"));
+    req.insert("files", Json::Array(vec![Json::str(&path)]));
+    let Json::Array(pi_reads) = oracle(&Json::Object(req)) else { panic!() };
+    let pi_tree = pi_reads[0].get("ok").and_then(|r| r.get("tree")).unwrap().clone();
+    let ours = sc.call("session/getTree", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    assert_eq!(json_diff("", &pi_tree, &ours), None);
+}
+
+#[test]
+fn writing_while_a_real_pi_process_writes_the_same_file_never_interleaves_a_line() {
+    let dir = temp_dir();
+    let (path, _) = session_file(dir.path());
+    let mut sc = Sidecar::new();
+    let h = str_of(sc.call("session/open", p(&format!(r#"{{"path":"{path}"}}"#))).get("handle").unwrap());
+    let mut req = Object::new();
+    req.insert("command", Json::str("write"));
+    req.insert("file", Json::str(&path));
+    req.insert("count", Json::number(150.0));
+    req.insert("delayMs", Json::number(2.0));
+    req.insert("text", Json::str("pi line"));
+    let mut pi = spawn_oracle(&Json::Object(req));
+    // Start once pi is writing, and keep writing while it does.
+    let started = Instant::now();
+    while !std::fs::read_to_string(&path).unwrap().contains("pi line 0") {
+        assert!(started.elapsed() < Duration::from_secs(30), "pi never started writing");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut ours = Vec::new();
+    let mut refused = 0;
+    while pi.0.try_wait().unwrap().is_none() || ours.len() < 20 {
+        let id = sc.start(
+            "session/appendMessage",
+            p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("ours {}", ours.len())))),
+        );
+        let r = sc.response(id);
+        match (r.get("result"), r.get("error")) {
+            (Some(v), _) => ours.push(v.get("id").unwrap().clone()),
+            (_, Some(e)) if e.get("code") == Some(&Json::number(-32801.0)) => refused += 1,
+            _ => panic!("{}", r.to_canonical_string()),
+        }
+    }
+    let Json::Array(theirs) = finish_oracle(pi) else { panic!() };
+    let text = std::fs::read_to_string(&path).unwrap();
+    for (n, line) in text.lines().enumerate() {
+        assert!(Json::parse(line.as_bytes()).is_ok(), "line {} is not JSON (interleaved?): {line}", n + 1);
+    }
+    let m = SessionManager::open(&path, None, None, Env::system()).unwrap();
+    for id in ours.iter().chain(theirs.iter()) {
+        let key = pi_sessiond::session::key::Key::from_json(Some(id));
+        assert!(m.entry(&key).is_some(), "entry {} missing", id.to_canonical_string());
+    }
+    // The two writers really overlapped: some of our lines sit between pi's first and last.
+    let line_of =
+        |id: &Json| text.lines().position(|l| l.contains(&format!("\"id\":{}", id.to_canonical_string()))).unwrap();
+    let (pi_first, pi_last) = (line_of(&theirs[0]), line_of(&theirs[theirs.len() - 1]));
+    let between = ours.iter().map(line_of).filter(|&l| l > pi_first && l < pi_last).count();
+    assert!(between > 0, "no overlap between the writers (refused {refused})");
+}
