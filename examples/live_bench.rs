@@ -115,7 +115,9 @@ fn main() {
         let mut host = Host::spawn(&binary, &["--durability", durability]);
         let created = host.call("session/create", &format!(r#"{{"cwd":"/bench","sessionDir":"{}"}}"#, dir.display()));
         let handle = field(&created, "handle").to_owned();
-        let msg = |i: usize| format!(r#"{{"handle":"{handle}","message":{{"role":"user","content":"message {i}","timestamp":{i}}}}}"#);
+        let msg = |i: usize| {
+            format!(r#"{{"handle":"{handle}","message":{{"role":"user","content":"message {i}","timestamp":{i}}}}}"#)
+        };
         host.call("session/appendMessage", &msg(0));
         let t = Instant::now();
         for i in 0..n {

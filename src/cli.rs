@@ -6,11 +6,12 @@
 use std::io::Write;
 
 use crate::session::context::ContextOptions;
-use crate::session::info::SessionInfo;
+use crate::session::index::CatalogIndex;
 use crate::session::js::date::to_iso_string;
 use crate::session::json::{JsString, Json};
 use crate::session::key::Key;
 use crate::session::render::{self, JsonOut, ObjectWriter};
+use crate::session::search::{search_sessions, Scope};
 use crate::session::store::Warning;
 use crate::session::{catalog, Env, Error, SessionManager};
 
@@ -23,6 +24,7 @@ pub fn error_kind(e: &Error) -> &'static str {
         Error::InvalidForkSource { .. } => "invalid_session_file",
         Error::EntryNotFound { .. } => "entry_not_found",
         Error::NotOnActiveBranch { .. } | Error::NotEditable { .. } | Error::InvalidReplacement => "invalid_params",
+        Error::InvalidQuery { .. } => "invalid_params",
         Error::InvalidSessionId => "invalid_session_id",
         Error::InvalidEntry { .. } => "invalid_entry",
         Error::AlreadyExists { .. } => "io_error",
@@ -158,50 +160,86 @@ pub fn warnings_json(warnings: &[Warning], o: &mut JsonOut<'_>) -> crate::sessio
     o.raw(b"]")
 }
 
-/// A `Date` as `JSON.stringify` writes it: an ISO string, or `null` for an invalid date.
-pub fn date_json(ms: f64) -> Json {
-    match to_iso_string(ms) {
-        Some(s) => Json::str(&s),
-        None => Json::Null,
-    }
-}
-
-/// A `SessionInfo` as `JSON.stringify` writes it (undefined members omitted, dates as ISO strings).
-pub fn session_info_json(s: &SessionInfo) -> Json {
-    let mut o = crate::session::json::Object::new();
-    o.insert("path", Json::str(&s.path));
-    o.insert("id", s.id.clone());
-    o.insert("cwd", Json::String(s.cwd.clone()));
-    if let Some(n) = &s.name {
-        o.insert("name", Json::String(n.clone()));
-    }
-    if let Some(p) = &s.parent_session_path {
-        o.insert("parentSessionPath", p.clone());
-    }
-    o.insert("created", date_json(s.created));
-    o.insert("modified", date_json(s.modified));
-    o.insert("messageCount", Json::number(s.message_count as f64));
-    o.insert("firstMessage", Json::String(s.first_message.clone()));
-    o.insert("allMessagesText", Json::String(s.all_messages_text.clone()));
-    Json::Object(o)
-}
-
 /// `pi-sessiond ls`: pi's `list(cwd, dir)`, or `listAll(dir)` with `all`, as a JSON array.
-pub fn ls(cwd: Option<&str>, dir: Option<&str>, all: bool, out: &mut dyn Write) -> i32 {
+pub fn ls(
+    cwd: Option<&str>,
+    dir: Option<&str>,
+    all: bool,
+    agent_dir: &str,
+    index: Option<&mut CatalogIndex>,
+    out: &mut dyn Write,
+) -> i32 {
     let infos = if all {
-        catalog::list_all(dir, &crate::session::paths::agent_dir(), &mut |_, _| {})
+        catalog::list_all(dir, agent_dir, index, &mut |_, _| {})
     } else {
         let cwd = cwd.map(str::to_owned).unwrap_or_else(crate::session::paths::process_cwd);
-        match catalog::list(&cwd, dir, &crate::session::paths::agent_dir(), &mut |_, _| {}) {
+        match catalog::list(&cwd, dir, agent_dir, index, &mut |_, _| {}) {
             Ok(i) => i,
             Err(e) => return print_error(out, &e),
         }
     };
-    let array = Json::Array(infos.iter().map(session_info_json).collect());
+    print_json(out, &Json::Array(infos.iter().map(render::session_info_json).collect()))
+}
+
+fn print_json(out: &mut dyn Write, value: &Json) -> i32 {
     let mut bytes = Vec::new();
-    array.write_preserving(&mut bytes);
+    value.write_preserving(&mut bytes);
     bytes.push(b'\n');
     match out.write_all(&bytes) {
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
+}
+
+/// What `pi-sessiond search` was asked.
+#[derive(Debug)]
+pub struct SearchRequest<'a> {
+    /// The query (pi's `/resume` language).
+    pub query: &'a str,
+    /// Search this project's sessions only.
+    pub cwd: Option<&'a str>,
+    /// The session directory.
+    pub dir: Option<&'a str>,
+    /// At most this many results.
+    pub limit: usize,
+    /// Only these roles.
+    pub roles: Option<Vec<String>>,
+}
+
+/// `pi-sessiond search QUERY`: hits as a JSON array (`json`), or one block per hit for a person.
+pub fn search(
+    request: &SearchRequest<'_>,
+    agent_dir: &str,
+    index: Option<&mut CatalogIndex>,
+    json: bool,
+    out: &mut dyn Write,
+) -> i32 {
+    let scope = Scope { cwd: request.cwd, session_dir: request.dir };
+    let hits = match search_sessions(
+        request.query,
+        scope,
+        request.roles.as_deref(),
+        request.limit,
+        agent_dir,
+        index,
+        &mut |_, _, _| {},
+    ) {
+        Ok(h) => h,
+        Err(e) => return print_error(out, &e),
+    };
+    if json {
+        return print_json(out, &Json::Array(hits.iter().map(render::search_hit_json).collect()));
+    }
+    let mut text = String::new();
+    for h in &hits {
+        let when = to_iso_string(h.timestamp).unwrap_or_else(|| "-".into());
+        let entry = h.entry_id.as_deref().map(|e| format!(" #{}", e.trim_matches('"'))).unwrap_or_default();
+        text.push_str(&format!("{when}  {:<13} {}{entry}\n    {}\n", h.role, h.path, h.snippet));
+    }
+    if hits.is_empty() {
+        text.push_str("no matches\n");
+    }
+    match out.write_all(text.as_bytes()) {
         Ok(()) => 0,
         Err(_) => 2,
     }

@@ -9,6 +9,7 @@ use pi_sessiond::cli;
 use pi_sessiond::rpc::framing::Framing;
 use pi_sessiond::rpc::Config;
 use pi_sessiond::session::context::ContextOptions;
+use pi_sessiond::session::index::{default_index_path, SharedIndex};
 use pi_sessiond::session::paths;
 use pi_sessiond::session::store::Durability;
 
@@ -30,8 +31,15 @@ struct ServeArgs {
     #[arg(long, default_value = "warn")]
     log_level: String,
     /// pi's agent directory (default: $PI_CODING_AGENT_DIR or ~/.pi/agent).
-    #[arg(long)]
+    #[arg(long, global = true)]
     agent_dir: Option<String>,
+    /// The catalog index (default: <agentDir>/pi-sessiond/index.sqlite). Rebuildable at any time; the session
+    /// files stay the source of truth.
+    #[arg(long, global = true)]
+    index: Option<String>,
+    /// Use no catalog index: listings and searches read every file.
+    #[arg(long, global = true, conflicts_with = "index")]
+    no_index: bool,
     /// The largest frame accepted from the host, in bytes.
     #[arg(long, default_value_t = 1 << 30)]
     max_frame_bytes: usize,
@@ -74,6 +82,26 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+    /// Search sessions with pi's /resume query language (words, "exact phrases", re:regex), down to the entry.
+    Search {
+        /// The query.
+        query: String,
+        /// Search this project's sessions only (default: every session).
+        #[arg(long)]
+        cwd: Option<String>,
+        /// The session directory (with --cwd: instead of pi's directory for it; without: search only this one).
+        #[arg(long)]
+        dir: Option<String>,
+        /// At most this many results.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Only these roles (user, assistant, toolResult, custom, bashExecution, name, label, summary, session).
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// Print the results as a JSON array (the shape of sessions/search).
+        #[arg(long)]
+        json: bool,
+    },
     /// Open a session and report its size, entry count, open time and peak memory (for benchmarks).
     Stats {
         /// The session file.
@@ -96,7 +124,8 @@ fn serve(args: ServeArgs) -> i32 {
         "lsp" => Some(Framing::Lsp),
         _ => None,
     };
-    let agent_dir = args.agent_dir.map(|d| paths::normalize_path(&d)).unwrap_or_else(paths::agent_dir);
+    let agent_dir = agent_dir_of(&args);
+    let index_path = index_path_of(&args, &agent_dir);
     let durability = match args.durability.as_str() {
         "none" => Durability::None,
         "batch" => Durability::Batch,
@@ -107,9 +136,21 @@ fn serve(args: ServeArgs) -> i32 {
         agent_dir,
         max_frame: args.max_frame_bytes,
         durability,
+        index_path,
         poll_interval: std::time::Duration::from_millis(args.poll_ms.max(1)),
     };
     pi_sessiond::rpc::serve(config, std::io::stdin(), std::io::stdout())
+}
+
+fn agent_dir_of(args: &ServeArgs) -> String {
+    args.agent_dir.as_deref().map(paths::normalize_path).unwrap_or_else(paths::agent_dir)
+}
+
+fn index_path_of(args: &ServeArgs, agent_dir: &str) -> Option<String> {
+    if args.no_index {
+        return None;
+    }
+    Some(args.index.clone().unwrap_or_else(|| default_index_path(agent_dir)))
 }
 
 fn main() -> ExitCode {
@@ -119,12 +160,24 @@ fn main() -> ExitCode {
         // The reader thread may still be blocked on stdin; everything is flushed, so leave now.
         std::process::exit(code);
     }
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.serve.log_level));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
+    let agent_dir = agent_dir_of(&args.serve);
+    let index = SharedIndex::new(index_path_of(&args.serve, &agent_dir));
     let mut stdout = std::io::stdout().lock();
     let status = match args.command {
         Some(Command::Inspect { file, retained_tail }) => {
             cli::inspect(&file, ContextOptions { honour_retained_tail: retained_tail }, &mut stdout)
         }
-        Some(Command::Ls { cwd, dir, all }) => cli::ls(cwd.as_deref(), dir.as_deref(), all, &mut stdout),
+        Some(Command::Ls { cwd, dir, all }) => {
+            index.with(|ix| cli::ls(cwd.as_deref(), dir.as_deref(), all, &agent_dir, ix, &mut stdout))
+        }
+        Some(Command::Search { query, cwd, dir, limit, roles, json }) => {
+            let roles = (!roles.is_empty()).then_some(roles);
+            let request = cli::SearchRequest { query: &query, cwd: cwd.as_deref(), dir: dir.as_deref(), limit, roles };
+            index.with(|ix| cli::search(&request, &agent_dir, ix, json, &mut stdout))
+        }
         Some(Command::Tree { file }) => cli::tree(&file, &mut stdout),
         Some(Command::Stats { file }) => cli::stats(&file, &mut stdout),
         Some(Command::Protocol { write }) => {

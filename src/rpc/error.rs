@@ -89,6 +89,7 @@ pub fn from_session(e: Error) -> ErrorObjectOwned {
         Error::InvalidSessionId => rpc_error(INVALID_SESSION_ID, "invalid_session_id", message, json!({})),
         Error::NotOnActiveBranch { .. } | Error::NotEditable { .. } => invalid_params("targetId", message),
         Error::InvalidReplacement => invalid_params("replacement", message),
+        Error::InvalidQuery { .. } => invalid_params("query", message),
         Error::Locked { path, pid } => {
             rpc_error(SESSION_LOCKED, "session_locked", message, json!({ "path": path, "pid": pid }))
         }

@@ -23,12 +23,13 @@ use super::error::{self, from_session, invalid_params};
 use super::handles::{OpenSession, Registry, Ticket};
 use super::proto::*;
 use super::watch::{dir_of, FsWatcher};
-use crate::cli::session_info_json;
 use crate::session::context::ContextOptions;
+use crate::session::index::SharedIndex;
 use crate::session::json::{JsString, Json};
 use crate::session::key::Key;
 use crate::session::manager::Refresh;
-use crate::session::render::{self, JsonOut};
+use crate::session::render::{self, search_hit_json, session_info_json, JsonOut};
+use crate::session::search::{search_sessions, Phase, Scope};
 use crate::session::store::Durability;
 use crate::session::{catalog, paths, Env, NewSessionOptions, SessionManager};
 
@@ -52,6 +53,8 @@ pub struct ServerState {
     pub watcher: FsWatcher,
     /// How hard appends try to reach the disk.
     pub durability: Durability,
+    /// The catalog index shared by listings and searches.
+    pub index: Arc<SharedIndex>,
     /// `sessions/watch` watches: id → directory.
     pub dir_watches: Mutex<HashMap<String, String>>,
     next_watch_id: std::sync::atomic::AtomicU64,
@@ -59,8 +62,15 @@ pub struct ServerState {
 
 impl ServerState {
     /// Shared state for a server.
-    pub fn new(out: UnboundedSender<Vec<u8>>, agent_dir: String, durability: Durability, watcher: FsWatcher) -> Self {
+    pub fn new(
+        out: UnboundedSender<Vec<u8>>,
+        agent_dir: String,
+        durability: Durability,
+        watcher: FsWatcher,
+        index_path: Option<String>,
+    ) -> Self {
         ServerState {
+            index: Arc::new(SharedIndex::new(index_path)),
             registry: Registry::default(),
             out,
             agent_dir,
@@ -252,6 +262,7 @@ methods! {
     "sessions/list", "catalog", list(ListParams) -> Vec<SessionInfoJson>, "Sessions of a cwd, newest activity first (pi's list).";
     "sessions/listAll", "catalog", list_all(ListAllParams) -> Vec<SessionInfoJson>, "Every session (pi's listAll).";
     "sessions/findById", "catalog", find_by_id(FindByIdParams) -> FindResult, "The file of the session with exactly this id, or null.";
+    "sessions/search", "catalog", search(SearchParams) -> Vec<SearchHitJson>, "Entries (and sessions) matching a /resume query, best first.";
     "sessions/watch", "open", watch_sessions(SessionsWatchParams) -> SessionsWatchResult, "Reports session files appearing, changing or vanishing in a directory (sessions/changed).";
     "sessions/unwatch", "open", unwatch_sessions(SessionsUnwatchParams) -> Null, "Stops a sessions/watch.";
 }
@@ -445,6 +456,9 @@ async fn mutate<R: Send + 'static>(
         state.notify("session/changed", &note);
         // A writer that takes no lock (pi) may have appended around our line: publish what it wrote now.
         publish_refresh(&state, &session, m)?;
+        if let Some(path) = m.session_file().filter(|p| paths::as_path(p).exists()) {
+            state.index.touch(path);
+        }
         let generation = session.written.fetch_add(1, Ordering::SeqCst) + 1;
         Ok((result, generation))
     })
@@ -944,22 +958,29 @@ struct ProgressReporter {
     state: Arc<ServerState>,
     token: Option<ProgressToken>,
     last: std::time::Instant,
+    stage: Option<&'static str>,
 }
 
 impl ProgressReporter {
     fn new(state: Arc<ServerState>, token: Option<ProgressToken>) -> Self {
-        ProgressReporter { state, token, last: std::time::Instant::now() }
+        ProgressReporter { state, token, last: std::time::Instant::now(), stage: None }
     }
 
     fn send(&self, kind: &str, loaded: usize, total: usize) {
         if let Some(token) = &self.token {
-            let value = ProgressValue { kind: kind.into(), loaded, total };
+            let value = ProgressValue { kind: kind.into(), loaded, total, stage: self.stage.map(str::to_owned) };
             self.state.notify("$/progress", &Progress { token: token.clone(), value });
         }
     }
 
     fn report(&mut self, loaded: usize, total: usize) {
+        self.report_stage(None, loaded, total);
+    }
+
+    /// Reports progress; a new `stage` starts with a `begin` of its own.
+    fn report_stage(&mut self, stage: Option<&'static str>, loaded: usize, total: usize) {
         if loaded == 1 {
+            self.stage = stage;
             self.send("begin", 0, total);
         }
         if loaded == total || self.last.elapsed() >= std::time::Duration::from_millis(50) {
@@ -977,9 +998,12 @@ async fn list(p: ListParams, cx: Cx) -> Result<Vec<SessionInfoJson>, ErrorObject
     let state = cx.state.clone();
     blocking(move || {
         let mut progress = ProgressReporter::new(state.clone(), p.progress_token);
-        let infos =
-            catalog::list(&p.cwd, p.session_dir.as_deref(), &state.agent_dir, &mut |l, t| progress.report(l, t))
-                .map_err(from_session)?;
+        let infos = state
+            .index
+            .with(|ix| {
+                catalog::list(&p.cwd, p.session_dir.as_deref(), &state.agent_dir, ix, &mut |l, t| progress.report(l, t))
+            })
+            .map_err(from_session)?;
         progress.send("end", infos.len(), infos.len());
         Ok(infos_json(&infos))
     })
@@ -990,7 +1014,9 @@ async fn list_all(p: ListAllParams, cx: Cx) -> Result<Vec<SessionInfoJson>, Erro
     let state = cx.state.clone();
     blocking(move || {
         let mut progress = ProgressReporter::new(state.clone(), p.progress_token);
-        let infos = catalog::list_all(p.session_dir.as_deref(), &state.agent_dir, &mut |l, t| progress.report(l, t));
+        let infos = state.index.with(|ix| {
+            catalog::list_all(p.session_dir.as_deref(), &state.agent_dir, ix, &mut |l, t| progress.report(l, t))
+        });
         progress.send("end", infos.len(), infos.len());
         Ok(infos_json(&infos))
     })
@@ -1000,9 +1026,38 @@ async fn list_all(p: ListAllParams, cx: Cx) -> Result<Vec<SessionInfoJson>, Erro
 async fn find_by_id(p: FindByIdParams, cx: Cx) -> Result<FindResult, ErrorObjectOwned> {
     let state = cx.state.clone();
     blocking(move || {
-        let path =
-            catalog::find_by_id(&p.cwd, &p.id, p.session_dir.as_deref(), &state.agent_dir).map_err(from_session)?;
+        let path = state
+            .index
+            .with(|ix| catalog::find_by_id(&p.cwd, &p.id, p.session_dir.as_deref(), &state.agent_dir, ix))
+            .map_err(from_session)?;
         Ok(FindResult { path })
+    })
+    .await
+}
+
+/// Results shown when the host does not say how many it wants.
+const DEFAULT_SEARCH_LIMIT: usize = 50;
+
+async fn search(p: SearchParams, cx: Cx) -> Result<Vec<SearchHitJson>, ErrorObjectOwned> {
+    let state = cx.state.clone();
+    blocking(move || {
+        let mut progress = ProgressReporter::new(state.clone(), p.progress_token);
+        let scope = Scope { cwd: p.cwd.as_deref(), session_dir: p.session_dir.as_deref() };
+        let limit = p.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
+        let hits = state
+            .index
+            .with(|ix| {
+                search_sessions(&p.query, scope, p.roles.as_deref(), limit, &state.agent_dir, ix, &mut |phase, l, t| {
+                    let stage = match phase {
+                        Phase::Listing => "listing",
+                        Phase::Indexing => "indexing",
+                    };
+                    progress.report_stage(Some(stage), l, t)
+                })
+            })
+            .map_err(from_session)?;
+        progress.send("end", hits.len(), hits.len());
+        Ok(hits.iter().map(|h| SearchHitJson(RawJson::from_json(&search_hit_json(h)))).collect())
     })
     .await
 }

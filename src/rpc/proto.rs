@@ -254,6 +254,23 @@ pi_shape!(
 );
 
 pi_shape!(
+    /// One search result.
+    SearchHitJson, "SearchHit", |_g| json_schema!({
+        "type": "object",
+        "properties": {
+            "path": { "type": "string", "description": "The session file." },
+            "sessionId": { "description": "The session's id (the header's)." },
+            "entryId": { "description": "The matching entry's id; null when the session itself matched (role `session`)." },
+            "role": { "type": "string", "description": "user, assistant, toolResult, custom, bashExecution, name, label, summary or session." },
+            "snippet": { "type": "string", "description": "The text around the match, on one line." },
+            "timestamp": { "type": ["string", "null"], "description": "The entry's time (the session's last activity for session hits), ISO 8601." },
+            "score": { "type": "number", "description": "Relevance: higher is better; results come best first, then newest." }
+        },
+        "required": ["path", "sessionId", "entryId", "role", "snippet", "timestamp", "score"]
+    })
+);
+
+pi_shape!(
     /// Any JSON value in a result (a label, a session id as stored).
     AnyJson, "AnyValue", |_g| json_schema!({ "description": "Any JSON value, as stored." })
 );
@@ -829,6 +846,28 @@ pub struct FindByIdParams {
     pub session_dir: Option<String>,
 }
 
+/// `sessions/search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchParams {
+    /// pi's `/resume` query: space-separated words (each must match, as a substring of an entry's text or of the
+    /// session's name, id or cwd; a word may also match the name or cwd fuzzily), `"exact phrases"`, or
+    /// `re:<regex>` (case-insensitive).
+    pub query: String,
+    /// Search this project's sessions only (as `sessions/list` finds them); default: every session.
+    pub cwd: Option<String>,
+    /// With `cwd`: the session directory to use instead of pi's directory for it. Without: search only this
+    /// directory (as `sessions/listAll` with it).
+    pub session_dir: Option<String>,
+    /// At most this many results (default 50).
+    pub limit: Option<usize>,
+    /// Only these roles: `user`, `assistant`, `toolResult`, `custom`, `bashExecution`, `name`, `label`,
+    /// `summary`, or `session` (a session whose name, id or cwd matches).
+    pub roles: Option<Vec<String>>,
+    /// Send `$/progress` with this token while the catalog and the search index catch up (`stage` says which).
+    pub progress_token: Option<ProgressToken>,
+}
+
 /// A progress token: a string or an integer (LSP's `ProgressToken`).
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(untagged)]
@@ -917,6 +956,10 @@ pub struct ProgressValue {
     pub loaded: usize,
     /// Files in all.
     pub total: usize,
+    /// For `sessions/search`: `listing` (bringing the catalog up to date) or `indexing` (extracting searchable
+    /// text); each stage starts with its own `begin`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
 }
 
 /// `$/cancelRequest` params (client → server).

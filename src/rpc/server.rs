@@ -39,6 +39,8 @@ pub struct Config {
     pub max_frame: usize,
     /// How hard appends try to reach the disk.
     pub durability: Durability,
+    /// The catalog index, or None to list and search by reading the files.
+    pub index_path: Option<String>,
     /// How often watched files are checked even without a notification (the safety net for missed events).
     pub poll_interval: Duration,
 }
@@ -403,7 +405,13 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
         .expect("reader thread");
 
     let (fs_tx, mut fs_rx) = mpsc::unbounded_channel::<FsEvent>();
-    let state = Arc::new(ServerState::new(out_tx, config.agent_dir.clone(), config.durability, FsWatcher::new(fs_tx)));
+    let state = Arc::new(ServerState::new(
+        out_tx,
+        config.agent_dir.clone(),
+        config.durability,
+        FsWatcher::new(fs_tx),
+        config.index_path.clone(),
+    ));
     // File events: refresh the watched session they concern; report session files in watched directories.
     let watch_state = state.clone();
     tokio::spawn(async move {

@@ -6,17 +6,15 @@
 //! the load order; `listAll` orders candidates by mtime then basename. The same comparators are used here.
 
 use std::fs;
-use std::io::Read;
 
 use icu_collator::options::CollatorOptions;
 use icu_collator::{Collator, CollatorBorrowed};
 
 use super::error::{Error, Result};
-use super::info::{session_info, SessionInfo};
+use super::index::{CatalogIndex, FileToIndex};
+use super::info::{read_header_bounded, session_info, SessionInfo};
 use super::js::sort::sort_like_v8;
-use super::json::scan::scan_document;
 use super::json::Json;
-use super::line::{is_blank, is_falsy};
 use super::paths;
 
 /// pi's exported `getDefaultSessionDir(cwd, agentDir)`: the default directory for `cwd`, created if missing.
@@ -78,18 +76,32 @@ fn jsonl_names(dir: &str) -> std::io::Result<Vec<String>> {
 }
 
 /// pi's `listSessionsFromDir`: every `*.jsonl` session in `dir`, loaded in filename-descending order.
-fn list_dir(dir: &str, on_progress: &mut dyn FnMut(usize, usize)) -> Vec<SessionInfo> {
+fn list_dir(
+    dir: &str,
+    index: Option<&mut CatalogIndex>,
+    on_progress: &mut dyn FnMut(usize, usize),
+) -> Vec<SessionInfo> {
     if !paths::as_path(dir).exists() {
         return Vec::new();
     }
     let Ok(mut names) = jsonl_names(dir) else { return Vec::new() };
     let c = collator();
     sort_like_v8(&mut names, |a, b| locale_compare(&c, b, a));
-    let total = names.len();
+    let paths: Vec<String> = names.iter().map(|name| paths::join(&[dir, name])).collect();
+    if let Some(index) = index {
+        let files: Vec<FileToIndex> = paths
+            .iter()
+            .filter_map(|p| fs::metadata(p).ok().map(|meta| FileToIndex { path: p.clone(), dir: dir.to_owned(), meta }))
+            .collect();
+        match index.refresh(&[dir.to_owned()], &files, on_progress) {
+            Ok(infos) => return infos.into_iter().flatten().collect(),
+            Err(e) => tracing::warn!("catalog index unavailable ({e}); reading {dir} directly"),
+        }
+    }
+    let total = paths.len();
     let mut out = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let path = paths::join(&[dir, name]);
-        let info = fs::metadata(&path).ok().and_then(|m| session_info(&path, mtime_ms(&m)));
+    for (i, path) in paths.iter().enumerate() {
+        let info = fs::metadata(path).ok().and_then(|m| session_info(path, mtime_ms(&m)));
         out.extend(info);
         on_progress(i + 1, total);
     }
@@ -106,11 +118,12 @@ pub fn list(
     cwd: &str,
     session_dir: Option<&str>,
     agent_dir: &str,
+    index: Option<&mut CatalogIndex>,
     on_progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<SessionInfo>> {
     let (dir, filter) = directory_for(cwd, session_dir, agent_dir)?;
     let resolved_cwd = paths::resolve_path(cwd);
-    let mut infos: Vec<SessionInfo> = list_dir(&dir, on_progress)
+    let mut infos: Vec<SessionInfo> = list_dir(&dir, index, on_progress)
         .into_iter()
         .filter(|s| !filter || cwd_matches(&s.cwd.to_string_lossy(), &resolved_cwd))
         .collect();
@@ -123,15 +136,17 @@ pub fn list(
 pub fn list_all(
     session_dir: Option<&str>,
     agent_dir: &str,
+    index: Option<&mut CatalogIndex>,
     on_progress: &mut dyn FnMut(usize, usize),
 ) -> Vec<SessionInfo> {
     if let Some(d) = session_dir.filter(|d| !d.is_empty()) {
-        let mut infos = list_dir(&paths::normalize_path(d), on_progress);
+        let mut infos = list_dir(&paths::normalize_path(d), index, on_progress);
         sort_infos(&mut infos);
         return infos;
     }
     let root = paths::join(&[agent_dir, "sessions"]);
     let Ok(entries) = fs::read_dir(&root) else { return Vec::new() };
+    let mut dirs = Vec::new();
     let mut files = Vec::new();
     for entry in entries.flatten() {
         let Ok(ft) = entry.file_type() else { continue };
@@ -140,25 +155,43 @@ pub fn list_all(
         }
         let dir = paths::join(&[&root, &entry.file_name().to_string_lossy()]);
         if let Ok(names) = jsonl_names(&dir) {
-            files.extend(names.into_iter().map(|n| paths::join(&[&dir, &n])));
+            files.extend(names.into_iter().map(|n| (paths::join(&[&dir, &n]), dir.clone())));
+            dirs.push(dir);
         }
     }
-    let mut candidates: Vec<(String, Option<f64>)> =
-        files.into_iter().map(|p| (p.clone(), fs::metadata(&p).ok().map(|m| mtime_ms(&m)))).collect();
+    let mut candidates: Vec<(String, String, Option<fs::Metadata>)> =
+        files.into_iter().map(|(p, dir)| (p.clone(), dir, fs::metadata(&p).ok())).collect();
     let c = collator();
+    let mtime = |m: &Option<fs::Metadata>| m.as_ref().map_or(f64::NEG_INFINITY, mtime_ms);
     sort_like_v8(&mut candidates, |a, b| {
-        let diff = b.1.unwrap_or(f64::NEG_INFINITY) - a.1.unwrap_or(f64::NEG_INFINITY);
+        let diff = mtime(&b.2) - mtime(&a.2);
         if diff != 0.0 && !diff.is_nan() {
             diff
         } else {
             locale_compare(&c, paths::basename(&b.0), paths::basename(&a.0))
         }
     });
+    if let Some(index) = index {
+        let files: Vec<FileToIndex> = candidates
+            .iter()
+            .filter_map(|(path, dir, meta)| {
+                meta.clone().map(|meta| FileToIndex { path: path.clone(), dir: dir.clone(), meta })
+            })
+            .collect();
+        match index.refresh(&dirs, &files, on_progress) {
+            Ok(infos) => {
+                let mut infos: Vec<SessionInfo> = infos.into_iter().flatten().collect();
+                sort_infos(&mut infos);
+                return infos;
+            }
+            Err(e) => tracing::warn!("catalog index unavailable ({e}); reading {root} directly"),
+        }
+    }
     let total = candidates.len();
     let mut infos = Vec::new();
-    for (i, (path, mtime)) in candidates.iter().enumerate() {
-        if let Some(m) = mtime {
-            infos.extend(session_info(path, *m));
+    for (i, (path, _, meta)) in candidates.iter().enumerate() {
+        if let Some(m) = meta {
+            infos.extend(session_info(path, mtime_ms(m)));
         }
         on_progress(i + 1, total);
     }
@@ -166,56 +199,33 @@ pub fn list_all(
     infos
 }
 
-/// The header a discovery scan finds: the first parsed line, if it is a header with a string id and it lies
-/// within the first MiB (pi's bounded `readSessionHeader`).
-pub fn read_header_bounded(path: &str) -> Option<Json> {
-    const LIMIT: usize = 1024 * 1024;
-    let mut f = fs::File::open(path).ok()?;
-    let mut buf = Vec::with_capacity(4096);
-    (&mut f).take(LIMIT as u64).read_to_end(&mut buf).ok()?;
-    let mut start = 0;
-    while let Some(i) = memchr::memchr(b'\n', &buf[start..]) {
-        let line = &buf[start..start + i];
-        start += i + 1;
-        if let Some(decision) = header_candidate(line) {
-            return decision;
-        }
-    }
-    // The rest has no newline: it is the final line only if the file ends within the limit.
-    if buf.len() == LIMIT {
-        let mut probe = [0u8; 1];
-        if f.read(&mut probe).ok()? != 0 {
-            return None;
-        }
-    }
-    header_candidate(&buf[start..]).flatten()
-}
-
-/// None: keep scanning (blank, malformed or falsy). Some(header or None): the first parsed line decides.
-fn header_candidate(line: &[u8]) -> Option<Option<Json>> {
-    if is_blank(line) {
-        return None;
-    }
-    let doc = scan_document(line).ok()?;
-    let value = &line[doc.value.clone()];
-    if is_falsy(value) {
-        return None;
-    }
-    let parsed = Json::parse(value).ok()?;
-    let is_header = parsed.get("type").and_then(Json::as_js_str).is_some_and(|t| t.eq_str("session"))
-        && matches!(parsed.get("id"), Some(Json::String(_)));
-    Some(is_header.then_some(parsed))
-}
-
 /// `SessionManager.findById(cwd, id, sessionDir?)`: the first file (directory order) whose header id is exactly
 /// `id`.
-pub fn find_by_id(cwd: &str, id: &str, session_dir: Option<&str>, agent_dir: &str) -> Result<Option<String>> {
+pub fn find_by_id(
+    cwd: &str,
+    id: &str,
+    session_dir: Option<&str>,
+    agent_dir: &str,
+    index: Option<&mut CatalogIndex>,
+) -> Result<Option<String>> {
     let (dir, filter) = directory_for(cwd, session_dir, agent_dir)?;
     let resolved_cwd = paths::resolve_path(cwd);
     let Ok(names) = jsonl_names(&dir) else { return Ok(None) };
+    // Headers of files unchanged since they were indexed need no reading.
+    let cached = match index.map(|ix| ix.cached_headers(&dir)) {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => {
+            tracing::warn!("catalog index unavailable ({e}); reading {dir} directly");
+            Default::default()
+        }
+        None => Default::default(),
+    };
     for name in names {
         let path = paths::join(&[&dir, &name]);
-        let Some(header) = read_header_bounded(&path) else { continue };
+        let known = cached
+            .get(&path)
+            .and_then(|c| fs::metadata(&path).ok().and_then(|m| c.header_if_current(&m).map(|h| h.cloned())));
+        let Some(header) = known.unwrap_or_else(|| read_header_bounded(&path)) else { continue };
         if !header.get("id").and_then(Json::as_js_str).is_some_and(|h| h.eq_str(id)) {
             continue;
         }

@@ -79,6 +79,12 @@ pub enum Error {
         /// What changed.
         message: String,
     },
+    /// A search query that cannot be run (an empty or invalid `re:` pattern).
+    #[error("invalid search query: {message}")]
+    InvalidQuery {
+        /// What is wrong with it.
+        message: String,
+    },
     /// The file to create already exists (pi's exclusive create fails with EEXIST).
     #[error("EEXIST: file already exists, open '{path}'")]
     AlreadyExists {

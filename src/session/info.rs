@@ -7,14 +7,14 @@
 //! broken field (see `docs/compatibility.md`).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 
 use super::entry::{EntryType, Role};
 use super::js::{convert, date};
 use super::json::scan::{find_member, scan_document, Kind};
 use super::json::value::decode_string_literal;
 use super::json::{JsString, Json};
-use super::line::{is_blank, new_date_ms};
+use super::line::{is_blank, is_falsy, new_date_ms};
 
 /// One session in a listing (pi's `SessionInfo`).
 #[derive(Clone, Debug, PartialEq)]
@@ -95,121 +95,276 @@ impl<R: BufRead> ReadlineLines<R> {
     }
 }
 
+/// What `buildSessionInfo` has gathered after some lines: it is fed line by line, so the catalog index can keep
+/// it and feed only the lines appended since.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InfoState {
+    /// The header, once the first parsed line was one.
+    pub header: Option<Json>,
+    /// The first parsed line was not a header: the file is not a session.
+    pub rejected: bool,
+    /// The latest `session_info` name (None: unset or cleared).
+    pub name: Option<JsString>,
+    /// `message` lines after the header.
+    pub message_count: u64,
+    /// The first user text (empty until there is one).
+    pub first_message: JsString,
+    /// User and assistant texts joined with single spaces.
+    pub all_text: JsString,
+    /// True once `all_text` holds at least one text (an empty text is never added).
+    pub has_text: bool,
+    /// The newest user/assistant activity time, if any.
+    pub last_activity: Option<f64>,
+}
+
+/// A searchable piece of a session: one entry's text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Doc {
+    /// The entry's id (JSON text of the id value; entries without one use `null`).
+    pub entry_id: String,
+    /// `user`, `assistant`, `toolResult`, `custom`, `bashExecution`, `name`, `label` or `summary`.
+    pub role: &'static str,
+    /// The text.
+    pub text: String,
+    /// The entry's time in ms (NaN when unknown).
+    pub timestamp: f64,
+}
+
+/// Longest text kept for one searchable entry (tool output can be megabytes; the start is what people search).
+const MAX_DOC_BYTES: usize = 256 * 1024;
+
+impl InfoState {
+    /// Feeds one line (as `readline` splits them). `docs`, when given, receives the searchable text of the entry.
+    pub fn feed(&mut self, line: &[u8], docs: Option<&mut Vec<Doc>>) {
+        if self.rejected || is_blank(line) {
+            return;
+        }
+        let Ok(doc) = scan_document(line) else { return };
+        let value = &line[doc.value.clone()];
+        if is_falsy(value) {
+            return;
+        }
+        let is_object = Kind::of(value) == Kind::Object;
+        let member = |name: &str| find_member(line, &doc.members, name).map(|r| &line[r]);
+        let kind = match member("type") {
+            Some(v) if v.first() == Some(&b'"') => EntryType::from_name(decode_string_literal(v).as_bytes()),
+            _ => EntryType::Other,
+        };
+        if self.header.is_none() {
+            match Json::parse(value) {
+                Ok(h) if kind == EntryType::Session => self.header = Some(h),
+                _ => self.rejected = true,
+            }
+            return;
+        }
+        if !is_object {
+            return;
+        }
+        let entry_id = || member("id").map_or_else(|| "null".to_owned(), |v| String::from_utf8_lossy(v).into_owned());
+        let entry_time = || new_date_ms(member("timestamp").and_then(|v| Json::parse(v).ok()).as_ref());
+        if kind == EntryType::SessionInfo {
+            self.name = match member("name").map(|v| Json::parse(v).ok()) {
+                Some(Some(Json::String(s))) => Some(s.trim()).filter(|t| !t.is_empty()),
+                _ => None,
+            };
+            if let (Some(d), Some(n)) = (docs, &self.name) {
+                d.push(Doc { entry_id: entry_id(), role: "name", text: n.to_string_lossy(), timestamp: entry_time() });
+            }
+            return;
+        }
+        if kind != EntryType::Message {
+            if let Some(d) = docs {
+                let text = match kind {
+                    EntryType::Label => {
+                        member("label").and_then(|v| Json::parse(v).ok()).map(|l| ("label", extract_text(Some(&l))))
+                    }
+                    EntryType::BranchSummary | EntryType::Compaction => {
+                        member("summary").and_then(|v| Json::parse(v).ok()).map(|l| ("summary", extract_text(Some(&l))))
+                    }
+                    EntryType::CustomMessage => {
+                        Json::parse(value).ok().map(|e| ("custom", extract_text(e.get("content"))))
+                    }
+                    _ => None,
+                };
+                if let Some((role, text)) = text.filter(|(_, t)| !t.is_empty()) {
+                    d.push(Doc { entry_id: entry_id(), role, text: capped(text), timestamp: entry_time() });
+                }
+            }
+            return;
+        }
+        self.message_count += 1;
+        let role = find_member(line, &doc.message_members, "role")
+            .map(|r| &line[r])
+            .filter(|v| v.first() == Some(&b'"'))
+            .map(|v| Role::from_name(decode_string_literal(v).as_bytes()));
+        let listed = matches!(role, Some(Role::User | Role::Assistant));
+        if !listed && docs.is_none() {
+            // Only user and assistant messages matter to the listing; skip parsing the rest (tool results are
+            // where the megabytes are).
+            return;
+        }
+        let Some(message) = member("message").and_then(|v| Json::parse(v).ok()) else { return };
+        let Some(m) = message.as_object() else { return };
+        if let Some(d) = docs {
+            let (role_name, text) = match role {
+                Some(Role::User) => ("user", extract_text(m.get("content"))),
+                Some(Role::Assistant) => ("assistant", extract_text(m.get("content"))),
+                Some(Role::ToolResult) => ("toolResult", extract_text(m.get("content"))),
+                Some(Role::Custom | Role::HookMessage) => ("custom", extract_text(m.get("content"))),
+                Some(Role::BashExecution) => {
+                    let mut t = extract_text(m.get("command"));
+                    t.push_str("\n");
+                    t.push_js(&extract_text(m.get("output")));
+                    ("bashExecution", t)
+                }
+                _ => ("other", JsString::new()),
+            };
+            if !text.trim().is_empty() {
+                let ts = match m.get("timestamp") {
+                    Some(Json::Number(n)) => crate::session::json::value::number_value(n),
+                    _ => entry_time(),
+                };
+                d.push(Doc { entry_id: entry_id(), role: role_name, text: capped(text), timestamp: ts });
+            }
+        }
+        if !listed || !m.contains_key("content") {
+            return;
+        }
+        let activity = match m.get("timestamp") {
+            Some(Json::Number(n)) => Some(crate::session::json::value::number_value(n)),
+            _ => {
+                let t = entry_time();
+                (!t.is_nan()).then_some(t)
+            }
+        };
+        if let Some(a) = activity {
+            self.last_activity = Some(js_max(self.last_activity.unwrap_or(0.0), a));
+        }
+        let text = extract_text(m.get("content"));
+        if text.is_empty() {
+            return;
+        }
+        if self.first_message.is_empty() && role == Some(Role::User) {
+            self.first_message = text.clone();
+        }
+        if self.has_text {
+            self.all_text.push_str(" ");
+        }
+        self.all_text.push_js(&text);
+        self.has_text = true;
+    }
+
+    /// The `SessionInfo` pi reports once every line was fed; None when the file is not a session.
+    pub fn finish(&self, path: &str, mtime_ms: f64) -> Option<SessionInfo> {
+        let header = self.header.as_ref().filter(|_| !self.rejected)?;
+        let header_time = match header.get("timestamp") {
+            Some(Json::String(s)) => date::parse_date(&s.to_string_lossy()),
+            _ => f64::NAN,
+        };
+        Some(SessionInfo {
+            path: path.to_owned(),
+            id: header.get("id").cloned().unwrap_or(Json::Null),
+            cwd: header.get("cwd").and_then(Json::as_js_str).cloned().unwrap_or_default(),
+            name: self.name.clone(),
+            parent_session_path: header.get("parentSession").cloned(),
+            created: new_date_ms(header.get("timestamp")),
+            modified: match self.last_activity {
+                Some(t) if t > 0.0 => date::time_clip(t),
+                _ if !header_time.is_nan() => header_time,
+                _ => date::time_clip(mtime_ms),
+            },
+            message_count: self.message_count,
+            first_message: if self.first_message.is_empty() {
+                JsString::from("(no messages)")
+            } else {
+                self.first_message.clone()
+            },
+            all_messages_text: self.all_text.clone(),
+        })
+    }
+}
+
+fn capped(text: JsString) -> String {
+    let s = text.to_string_lossy();
+    if s.len() <= MAX_DOC_BYTES {
+        return s;
+    }
+    let mut end = MAX_DOC_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
 /// pi's `buildSessionInfo` for the file at `path`; None when the file is not a session (its first parsed line is
 /// not a header) or cannot be read. `mtime_ms` is the file's modification time (for sessions with no activity).
 pub fn session_info(path: &str, mtime_ms: f64) -> Option<SessionInfo> {
     let file = File::open(path).ok()?;
     let mut lines = ReadlineLines::new(BufReader::with_capacity(1 << 20, file));
     let mut buf = Vec::new();
-    let mut header: Option<Json> = None;
-    let mut info = SessionInfo {
-        path: path.to_owned(),
-        id: Json::Null,
-        cwd: JsString::new(),
-        name: None,
-        parent_session_path: None,
-        created: f64::NAN,
-        modified: f64::NAN,
-        message_count: 0,
-        first_message: JsString::new(),
-        all_messages_text: JsString::new(),
-    };
-    let mut texts: Vec<JsString> = Vec::new();
-    let mut last_activity: Option<f64> = None;
+    let mut state = InfoState::default();
     while lines.next_line(&mut buf).ok()? {
-        if is_blank(&buf) {
-            continue;
+        state.feed(&buf, None);
+        if state.rejected {
+            return None;
         }
-        let Ok(doc) = scan_document(&buf) else { continue };
-        let value = &buf[doc.value.clone()];
-        if crate::session::line::is_falsy(value) {
-            continue;
-        }
-        let is_object = Kind::of(value) == Kind::Object;
-        let member = |name: &str| find_member(&buf, &doc.members, name).map(|r| &buf[r]);
-        let kind = match member("type") {
-            Some(v) if v.first() == Some(&b'"') => EntryType::from_name(decode_string_literal(v).as_bytes()),
-            _ => EntryType::Other,
-        };
-        if header.is_none() {
-            if kind != EntryType::Session {
-                return None;
+    }
+    state.finish(path, mtime_ms)
+}
+
+/// How far into a file pi looks for its header when discovering sessions (1 MiB).
+pub const HEADER_SCAN_LIMIT: u64 = 1024 * 1024;
+
+/// The header a discovery scan finds: the first parsed line, if it is a header with a string id and it lies
+/// within the first MiB (pi's bounded `readSessionHeader`).
+pub fn read_header_bounded(path: &str) -> Option<Json> {
+    let mut f = File::open(path).ok()?;
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut start = 0;
+    let mut searched = 0;
+    // Read in growing steps: the header is nearly always the first line, and a full MiB per file would make
+    // discovering thousands of sessions read gigabytes.
+    let mut step = 16 * 1024;
+    let mut at_end = false;
+    while !at_end && (buf.len() as u64) < HEADER_SCAN_LIMIT {
+        let want = (HEADER_SCAN_LIMIT - buf.len() as u64).min(step);
+        let got = (&mut f).take(want).read_to_end(&mut buf).ok()?;
+        at_end = (got as u64) < want;
+        step *= 4;
+        while let Some(i) = memchr::memchr(b'\n', &buf[searched..]) {
+            let line = &buf[start..searched + i];
+            start = searched + i + 1;
+            searched = start;
+            if let Some(decision) = header_candidate(line) {
+                return decision;
             }
-            header = Some(Json::parse(value).ok()?);
-            continue;
         }
-        if !is_object {
-            continue;
-        }
-        if kind == EntryType::SessionInfo {
-            info.name = match member("name").map(|v| Json::parse(v).ok()) {
-                Some(Some(Json::String(s))) => Some(s.trim()).filter(|t| !t.is_empty()),
-                _ => None,
-            };
-        }
-        if kind != EntryType::Message {
-            continue;
-        }
-        info.message_count += 1;
-        // Only user and assistant messages matter beyond the count; skip parsing anything else (tool results are
-        // where the megabytes are).
-        let role = find_member(&buf, &doc.message_members, "role")
-            .map(|r| &buf[r])
-            .filter(|v| v.first() == Some(&b'"'))
-            .map(|v| Role::from_name(decode_string_literal(v).as_bytes()));
-        if !matches!(role, Some(Role::User | Role::Assistant)) {
-            continue;
-        }
-        let Some(message) = member("message").and_then(|v| Json::parse(v).ok()) else { continue };
-        let Some(m) = message.as_object() else { continue };
-        if !m.contains_key("content") {
-            continue;
-        }
-        let activity = match m.get("timestamp") {
-            Some(Json::Number(n)) => Some(crate::session::json::value::number_value(n)),
-            _ => {
-                let t = new_date_ms(member("timestamp").and_then(|v| Json::parse(v).ok()).as_ref());
-                (!t.is_nan()).then_some(t)
-            }
-        };
-        if let Some(a) = activity {
-            last_activity = Some(js_max(last_activity.unwrap_or(0.0), a));
-        }
-        let text = extract_text(m.get("content"));
-        if text.is_empty() {
-            continue;
-        }
-        if info.first_message.is_empty() && role == Some(Role::User) {
-            info.first_message = text.clone();
-        }
-        texts.push(text);
+        searched = buf.len();
     }
-    let header = header?;
-    info.id = header.get("id").cloned().unwrap_or(Json::Null);
-    info.cwd = header.get("cwd").and_then(Json::as_js_str).cloned().unwrap_or_default();
-    info.parent_session_path = header.get("parentSession").cloned();
-    info.created = new_date_ms(header.get("timestamp"));
-    let header_time = match header.get("timestamp") {
-        Some(Json::String(s)) => date::parse_date(&s.to_string_lossy()),
-        _ => f64::NAN,
-    };
-    info.modified = match last_activity {
-        Some(t) if t > 0.0 => date::time_clip(t),
-        _ if !header_time.is_nan() => header_time,
-        _ => date::time_clip(mtime_ms),
-    };
-    if info.first_message.is_empty() {
-        info.first_message = JsString::from("(no messages)");
-    }
-    let mut all = JsString::new();
-    for (i, t) in texts.iter().enumerate() {
-        if i > 0 {
-            all.push_str(" ");
+    // The rest has no newline: it is the final line only if the file ends within the limit.
+    if !at_end {
+        let mut probe = [0u8; 1];
+        if f.read(&mut probe).ok()? != 0 {
+            return None;
         }
-        all.push_js(t);
     }
-    info.all_messages_text = all;
-    Some(info)
+    header_candidate(&buf[start..]).flatten()
+}
+
+/// None: keep scanning (blank, malformed or falsy). Some(header or None): the first parsed line decides.
+fn header_candidate(line: &[u8]) -> Option<Option<Json>> {
+    if is_blank(line) {
+        return None;
+    }
+    let doc = scan_document(line).ok()?;
+    let value = &line[doc.value.clone()];
+    if is_falsy(value) {
+        return None;
+    }
+    let parsed = Json::parse(value).ok()?;
+    let is_header = parsed.get("type").and_then(Json::as_js_str).is_some_and(|t| t.eq_str("session"))
+        && matches!(parsed.get("id"), Some(Json::String(_)));
+    Some(is_header.then_some(parsed))
 }
 
 /// `Math.max(a, b)` (NaN wins, as in JavaScript).

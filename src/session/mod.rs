@@ -13,6 +13,7 @@ pub mod context;
 pub mod entry;
 pub mod error;
 pub mod ids;
+pub mod index;
 pub mod info;
 pub mod js;
 pub mod json;
@@ -22,6 +23,7 @@ pub mod manager;
 pub mod migrate;
 pub mod paths;
 pub mod render;
+pub mod search;
 pub mod store;
 pub mod tree;
 

@@ -9,10 +9,13 @@ use std::io::Write;
 
 use super::context::{ContextMessage, Projection};
 use super::error::{Error, Result};
+use super::info::SessionInfo;
+use super::js::date::to_iso_string;
 use super::json::scan::{find_member, scan_document};
 use super::json::{JsString, Json};
 use super::key::Key;
 use super::manager::{trim_json_ws, SessionManager};
+use super::search::Hit;
 use super::tree::Tree;
 
 /// Writes JSON text into a growing buffer that the caller may drain (for streaming large results).
@@ -272,4 +275,45 @@ pub fn context(m: &SessionManager, p: &Projection, out: &mut JsonOut<'_>) -> Res
     messages(m, p.messages(), out)?;
     settings(p, &mut w, out)?;
     w.close(out)
+}
+
+/// A `Date` as `JSON.stringify` writes it: an ISO string, or `null` for an invalid date.
+pub fn date_json(ms: f64) -> Json {
+    match to_iso_string(ms) {
+        Some(s) => Json::str(&s),
+        None => Json::Null,
+    }
+}
+
+/// A `SessionInfo` as `JSON.stringify` writes it (undefined members omitted, dates as ISO strings).
+pub fn session_info_json(s: &SessionInfo) -> Json {
+    let mut o = super::json::Object::new();
+    o.insert("path", Json::str(&s.path));
+    o.insert("id", s.id.clone());
+    o.insert("cwd", Json::String(s.cwd.clone()));
+    if let Some(n) = &s.name {
+        o.insert("name", Json::String(n.clone()));
+    }
+    if let Some(p) = &s.parent_session_path {
+        o.insert("parentSessionPath", p.clone());
+    }
+    o.insert("created", date_json(s.created));
+    o.insert("modified", date_json(s.modified));
+    o.insert("messageCount", Json::number(s.message_count as f64));
+    o.insert("firstMessage", Json::String(s.first_message.clone()));
+    o.insert("allMessagesText", Json::String(s.all_messages_text.clone()));
+    Json::Object(o)
+}
+
+/// A search hit as `sessions/search` returns it (dates as ISO strings, `null` when unknown).
+pub fn search_hit_json(h: &Hit) -> Json {
+    let mut o = super::json::Object::new();
+    o.insert("path", Json::str(&h.path));
+    o.insert("sessionId", h.session_id.clone());
+    o.insert("entryId", h.entry_id.as_deref().and_then(|t| Json::parse(t.as_bytes()).ok()).unwrap_or(Json::Null));
+    o.insert("role", Json::str(&h.role));
+    o.insert("snippet", Json::str(&h.snippet));
+    o.insert("timestamp", date_json(h.timestamp));
+    o.insert("score", Json::number(h.score));
+    Json::Object(o)
 }

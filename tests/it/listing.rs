@@ -4,9 +4,11 @@
 
 use std::path::Path;
 
-use pi_sessiond::cli::session_info_json;
 use pi_sessiond::session::catalog;
+use pi_sessiond::session::index::CatalogIndex;
+use pi_sessiond::session::info::SessionInfo;
 use pi_sessiond::session::json::{Json, Object};
+use pi_sessiond::session::render::session_info_json;
 
 use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape};
 use crate::support::{json, json_diff, oracle, replace_in_strings, s, temp_dir};
@@ -202,29 +204,39 @@ fn listings_and_lookups_match_pi_on_the_same_directories() {
     req.insert("command", Json::str("list"));
     req.insert("calls", Json::Array(calls(&pi_root)));
     let Json::Array(pi_answers) = oracle(&Json::Object(req)) else { panic!("oracle") };
+    // Three ways to answer: reading every file, from an empty index, and from the index it left.
+    let index_path = s(&tmp.path().join("index.sqlite"));
+    let mut index = CatalogIndex::open(&index_path).unwrap();
     let mut problems = Vec::new();
-    for (call, pi) in calls(&rs_root).iter().zip(pi_answers) {
-        let pi = replace_in_strings(&pi, &s(&pi_root), &s(&rs_root));
-        let st = |k: &str| call.get(k).and_then(Json::as_js_str).map(|v| v.to_string_lossy());
-        let agent = st("agentDir").unwrap_or_default();
-        let infos =
-            |v: Vec<pi_sessiond::session::info::SessionInfo>| Json::Array(v.iter().map(session_info_json).collect());
-        let path = |p: Option<String>| p.map(|p| Json::str(&p)).unwrap_or(Json::Null);
-        let ours = match st("kind").unwrap().as_str() {
-            "list" => infos(catalog::list(&st("cwd").unwrap(), st("dir").as_deref(), &agent, &mut |_, _| {}).unwrap()),
-            "listAll" => infos(catalog::list_all(st("dir").as_deref(), &agent, &mut |_, _| {})),
-            "findById" => path(
-                catalog::find_by_id(&st("cwd").unwrap(), &st("id").unwrap(), st("dir").as_deref(), &agent).unwrap(),
-            ),
-            "findMostRecentSession" => {
-                path(catalog::find_most_recent_session(&st("dir").unwrap(), st("cwd").as_deref()))
-            }
-            other => panic!("{other}"),
-        };
-        let Some(pi_ok) = pi.get("ok") else {
-            panic!("pi failed on {}: {}", call.to_canonical_string(), pi.to_canonical_string())
-        };
-        compare(&call.to_canonical_string(), pi_ok, &ours, &mut problems);
+    for mode in ["direct", "cold index", "warm index"] {
+        for (call, pi) in calls(&rs_root).iter().zip(&pi_answers) {
+            let pi = replace_in_strings(pi, &s(&pi_root), &s(&rs_root));
+            let ix = (mode != "direct").then_some(&mut index);
+            let ours = our_answer(call, ix);
+            let Some(pi_ok) = pi.get("ok") else {
+                panic!("pi failed on {}: {}", call.to_canonical_string(), pi.to_canonical_string())
+            };
+            compare(&format!("{mode}: {}", call.to_canonical_string()), pi_ok, &ours, &mut problems);
+        }
     }
     assert!(problems.is_empty(), "{} differences from pi:\n{}", problems.len(), problems.join("\n"));
+}
+
+/// Our answer to one oracle call (`kind`, `cwd`, `dir`, `id`, `agentDir`), with or without an index.
+fn our_answer(call: &Json, index: Option<&mut CatalogIndex>) -> Json {
+    let st = |k: &str| call.get(k).and_then(Json::as_js_str).map(|v| v.to_string_lossy());
+    let agent = st("agentDir").unwrap_or_default();
+    let infos = |v: Vec<SessionInfo>| Json::Array(v.iter().map(session_info_json).collect());
+    let path = |p: Option<String>| p.map(|p| Json::str(&p)).unwrap_or(Json::Null);
+    match st("kind").unwrap().as_str() {
+        "list" => {
+            infos(catalog::list(&st("cwd").unwrap(), st("dir").as_deref(), &agent, index, &mut |_, _| {}).unwrap())
+        }
+        "listAll" => infos(catalog::list_all(st("dir").as_deref(), &agent, index, &mut |_, _| {})),
+        "findById" => path(
+            catalog::find_by_id(&st("cwd").unwrap(), &st("id").unwrap(), st("dir").as_deref(), &agent, index).unwrap(),
+        ),
+        "findMostRecentSession" => path(catalog::find_most_recent_session(&st("dir").unwrap(), st("cwd").as_deref())),
+        other => panic!("{other}"),
+    }
 }

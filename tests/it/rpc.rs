@@ -6,15 +6,7 @@ use std::time::Duration;
 use pi_sessiond::session::json::Json;
 
 use crate::support::sidecar::{Sidecar, Wire};
-use crate::support::{json, s, temp_dir};
-
-fn p(text: &str) -> Json {
-    json(text)
-}
-
-fn str_of(v: &Json) -> String {
-    v.as_js_str().map(|s| s.to_string_lossy()).unwrap_or_else(|| panic!("not a string: {}", v.to_canonical_string()))
-}
+use crate::support::{json, s, str_of, temp_dir, user_message};
 
 fn num_of(v: &Json) -> f64 {
     pi_sessiond::session::js::to_number(Some(v))
@@ -28,35 +20,31 @@ fn kind_of(e: &Json) -> String {
     str_of(e.get("data").and_then(|d| d.get("kind")).expect("data.kind"))
 }
 
-fn user(text: &str) -> String {
-    format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#)
-}
-
 #[test]
 fn initialize_reports_server_protocol_and_every_method() {
     let mut sc = Sidecar::new();
-    let r = sc.call("initialize", p(r#"{"clientInfo":{"name":"test","version":"1"},"capabilities":{}}"#));
+    let r = sc.call("initialize", json(r#"{"clientInfo":{"name":"test","version":"1"},"capabilities":{}}"#));
     assert_eq!(r.get("serverInfo").and_then(|s| s.get("name")), Some(&Json::str("pi-sessiond")));
     assert_eq!(r.get("protocolVersion"), Some(&Json::str("1.0")));
     let caps = r.get("capabilities").unwrap();
     assert_eq!(caps.get("framing"), Some(&Json::str("jsonl")));
     let Some(Json::Array(methods)) = caps.get("methods") else { panic!() };
     assert!(methods.contains(&Json::str("session/appendMessage")) && methods.contains(&Json::str("sessions/list")));
-    sc.notify("initialized", p("{}"));
+    sc.notify("initialized", json("{}"));
     assert_eq!(sc.finish(), 0);
 }
 
 #[test]
 fn shutdown_then_exit_ends_with_status_0_and_exit_alone_with_1() {
     let mut sc = Sidecar::new();
-    assert_eq!(sc.call("shutdown", p("{}")), Json::Null);
-    let e = sc.call_err("session/inMemory", p("{}"));
+    assert_eq!(sc.call("shutdown", json("{}")), Json::Null);
+    let e = sc.call_err("session/inMemory", json("{}"));
     assert_eq!(code_of(&e), -32600.0, "requests after shutdown are refused");
-    sc.notify("exit", p("{}"));
+    sc.notify("exit", json("{}"));
     assert_eq!(sc.wait(), 0);
 
     let mut sc = Sidecar::new();
-    sc.notify("exit", p("{}"));
+    sc.notify("exit", json("{}"));
     assert_eq!(sc.wait(), 1, "exit without shutdown, as in LSP");
 }
 
@@ -64,10 +52,13 @@ fn shutdown_then_exit_ends_with_status_0_and_exit_alone_with_1() {
 fn end_of_input_is_an_orderly_shutdown_that_answers_what_was_sent() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();
-    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
     let h = str_of(st.get("handle").unwrap());
     let file = str_of(st.get("sessionFile").unwrap());
-    let id = sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("last words"))));
+    let id = sc.start(
+        "session/appendMessage",
+        json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("last words"))),
+    );
     // Close stdin at once: the request must still be answered, and written, before the process exits.
     sc.close_stdin();
     let r = sc.response(id);
@@ -79,7 +70,7 @@ fn end_of_input_is_an_orderly_shutdown_that_answers_what_was_sent() {
 #[test]
 fn sigterm_is_an_orderly_shutdown() {
     let mut sc = Sidecar::new();
-    sc.call("session/inMemory", p("{}"));
+    sc.call("session/inMemory", json("{}"));
     std::process::Command::new("kill").args(["-TERM", &sc.pid().to_string()]).status().unwrap();
     assert_eq!(sc.wait(), 0);
 }
@@ -87,41 +78,41 @@ fn sigterm_is_an_orderly_shutdown() {
 #[test]
 fn closing_stdin_is_an_orderly_shutdown_with_status_0() {
     let mut sc = Sidecar::new();
-    sc.call("session/inMemory", p("{}"));
+    sc.call("session/inMemory", json("{}"));
     assert_eq!(sc.finish(), 0);
 }
 
 #[test]
 fn lsp_framing_is_detected_and_answered_in_kind() {
     let mut sc = Sidecar::spawn(Wire::Lsp, &[], &[]);
-    let r = sc.call("initialize", p("{}"));
+    let r = sc.call("initialize", json("{}"));
     assert_eq!(r.get("capabilities").and_then(|c| c.get("framing")), Some(&Json::str("lsp")));
-    let st = sc.call("session/inMemory", p("{}"));
+    let st = sc.call("session/inMemory", json("{}"));
     let h = str_of(st.get("handle").unwrap());
-    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("over lsp"))));
-    assert_eq!(num_of(&sc.call("session/getEntryCount", p(&format!(r#"{{"handle":"{h}"}}"#)))), 1.0);
+    sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("over lsp"))));
+    assert_eq!(num_of(&sc.call("session/getEntryCount", json(&format!(r#"{{"handle":"{h}"}}"#)))), 1.0);
     assert_eq!(sc.finish(), 0);
 }
 
 #[test]
 fn the_framing_flag_overrides_detection() {
     let mut sc = Sidecar::spawn(Wire::Lsp, &["--framing", "lsp"], &[]);
-    assert!(sc.call("initialize", p("{}")).get("serverInfo").is_some());
+    assert!(sc.call("initialize", json("{}")).get("serverInfo").is_some());
     drop(sc);
     let mut sc = Sidecar::spawn(Wire::Jsonl, &["--framing", "jsonl"], &[]);
-    assert!(sc.call("initialize", p("{}")).get("serverInfo").is_some());
+    assert!(sc.call("initialize", json("{}")).get("serverInfo").is_some());
 }
 
 #[test]
 fn output_escapes_u2028_and_lone_surrogates_are_stored_as_pi_stores_them() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();
-    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
     let h = str_of(st.get("handle").unwrap());
     // The request carries a raw U+2028 and a lone surrogate escape.
     let id = sc.start(
         "session/appendMessage",
-        p(&format!(r#"{{"handle":"{h}","message":{{"role":"user","content":"a\u2028b \ud83d","timestamp":1}}}}"#)),
+        json(&format!(r#"{{"handle":"{h}","message":{{"role":"user","content":"a\u2028b \ud83d","timestamp":1}}}}"#)),
     );
     let r = sc.response(id);
     assert!(r.get("result").is_some(), "{}", r.to_canonical_string());
@@ -179,7 +170,7 @@ fn malformed_frames_and_bad_requests_get_json_rpc_errors_and_the_process_lives_o
     );
     // A notification never gets an answer, even an unknown one; the next request still does.
     sc.send_raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"nothing/here\"}\n");
-    let r = sc.call("initialize", p("{}"));
+    let r = sc.call("initialize", json("{}"));
     assert!(r.get("serverInfo").is_some());
     // A mixed batch: one array, notifications omitted, errors per element.
     sc.send_raw(b"[{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"initialize\"},{\"jsonrpc\":\"2.0\",\"method\":\"initialized\"},7]\n");
@@ -202,7 +193,7 @@ fn ids_of_every_json_rpc_kind_are_echoed() {
 }
 
 fn open_created(sc: &mut Sidecar, dir: &str) -> (String, String) {
-    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{dir}"}}"#)));
+    let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{dir}"}}"#)));
     (str_of(st.get("handle").unwrap()), str_of(st.get("sessionFile").unwrap()))
 }
 
@@ -212,7 +203,7 @@ fn every_mutation_sends_one_session_changed_before_its_response_with_consecutive
     let mut sc = Sidecar::new();
     let (h, _) = open_created(&mut sc, &s(dir.path()));
     let calls = [
-        ("session/appendMessage", format!(r#"{{"handle":"{h}","message":{}}}"#, user("one")), "append"),
+        ("session/appendMessage", format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("one")), "append"),
         ("session/appendThinkingLevelChange", format!(r#"{{"handle":"{h}","thinkingLevel":"high"}}"#), "append"),
         ("session/appendModelChange", format!(r#"{{"handle":"{h}","provider":"p","modelId":"m"}}"#), "append"),
         (
@@ -228,12 +219,12 @@ fn every_mutation_sends_one_session_changed_before_its_response_with_consecutive
             "append",
         ),
         ("session/resetLeaf", format!(r#"{{"handle":"{h}"}}"#), "leaf"),
-        ("session/appendMessage", format!(r#"{{"handle":"{h}","message":{}}}"#, user("two")), "append"),
+        ("session/appendMessage", format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("two")), "append"),
         ("session/branchWithSummary", format!(r#"{{"handle":"{h}","entryId":null,"summary":"s"}}"#), "append"),
         ("session/newSession", format!(r#"{{"handle":"{h}"}}"#), "rebind"),
     ];
     for (n, (method, params, kind)) in calls.iter().enumerate() {
-        let id = sc.start(method, p(params));
+        let id = sc.start(method, json(params));
         // The notification must arrive before the response.
         let first = sc.next_message(Duration::from_secs(20)).expect("a message");
         assert_eq!(
@@ -255,17 +246,17 @@ fn every_mutation_sends_one_session_changed_before_its_response_with_consecutive
             // The entry is exactly what reads show.
             let id = entries[0].get("id").unwrap().clone();
             let read =
-                sc.call("session/getEntry", p(&format!(r#"{{"handle":"{h}","id":{}}}"#, id.to_canonical_string())));
+                sc.call("session/getEntry", json(&format!(r#"{{"handle":"{h}","id":{}}}"#, id.to_canonical_string())));
             assert_eq!(read, entries[0]);
         }
         if *kind == "rebind" {
             let state = change.get("state").unwrap();
-            assert_eq!(*state, sc.call("session/getState", p(&format!(r#"{{"handle":"{h}"}}"#))));
+            assert_eq!(*state, sc.call("session/getState", json(&format!(r#"{{"handle":"{h}"}}"#))));
         }
     }
     // Reads and failed mutations send nothing.
-    sc.call("session/getTree", p(&format!(r#"{{"handle":"{h}"}}"#)));
-    sc.call_err("session/branch", p(&format!(r#"{{"handle":"{h}","entryId":"nope"}}"#)));
+    sc.call("session/getTree", json(&format!(r#"{{"handle":"{h}"}}"#)));
+    sc.call_err("session/branch", json(&format!(r#"{{"handle":"{h}","entryId":"nope"}}"#)));
     assert!(sc.take_notifications("session/changed").is_empty());
     assert!(sc.next_message(Duration::from_millis(200)).is_none());
 }
@@ -273,22 +264,23 @@ fn every_mutation_sends_one_session_changed_before_its_response_with_consecutive
 #[test]
 fn expected_leaf_id_guards_mutations_with_content_modified() {
     let mut sc = Sidecar::new();
-    let h = str_of(sc.call("session/inMemory", p("{}")).get("handle").unwrap());
-    let first = sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("a"))));
+    let h = str_of(sc.call("session/inMemory", json("{}")).get("handle").unwrap());
+    let first =
+        sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("a"))));
     let first_id = str_of(first.get("id").unwrap());
     sc.take_notifications("session/changed");
     let e = sc.call_err(
         "session/appendMessage",
-        p(&format!(r#"{{"handle":"{h}","expectedLeafId":"stale","message":{}}}"#, user("b"))),
+        json(&format!(r#"{{"handle":"{h}","expectedLeafId":"stale","message":{}}}"#, user_message("b"))),
     );
     assert_eq!(code_of(&e), -32801.0);
     assert_eq!(kind_of(&e), "content_modified");
     assert_eq!(e.get("data").unwrap().get("leafId"), Some(&Json::str(&first_id)));
     sc.call(
         "session/appendMessage",
-        p(&format!(r#"{{"handle":"{h}","expectedLeafId":"{first_id}","message":{}}}"#, user("c"))),
+        json(&format!(r#"{{"handle":"{h}","expectedLeafId":"{first_id}","message":{}}}"#, user_message("c"))),
     );
-    assert_eq!(num_of(&sc.call("session/getEntryCount", p(&format!(r#"{{"handle":"{h}"}}"#)))), 2.0);
+    assert_eq!(num_of(&sc.call("session/getEntryCount", json(&format!(r#"{{"handle":"{h}"}}"#)))), 2.0);
 }
 
 #[test]
@@ -296,17 +288,17 @@ fn opening_an_open_file_returns_the_same_handle_until_the_last_close() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();
     let (h, file) = open_created(&mut sc, &s(dir.path()));
-    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("x"))));
-    let again = sc.call("session/open", p(&format!(r#"{{"path":"{file}"}}"#)));
+    sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("x"))));
+    let again = sc.call("session/open", json(&format!(r#"{{"path":"{file}"}}"#)));
     assert_eq!(str_of(again.get("handle").unwrap()), h);
-    sc.call("session/close", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    sc.call("session/close", json(&format!(r#"{{"handle":"{h}"}}"#)));
     assert_eq!(
-        num_of(&sc.call("session/getEntryCount", p(&format!(r#"{{"handle":"{h}"}}"#)))),
+        num_of(&sc.call("session/getEntryCount", json(&format!(r#"{{"handle":"{h}"}}"#)))),
         1.0,
         "one reference left"
     );
-    sc.call("session/close", p(&format!(r#"{{"handle":"{h}"}}"#)));
-    let e = sc.call_err("session/getEntryCount", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    sc.call("session/close", json(&format!(r#"{{"handle":"{h}"}}"#)));
+    let e = sc.call_err("session/getEntryCount", json(&format!(r#"{{"handle":"{h}"}}"#)));
     assert_eq!(kind_of(&e), "handle_not_found");
 }
 
@@ -323,9 +315,9 @@ fn opening_never_writes_and_every_read_method_answers() {
     );
     std::fs::write(&path, v1).unwrap();
     let mut sc = Sidecar::new();
-    let st = sc.call("session/open", p(&format!(r#"{{"path":"{}"}}"#, s(&path))));
+    let st = sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&path))));
     let h = str_of(st.get("handle").unwrap());
-    let hp = |extra: &str| p(&format!(r#"{{"handle":"{h}"{extra}}}"#));
+    let hp = |extra: &str| json(&format!(r#"{{"handle":"{h}"{extra}}}"#));
     let leaf = sc.call("session/getLeafId", hp(""));
     assert!(leaf.as_js_str().is_some());
     assert!(sc.call("session/getLeafEntry", hp("")).get("id").is_some());
@@ -359,7 +351,7 @@ fn opening_never_writes_and_every_read_method_answers() {
     assert_eq!(context.get("model").and_then(|m| m.get("modelId")), Some(&Json::str("m")));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), v1, "nothing was written");
     // The first write applies the migration; the malformed line survives.
-    sc.call("session/appendMessage", hp(&format!(r#","message":{}"#, user("c"))));
+    sc.call("session/appendMessage", hp(&format!(r#","message":{}"#, user_message("c"))));
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains(r#""version":3"#) && text.contains("not json"), "{text}");
 }
@@ -371,7 +363,10 @@ fn pipelined_appends_to_one_session_apply_in_arrival_order() {
     let (h, file) = open_created(&mut sc, &s(dir.path()));
     let ids: Vec<u64> = (0..60)
         .map(|n| {
-            sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("m{n}")))))
+            sc.start(
+                "session/appendMessage",
+                json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message(&format!("m{n}")))),
+            )
         })
         .collect();
     let mut returned = Vec::new();
@@ -414,9 +409,11 @@ fn a_slow_listing_does_not_block_appends_and_can_be_cancelled() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();
     let (h, _) = open_created(&mut sc, &s(dir.path()));
-    let list = sc.start("sessions/listAll", p(&format!(r#"{{"sessionDir":"{}"}}"#, s(sessions.path()))));
-    let append =
-        sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("meanwhile"))));
+    let list = sc.start("sessions/listAll", json(&format!(r#"{{"sessionDir":"{}"}}"#, s(sessions.path()))));
+    let append = sc.start(
+        "session/appendMessage",
+        json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("meanwhile"))),
+    );
     // The append is answered while the listing is still running.
     let mut order = Vec::new();
     while order.len() < 2 {
@@ -428,12 +425,12 @@ fn a_slow_listing_does_not_block_appends_and_can_be_cancelled() {
     assert_eq!(order[0], Some(Json::number(append as f64)), "the append does not wait for the listing");
     assert_eq!(order[1], Some(Json::number(list as f64)));
     // Cancelled while running: -32800.
-    let id = sc.start("sessions/listAll", p(&format!(r#"{{"sessionDir":"{}"}}"#, s(sessions.path()))));
-    sc.notify("$/cancelRequest", p(&format!(r#"{{"id":{id}}}"#)));
+    let id = sc.start("sessions/listAll", json(&format!(r#"{{"sessionDir":"{}"}}"#, s(sessions.path()))));
+    sc.notify("$/cancelRequest", json(&format!(r#"{{"id":{id}}}"#)));
     let e = sc.response(id);
     assert_eq!(code_of(e.get("error").unwrap_or_else(|| panic!("{}", e.to_canonical_string()))), -32800.0);
     // The server is still fine.
-    assert!(sc.call("initialize", p("{}")).get("serverInfo").is_some());
+    assert!(sc.call("initialize", json("{}")).get("serverInfo").is_some());
 }
 
 #[test]
@@ -441,8 +438,9 @@ fn a_cancelled_append_is_still_applied_whole() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();
     let (h, file) = open_created(&mut sc, &s(dir.path()));
-    let id = sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("kept"))));
-    sc.notify("$/cancelRequest", p(&format!(r#"{{"id":{id}}}"#)));
+    let id =
+        sc.start("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("kept"))));
+    sc.notify("$/cancelRequest", json(&format!(r#"{{"id":{id}}}"#)));
     let r = sc.response(id);
     assert!(r.get("result").is_some(), "mutations are not cancellable once sent: {}", r.to_canonical_string());
     assert!(std::fs::read_to_string(&file).unwrap().contains("kept"));
@@ -452,8 +450,8 @@ fn a_cancelled_append_is_still_applied_whole() {
 fn list_reports_progress_with_the_callers_token() {
     let sessions = big_directory(30);
     let mut sc = Sidecar::new();
-    let r =
-        sc.call("sessions/listAll", p(&format!(r#"{{"sessionDir":"{}","progressToken":"tok"}}"#, s(sessions.path()))));
+    let r = sc
+        .call("sessions/listAll", json(&format!(r#"{{"sessionDir":"{}","progressToken":"tok"}}"#, s(sessions.path()))));
     let Json::Array(infos) = r else { panic!() };
     assert_eq!(infos.len(), 30);
     let progress = sc.take_notifications("$/progress");
@@ -476,11 +474,11 @@ fn large_sessions_come_back_whole() {
         .unwrap();
     assert!(status.success());
     let mut sc = Sidecar::new();
-    let h = str_of(sc.call("session/open", p(&format!(r#"{{"path":"{}"}}"#, s(&path)))).get("handle").unwrap());
-    let Json::Array(entries) = sc.call("session/getEntries", p(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
+    let h = str_of(sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&path)))).get("handle").unwrap());
+    let Json::Array(entries) = sc.call("session/getEntries", json(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
     let lines = std::fs::read_to_string(&path).unwrap().lines().count();
     assert_eq!(entries.len(), lines - 1);
-    let Json::Array(tree) = sc.call("session/getTree", p(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
+    let Json::Array(tree) = sc.call("session/getTree", json(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
     assert!(!tree.is_empty());
 }
 
@@ -490,47 +488,47 @@ fn catalog_and_the_remaining_open_methods_work_through_the_sidecar() {
     let agent = s(&root.path().join("agent"));
     let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &agent], &[]);
     // create (default directory under --agent-dir), write, then find it every way there is.
-    let st = sc.call("session/create", p(r#"{"cwd":"/work/proj","id":"my-id"}"#));
+    let st = sc.call("session/create", json(r#"{"cwd":"/work/proj","id":"my-id"}"#));
     let h = str_of(st.get("handle").unwrap());
     let file = str_of(st.get("sessionFile").unwrap());
     assert!(file.starts_with(&format!("{agent}/sessions/--work-proj--/")), "{file}");
     assert!(file.ends_with("_my-id.jsonl"));
-    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("find me"))));
-    let Json::Array(listed) = sc.call("sessions/list", p(r#"{"cwd":"/work/proj"}"#)) else { panic!() };
+    sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("find me"))));
+    let Json::Array(listed) = sc.call("sessions/list", json(r#"{"cwd":"/work/proj"}"#)) else { panic!() };
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].get("firstMessage"), Some(&Json::str("find me")));
     assert_eq!(listed[0].get("path"), Some(&Json::str(&file)));
-    let Json::Array(all) = sc.call("sessions/listAll", p("{}")) else { panic!() };
+    let Json::Array(all) = sc.call("sessions/listAll", json("{}")) else { panic!() };
     assert_eq!(all.len(), 1);
     assert_eq!(
-        sc.call("sessions/findById", p(r#"{"cwd":"/work/proj","id":"my-id"}"#)).get("path"),
+        sc.call("sessions/findById", json(r#"{"cwd":"/work/proj","id":"my-id"}"#)).get("path"),
         Some(&Json::str(&file))
     );
-    assert_eq!(sc.call("sessions/findById", p(r#"{"cwd":"/work/proj","id":"my"}"#)).get("path"), Some(&Json::Null));
+    assert_eq!(sc.call("sessions/findById", json(r#"{"cwd":"/work/proj","id":"my"}"#)).get("path"), Some(&Json::Null));
     // continueRecent finds the same file, hence the same handle.
-    let recent = sc.call("session/continueRecent", p(r#"{"cwd":"/work/proj"}"#));
+    let recent = sc.call("session/continueRecent", json(r#"{"cwd":"/work/proj"}"#));
     assert_eq!(str_of(recent.get("handle").unwrap()), h);
     // forkFrom copies the history into another cwd.
-    let fork = sc.call("session/forkFrom", p(&format!(r#"{{"sourcePath":"{file}","targetCwd":"/work/other"}}"#)));
+    let fork = sc.call("session/forkFrom", json(&format!(r#"{{"sourcePath":"{file}","targetCwd":"/work/other"}}"#)));
     assert_eq!(num_of(fork.get("entryCount").unwrap()), 1.0);
     assert_eq!(fork.get("header").unwrap().get("parentSession"), Some(&Json::str(&file)));
     // setSessionFile to a new path starts a session there (lazily); to an open file is refused.
     let elsewhere = s(&root.path().join("elsewhere.jsonl"));
     let moved = sc.call(
         "session/setSessionFile",
-        p(&format!(r#"{{"handle":"{}","path":"{elsewhere}"}}"#, str_of(fork.get("handle").unwrap()))),
+        json(&format!(r#"{{"handle":"{}","path":"{elsewhere}"}}"#, str_of(fork.get("handle").unwrap()))),
     );
     assert_eq!(moved.get("sessionFile"), Some(&Json::str(&elsewhere)));
     assert_eq!(num_of(moved.get("entryCount").unwrap()), 0.0);
     let e = sc.call_err(
         "session/setSessionFile",
-        p(&format!(r#"{{"handle":"{}","path":"{file}"}}"#, str_of(fork.get("handle").unwrap()))),
+        json(&format!(r#"{{"handle":"{}","path":"{file}"}}"#, str_of(fork.get("handle").unwrap()))),
     );
     assert_eq!(kind_of(&e), "invalid_params");
     // inMemory with entries adopts their header.
     let mem = sc.call(
         "session/inMemory",
-        p(r#"{"cwd":"/m","entries":[{"type":"session","version":3,"id":"adopted","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"},{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"x","timestamp":1}}]}"#),
+        json(r#"{"cwd":"/m","entries":[{"type":"session","version":3,"id":"adopted","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"},{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"x","timestamp":1}}]}"#),
     );
     assert_eq!(mem.get("sessionId"), Some(&Json::str("adopted")));
     assert_eq!(mem.get("leafId"), Some(&Json::str("a")));
@@ -539,25 +537,25 @@ fn catalog_and_the_remaining_open_methods_work_through_the_sidecar() {
     let mh = str_of(mem.get("handle").unwrap());
     sc.call(
         "session/appendCompaction",
-        p(&format!(r#"{{"handle":"{mh}","summary":"s","firstKeptEntryId":null,"tokensBefore":5,"systemMessage":{{"role":"system","content":"given","timestamp":0}},"retainedTail":[{}]}}"#, user("tail"))),
+        json(&format!(r#"{{"handle":"{mh}","summary":"s","firstKeptEntryId":null,"tokensBefore":5,"systemMessage":{{"role":"system","content":"given","timestamp":0}},"retainedTail":[{}]}}"#, user_message("tail"))),
     );
-    let ctx = sc.call("session/buildSessionContext", p(&format!(r#"{{"handle":"{mh}"}}"#)));
+    let ctx = sc.call("session/buildSessionContext", json(&format!(r#"{{"handle":"{mh}"}}"#)));
     let Some(Json::Array(messages)) = ctx.get("messages") else { panic!() };
     let roles: Vec<String> = messages.iter().map(|m| str_of(m.get("role").unwrap())).collect();
     assert_eq!(roles, vec!["system", "compactionSummary", "user"]);
     // Errors of the session kinds.
-    let e = sc.call_err("session/create", p(r#"{"cwd":"/x","id":"-bad"}"#));
+    let e = sc.call_err("session/create", json(r#"{"cwd":"/x","id":"-bad"}"#));
     assert_eq!(kind_of(&e), "invalid_session_id");
     let bad = s(&root.path().join("bad.jsonl"));
     std::fs::write(&bad, "not a session\n").unwrap();
-    let e = sc.call_err("session/open", p(&format!(r#"{{"path":"{bad}"}}"#)));
+    let e = sc.call_err("session/open", json(&format!(r#"{{"path":"{bad}"}}"#)));
     assert_eq!(kind_of(&e), "invalid_session_file");
     let e =
-        sc.call_err("session/appendLabelChange", p(&format!(r#"{{"handle":"{h}","targetId":"nope","label":"x"}}"#)));
+        sc.call_err("session/appendLabelChange", json(&format!(r#"{{"handle":"{h}","targetId":"nope","label":"x"}}"#)));
     assert_eq!(kind_of(&e), "entry_not_found");
     let e = sc.call_err(
         "session/forkFrom",
-        p(&format!(r#"{{"sourcePath":"{}/missing.jsonl","targetCwd":"/x"}}"#, s(root.path()))),
+        json(&format!(r#"{{"sourcePath":"{}/missing.jsonl","targetCwd":"/x"}}"#, s(root.path()))),
     );
     assert_eq!(kind_of(&e), "invalid_session_file");
 }

@@ -9,19 +9,7 @@ use pi_sessiond::session::store::WarningKind;
 use pi_sessiond::session::{Env, SessionManager};
 
 use crate::support::sidecar::{Sidecar, Wire};
-use crate::support::{finish_oracle, json, json_diff, oracle, s, spawn_oracle, temp_dir};
-
-fn p(text: &str) -> Json {
-    json(text)
-}
-
-fn str_of(v: &Json) -> String {
-    v.as_js_str().map(|s| s.to_string_lossy()).unwrap_or_else(|| panic!("not a string: {}", v.to_canonical_string()))
-}
-
-fn user(text: &str) -> String {
-    format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#)
-}
+use crate::support::{finish_oracle, json, json_diff, oracle, s, spawn_oracle, str_of, temp_dir, user_message};
 
 fn entry_line(id: &str, parent: &str, text: &str) -> String {
     format!(
@@ -69,7 +57,7 @@ fn a_watched_session_follows_external_appends_in_order_and_holds_back_partial_li
     let dir = temp_dir();
     let (path, first) = session_file(dir.path());
     let mut sc = Sidecar::new();
-    let st = sc.call("session/open", p(&format!(r#"{{"path":"{path}","watch":true}}"#)));
+    let st = sc.call("session/open", json(&format!(r#"{{"path":"{path}","watch":true}}"#)));
     let h = str_of(st.get("handle").unwrap());
     let mut parent = first;
     let mut seq = 0.0;
@@ -96,10 +84,10 @@ fn a_watched_session_follows_external_appends_in_order_and_holds_back_partial_li
         parent = id;
     }
     // The watched handle reads what a fresh open reads.
-    let tree = sc.call("session/getTree", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    let tree = sc.call("session/getTree", json(&format!(r#"{{"handle":"{h}"}}"#)));
     let mut fresh = Sidecar::new();
-    let fh = str_of(fresh.call("session/open", p(&format!(r#"{{"path":"{path}"}}"#))).get("handle").unwrap());
-    assert_eq!(json_diff("", &tree, &fresh.call("session/getTree", p(&format!(r#"{{"handle":"{fh}"}}"#)))), None);
+    let fh = str_of(fresh.call("session/open", json(&format!(r#"{{"path":"{path}"}}"#))).get("handle").unwrap());
+    assert_eq!(json_diff("", &tree, &fresh.call("session/getTree", json(&format!(r#"{{"handle":"{fh}"}}"#)))), None);
 }
 
 #[test]
@@ -107,7 +95,8 @@ fn truncation_replacement_and_deletion_are_reported_not_papered_over() {
     let dir = temp_dir();
     let (path, first) = session_file(dir.path());
     let mut sc = Sidecar::new();
-    let h = str_of(sc.call("session/open", p(&format!(r#"{{"path":"{path}","watch":true}}"#))).get("handle").unwrap());
+    let h =
+        str_of(sc.call("session/open", json(&format!(r#"{{"path":"{path}","watch":true}}"#))).get("handle").unwrap());
     // Replaced by a rename (a new inode).
     let tmp = format!("{path}.new");
     let header = std::fs::read_to_string(&path).unwrap().lines().next().unwrap().to_owned();
@@ -126,7 +115,7 @@ fn truncation_replacement_and_deletion_are_reported_not_papered_over() {
     assert_eq!(change.get("change").and_then(|c| c.get("kind")), Some(&Json::str("deleted")));
     assert!(next_change(&mut sc, Duration::from_millis(1500)).is_none(), "reported once");
     // Writing again puts the whole file back, header first.
-    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("back"))));
+    sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("back"))));
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.starts_with(r#"{"type":"session""#), "{text}");
     assert!(text.contains("back") && !text.contains(&first));
@@ -136,7 +125,7 @@ fn truncation_replacement_and_deletion_are_reported_not_papered_over() {
 fn sessions_watch_reports_files_appearing_growing_and_vanishing() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();
-    let r = sc.call("sessions/watch", p(&format!(r#"{{"sessionDir":"{}"}}"#, s(dir.path()))));
+    let r = sc.call("sessions/watch", json(&format!(r#"{{"sessionDir":"{}"}}"#, s(dir.path()))));
     let watch_id = str_of(r.get("watchId").unwrap());
     let (path, first) = session_file(dir.path());
     append_raw(&path, format!("{}\n", entry_line("b1", &first, "more")).as_bytes());
@@ -156,48 +145,52 @@ fn sessions_watch_reports_files_appearing_growing_and_vanishing() {
     assert_eq!(kinds.first().map(String::as_str), Some("created"));
     assert!(kinds.contains(&"changed".to_owned()), "{kinds:?}");
     assert_eq!(kinds.last().map(String::as_str), Some("removed"));
-    sc.call("sessions/unwatch", p(&format!(r#"{{"watchId":"{watch_id}"}}"#)));
+    sc.call("sessions/unwatch", json(&format!(r#"{{"watchId":"{watch_id}"}}"#)));
 }
 
 #[test]
 fn a_second_sidecar_cannot_write_a_file_the_first_is_writing_but_can_read_it() {
     let dir = temp_dir();
     let mut a = Sidecar::new();
-    let st = a.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let st = a.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
     let ha = str_of(st.get("handle").unwrap());
     let file = str_of(st.get("sessionFile").unwrap());
-    a.call("session/appendMessage", p(&format!(r#"{{"handle":"{ha}","message":{}}}"#, user("a holds it"))));
+    a.call("session/appendMessage", json(&format!(r#"{{"handle":"{ha}","message":{}}}"#, user_message("a holds it"))));
     let mut b = Sidecar::new();
-    let hb = str_of(b.call("session/open", p(&format!(r#"{{"path":"{file}"}}"#))).get("handle").unwrap());
+    let hb = str_of(b.call("session/open", json(&format!(r#"{{"path":"{file}"}}"#))).get("handle").unwrap());
     assert_eq!(
-        b.call("session/getEntryCount", p(&format!(r#"{{"handle":"{hb}"}}"#))),
+        b.call("session/getEntryCount", json(&format!(r#"{{"handle":"{hb}"}}"#))),
         Json::number(1.0),
         "reads are never blocked"
     );
-    let e = b.call_err("session/appendMessage", p(&format!(r#"{{"handle":"{hb}","message":{}}}"#, user("b wants it"))));
+    let e = b.call_err(
+        "session/appendMessage",
+        json(&format!(r#"{{"handle":"{hb}","message":{}}}"#, user_message("b wants it"))),
+    );
     assert_eq!(e.get("data").and_then(|d| d.get("kind")), Some(&Json::str("session_locked")));
     assert_eq!(e.get("data").and_then(|d| d.get("pid")), Some(&Json::number(a.pid() as f64)));
     assert!(str_of(e.get("message").unwrap()).contains(&a.pid().to_string()));
     // When the owner goes away (even killed), the lock goes with it.
     drop(a);
-    b.call("session/appendMessage", p(&format!(r#"{{"handle":"{hb}","message":{}}}"#, user("b's turn"))));
+    b.call("session/appendMessage", json(&format!(r#"{{"handle":"{hb}","message":{}}}"#, user_message("b's turn"))));
 }
 
 #[test]
 fn an_append_by_another_process_is_published_and_the_stale_mutation_refused() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();
-    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
     let h = str_of(st.get("handle").unwrap());
     let file = str_of(st.get("sessionFile").unwrap());
     let first = str_of(
-        sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("one"))))
+        sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("one"))))
             .get("id")
             .unwrap(),
     );
     sc.take_notifications("session/changed");
     append_raw(&file, format!("{}\n", entry_line("pi000001", &first, "pi wrote")).as_bytes());
-    let id = sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("ours"))));
+    let id =
+        sc.start("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("ours"))));
     let r = sc.response(id);
     let e = r.get("error").unwrap_or_else(|| panic!("{}", r.to_canonical_string()));
     assert_eq!(e.get("code"), Some(&Json::number(-32801.0)));
@@ -207,7 +200,7 @@ fn an_append_by_another_process_is_published_and_the_stale_mutation_refused() {
     // Now up to date: the retry lands on top of pi's entry, nothing interleaved.
     sc.call(
         "session/appendMessage",
-        p(&format!(r#"{{"handle":"{h}","expectedLeafId":"pi000001","message":{}}}"#, user("ours"))),
+        json(&format!(r#"{{"handle":"{h}","expectedLeafId":"pi000001","message":{}}}"#, user_message("ours"))),
     );
     let last = std::fs::read_to_string(&file).unwrap().lines().last().unwrap().to_owned();
     assert!(last.contains(r#""parentId":"pi000001""#), "{last}");
@@ -218,10 +211,10 @@ fn an_append_by_another_process_is_published_and_the_stale_mutation_refused() {
 fn kill_during_appends(delay: Duration, durability: &str) {
     let dir = temp_dir();
     let mut sc = Sidecar::spawn(Wire::Jsonl, &["--durability", durability], &[]);
-    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
     let h = str_of(st.get("handle").unwrap());
     let file = str_of(st.get("sessionFile").unwrap());
-    sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("first"))));
+    sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("first"))));
     let started = Instant::now();
     let mut acked = Vec::new();
     let body = "x".repeat(3000);
@@ -232,7 +225,7 @@ fn kill_during_appends(delay: Duration, durability: &str) {
                 n += 1;
                 sc.start(
                     "session/appendMessage",
-                    p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("{n} {body}")))),
+                    json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message(&format!("{n} {body}")))),
                 )
             })
             .collect();
@@ -246,7 +239,7 @@ fn kill_during_appends(delay: Duration, durability: &str) {
         n += 1;
         sc.start(
             "session/appendMessage",
-            p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("{n} {body}")))),
+            json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message(&format!("{n} {body}")))),
         );
     }
     std::process::Command::new("kill").args(["-KILL", &sc.pid().to_string()]).status().unwrap();
@@ -278,14 +271,18 @@ fn sigkill_mid_stream_never_loses_an_acknowledged_entry_and_the_file_always_open
 fn a_write_torn_by_a_crash_is_kept_reported_and_never_fused_with_the_next_append() {
     let dir = temp_dir();
     let mut sc = Sidecar::spawn(Wire::Jsonl, &[], &[("PI_SESSIOND_TEST_TEAR_AT", "4")]);
-    let st = sc.call("session/create", p(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
     let h = str_of(st.get("handle").unwrap());
     let file = str_of(st.get("sessionFile").unwrap());
     // The first message creates the file (not an append); appends 1..3 succeed, the 4th tears.
     for n in 0..4 {
-        sc.call("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("m{n}")))));
+        sc.call(
+            "session/appendMessage",
+            json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message(&format!("m{n}")))),
+        );
     }
-    let id = sc.start("session/appendMessage", p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("torn"))));
+    let id =
+        sc.start("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("torn"))));
     let _ = id;
     assert_ne!(sc.wait(), 0, "the hook aborts the process mid-write");
     let m = SessionManager::open(&file, None, None, Env::system()).unwrap();
@@ -293,8 +290,8 @@ fn a_write_torn_by_a_crash_is_kept_reported_and_never_fused_with_the_next_append
     assert!(m.warnings().iter().any(|w| w.kind == WarningKind::TornTail));
     drop(m);
     let mut next = Sidecar::new();
-    let h2 = str_of(next.call("session/open", p(&format!(r#"{{"path":"{file}"}}"#))).get("handle").unwrap());
-    next.call("session/appendMessage", p(&format!(r#"{{"handle":"{h2}","message":{}}}"#, user("after"))));
+    let h2 = str_of(next.call("session/open", json(&format!(r#"{{"path":"{file}"}}"#))).get("handle").unwrap());
+    next.call("session/appendMessage", json(&format!(r#"{{"handle":"{h2}","message":{}}}"#, user_message("after"))));
     let text = std::fs::read_to_string(&file).unwrap();
     let last = text.lines().last().unwrap();
     assert!(last.starts_with(r#"{"type":"message""#) && last.contains("after"), "a line of its own: {last}");
@@ -307,7 +304,8 @@ fn a_watcher_follows_a_real_pi_process_writing_a_session() {
     let dir = temp_dir();
     let (path, _) = session_file(dir.path());
     let mut sc = Sidecar::new();
-    let h = str_of(sc.call("session/open", p(&format!(r#"{{"path":"{path}","watch":true}}"#))).get("handle").unwrap());
+    let h =
+        str_of(sc.call("session/open", json(&format!(r#"{{"path":"{path}","watch":true}}"#))).get("handle").unwrap());
     let mut req = Object::new();
     req.insert("command", Json::str("write"));
     req.insert("file", Json::str(&path));
@@ -331,7 +329,7 @@ fn a_watcher_follows_a_real_pi_process_writing_a_session() {
     req.insert("files", Json::Array(vec![Json::str(&path)]));
     let Json::Array(pi_reads) = oracle(&Json::Object(req)) else { panic!() };
     let pi_tree = pi_reads[0].get("ok").and_then(|r| r.get("tree")).unwrap().clone();
-    let ours = sc.call("session/getTree", p(&format!(r#"{{"handle":"{h}"}}"#)));
+    let ours = sc.call("session/getTree", json(&format!(r#"{{"handle":"{h}"}}"#)));
     assert_eq!(json_diff("", &pi_tree, &ours), None);
 }
 
@@ -340,12 +338,13 @@ fn writing_while_a_real_pi_process_writes_the_same_file_never_interleaves_a_line
     let dir = temp_dir();
     let (path, _) = session_file(dir.path());
     let mut sc = Sidecar::new();
-    let h = str_of(sc.call("session/open", p(&format!(r#"{{"path":"{path}"}}"#))).get("handle").unwrap());
+    let h = str_of(sc.call("session/open", json(&format!(r#"{{"path":"{path}"}}"#))).get("handle").unwrap());
     let mut req = Object::new();
     req.insert("command", Json::str("write"));
     req.insert("file", Json::str(&path));
-    req.insert("count", Json::number(150.0));
-    req.insert("delayMs", Json::number(2.0));
+    // Long enough (about a second) that the two writers overlap even on a loaded machine.
+    req.insert("count", Json::number(300.0));
+    req.insert("delayMs", Json::number(3.0));
     req.insert("text", Json::str("pi line"));
     let mut pi = spawn_oracle(&Json::Object(req));
     // Start once pi is writing, and keep writing while it does.
@@ -359,7 +358,7 @@ fn writing_while_a_real_pi_process_writes_the_same_file_never_interleaves_a_line
     while pi.0.try_wait().unwrap().is_none() || ours.len() < 20 {
         let id = sc.start(
             "session/appendMessage",
-            p(&format!(r#"{{"handle":"{h}","message":{}}}"#, user(&format!("ours {}", ours.len())))),
+            json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message(&format!("ours {}", ours.len())))),
         );
         let r = sc.response(id);
         match (r.get("result"), r.get("error")) {

@@ -17,6 +17,18 @@ impl JsString {
         JsString(Vec::new())
     }
 
+    /// A string from WTF-8 bytes previously taken from [`JsString::as_bytes`] (e.g. stored in the catalog index).
+    /// Bytes that are not WTF-8 are decoded lossily, so a damaged store cannot produce an invalid string.
+    pub fn from_wtf8(bytes: Vec<u8>) -> Self {
+        if std::str::from_utf8(&bytes).is_ok() || is_wtf8(&bytes) {
+            JsString(bytes)
+        } else {
+            let mut s = JsString::new();
+            s.push_bytes_lossy(&bytes);
+            s
+        }
+    }
+
     /// The string as `&str`, when it holds no lone surrogate.
     pub fn as_str(&self) -> Option<&str> {
         std::str::from_utf8(&self.0).ok()
@@ -296,6 +308,28 @@ pub fn write_json_string_bytes(bytes: &[u8], out: &mut Vec<u8>) {
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// True when `bytes` is UTF-8 extended with three-byte encodings of surrogates (WTF-8 without paired surrogates).
+fn is_wtf8(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &bytes[i..];
+        match std::str::from_utf8(rest) {
+            Ok(_) => return true,
+            Err(e) => {
+                let at = i + e.valid_up_to();
+                let b = &bytes[at..];
+                // A surrogate: ED A0..BF 80..BF.
+                if b.len() >= 3 && b[0] == 0xED && (0xA0..=0xBF).contains(&b[1]) && (0x80..=0xBF).contains(&b[2]) {
+                    i = at + 3;
+                } else {
+                    return false;
+                }
+            }
+        }
+    }
+    true
 }
 
 #[cfg(test)]

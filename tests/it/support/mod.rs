@@ -220,6 +220,16 @@ pub fn json(text: &str) -> Json {
     Json::parse(text.as_bytes()).unwrap_or_else(|e| panic!("bad test JSON {text}: {e}"))
 }
 
+/// A JSON string's text (panics on anything else).
+pub fn str_of(v: &Json) -> String {
+    v.as_js_str().map(|s| s.to_string_lossy()).unwrap_or_else(|| panic!("not a string: {}", v.to_canonical_string()))
+}
+
+/// A user message as the protocol takes it.
+pub fn user_message(text: &str) -> String {
+    format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#)
+}
+
 /// A path as a string.
 pub fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()

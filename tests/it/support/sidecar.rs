@@ -29,6 +29,9 @@ pub struct Sidecar {
     messages: Receiver<Json>,
     next_id: u64,
     wire: Wire,
+    /// The agent directory given to a sidecar whose test did not choose one, so nothing is written to the real
+    /// `~/.pi/agent` (the catalog index lives there).
+    _agent_dir: Option<tempfile::TempDir>,
     /// Every message received that was not the response being waited for, in order.
     pub backlog: Vec<Json>,
 }
@@ -40,6 +43,11 @@ impl Sidecar {
         cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
         for (k, v) in env {
             cmd.env(k, v);
+        }
+        let chosen = args.contains(&"--agent-dir") || env.iter().any(|(k, _)| *k == "PI_CODING_AGENT_DIR");
+        let agent_dir = (!chosen).then(|| tempfile::tempdir().expect("temp agent dir"));
+        if let Some(d) = &agent_dir {
+            cmd.env("PI_CODING_AGENT_DIR", d.path());
         }
         let mut child = cmd.spawn().expect("spawn pi-sessiond");
         let stdout = child.stdout.take().unwrap();
@@ -83,7 +91,7 @@ impl Sidecar {
             }
         });
         let stdin = child.stdin.take();
-        Sidecar { child, stdin, messages: rx, next_id: 0, wire, backlog: Vec::new() }
+        Sidecar { child, stdin, messages: rx, next_id: 0, wire, _agent_dir: agent_dir, backlog: Vec::new() }
     }
 
     /// A JSONL sidecar with default arguments.

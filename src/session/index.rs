@@ -1,0 +1,819 @@
+//! The persistent catalog index: what a listing needs for every session file, and the searchable text of every
+//! entry, in one SQLite database (FTS5, trigram) that every pi-sessiond process shares.
+//!
+//! The JSONL files stay the source of truth. Per file the index keeps the `SessionInfo` state after the last
+//! complete line it read, keyed by path with size, mtime, device and inode, plus the first and last bytes it read.
+//! A file that only grew (same inode, same first bytes, same bytes just before the indexed offset) is read from
+//! where the index stopped; a file that shrank, was replaced or was rewritten in place is read again from the
+//! start; a file that vanished is forgotten. A listing therefore costs one `stat` per file when nothing changed,
+//! and always equals what reading every file would give.
+//!
+//! Listing and search are indexed separately: a listing reads only what `SessionInfo` needs (it skips tool
+//! output), so a cold listing costs what a plain scan costs. The searchable text is extracted when a search first
+//! needs it (`catch_up_docs`), from `docs_offset` up to the listing's offset.
+//!
+//! Robustness: WAL mode and a busy timeout let several processes share the file, and writes take the lock up
+//! front (`BEGIN IMMEDIATE`) so two writers queue instead of failing. An index that cannot be opened, is not a
+//! database, is corrupt or has another schema version is deleted and rebuilt. Callers fall back to reading the
+//! files directly on any other error: the index can make a request faster, never make it fail.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File};
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
+
+use super::info::{read_header_bounded, Doc, InfoState, ReadlineLines, SessionInfo, HEADER_SCAN_LIMIT};
+use super::json::{JsString, Json};
+
+/// Bumped whenever the schema or the meaning of what is stored changes: an index of another version is rebuilt.
+const SCHEMA_VERSION: &str = "1";
+
+/// How many bytes at the start of the file and before the indexed offset are kept to recognise a file that was
+/// rewritten rather than appended to.
+const CHECK_BYTES: u64 = 64;
+
+/// Files refreshed per write transaction: other processes sharing the index get a turn between batches.
+const FILES_PER_TRANSACTION: usize = 256;
+
+/// Index failures. The catalog treats every one of them as "answer without the index".
+pub type IndexResult<T> = rusqlite::Result<T>;
+
+/// The shared catalog index.
+pub struct CatalogIndex {
+    path: String,
+    conn: Connection,
+}
+
+impl std::fmt::Debug for CatalogIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogIndex").field("path", &self.path).finish()
+    }
+}
+
+/// The default location: `<agentDir>/pi-sessiond/index.sqlite`.
+pub fn default_index_path(agent_dir: &str) -> String {
+    super::paths::join(&[agent_dir, "pi-sessiond", "index.sqlite"])
+}
+
+/// A file to bring up to date: its path, the directory it was listed from, and its metadata.
+#[derive(Debug)]
+pub struct FileToIndex {
+    /// The file's path, as the listing builds it (`<dir>/<name>`).
+    pub path: String,
+    /// The directory the listing enumerated.
+    pub dir: String,
+    /// `stat` of the file.
+    pub meta: fs::Metadata,
+}
+
+/// What the index knows about one file.
+#[derive(Clone, Debug)]
+struct Row {
+    id: i64,
+    size: u64,
+    mtime_ns: i64,
+    dev: u64,
+    ino: u64,
+    offset: u64,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    bounded_header: Option<Json>,
+    state: InfoState,
+    docs_offset: u64,
+    /// When the row was written (ns since the epoch), to tell a clean row from a racily clean one.
+    indexed_at_ns: i64,
+}
+
+/// A file modified this close to its indexing may have changed again within the same mtime tick without any
+/// stat field changing (git's "racily clean" entries): its bytes are checked on the next use.
+const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+impl Row {
+    fn empty(meta: &fs::Metadata) -> Row {
+        Row {
+            id: 0,
+            size: 0,
+            mtime_ns: 0,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            offset: 0,
+            head: Vec::new(),
+            tail: Vec::new(),
+            bounded_header: None,
+            state: InfoState::default(),
+            docs_offset: 0,
+            indexed_at_ns: 0,
+        }
+    }
+
+    fn racy(&self) -> bool {
+        self.mtime_ns > self.indexed_at_ns - RACY_WINDOW_NS
+    }
+
+    fn unchanged(&self, meta: &fs::Metadata) -> bool {
+        self.size == meta.len() && self.mtime_ns == mtime_ns(meta) && self.same_file(meta)
+    }
+
+    fn same_file(&self, meta: &fs::Metadata) -> bool {
+        self.dev == meta.dev() && self.ino == meta.ino()
+    }
+}
+
+fn mtime_ns(meta: &fs::Metadata) -> i64 {
+    meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
+}
+
+/// `stat().mtimeMs`.
+fn mtime_ms(meta: &fs::Metadata) -> f64 {
+    meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6
+}
+
+/// SQLite turns NaN into NULL; the last-activity time can be NaN (and NaN sticks, as in `Math.max`), so it is
+/// stored as its bit pattern.
+fn f64_bits(v: Option<f64>) -> Option<i64> {
+    v.map(|f| f.to_bits() as i64)
+}
+
+const SCHEMA: &str = "
+    DROP TABLE IF EXISTS docs_fts; DROP TABLE IF EXISTS docs; DROP TABLE IF EXISTS files;
+    CREATE TABLE files(
+      id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, dir TEXT NOT NULL,
+      size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, dev INTEGER NOT NULL, ino INTEGER NOT NULL,
+      offset INTEGER NOT NULL, head BLOB NOT NULL, tail BLOB NOT NULL, bounded_header TEXT,
+      header TEXT, rejected INTEGER NOT NULL, name BLOB, message_count INTEGER NOT NULL,
+      first_message BLOB NOT NULL, all_text BLOB NOT NULL, has_text INTEGER NOT NULL, last_activity INTEGER,
+      docs_offset INTEGER NOT NULL, indexed_at_ns INTEGER NOT NULL);
+    CREATE INDEX files_dir ON files(dir);
+    CREATE TABLE docs(id INTEGER PRIMARY KEY, file_id INTEGER NOT NULL, entry_id TEXT NOT NULL, role TEXT NOT NULL,
+      ts REAL, text TEXT NOT NULL);
+    CREATE INDEX docs_file ON docs(file_id);
+    CREATE VIRTUAL TABLE docs_fts USING fts5(text, content = '', contentless_delete = 1, tokenize = 'trigram',
+      detail = 'none');
+";
+
+impl CatalogIndex {
+    /// Opens (or creates) the index at `path`, rebuilding it if it is not a usable index of this version.
+    pub fn open(path: &str) -> IndexResult<CatalogIndex> {
+        if let Some(dir) = Path::new(path).parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        match Self::try_open(path) {
+            Ok(index) => Ok(index),
+            Err(e) => {
+                tracing::warn!("catalog index {path} is unusable ({e}); rebuilding it");
+                remove_database(path);
+                Self::try_open(path)
+            }
+        }
+    }
+
+    fn try_open(path: &str) -> IndexResult<CatalogIndex> {
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);")?;
+        let version: Option<String> =
+            tx.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| r.get(0)).optional()?;
+        if version.as_deref() != Some(SCHEMA_VERSION) {
+            if let Some(v) = version {
+                tracing::info!("catalog index {path} has schema {v}; rebuilding it as schema {SCHEMA_VERSION}");
+            }
+            tx.execute_batch(SCHEMA)?;
+            tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema', ?1)", [SCHEMA_VERSION])?;
+        }
+        tx.commit()?;
+        Ok(CatalogIndex { path: path.to_owned(), conn })
+    }
+
+    /// Where the index lives.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Runs `op`; if the database turns out to be damaged (not a database, corrupt), rebuilds it from nothing and
+    /// runs `op` once more.
+    fn with_recovery<T>(&mut self, mut op: impl FnMut(&mut Self) -> IndexResult<T>) -> IndexResult<T> {
+        match op(self) {
+            Err(e) if is_damage(&e) => {
+                tracing::warn!("catalog index {} is damaged ({e}); rebuilding it", self.path);
+                let path = self.path.clone();
+                // Close our connection before deleting the files under it.
+                let placeholder = Connection::open_in_memory()?;
+                drop(std::mem::replace(&mut self.conn, placeholder));
+                remove_database(&path);
+                *self = Self::try_open(&path)?;
+                op(self)
+            }
+            other => other,
+        }
+    }
+
+    /// Brings the index up to date for `files` and returns each one's `SessionInfo` (None for a file that is not a
+    /// session or cannot be read), in the order given. Rows of files in `dirs` that are not in `files` are dropped:
+    /// those files are gone. `on_progress(done, total)` is called after each file.
+    pub fn refresh(
+        &mut self,
+        dirs: &[String],
+        files: &[FileToIndex],
+        on_progress: &mut dyn FnMut(usize, usize),
+    ) -> IndexResult<Vec<Option<SessionInfo>>> {
+        self.with_recovery(|index| index.refresh_inner(dirs, files, on_progress))
+    }
+
+    fn refresh_inner(
+        &mut self,
+        dirs: &[String],
+        files: &[FileToIndex],
+        on_progress: &mut dyn FnMut(usize, usize),
+    ) -> IndexResult<Vec<Option<SessionInfo>>> {
+        let mut known: HashMap<String, Row> = HashMap::new();
+        for dir in dirs {
+            known.extend(rows_in(&self.conn, dir)?);
+        }
+        let mut out = Vec::with_capacity(files.len());
+        for batch in files.chunks(FILES_PER_TRANSACTION) {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for file in batch {
+                let row = known.remove(&file.path);
+                out.push(refresh_one(&tx, file, row)?);
+                on_progress(out.len(), files.len());
+            }
+            tx.commit()?;
+        }
+        if !known.is_empty() {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for (_, row) in known {
+                forget(&tx, row.id)?;
+            }
+            tx.commit()?;
+        }
+        Ok(out)
+    }
+
+    /// Brings one file up to date, listing and searchable text both (after a write through this process), if
+    /// the index follows it: it has a row for the file or for another file of its directory.
+    pub fn refresh_known_file(&mut self, path: &str) -> IndexResult<()> {
+        let path = path.to_owned();
+        self.with_recovery(|index| {
+            let tx = index.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let dir = super::paths::parent_dir(&path);
+            let known = row_of(&tx, &path)?;
+            let dir_known =
+                known.is_some() || tx.prepare_cached("SELECT 1 FROM files WHERE dir = ?1 LIMIT 1")?.exists([&dir])?;
+            if !dir_known {
+                return Ok(());
+            }
+            match fs::metadata(&path) {
+                Ok(meta) => {
+                    let file = FileToIndex { path: path.clone(), dir, meta };
+                    refresh_one(&tx, &file, known)?;
+                    if let Some(row) = row_of(&tx, &path)? {
+                        catch_up_docs_of(&tx, &path, row)?;
+                    }
+                }
+                Err(_) => {
+                    if let Some(row) = known {
+                        forget(&tx, row.id)?;
+                    }
+                }
+            }
+            tx.commit()
+        })
+    }
+
+    /// The header pi's session discovery would find in `path` (`Some(None)`: no valid header), if the index holds
+    /// it for the file as it is now; None when the file changed since it was indexed.
+    pub fn cached_headers(&mut self, dir: &str) -> IndexResult<HashMap<String, CachedHeader>> {
+        let dir = dir.to_owned();
+        self.with_recovery(|index| {
+            let mut stmt = index
+                .conn
+                .prepare_cached("SELECT path, size, mtime_ns, dev, ino, bounded_header FROM files WHERE dir = ?1")?;
+            let rows = stmt.query_map([&dir], |r| {
+                let header: Option<String> = r.get(5)?;
+                Ok((
+                    r.get::<_, String>(0)?,
+                    CachedHeader {
+                        size: r.get::<_, i64>(1)? as u64,
+                        mtime_ns: r.get(2)?,
+                        dev: r.get::<_, i64>(3)? as u64,
+                        ino: r.get::<_, i64>(4)? as u64,
+                        header: header.and_then(|h| Json::parse(h.as_bytes()).ok()),
+                    },
+                ))
+            })?;
+            rows.collect()
+        })
+    }
+
+    /// Extracts the searchable text of `paths` up to what the listing indexed. `on_progress(done, total)` is
+    /// called after each file.
+    pub fn catch_up_docs(&mut self, paths: &[String], on_progress: &mut dyn FnMut(usize, usize)) -> IndexResult<()> {
+        self.with_recovery(|index| {
+            let mut done = 0;
+            for batch in paths.chunks(FILES_PER_TRANSACTION) {
+                let tx = index.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                for path in batch {
+                    if let Some(row) = row_of(&tx, path)? {
+                        catch_up_docs_of(&tx, path, row)?;
+                    }
+                    done += 1;
+                    on_progress(done, paths.len());
+                }
+                tx.commit()?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The searchable entries of `paths` whose text may contain one of `needles` (case-insensitively; callers
+    /// check the text themselves, the index only narrows). Every entry of `paths` when `needles` is empty or one
+    /// of them is shorter than three characters (too short for the trigram index).
+    pub fn docs(&mut self, paths: &[String], needles: &[String]) -> IndexResult<Vec<(String, Doc)>> {
+        self.with_recovery(|index| docs_matching(&index.conn, paths, needles))
+    }
+
+    /// Bytes used by the index (database and write-ahead log).
+    pub fn size_bytes(&self) -> u64 {
+        ["", "-wal"].iter().filter_map(|s| fs::metadata(format!("{}{s}", self.path)).ok()).map(|m| m.len()).sum()
+    }
+}
+
+/// What [`CatalogIndex::cached_headers`] returns for a file.
+#[derive(Clone, Debug)]
+pub struct CachedHeader {
+    size: u64,
+    mtime_ns: i64,
+    dev: u64,
+    ino: u64,
+    header: Option<Json>,
+}
+
+impl CachedHeader {
+    /// The header pi's bounded discovery scan finds (None: the file has no valid header), if the file is still
+    /// exactly as indexed.
+    pub fn header_if_current(&self, meta: &fs::Metadata) -> Option<Option<&Json>> {
+        let current = self.size == meta.len()
+            && self.mtime_ns == mtime_ns(meta)
+            && self.dev == meta.dev()
+            && self.ino == meta.ino();
+        current.then_some(self.header.as_ref())
+    }
+}
+
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase))
+}
+
+fn remove_database(path: &str) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let _ = fs::remove_file(format!("{path}{suffix}"));
+    }
+}
+
+const ROW_COLUMNS: &str =
+    "id, path, size, mtime_ns, dev, ino, offset, head, tail, bounded_header, header, rejected, name,
+    message_count, first_message, all_text, has_text, last_activity, docs_offset, indexed_at_ns";
+
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Row)> {
+    let json = |i: usize| -> rusqlite::Result<Option<Json>> {
+        let text: Option<String> = r.get(i)?;
+        Ok(text.and_then(|t| Json::parse(t.as_bytes()).ok()))
+    };
+    let name: Option<Vec<u8>> = r.get(12)?;
+    Ok((
+        r.get(1)?,
+        Row {
+            id: r.get(0)?,
+            size: r.get::<_, i64>(2)? as u64,
+            mtime_ns: r.get(3)?,
+            dev: r.get::<_, i64>(4)? as u64,
+            ino: r.get::<_, i64>(5)? as u64,
+            offset: r.get::<_, i64>(6)? as u64,
+            head: r.get(7)?,
+            tail: r.get(8)?,
+            bounded_header: json(9)?,
+            state: InfoState {
+                header: json(10)?,
+                rejected: r.get::<_, i64>(11)? != 0,
+                name: name.map(JsString::from_wtf8),
+                message_count: r.get::<_, i64>(13)? as u64,
+                first_message: JsString::from_wtf8(r.get(14)?),
+                all_text: JsString::from_wtf8(r.get(15)?),
+                has_text: r.get::<_, i64>(16)? != 0,
+                last_activity: r.get::<_, Option<i64>>(17)?.map(|b| f64::from_bits(b as u64)),
+            },
+            docs_offset: r.get::<_, i64>(18)? as u64,
+            indexed_at_ns: r.get(19)?,
+        },
+    ))
+}
+
+fn rows_in(conn: &Connection, dir: &str) -> IndexResult<HashMap<String, Row>> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM files WHERE dir = ?1"))?;
+    let rows = stmt.query_map([dir], read_row)?;
+    rows.collect()
+}
+
+fn row_of(conn: &Connection, path: &str) -> IndexResult<Option<Row>> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM files WHERE path = ?1"))?;
+    Ok(stmt.query_row([path], read_row).optional()?.map(|(_, row)| row))
+}
+
+fn store(conn: &Connection, file: &FileToIndex, row: &Row) -> IndexResult<i64> {
+    let header = row.state.header.as_ref().map(Json::to_canonical_string);
+    let bounded = row.bounded_header.as_ref().map(Json::to_canonical_string);
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO files(path, dir, size, mtime_ns, dev, ino, offset, head, tail, bounded_header, header, rejected,
+           name, message_count, first_message, all_text, has_text, last_activity, docs_offset, indexed_at_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+         ON CONFLICT(path) DO UPDATE SET dir = excluded.dir, size = excluded.size, mtime_ns = excluded.mtime_ns,
+           dev = excluded.dev, ino = excluded.ino, offset = excluded.offset, head = excluded.head,
+           tail = excluded.tail, bounded_header = excluded.bounded_header, header = excluded.header,
+           rejected = excluded.rejected, name = excluded.name, message_count = excluded.message_count,
+           first_message = excluded.first_message, all_text = excluded.all_text, has_text = excluded.has_text,
+           last_activity = excluded.last_activity, docs_offset = excluded.docs_offset,
+           indexed_at_ns = excluded.indexed_at_ns
+         RETURNING id",
+    )?;
+    stmt.query_row(
+        params![
+            file.path,
+            file.dir,
+            row.size as i64,
+            row.mtime_ns,
+            row.dev as i64,
+            row.ino as i64,
+            row.offset as i64,
+            row.head,
+            row.tail,
+            bounded,
+            header,
+            row.state.rejected as i64,
+            row.state.name.as_ref().map(JsString::as_bytes),
+            row.state.message_count as i64,
+            row.state.first_message.as_bytes(),
+            row.state.all_text.as_bytes(),
+            row.state.has_text as i64,
+            f64_bits(row.state.last_activity),
+            row.docs_offset as i64,
+            row.indexed_at_ns,
+        ],
+        |r| r.get(0),
+    )
+}
+
+fn forget_docs(conn: &Connection, file_id: i64) -> IndexResult<()> {
+    conn.prepare_cached("DELETE FROM docs_fts WHERE rowid IN (SELECT id FROM docs WHERE file_id = ?1)")?
+        .execute([file_id])?;
+    conn.prepare_cached("DELETE FROM docs WHERE file_id = ?1")?.execute([file_id])?;
+    Ok(())
+}
+
+fn forget(conn: &Connection, file_id: i64) -> IndexResult<()> {
+    forget_docs(conn, file_id)?;
+    conn.prepare_cached("DELETE FROM files WHERE id = ?1")?.execute([file_id])?;
+    Ok(())
+}
+
+/// The bytes of `file` in `[at, at + len)`, or None when they cannot all be read.
+fn bytes_at(file: &File, at: u64, len: u64) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, at).ok()?;
+    Some(buf)
+}
+
+/// True when the file still starts with the bytes indexed and has the indexed bytes just before the offset:
+/// it was appended to, not rewritten.
+fn continues(file: &File, row: &Row) -> bool {
+    let head_ok = bytes_at(file, 0, row.head.len() as u64).is_some_and(|b| b == row.head);
+    let tail_ok =
+        bytes_at(file, row.offset - row.tail.len() as u64, row.tail.len() as u64).is_some_and(|b| b == row.tail);
+    head_ok && tail_ok
+}
+
+/// Where the last `\n` of `file` lies in `[from, len)`, searching backwards.
+fn last_newline(file: &File, from: u64, len: u64) -> std::io::Result<Option<u64>> {
+    const CHUNK: u64 = 64 * 1024;
+    let mut end = len;
+    let mut buf = vec![0u8; CHUNK as usize];
+    while end > from {
+        let start = end.saturating_sub(CHUNK).max(from);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.read_exact_at(chunk, start)?;
+        if let Some(i) = memchr::memrchr(b'\n', chunk) {
+            return Ok(Some(start + i as u64));
+        }
+        end = start;
+    }
+    Ok(None)
+}
+
+/// Feeds the lines of `file` in `[from, to)` (which ends at a line boundary) to `feed`, streaming.
+fn feed_lines(file: &mut File, from: u64, to: u64, mut feed: impl FnMut(&[u8])) -> std::io::Result<()> {
+    file.seek(SeekFrom::Start(from))?;
+    let mut lines = ReadlineLines::new(BufReader::with_capacity(1 << 20, (&mut *file).take(to - from)));
+    let mut buf = Vec::new();
+    while lines.next_line(&mut buf)? {
+        feed(&buf);
+    }
+    Ok(())
+}
+
+/// One file: answered from its row, continued from where the row stopped, or read again from the start.
+fn refresh_one(conn: &Connection, file: &FileToIndex, known: Option<Row>) -> IndexResult<Option<SessionInfo>> {
+    let meta = &file.meta;
+    if let Some(row) = &known {
+        if row.unchanged(meta) && row.offset == row.size && !row.racy() {
+            return Ok(row.state.finish(&file.path, mtime_ms(meta)));
+        }
+    }
+    let Ok(mut f) = File::open(&file.path) else {
+        if let Some(row) = known {
+            forget(conn, row.id)?;
+        }
+        return Ok(None);
+    };
+    let indexed_at_ns = now_ns();
+    if let Some(row) = &known {
+        if row.unchanged(meta) && row.offset == row.size && continues(&f, row) {
+            // Racily clean, and its bytes say it is unchanged: clean from now on if the tick has passed.
+            if row.mtime_ns <= indexed_at_ns - RACY_WINDOW_NS {
+                conn.prepare_cached("UPDATE files SET indexed_at_ns = ?1 WHERE id = ?2")?
+                    .execute(params![indexed_at_ns, row.id])?;
+            }
+            return Ok(row.state.finish(&file.path, mtime_ms(meta)));
+        }
+    }
+    let len = meta.len();
+    let mut row = match known {
+        // Grew (or only its unterminated last line changed): continue, unless it was rewritten.
+        Some(r)
+            if r.same_file(meta) && len >= r.offset && (len != r.size || r.offset < r.size) && continues(&f, &r) =>
+        {
+            r
+        }
+        Some(r) => {
+            forget_docs(conn, r.id)?;
+            Row { id: r.id, ..Row::empty(meta) }
+        }
+        None => Row::empty(meta),
+    };
+    let was_short = row.offset == 0 || row.size <= HEADER_SCAN_LIMIT;
+    // Complete lines are remembered; a final line without `\n` is counted for this answer only (it may be a write
+    // in progress, and pi's listing reads it as a line).
+    let complete_end = match last_newline(&f, row.offset, len) {
+        Ok(nl) => nl.map_or(row.offset, |i| i + 1),
+        Err(_) => return Ok(None),
+    };
+    if complete_end > row.offset {
+        let state = &mut row.state;
+        if feed_lines(&mut f, row.offset, complete_end, |line| state.feed(line, None)).is_err() {
+            return Ok(None);
+        }
+        row.offset = complete_end;
+        let tail_len = CHECK_BYTES.min(complete_end);
+        row.tail = bytes_at(&f, complete_end - tail_len, tail_len).unwrap_or_default();
+    }
+    if row.head.len() < CHECK_BYTES as usize {
+        row.head = bytes_at(&f, 0, CHECK_BYTES.min(row.offset)).unwrap_or_default();
+    }
+    if was_short {
+        // What discovery finds depends only on the first MiB: recompute it while the file is shorter than that.
+        row.bounded_header = read_header_bounded(&file.path);
+    }
+    row.size = len;
+    row.mtime_ns = mtime_ns(meta);
+    row.dev = meta.dev();
+    row.ino = meta.ino();
+    row.indexed_at_ns = indexed_at_ns;
+    row.id = store(conn, file, &row)?;
+    let mut answer = row.state.clone();
+    if complete_end < len && feed_lines(&mut f, complete_end, len, |line| answer.feed(line, None)).is_err() {
+        return Ok(None);
+    }
+    Ok(answer.finish(&file.path, mtime_ms(meta)))
+}
+
+/// Extracts and stores the searchable text of a file's lines between `docs_offset` and the listing's offset.
+fn catch_up_docs_of(conn: &Connection, path: &str, row: Row) -> IndexResult<()> {
+    if row.docs_offset >= row.offset || row.state.rejected {
+        return Ok(());
+    }
+    let Ok(mut f) = File::open(path) else { return Ok(()) };
+    // The state only tracks where the header is; past it, every line is an entry.
+    let mut state = InfoState::default();
+    if row.docs_offset > 0 {
+        state.header = Some(Json::Null);
+    }
+    let mut docs = Vec::new();
+    let mut insert =
+        conn.prepare_cached("INSERT INTO docs(file_id, entry_id, role, ts, text) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut insert_fts = conn.prepare_cached("INSERT INTO docs_fts(rowid, text) VALUES (?1, ?2)")?;
+    let mut failed = None;
+    let read = feed_lines(&mut f, row.docs_offset, row.offset, |line| {
+        state.feed(line, Some(&mut docs));
+        for d in docs.drain(..) {
+            let ts = d.timestamp.is_finite().then_some(d.timestamp);
+            let result = insert
+                .execute(params![row.id, d.entry_id, d.role, ts, d.text])
+                .and_then(|_| insert_fts.execute(params![conn.last_insert_rowid(), d.text]));
+            if let Err(e) = result {
+                failed.get_or_insert(e);
+            }
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if read.is_err() {
+        // The file changed under us; the next listing notices and starts over.
+        return Ok(());
+    }
+    conn.prepare_cached("UPDATE files SET docs_offset = offset WHERE id = ?1")?.execute([row.id])?;
+    Ok(())
+}
+
+/// An FTS5 query that is true for every text containing `needle` (case-insensitively): all of its trigrams. The
+/// index has no positions (`detail=none` keeps it small), so this over-approximates; callers check the text.
+fn trigram_query(needle: &str) -> String {
+    let chars: Vec<char> = needle.chars().collect();
+    let mut grams: Vec<String> = chars.windows(3).map(|w| w.iter().collect()).collect();
+    grams.sort();
+    grams.dedup();
+    let quoted: Vec<String> = grams.iter().map(|g| format!("\"{}\"", g.replace('"', "\"\""))).collect();
+    format!("({})", quoted.join(" AND "))
+}
+
+fn docs_matching(conn: &Connection, paths: &[String], needles: &[String]) -> IndexResult<Vec<(String, Doc)>> {
+    let usable = !needles.is_empty() && needles.iter().all(|n| n.chars().count() >= 3);
+    let mut ids: HashMap<i64, String> = HashMap::new();
+    {
+        let mut stmt = conn.prepare_cached("SELECT id FROM files WHERE path = ?1")?;
+        for p in paths {
+            if let Some(id) = stmt.query_row([p], |r| r.get::<_, i64>(0)).optional()? {
+                ids.insert(id, p.clone());
+            }
+        }
+    }
+    let mut out = fragment_docs(conn, paths)?;
+    let mut push = |file_id: i64, entry_id: String, role: String, text: String, ts: Option<f64>| {
+        if let Some(path) = ids.get(&file_id) {
+            out.push((path.clone(), Doc { entry_id, role: role_name(&role), text, timestamp: ts.unwrap_or(f64::NAN) }));
+        }
+    };
+    let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?));
+    if usable {
+        let query = needles.iter().map(|n| trigram_query(n)).collect::<Vec<_>>().join(" OR ");
+        let mut stmt = conn.prepare_cached(
+            "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts FROM docs_fts f JOIN docs d ON d.id = f.rowid
+             WHERE docs_fts MATCH ?1",
+        )?;
+        for r in stmt.query_map([query], row)? {
+            let (f, e, ro, t, ts) = r?;
+            push(f, e, ro, t, ts);
+        }
+    } else {
+        let wanted: HashSet<i64> = ids.keys().copied().collect();
+        let mut stmt = conn.prepare_cached("SELECT file_id, entry_id, role, text, ts FROM docs WHERE file_id = ?1")?;
+        for id in wanted {
+            for r in stmt.query_map([id], row)? {
+                let (f, e, ro, t, ts) = r?;
+                push(f, e, ro, t, ts);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The searchable text of each file's unterminated last line, as last seen by a listing: the index stores only
+/// complete lines (the rest may be a write in progress), but a reader of the file sees that line too.
+fn fragment_docs(conn: &Connection, paths: &[String]) -> IndexResult<Vec<(String, Doc)>> {
+    let mut out = Vec::new();
+    let mut stmt = conn.prepare_cached("SELECT offset, size, rejected FROM files WHERE path = ?1 AND size > offset")?;
+    for path in paths {
+        let Some((offset, size, rejected)) = stmt
+            .query_row([path], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? != 0))
+            })
+            .optional()?
+        else {
+            continue;
+        };
+        let Ok(mut f) = File::open(path) else { continue };
+        if rejected {
+            continue;
+        }
+        let mut state = InfoState::default();
+        if offset > 0 {
+            state.header = Some(Json::Null);
+        }
+        let mut docs = Vec::new();
+        if feed_lines(&mut f, offset, size, |line| state.feed(line, Some(&mut docs))).is_ok() && !state.rejected {
+            out.extend(docs.into_iter().map(|d| (path.clone(), d)));
+        }
+    }
+    Ok(out)
+}
+
+/// The static role name for a stored role.
+fn role_name(role: &str) -> &'static str {
+    const ROLES: [&str; 8] = ["user", "assistant", "toolResult", "custom", "bashExecution", "name", "label", "summary"];
+    ROLES.iter().find(|r| **r == role).copied().unwrap_or("other")
+}
+
+/// One process's handle on the index: opened on first use (a host that never lists creates nothing), shared
+/// between request threads, and kept current after this process's own writes.
+#[derive(Debug)]
+pub struct SharedIndex {
+    path: Option<String>,
+    slot: std::sync::Mutex<Slot>,
+    pending: std::sync::Mutex<Pending>,
+}
+
+#[derive(Debug)]
+enum Slot {
+    Unopened,
+    Open(Box<CatalogIndex>),
+    Unavailable,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    paths: HashSet<String>,
+    worker: bool,
+}
+
+impl SharedIndex {
+    /// An index at `path`, or none at all (every request reads the files).
+    pub fn new(path: Option<String>) -> SharedIndex {
+        SharedIndex { path, slot: std::sync::Mutex::new(Slot::Unopened), pending: Default::default() }
+    }
+
+    /// Where the index lives, if there is one.
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+
+    /// Runs `f` with the index (opening it if needed), or with None when there is none or it cannot be opened.
+    /// Callers hold it for the whole request, so requests that use the index run one at a time per process.
+    pub fn with<T>(&self, f: impl FnOnce(Option<&mut CatalogIndex>) -> T) -> T {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Slot::Unopened, Some(path)) = (&*slot, &self.path) {
+            *slot = match CatalogIndex::open(path) {
+                Ok(ix) => Slot::Open(Box::new(ix)),
+                Err(e) => {
+                    tracing::warn!("catalog index {path} cannot be opened ({e}); listing without it");
+                    Slot::Unavailable
+                }
+            };
+        }
+        match &mut *slot {
+            Slot::Open(ix) => f(Some(ix)),
+            _ => f(None),
+        }
+    }
+
+    /// Notes that this process wrote `path`: the index catches up on it in the background, so a search finds
+    /// what was just written. Writes in a burst are coalesced. Only files the index already knows (or whose
+    /// directory it knows) are followed: the index covers the directories that were listed.
+    pub fn touch(self: &std::sync::Arc<Self>, path: &str) {
+        if self.path.is_none() {
+            return;
+        }
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.paths.insert(path.to_owned());
+        if pending.worker {
+            return;
+        }
+        pending.worker = true;
+        let this = self.clone();
+        std::thread::spawn(move || loop {
+            let paths = {
+                let mut pending = this.pending.lock().unwrap_or_else(|e| e.into_inner());
+                if pending.paths.is_empty() {
+                    pending.worker = false;
+                    return;
+                }
+                std::mem::take(&mut pending.paths)
+            };
+            this.with(|ix| {
+                let Some(ix) = ix else { return };
+                for p in paths {
+                    if let Err(e) = ix.refresh_known_file(&p) {
+                        tracing::warn!("catalog index: cannot follow {p}: {e}");
+                    }
+                }
+            });
+        });
+    }
+}

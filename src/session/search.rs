@@ -1,0 +1,449 @@
+//! Searching sessions with pi's `/resume` query language, down to the entry.
+//!
+//! The query is parsed as pi's session selector parses it: space-separated tokens, `"exact phrases"`, or
+//! `re:<regex>` (case-insensitive). pi matches a whole session (a token may hit the session name, id, cwd or any
+//! message text); here the unit is an entry, so a hit says which message matched: an entry matches when every
+//! token is found in its text or in its session's name, id or cwd, and at least one in its own text. A session
+//! whose name, id or cwd alone satisfies the query is a hit too (`role: "session"`). Literal tokens match
+//! case-insensitively as substrings; a token that matches nothing literally may still match the session name or
+//! cwd as pi's fuzzy subsequence.
+
+use super::catalog;
+use super::error::{Error, Result};
+use super::index::CatalogIndex;
+use super::info::{Doc, InfoState, ReadlineLines, SessionInfo};
+use super::json::Json;
+
+/// One query token.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Token {
+    /// A word: literal substring, or fuzzy on the session name and cwd.
+    Fuzzy(String),
+    /// `"an exact phrase"`, compared with white space normalised.
+    Phrase(String),
+}
+
+/// A parsed query.
+#[derive(Clone, Debug)]
+pub enum Query {
+    /// All tokens must match.
+    Tokens(Vec<Token>),
+    /// `re:<pattern>`.
+    Regex(regex::Regex),
+}
+
+/// pi's `parseSearchQuery`. An empty or invalid regex is an error.
+pub fn parse_query(query: &str) -> Result<Query, String> {
+    let trimmed = query.trim();
+    if let Some(pattern) = trimmed.strip_prefix("re:") {
+        let pattern = pattern.trim();
+        if pattern.is_empty() {
+            return Err("Empty regex".into());
+        }
+        return regex::RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .build()
+            .map(Query::Regex)
+            .map_err(|e| e.to_string());
+    }
+    let mut tokens = Vec::new();
+    let mut buf = String::new();
+    let mut in_quote = false;
+    let flush = |buf: &mut String, tokens: &mut Vec<Token>, phrase: bool| {
+        let v = buf.trim().to_owned();
+        buf.clear();
+        if !v.is_empty() {
+            tokens.push(if phrase { Token::Phrase(v) } else { Token::Fuzzy(v) });
+        }
+    };
+    for ch in trimmed.chars() {
+        if ch == '"' {
+            flush(&mut buf, &mut tokens, in_quote);
+            in_quote = !in_quote;
+            continue;
+        }
+        if !in_quote && ch.is_whitespace() {
+            flush(&mut buf, &mut tokens, false);
+            continue;
+        }
+        buf.push(ch);
+    }
+    if in_quote {
+        // Unbalanced quotes: plain white-space tokens, as pi does.
+        return Ok(Query::Tokens(trimmed.split_whitespace().map(|t| Token::Fuzzy(t.to_owned())).collect()));
+    }
+    flush(&mut buf, &mut tokens, false);
+    Ok(Query::Tokens(tokens))
+}
+
+impl Query {
+    /// Literal strings one of which any matching entry text must contain (for the index's prefilter); empty when
+    /// the query cannot be narrowed that way (a regex).
+    pub fn needles(&self) -> Vec<String> {
+        match self {
+            Query::Regex(_) => Vec::new(),
+            Query::Tokens(t) => t
+                .iter()
+                .map(|t| match t {
+                    Token::Fuzzy(v) => v.to_lowercase(),
+                    // White space in the text may differ from the phrase's; any one word narrows enough.
+                    Token::Phrase(v) => {
+                        v.split_whitespace().max_by_key(|w| w.chars().count()).unwrap_or_default().to_lowercase()
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A search result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    /// The session file.
+    pub path: String,
+    /// The session id.
+    pub session_id: Json,
+    /// JSON text of the matching entry's id (None for a session-level hit).
+    pub entry_id: Option<String>,
+    /// The entry's role (`user`, `assistant`, `toolResult`, `custom`, `bashExecution`, `name`, `label`,
+    /// `summary`) or `session`.
+    pub role: String,
+    /// Text around the match.
+    pub snippet: String,
+    /// The entry's time (ms), or the session's last activity for session hits.
+    pub timestamp: f64,
+    /// Relevance: higher is better.
+    pub score: f64,
+}
+
+fn normalize(s: &str) -> String {
+    s.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// pi-tui's `fuzzyMatch` score (lower is better), or None when the query's characters do not all appear in order.
+pub fn fuzzy_match(query: &str, text: &str) -> Option<f64> {
+    let q: Vec<char> = query.to_lowercase().chars().collect();
+    let t: Vec<char> = text.to_lowercase().chars().collect();
+    if q.is_empty() {
+        return Some(0.0);
+    }
+    if q.len() > t.len() {
+        return None;
+    }
+    let score_of = |positions: &[usize]| -> f64 {
+        let mut score = 0.0;
+        let mut last: Option<usize> = None;
+        let mut consecutive = 0.0;
+        for &i in positions {
+            if last.is_some_and(|l| l + 1 == i) {
+                consecutive += 1.0;
+                score -= consecutive * 5.0;
+            } else {
+                consecutive = 0.0;
+                if let Some(l) = last {
+                    score += (i - l - 1) as f64 * 2.0;
+                }
+            }
+            if i == 0 || matches!(t[i - 1], ' ' | '\t' | '\n' | '-' | '_' | '.' | '/' | ':') {
+                score -= 10.0;
+            }
+            score += i as f64 * 0.1;
+            last = Some(i);
+        }
+        score
+    };
+    let mut positions = Vec::with_capacity(q.len());
+    let mut from = 0;
+    for &c in &q {
+        let i = (from..t.len()).find(|&i| t[i] == c)?;
+        positions.push(i);
+        from = i + 1;
+    }
+    let mut score = score_of(&positions);
+    for start in 0..=t.len() - q.len() {
+        if t[start..start + q.len()] == q[..] {
+            let contiguous: Vec<usize> = (start..start + q.len()).collect();
+            score = score.min(score_of(&contiguous));
+        }
+    }
+    if q == t {
+        score -= 100.0;
+    }
+    Some(score)
+}
+
+/// How well a token is satisfied by a session's own fields (name, id, cwd): a relevance weight, or None.
+fn session_weight(token: &Token, s: &SessionInfo) -> Option<f64> {
+    let name = s.name.as_ref().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let id = match &s.id {
+        Json::String(i) => i.to_string_lossy(),
+        other => other.to_canonical_string(),
+    };
+    let cwd = s.cwd.to_string_lossy();
+    match token {
+        Token::Fuzzy(v) => {
+            let v = v.to_lowercase();
+            if name.to_lowercase().contains(&v) {
+                Some(3.0)
+            } else if id.to_lowercase().contains(&v) || cwd.to_lowercase().contains(&v) {
+                Some(1.0)
+            } else if fuzzy_match(&v, &name).is_some() || fuzzy_match(&v, &cwd).is_some() {
+                Some(0.5)
+            } else {
+                None
+            }
+        }
+        Token::Phrase(p) => {
+            let p = normalize(p);
+            if normalize(&name).contains(&p) {
+                Some(3.0)
+            } else if normalize(&id).contains(&p) || normalize(&cwd).contains(&p) {
+                Some(1.0)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Where a token occurs in an entry's text (byte offset in the lowercased text), if it does.
+fn doc_position(token: &Token, lower: &str, normalized: &str) -> Option<usize> {
+    match token {
+        Token::Fuzzy(v) => lower.find(&v.to_lowercase()),
+        Token::Phrase(p) => normalized
+            .find(&normalize(p))
+            .map(|_| lower.find(p.to_lowercase().split_whitespace().next().unwrap_or("")).unwrap_or(0)),
+    }
+}
+
+/// Text around `at` (a byte offset into `text`), on one line.
+pub fn snippet(text: &str, at: usize, len: usize) -> String {
+    let mut start = at.saturating_sub(40);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = (at + len + 80).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let body = text[start..end].split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("{}{}{}", if start > 0 { "…" } else { "" }, body, if end < text.len() { "…" } else { "" })
+}
+
+/// Runs `query` over `sessions` (the scope, e.g. a listing) and their entries `docs` (path → entry texts).
+/// Results are ranked by relevance, then newest first; at most `limit`; `roles` (when given) keeps only those
+/// roles (`session` for session-level hits).
+pub fn search(
+    query: &Query,
+    sessions: &[SessionInfo],
+    docs: &[(String, Doc)],
+    roles: Option<&[String]>,
+    limit: usize,
+) -> Vec<Hit> {
+    let wants = |role: &str| roles.is_none_or(|r| r.iter().any(|x| x == role));
+    let by_path: std::collections::HashMap<&str, &SessionInfo> =
+        sessions.iter().map(|s| (s.path.as_str(), s)).collect();
+    let mut hits = Vec::new();
+    let mut sessions_with_doc_hits = std::collections::HashSet::new();
+    for (path, doc) in docs {
+        let Some(session) = by_path.get(path.as_str()) else { continue };
+        if !wants(doc.role) {
+            continue;
+        }
+        let lower = doc.text.to_lowercase();
+        let (score, at, len) = match query {
+            Query::Regex(re) => match re.find(&doc.text) {
+                Some(m) => (10.0, m.start(), m.len()),
+                None => continue,
+            },
+            Query::Tokens(tokens) if tokens.is_empty() => continue,
+            Query::Tokens(tokens) => {
+                let normalized = normalize(&doc.text);
+                let mut score = 0.0;
+                let mut first: Option<(usize, usize)> = None;
+                let mut in_doc = 0;
+                let mut all = true;
+                for t in tokens {
+                    if let Some(pos) = doc_position(t, &lower, &normalized) {
+                        in_doc += 1;
+                        score += 10.0;
+                        let len = match t {
+                            Token::Fuzzy(v) | Token::Phrase(v) => v.len(),
+                        };
+                        if first.is_none_or(|(p, _)| pos < p) {
+                            first = Some((pos, len));
+                        }
+                    } else if let Some(w) = session_weight(t, session) {
+                        score += w;
+                    } else {
+                        all = false;
+                        break;
+                    }
+                }
+                if !all || in_doc == 0 {
+                    continue;
+                }
+                let (at, len) = first.unwrap_or((0, 0));
+                (score, at, len)
+            }
+        };
+        // `lower` and `text` can differ in byte length for some characters; clamp the offset into `text`.
+        let at = at.min(doc.text.len());
+        sessions_with_doc_hits.insert(path.clone());
+        hits.push(Hit {
+            path: path.clone(),
+            session_id: session.id.clone(),
+            entry_id: Some(doc.entry_id.clone()),
+            role: doc.role.to_owned(),
+            snippet: snippet(&doc.text, at, len),
+            timestamp: doc.timestamp,
+            score,
+        });
+    }
+    if wants("session") {
+        for s in sessions {
+            let score = match query {
+                Query::Regex(re) => {
+                    let name = s.name.as_ref().map(|n| n.to_string_lossy()).unwrap_or_default();
+                    let id = match &s.id {
+                        Json::String(i) => i.to_string_lossy(),
+                        other => other.to_canonical_string(),
+                    };
+                    if re.is_match(&name) || re.is_match(&id) || re.is_match(&s.cwd.to_string_lossy()) {
+                        3.0
+                    } else {
+                        continue;
+                    }
+                }
+                Query::Tokens(tokens) if tokens.is_empty() => continue,
+                Query::Tokens(tokens) => match tokens.iter().map(|t| session_weight(t, s)).sum::<Option<f64>>() {
+                    Some(w) => w,
+                    None => continue,
+                },
+            };
+            if sessions_with_doc_hits.contains(&s.path) && score < 3.0 {
+                // The session is already represented by its matching entries; an id or cwd match adds nothing.
+                continue;
+            }
+            let label =
+                s.name.as_ref().map(|n| n.to_string_lossy()).unwrap_or_else(|| s.first_message.to_string_lossy());
+            hits.push(Hit {
+                path: s.path.clone(),
+                session_id: s.id.clone(),
+                entry_id: None,
+                role: "session".into(),
+                snippet: snippet(&label, 0, 0),
+                timestamp: s.modified,
+                score,
+            });
+        }
+    }
+    hits.sort_by(|a, b| {
+        b.score.total_cmp(&a.score).then_with(|| {
+            let (ta, tb) = (
+                if a.timestamp.is_nan() { f64::MIN } else { a.timestamp },
+                if b.timestamp.is_nan() { f64::MIN } else { b.timestamp },
+            );
+            tb.total_cmp(&ta)
+        })
+    });
+    hits.truncate(limit);
+    hits
+}
+
+/// Where to search: pi's `/resume` scopes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Scope<'a> {
+    /// With a cwd: that project's sessions, as `list(cwd, sessionDir)` finds them.
+    pub cwd: Option<&'a str>,
+    /// Without a cwd: every session in this directory (`listAll(sessionDir)`), or, when None, every session.
+    pub session_dir: Option<&'a str>,
+}
+
+/// Which phase a search is in, for progress reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Listing the sessions in scope (bringing the catalog up to date).
+    Listing,
+    /// Extracting searchable text the index does not hold yet.
+    Indexing,
+}
+
+/// `sessions/search`: runs `query` over the sessions in `scope`. With an index, the listing and the text come
+/// from it (brought up to date first); without one, or if it fails, every file in scope is read.
+pub fn search_sessions(
+    query: &str,
+    scope: Scope<'_>,
+    roles: Option<&[String]>,
+    limit: usize,
+    agent_dir: &str,
+    mut index: Option<&mut CatalogIndex>,
+    on_progress: &mut dyn FnMut(Phase, usize, usize),
+) -> Result<Vec<Hit>> {
+    let parsed = parse_query(query).map_err(|message| Error::InvalidQuery { message })?;
+    let mut listing = |l: usize, t: usize| on_progress(Phase::Listing, l, t);
+    let sessions = match scope.cwd {
+        Some(cwd) => catalog::list(cwd, scope.session_dir, agent_dir, index.as_deref_mut(), &mut listing)?,
+        None => catalog::list_all(scope.session_dir, agent_dir, index.as_deref_mut(), &mut listing),
+    };
+    let paths: Vec<String> = sessions.iter().map(|s| s.path.clone()).collect();
+    let from_index = index.and_then(|ix| {
+        let docs = ix
+            .catch_up_docs(&paths, &mut |l, t| on_progress(Phase::Indexing, l, t))
+            .and_then(|()| ix.docs(&paths, &parsed.needles()));
+        docs.inspect_err(|e| tracing::warn!("catalog index unavailable ({e}); reading the sessions directly")).ok()
+    });
+    let docs = match from_index {
+        Some(d) => d,
+        None => {
+            let mut docs = Vec::new();
+            for (i, path) in paths.iter().enumerate() {
+                docs.extend(read_docs(path).into_iter().map(|d| (path.clone(), d)));
+                on_progress(Phase::Indexing, i + 1, paths.len());
+            }
+            docs
+        }
+    };
+    Ok(search(&parsed, &sessions, &docs, roles, limit))
+}
+
+/// Every searchable entry of the file at `path`, read directly.
+pub fn read_docs(path: &str) -> Vec<Doc> {
+    let Ok(file) = std::fs::File::open(path) else { return Vec::new() };
+    let mut lines = ReadlineLines::new(std::io::BufReader::with_capacity(1 << 20, file));
+    let mut buf = Vec::new();
+    let mut state = InfoState::default();
+    let mut docs = Vec::new();
+    while lines.next_line(&mut buf).unwrap_or(false) {
+        state.feed(&buf, Some(&mut docs));
+    }
+    if state.rejected {
+        docs.clear();
+    }
+    docs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_parse_like_pis_selector() {
+        let Query::Tokens(t) = parse_query(r#"foo "node cve" bar"#).unwrap() else { panic!() };
+        assert_eq!(t, vec![Token::Fuzzy("foo".into()), Token::Phrase("node cve".into()), Token::Fuzzy("bar".into())]);
+        let Query::Tokens(t) = parse_query(r#"a "unclosed b"#).unwrap() else { panic!() };
+        assert_eq!(t, vec![Token::Fuzzy("a".into()), Token::Fuzzy("\"unclosed".into()), Token::Fuzzy("b".into())]);
+        assert!(matches!(parse_query("re:fo+").unwrap(), Query::Regex(_)));
+        assert!(parse_query("re:").is_err());
+        assert!(parse_query("re:(").is_err());
+    }
+
+    #[test]
+    fn fuzzy_match_prefers_contiguous_and_word_starts() {
+        assert!(fuzzy_match("opus", "openrouter/anthropic/claude-opus").is_some());
+        assert!(fuzzy_match("xyz", "abc").is_none());
+        let exact = fuzzy_match("proj", "proj").unwrap();
+        let scattered = fuzzy_match("proj", "p-r-o-j").unwrap();
+        assert!(exact < scattered);
+    }
+}

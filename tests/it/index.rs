@@ -1,0 +1,282 @@
+//! The catalog index: a listing answered from it equals a listing that reads every file, after every kind of
+//! change a session file goes through (appends, torn and completed lines, truncation, rewrites in place,
+//! replacement, deletion, new files); a damaged, foreign or unusable index never fails a request; several
+//! processes share one index; and a search over the index finds what reading the files finds.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use pi_sessiond::session::catalog;
+use pi_sessiond::session::index::{CatalogIndex, SharedIndex};
+use pi_sessiond::session::info::SessionInfo;
+use pi_sessiond::session::json::Json;
+use pi_sessiond::session::render::{search_hit_json, session_info_json};
+use pi_sessiond::session::search::{search_sessions, Scope};
+
+use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape, DAMAGE};
+use crate::support::{json_diff, s, temp_dir};
+
+fn infos_json(v: &[SessionInfo]) -> Json {
+    Json::Array(v.iter().map(session_info_json).collect())
+}
+
+fn new_session(r: &mut Rng) -> Vec<u8> {
+    let entries = r.below(25);
+    let hand_written = r.chance(25);
+    let bytes = to_bytes(&session_lines(r, Shape { entries, hand_written }));
+    if r.chance(15) {
+        let kind = r.pick(DAMAGE);
+        damage(r, kind, bytes)
+    } else {
+        bytes
+    }
+}
+
+/// Entry lines to append (the body of another generated session, without its header).
+fn more_lines(r: &mut Rng) -> Vec<u8> {
+    let entries = 1 + r.below(6);
+    let lines = session_lines(r, Shape { entries, hand_written: false });
+    to_bytes(&lines[1..])
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    OpenOptions::new().append(true).open(path).unwrap().write_all(bytes).unwrap();
+}
+
+/// Applies one change to the directory and says what it was.
+fn change(r: &mut Rng, dir: &Path, n: &mut usize) -> String {
+    let mut files: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    if files.is_empty() || r.chance(8) {
+        *n += 1;
+        let p = dir.join(format!("2026-01-01T00-00-{:02}-000Z_new{n}.jsonl", *n % 60));
+        fs::write(&p, new_session(r)).unwrap();
+        return format!("add {}", p.display());
+    }
+    let p = r.pick(&files);
+    let len = fs::metadata(&p).unwrap().len();
+    let what = r.below(11);
+    match what {
+        0..=2 => append(&p, &more_lines(r)),
+        3 => {
+            // A write in progress: half a line, no newline.
+            let line = more_lines(r);
+            append(&p, &line[..line.len() / 2]);
+        }
+        4 => append(&p, b"\n"),
+        5 => {
+            // readline splits on a lone \r too; appended across the index's stopping point.
+            let line = more_lines(r);
+            let mut mixed = line.clone();
+            if let Some(i) = mixed.iter().position(|&b| b == b'\n') {
+                mixed[i] = b'\r';
+            }
+            append(&p, &mixed);
+        }
+        6 => {
+            let to = r.below(len as usize + 1) as u64;
+            OpenOptions::new().write(true).open(&p).unwrap().set_len(to).unwrap();
+        }
+        7 => fs::write(&p, new_session(r)).unwrap(), // rewritten in place: same inode, other content
+        8 => {
+            // Same size, last bytes changed (within one mtime tick, possibly).
+            let mut bytes = fs::read(&p).unwrap();
+            let k = bytes.len();
+            for b in bytes.iter_mut().skip(k.saturating_sub(24)) {
+                if b.is_ascii_digit() {
+                    *b = b'0' + (*b - b'0' + 1) % 10;
+                }
+            }
+            fs::write(&p, bytes).unwrap();
+        }
+        9 => {
+            // Replaced by rename: a new inode under the same name.
+            let tmp = dir.with_extension("tmp");
+            fs::write(&tmp, new_session(r)).unwrap();
+            fs::rename(&tmp, &p).unwrap();
+        }
+        _ => fs::remove_file(&p).unwrap(),
+    }
+    format!("change {what} to {}", p.display())
+}
+
+fn compare(what: &str, direct: &Json, indexed: &Json) {
+    if let Some(d) = json_diff("", direct, indexed) {
+        panic!("{what}: the index differs from reading the files: {d}");
+    }
+}
+
+#[test]
+fn listings_from_the_index_equal_reading_the_files_after_every_kind_of_change() {
+    let tmp = temp_dir();
+    let dir = tmp.path().join("sessions");
+    fs::create_dir(&dir).unwrap();
+    let mut r = Rng::new(5);
+    let mut n = 0;
+    for i in 0..24 {
+        fs::write(dir.join(format!("2026-01-01T00-00-00-{i:03}Z_s{i}.jsonl")), new_session(&mut r)).unwrap();
+    }
+    let d = s(&dir);
+    let mut index = CatalogIndex::open(&s(&tmp.path().join("index.sqlite"))).unwrap();
+    let mut history = Vec::new();
+    for round in 0..120 {
+        let direct = catalog::list_all(Some(&d), "/no-agent", None, &mut |_, _| {});
+        let indexed = catalog::list_all(Some(&d), "/no-agent", Some(&mut index), &mut |_, _| {});
+        compare(&format!("round {round} after {history:?}: listAll"), &infos_json(&direct), &infos_json(&indexed));
+        let cwd = "/home/u/proj";
+        let direct = catalog::list(cwd, Some(&d), "/no-agent", None, &mut |_, _| {}).unwrap();
+        let indexed = catalog::list(cwd, Some(&d), "/no-agent", Some(&mut index), &mut |_, _| {}).unwrap();
+        compare(&format!("round {round}: list"), &infos_json(&direct), &infos_json(&indexed));
+        for info in direct.iter().take(3) {
+            let Json::String(id) = &info.id else { continue };
+            let id = id.to_string_lossy();
+            let a = catalog::find_by_id(cwd, &id, Some(&d), "/no-agent", None).unwrap();
+            let b = catalog::find_by_id(cwd, &id, Some(&d), "/no-agent", Some(&mut index)).unwrap();
+            assert_eq!(a, b, "round {round}: findById {id}");
+        }
+        if round % 10 == 0 {
+            for query in ["hello", "re:t[aeiou]st", "\"the answer\"", "a", "user proj"] {
+                let hits = |ix: Option<&mut CatalogIndex>| {
+                    let scope = Scope { cwd: None, session_dir: Some(&d) };
+                    let mut v: Vec<String> =
+                        search_sessions(query, scope, None, 10_000, "/no-agent", ix, &mut |_, _, _| {})
+                            .unwrap()
+                            .iter()
+                            .map(|h| search_hit_json(h).to_canonical_string())
+                            .collect();
+                    v.sort();
+                    v
+                };
+                let (direct, indexed) = (hits(None), hits(Some(&mut index)));
+                let only_direct: Vec<_> = direct.iter().filter(|h| !indexed.contains(h)).collect();
+                let only_indexed: Vec<_> = indexed.iter().filter(|h| !direct.contains(h)).collect();
+                assert!(
+                    only_direct.is_empty() && only_indexed.is_empty(),
+                    "round {round} after {history:?}: search {query}: only when reading the files: {only_direct:#?}\n\
+                     only from the index: {only_indexed:#?}"
+                );
+            }
+        }
+        history.push(change(&mut r, &dir, &mut n));
+        if history.len() > 4 {
+            history.remove(0);
+        }
+    }
+}
+
+#[test]
+fn a_damaged_foreign_or_unusable_index_never_fails_a_listing() {
+    let tmp = temp_dir();
+    let dir = tmp.path().join("sessions");
+    fs::create_dir(&dir).unwrap();
+    let mut r = Rng::new(9);
+    for i in 0..6 {
+        fs::write(dir.join(format!("s{i}.jsonl")), new_session(&mut r)).unwrap();
+    }
+    let d = s(&dir);
+    let expected = infos_json(&catalog::list_all(Some(&d), "/no-agent", None, &mut |_, _| {}));
+    let list_with =
+        |index: &mut CatalogIndex| infos_json(&catalog::list_all(Some(&d), "/no-agent", Some(index), &mut |_, _| {}));
+    let path = s(&tmp.path().join("index.sqlite"));
+
+    // Not a database at all.
+    fs::write(&path, b"this is not an index, it is a grocery list\n".repeat(200)).unwrap();
+    let mut index = CatalogIndex::open(&path).unwrap();
+    compare("garbage index", &expected, &list_with(&mut index));
+    drop(index);
+
+    // An index written by another version: its rows are not trusted, it is rebuilt.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute("UPDATE meta SET value = 'from-the-future' WHERE key = 'schema'", []).unwrap();
+        conn.execute("UPDATE files SET message_count = 4242", []).unwrap();
+    }
+    let mut index = CatalogIndex::open(&path).unwrap();
+    compare("other schema version", &expected, &list_with(&mut index));
+    drop(index);
+
+    // A damaged header page.
+    let mut bytes = fs::read(&path).unwrap();
+    for b in bytes.iter_mut().take(100) {
+        *b ^= 0x5a;
+    }
+    fs::write(&path, bytes).unwrap();
+    let mut index = CatalogIndex::open(&path).unwrap();
+    compare("damaged header", &expected, &list_with(&mut index));
+    drop(index);
+
+    // Somewhere no index can be created: the listing reads the files.
+    let blocked = s(&tmp.path().join("a-file").join("index.sqlite"));
+    fs::write(tmp.path().join("a-file"), b"x").unwrap();
+    let shared = SharedIndex::new(Some(blocked));
+    let listed = shared.with(|ix| {
+        assert!(ix.is_none(), "an index under a regular file cannot exist");
+        infos_json(&catalog::list_all(Some(&d), "/no-agent", ix, &mut |_, _| {}))
+    });
+    compare("no index possible", &expected, &listed);
+}
+
+#[test]
+fn several_processes_share_one_index_and_each_lists_exactly() {
+    let tmp = temp_dir();
+    let dir = tmp.path().join("sessions");
+    fs::create_dir(&dir).unwrap();
+    let mut r = Rng::new(13);
+    for i in 0..40 {
+        fs::write(dir.join(format!("s{i:02}.jsonl")), new_session(&mut r)).unwrap();
+    }
+    let d = s(&dir);
+    let index = s(&tmp.path().join("shared.sqlite"));
+    for round in 0..3 {
+        let expected = {
+            let out = std::process::Command::new(crate::support::sidecar::binary())
+                .args(["ls", "--all", "--dir", &d, "--no-index"])
+                .output()
+                .unwrap();
+            Json::parse(&out.stdout).unwrap()
+        };
+        // Four processes list at once through one index file (cold in round 0, then after appends).
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                let mut c = std::process::Command::new(crate::support::sidecar::binary());
+                c.args(["ls", "--all", "--dir", &d, "--index", &index]).stdout(std::process::Stdio::piped());
+                c.spawn().unwrap()
+            })
+            .collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: ls failed");
+            compare(&format!("round {round}: concurrent ls"), &expected, &Json::parse(&out.stdout).unwrap());
+        }
+        for _ in 0..10 {
+            let mut n = 100 + round * 10;
+            change(&mut r, &dir, &mut n);
+        }
+    }
+}
+
+#[test]
+fn a_same_size_rewrite_within_one_mtime_tick_is_still_noticed() {
+    let tmp = temp_dir();
+    let dir = tmp.path().join("sessions");
+    fs::create_dir(&dir).unwrap();
+    let file = dir.join("s.jsonl");
+    let header = r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#;
+    let user = |text: &str| {
+        format!(
+            r#"{{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{{"role":"user","content":"{text}","timestamp":1767225601000}}}}"#
+        )
+    };
+    fs::write(&file, format!("{header}\n{}\n", user("first draft"))).unwrap();
+    let mtime = fs::metadata(&file).unwrap().modified().unwrap();
+    let d = s(&dir);
+    let mut index = CatalogIndex::open(&s(&tmp.path().join("index.sqlite"))).unwrap();
+    let listed = catalog::list_all(Some(&d), "/no-agent", Some(&mut index), &mut |_, _| {});
+    assert_eq!(listed[0].first_message.to_string_lossy(), "first draft");
+    // Rewritten in place to the same size, and the clock has not ticked: size, mtime and inode all match.
+    fs::write(&file, format!("{header}\n{}\n", user("final draft"))).unwrap();
+    fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
+    let listed = catalog::list_all(Some(&d), "/no-agent", Some(&mut index), &mut |_, _| {});
+    assert_eq!(listed[0].first_message.to_string_lossy(), "final draft");
+}

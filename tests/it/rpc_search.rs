@@ -1,0 +1,193 @@
+//! `sessions/search` and `pi-sessiond search`: pi's `/resume` query forms, ranked entry-level hits, roles and
+//! limits, progress while the index catches up, and text written a moment ago by another process.
+
+use std::io::Write;
+
+use pi_sessiond::session::json::Json;
+
+use crate::support::sidecar::{Sidecar, Wire};
+use crate::support::{json, s, str_of, temp_dir};
+
+fn user(text: &str) -> String {
+    format!(r#"{{"role":"user","content":"{text}","timestamp":1767225600000}}"#)
+}
+
+fn hits(v: Json) -> Vec<Json> {
+    match v {
+        Json::Array(h) => h,
+        other => panic!("not an array: {}", other.to_canonical_string()),
+    }
+}
+
+fn field(h: &Json, k: &str) -> String {
+    h.get(k).map(|v| v.as_js_str().map(|s| s.to_string_lossy()).unwrap_or_else(|| v.to_canonical_string())).unwrap()
+}
+
+#[test]
+fn a_search_finds_a_phrase_written_moments_ago_by_another_process() {
+    let root = temp_dir();
+    let agent = s(&root.path().join("agent"));
+    let mut searcher = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &agent], &[]);
+    let mut writer = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &agent], &[]);
+    let st = writer.call("session/create", json(r#"{"cwd":"/work/proj"}"#));
+    let h = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    writer.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("warming up"))));
+    // The searcher's index now knows the directory.
+    assert_eq!(hits(searcher.call("sessions/search", json(r#"{"query":"warming","cwd":"/work/proj"}"#))).len(), 1);
+    assert!(hits(searcher.call("sessions/search", json(r#"{"query":"hippopotamus"}"#))).is_empty());
+
+    // Another sidecar writes; the search finds the new entry by its id.
+    let id = writer.call(
+        "session/appendMessage",
+        json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user("the violet   hippopotamus sings at dawn"))),
+    );
+    // The writer brings the shared index up to date by itself, without anyone listing or searching.
+    let index = rusqlite::Connection::open(format!("{agent}/pi-sessiond/index.sqlite")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let n: i64 =
+            index.query_row("SELECT count(*) FROM docs WHERE text LIKE '%hippopotamus%'", [], |r| r.get(0)).unwrap();
+        if n == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the writer never indexed its append");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let found = hits(searcher.call("sessions/search", json(r#"{"query":"\"violet hippopotamus\""}"#)));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].get("entryId"), id.get("id"));
+    assert_eq!(field(&found[0], "path"), file);
+    assert_eq!(field(&found[0], "role"), "user");
+    assert!(field(&found[0], "snippet").contains("hippopotamus sings"));
+    assert_eq!(found[0].get("sessionId"), st.get("sessionId"));
+
+    // A process that is not a sidecar at all (pi itself appends this way) writes a line; searched right after.
+    let line = r#"{"type":"message","id":"feedbeef","parentId":null,"timestamp":"2026-01-01T00:00:05.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Quartz obelisk located"}],"timestamp":1767225605000}}"#;
+    std::fs::OpenOptions::new().append(true).open(&file).unwrap().write_all(format!("{line}\n").as_bytes()).unwrap();
+    let found = hits(searcher.call("sessions/search", json(r#"{"query":"obelisk quartz"}"#)));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].get("entryId"), Some(&Json::str("feedbeef")));
+    assert_eq!(field(&found[0], "role"), "assistant");
+    assert_eq!(field(&found[0], "timestamp"), "2026-01-01T00:00:05.000Z");
+}
+
+/// A directory with one session holding one entry of each searchable kind.
+fn fixture(dir: &std::path::Path) -> String {
+    let path = dir.join("2026-01-01T00-00-00-000Z_fixture.jsonl");
+    let lines = [
+        r#"{"type":"session","version":3,"id":"fixture-id","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/work/zoo"}"#,
+        r#"{"type":"message","id":"u1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"Why does the Parser choke on tabs?","timestamp":1767225601000}}"#,
+        r#"{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"thinking","thinking":"secret musing"},{"type":"text","text":"The parser treats a tab\nas a separator."}],"timestamp":1767225602000}}"#,
+        r#"{"type":"message","id":"t1","parentId":"a1","timestamp":"2026-01-01T00:00:03.000Z","message":{"role":"toolResult","toolCallId":"c","toolName":"bash","content":[{"type":"text","text":"grep: parser.rs: 12 matches"}],"isError":false,"timestamp":1767225603000}}"#,
+        r#"{"type":"label","id":"l1","parentId":"t1","timestamp":"2026-01-01T00:00:04.000Z","targetId":"a1","label":"tab bug"}"#,
+        r#"{"type":"session_info","id":"n1","parentId":"l1","timestamp":"2026-01-01T00:00:05.000Z","name":"Tabs versus spaces"}"#,
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    s(&path)
+}
+
+#[test]
+fn search_speaks_pis_query_forms_down_to_the_entry() {
+    let root = temp_dir();
+    let dir = root.path().join("sessions");
+    std::fs::create_dir(&dir).unwrap();
+    fixture(&dir);
+    let d = s(&dir);
+    let mut sc = Sidecar::new();
+    let mut search = |query: &str, extra: &str| {
+        let params = format!(r#"{{"query":{},"sessionDir":"{d}"{extra}}}"#, Json::str(query).to_canonical_string());
+        hits(sc.call("sessions/search", json(&params)))
+    };
+    let ids = |hs: &[Json]| -> Vec<String> { hs.iter().map(|h| field(h, "entryId")).collect() };
+
+    // A word matches case-insensitively as a substring, in every kind of text; thinking is not searched.
+    let parser = search("parser", "");
+    let mut got = ids(&parser);
+    got.sort();
+    assert_eq!(got, ["a1", "t1", "u1"]);
+    assert!(search("musing", "").is_empty(), "thinking blocks are not message text");
+    // Every word must match; a phrase keeps its words together, across line breaks.
+    // Ranked: both words in the entry first (newest first among equals), then a word found only in the
+    // session's name ("Tabs versus spaces").
+    assert_eq!(ids(&search("parser tab", "")), ["a1", "u1", "t1"]);
+    assert_eq!(ids(&search("\"tab as a separator\"", "")), ["a1"]);
+    assert!(search("\"separator tab\"", "").is_empty());
+    // A regex, case-insensitive.
+    assert_eq!(ids(&search("re:\\d+ MATCHES", "")), ["t1"]);
+    // Labels and names are searchable; the name also makes the session itself a hit.
+    assert_eq!(ids(&search("bug", "")), ["l1"]);
+    let versus = search("versus", "");
+    let roles: Vec<String> = versus.iter().map(|h| field(h, "role")).collect();
+    assert!(roles.contains(&"name".to_string()) && roles.contains(&"session".to_string()), "{roles:?}");
+    // A word may be satisfied by the session's cwd while another is found in the entry.
+    assert_eq!(ids(&search("zoo choke", "")), ["u1"]);
+    // roles and limit.
+    assert_eq!(ids(&search("parser", r#","roles":["toolResult"]"#)), ["t1"]);
+    assert_eq!(search("parser", r#","limit":1"#).len(), 1);
+    // A hit carries the session and the entry's time.
+    let t1 = search("grep", "").remove(0);
+    assert_eq!(field(&t1, "sessionId"), "fixture-id");
+    assert_eq!(field(&t1, "timestamp"), "2026-01-01T00:00:03.000Z");
+}
+
+#[test]
+fn an_invalid_query_is_an_invalid_params_error() {
+    let mut sc = Sidecar::new();
+    for query in ["re:(", "re:"] {
+        let e = sc.call_err("sessions/search", json(&format!(r#"{{"query":"{query}"}}"#)));
+        assert_eq!(e.get("code"), Some(&Json::number(-32602.0)), "{}", e.to_canonical_string());
+        assert!(str_of(e.get("message").unwrap()).contains("query"), "{}", e.to_canonical_string());
+    }
+    let e = sc.call_err("sessions/search", json(r#"{"cwd":"/x"}"#));
+    assert_eq!(e.get("code"), Some(&Json::number(-32602.0)));
+}
+
+#[test]
+fn search_reports_progress_while_the_index_catches_up() {
+    let root = temp_dir();
+    let dir = root.path().join("sessions");
+    std::fs::create_dir(&dir).unwrap();
+    fixture(&dir);
+    for i in 0..5 {
+        let body = std::fs::read_to_string(dir.join("2026-01-01T00-00-00-000Z_fixture.jsonl")).unwrap();
+        std::fs::write(dir.join(format!("copy{i}.jsonl")), body.replace("fixture-id", &format!("copy-{i}"))).unwrap();
+    }
+    let mut sc = Sidecar::new();
+    let params = format!(r#"{{"query":"parser","sessionDir":"{}","progressToken":7}}"#, s(&dir));
+    assert_eq!(hits(sc.call("sessions/search", json(&params))).len(), 18);
+    let progress = sc.take_notifications("$/progress");
+    let values: Vec<(String, String)> = progress
+        .iter()
+        .map(|n| {
+            let v = n.get("params").unwrap().get("value").unwrap();
+            (field(v, "kind"), v.get("stage").map(str_of).unwrap_or_default())
+        })
+        .collect();
+    let begins: Vec<&str> = values.iter().filter(|(k, _)| k == "begin").map(|(_, s)| s.as_str()).collect();
+    assert_eq!(begins, ["listing", "indexing"], "{values:?}");
+    assert_eq!(values.last().map(|(k, _)| k.as_str()), Some("end"));
+    assert!(progress.iter().all(|n| n.get("params").unwrap().get("token") == Some(&Json::number(7.0))));
+}
+
+#[test]
+fn the_search_command_prints_hits_for_people_and_for_programs() {
+    let root = temp_dir();
+    let dir = root.path().join("sessions");
+    std::fs::create_dir(&dir).unwrap();
+    let file = fixture(&dir);
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(crate::support::sidecar::binary())
+            .args(["search", "--agent-dir", &s(&root.path().join("agent")), "--dir", &s(&dir)])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run(&["grep"]);
+    assert!(text.contains(&file) && text.contains("#t1") && text.contains("grep: parser.rs: 12 matches"), "{text}");
+    let Json::Array(h) = Json::parse(run(&["--json", "parser", "--limit", "2"]).as_bytes()).unwrap() else { panic!() };
+    assert_eq!(h.len(), 2);
+    assert!(run(&["nothing-like-this"]).contains("no matches"));
+}
