@@ -6,28 +6,15 @@
 //! user → assistant tool call → tool result (an image, sometimes) → assistant text, with a branch now and then
 //! and a compaction every few hundred entries, so opening it exercises the tree, not just the bytes.
 
-use std::io::{BufWriter, Write};
+mod support;
+use support::{flag, iso, Rng};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use std::io::{BufWriter, Write};
 
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let out = args.get(1).expect("usage: gen_session OUT.jsonl [--bytes N] [--image-kib K] [--branch-every N]");
-    let flag = |name: &str, default: u64| -> u64 {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
+    let flag = |name: &str, default: u64| flag(&args, name, default);
     let target = flag("--bytes", 40_000_000);
     let image_bytes = flag("--image-kib", 400) as usize * 1024;
     let branch_every = flag("--branch-every", 50);
@@ -87,26 +74,4 @@ fn main() -> std::io::Result<()> {
     w.flush()?;
     eprintln!("wrote {out}: {written} bytes, {n} entries");
     Ok(())
-}
-
-/// An ISO timestamp for `ms` (UTC).
-fn iso(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = secs / 86_400;
-    let (y, m, d) = civil_from_days(days as i64);
-    let rem = secs % 86_400;
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
-}
-
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }

@@ -5,6 +5,7 @@
 
 use std::io::Write;
 
+use crate::session::catalog::Catalog;
 use crate::session::context::ContextOptions;
 use crate::session::index::CatalogIndex;
 use crate::session::js::date::to_iso_string;
@@ -13,12 +14,12 @@ use crate::session::key::Key;
 use crate::session::render::{self, JsonOut, ObjectWriter};
 use crate::session::search::{search_sessions, Scope};
 use crate::session::store::Warning;
-use crate::session::{catalog, Env, Error, SessionManager};
+use crate::session::{Env, Error, SessionManager};
 
 /// What went wrong, for the JSON error object: a stable kind and pi's message.
 pub fn error_kind(e: &Error) -> &'static str {
     match e {
-        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "session_not_found",
+        Error::Io { .. } if e.is_not_found() => "session_not_found",
         Error::Io { .. } => "io_error",
         Error::InvalidSessionFile { .. } => "invalid_session_file",
         Error::InvalidForkSource { .. } => "invalid_session_file",
@@ -169,16 +170,26 @@ pub fn ls(
     index: Option<&mut CatalogIndex>,
     out: &mut dyn Write,
 ) -> i32 {
+    let mut catalog = Catalog::new(agent_dir, index);
     let infos = if all {
-        catalog::list_all(dir, agent_dir, index, &mut |_, _| {})
+        catalog.list_all(dir, &mut |_, _| {})
     } else {
         let cwd = cwd.map(str::to_owned).unwrap_or_else(crate::session::paths::process_cwd);
-        match catalog::list(&cwd, dir, agent_dir, index, &mut |_, _| {}) {
+        match catalog.list(&cwd, dir, &mut |_, _| {}) {
             Ok(i) => i,
             Err(e) => return print_error(out, &e),
         }
     };
-    print_json(out, &Json::Array(infos.iter().map(render::session_info_json).collect()))
+    let mut o = JsonOut::memory();
+    if let Err(e) = render::session_infos(&infos, &mut o) {
+        return print_error(out, &e);
+    }
+    let mut bytes = o.into_bytes();
+    bytes.push(b'\n');
+    match out.write_all(&bytes) {
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
 }
 
 fn print_json(out: &mut dyn Write, value: &Json) -> i32 {
@@ -220,8 +231,7 @@ pub fn search(
         scope,
         request.roles.as_deref(),
         request.limit,
-        agent_dir,
-        index,
+        Catalog::new(agent_dir, index),
         &mut |_, _, _| {},
     ) {
         Ok(h) => h,

@@ -60,6 +60,14 @@ pub fn handle_not_found(handle: &str) -> ErrorObjectOwned {
     )
 }
 
+/// Adds `data.leafId` (the leaf now) to an error, so every `content_modified` carries it.
+pub fn with_leaf(e: ErrorObjectOwned, current_leaf: Option<String>) -> ErrorObjectOwned {
+    let mut data: serde_json::Value =
+        e.data().and_then(|d| serde_json::from_str(d.get()).ok()).unwrap_or_else(|| json!({}));
+    data["leafId"] = json!(current_leaf);
+    ErrorObjectOwned::owned(e.code(), e.message().to_owned(), Some(data))
+}
+
 /// A stale `expectedLeafId`.
 pub fn content_modified(current_leaf: Option<String>) -> ErrorObjectOwned {
     rpc_error(
@@ -73,8 +81,9 @@ pub fn content_modified(current_leaf: Option<String>) -> ErrorObjectOwned {
 /// The one mapping from engine errors to the wire.
 pub fn from_session(e: Error) -> ErrorObjectOwned {
     let message = e.to_string();
+    let not_found = e.is_not_found();
     match e {
-        Error::Io { source, path, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+        Error::Io { path, .. } if not_found => {
             rpc_error(SESSION_NOT_FOUND, "session_not_found", message, json!({ "path": path }))
         }
         Error::Io { path, .. } => rpc_error(IO_ERROR, "io_error", message, json!({ "path": path })),

@@ -160,6 +160,11 @@ impl OpenSession {
         Ticket { session: self.clone(), seq: self.tickets.fetch_add(1, Ordering::SeqCst), done: false }
     }
 
+    /// The sequence number of the last `session/changed` sent for this handle (0 before the first).
+    pub fn current_seq(&self) -> u64 {
+        self.seq.load(Ordering::SeqCst)
+    }
+
     /// The next `session/changed` sequence number.
     pub fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::SeqCst) + 1

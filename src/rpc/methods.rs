@@ -23,12 +23,13 @@ use super::error::{self, from_session, invalid_params};
 use super::handles::{OpenSession, Registry, Ticket};
 use super::proto::*;
 use super::watch::{dir_of, FsWatcher};
+use crate::session::catalog::Catalog;
 use crate::session::context::ContextOptions;
-use crate::session::index::SharedIndex;
+use crate::session::index::{CatalogIndex, SharedIndex};
 use crate::session::json::{JsString, Json};
 use crate::session::key::Key;
 use crate::session::manager::Refresh;
-use crate::session::render::{self, search_hit_json, session_info_json, JsonOut};
+use crate::session::render::{self, search_hit_json, JsonOut};
 use crate::session::search::{search_sessions, Phase, Scope};
 use crate::session::store::Durability;
 use crate::session::{catalog, paths, Env, NewSessionOptions, SessionManager};
@@ -162,8 +163,13 @@ fn parse<P: DeserializeOwned>(raw: Option<&str>) -> Result<P, ErrorObjectOwned> 
     let mut d = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut d).map_err(|e| {
         let path = e.path().to_string();
-        let path = if path == "." { String::new() } else { path };
-        invalid_params(&path, format!("invalid params: {}", e.into_inner()))
+        let mut path = if path == "." { String::new() } else { path };
+        let inner = e.into_inner().to_string();
+        // serde reports a missing member at the object that lacks it; name the member itself.
+        if let Some(field) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+            path = if path.is_empty() { field.to_owned() } else { format!("{path}.{field}") };
+        }
+        invalid_params(&path, format!("invalid params: {inner}"))
     })
 }
 
@@ -253,14 +259,15 @@ methods! {
     "session/getEntryCount", "read", get_entry_count(HandleParams) -> usize, "Distinct entry ids.";
     "session/getEntries", "read", get_entries(EntriesParams) -> Vec<EntryJson>, "Entries in file order (all, or a page with offset/limit).";
     "session/getTree", "read", get_tree(HandleParams) -> TreeJson, "The tree: roots in file order, children by timestamp, labels resolved.";
+    "session/getTreeFlat", "read", get_tree_flat(HandleParams) -> FlatTreeJson, "The same tree as a flat pre-order list with parent positions (no deep nesting).";
     "session/getSessionName", "read", get_session_name(HandleParams) -> Option<AnyJson>, "The session name, or null.";
     "session/getWarnings", "read", get_warnings(HandleParams) -> Vec<WarningJson>, "What loading the file found: malformed and torn lines, broken links, legacy versions.";
     "session/buildContextEntries", "read", build_context_entries(HandleParams) -> Vec<EntryJson>, "The entries that make up the model's context.";
     "session/buildSessionProjection", "read", build_session_projection(HandleParams) -> ProjectionJson, "Context entries with their model-visible messages.";
     "session/buildSessionContext", "read", build_session_context(HandleParams) -> ContextJson, "What the model sees: messages, thinking level, model.";
 
-    "sessions/list", "catalog", list(ListParams) -> Vec<SessionInfoJson>, "Sessions of a cwd, newest activity first (pi's list).";
-    "sessions/listAll", "catalog", list_all(ListAllParams) -> Vec<SessionInfoJson>, "Every session (pi's listAll).";
+    "sessions/list", "catalog", list(ListParams) -> SessionInfoListJson, "Sessions of a cwd, newest activity first (pi's list).";
+    "sessions/listAll", "catalog", list_all(ListAllParams) -> SessionInfoListJson, "Every session (pi's listAll).";
     "sessions/findById", "catalog", find_by_id(FindByIdParams) -> FindResult, "The file of the session with exactly this id, or null.";
     "sessions/search", "catalog", search(SearchParams) -> Vec<SearchHitJson>, "Entries (and sessions) matching a /resume query, best first.";
     "sessions/watch", "open", watch_sessions(SessionsWatchParams) -> SessionsWatchResult, "Reports session files appearing, changing or vanishing in a directory (sessions/changed).";
@@ -301,8 +308,15 @@ fn any(v: &Json) -> AnyJson {
     AnyJson(RawJson::from_json(v))
 }
 
-fn state_of(handle: &str, m: &SessionManager) -> Result<SessionState, ErrorObjectOwned> {
+/// The handle's state as of now (under its lock, so `seq` is exactly what it includes).
+fn state_of(session: &OpenSession, m: &SessionManager) -> Result<SessionState, ErrorObjectOwned> {
+    state_at(&session.handle, m, session.current_seq())
+}
+
+/// The handle's state, including the change numbered `seq`.
+fn state_at(handle: &str, m: &SessionManager, seq: u64) -> Result<SessionState, ErrorObjectOwned> {
     Ok(SessionState {
+        seq,
         handle: handle.to_owned(),
         session_id: any(m.session_id()),
         session_file: m.session_file().map(str::to_owned),
@@ -340,30 +354,31 @@ fn publish_refresh(
             Refresh::Deleted
         }
     };
-    let change = match refreshed {
+    let (seq, change) = match refreshed {
         Refresh::Unchanged => return Ok(false),
         Refresh::Appended(added) => {
             session.deleted_reported.store(false, Ordering::SeqCst);
             if added.is_empty() {
                 return Ok(false);
             }
-            Change::Append { entries: entries_json(m, &added)? }
+            (session.next_seq(), Change::Append { entries: entries_json(m, &added)? })
         }
         Refresh::Reset => {
             session.deleted_reported.store(false, Ordering::SeqCst);
-            Change::Reset { state: Box::new(state_of(&session.handle, m)?) }
+            let seq = session.next_seq();
+            (seq, Change::Reset { state: Box::new(state_at(&session.handle, m, seq)?) })
         }
         Refresh::Deleted => {
             if session.deleted_reported.swap(true, Ordering::SeqCst) {
                 return Ok(false);
             }
-            Change::Deleted {}
+            (session.next_seq(), Change::Deleted {})
         }
     };
     let note = SessionChanged {
         handle: session.handle.clone(),
         session_id: any(m.session_id()),
-        seq: session.next_seq(),
+        seq,
         origin: Some("external".into()),
         leaf_id: key_json(m.leaf_id()),
         change,
@@ -422,10 +437,11 @@ async fn mutate<R: Send + 'static>(
             Err(e @ crate::session::Error::Conflict { .. }) => {
                 // Another process wrote between the check and the write: show what it wrote, refuse ours.
                 publish_refresh(&state, &session, m)?;
-                return Err(from_session(e));
+                return Err(error::with_leaf(from_session(e), leaf_text(m)));
             }
             Err(e) => return Err(from_session(e)),
         };
+        let seq = session.next_seq();
         let change = match kind {
             ChangeKind::Append => {
                 let added: Vec<usize> = (before..m.records().len()).filter(|&i| !m.records()[i].is_header()).collect();
@@ -442,13 +458,13 @@ async fn mutate<R: Send + 'static>(
                         state.watcher.watch_dir(&dir_of(new));
                     }
                 }
-                Change::Rebind { state: Box::new(state_of(&session.handle, m)?) }
+                Change::Rebind { state: Box::new(state_at(&session.handle, m, seq)?) }
             }
         };
         let note = SessionChanged {
             handle: session.handle.clone(),
             session_id: any(m.session_id()),
-            seq: session.next_seq(),
+            seq,
             origin: None,
             leaf_id: key_json(m.leaf_id()),
             change,
@@ -523,7 +539,7 @@ async fn initialize(_p: InitializeParams, cx: Cx) -> Result<InitializeResult, Er
         protocol_version: PROTOCOL_VERSION.into(),
         capabilities: Capabilities {
             methods: specs().iter().map(|s| s.name.to_owned()).collect(),
-            notifications: vec!["session/changed".into(), "$/progress".into()],
+            notifications: vec!["session/changed".into(), "sessions/changed".into(), "$/progress".into()],
             framing: cx.state.framing.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             pi_compatibility: "@earendil-works/pi-coding-agent@1.6.0".into(),
         },
@@ -552,7 +568,7 @@ async fn opened(
         if let Some(p) = &path {
             if let Some(existing) = state.registry.reuse(p) {
                 let guard = existing.manager.blocking_read();
-                return state_of(&existing.handle, &guard);
+                return state_of(&existing, &guard);
             }
         }
         let m = configure(make().map_err(from_session)?, state.durability);
@@ -560,7 +576,7 @@ async fn opened(
         let key = if m.is_persisted() { file.as_deref() } else { None };
         let session = state.registry.insert(key, m);
         let guard = session.manager.blocking_read();
-        state_of(&session.handle, &guard)
+        state_of(&session, &guard)
     })
     .await
 }
@@ -698,8 +714,10 @@ async fn set_session_file(p: SetSessionFileParams, cx: Cx) -> Result<SessionStat
 }
 
 async fn get_state(p: HandleParams, cx: Cx) -> Result<SessionState, ErrorObjectOwned> {
-    let handle = p.handle.clone();
-    read(&cx, &p.handle, move |m| state_of(&handle, m)).await
+    let ticket = cx.ticket(&p.handle)?;
+    let session = ticket.session().clone();
+    let guard = ticket.read().await;
+    blocking(move || state_of(&session, &guard)).await
 }
 
 async fn close(p: HandleParams, cx: Cx) -> Result<Null, ErrorObjectOwned> {
@@ -916,6 +934,10 @@ async fn get_tree(p: HandleParams, cx: Cx) -> Result<TreeJson, ErrorObjectOwned>
     read(&cx, &p.handle, |m| rendered(|o| render::tree(m, &m.tree(), o)).map(TreeJson)).await
 }
 
+async fn get_tree_flat(p: HandleParams, cx: Cx) -> Result<FlatTreeJson, ErrorObjectOwned> {
+    read(&cx, &p.handle, |m| rendered(|o| render::tree_flat(m, &m.tree(), o)).map(FlatTreeJson)).await
+}
+
 async fn get_session_name(p: HandleParams, cx: Cx) -> Result<Option<AnyJson>, ErrorObjectOwned> {
     read(&cx, &p.handle, |m| Ok(m.session_name().map_err(from_session)?.map(|n| any(&Json::String(n))))).await
 }
@@ -990,35 +1012,47 @@ impl ProgressReporter {
     }
 }
 
-fn infos_json(infos: &[crate::session::info::SessionInfo]) -> Vec<SessionInfoJson> {
-    infos.iter().map(|i| SessionInfoJson(RawJson::from_json(&session_info_json(i)))).collect()
+fn infos_json(infos: &[crate::session::info::SessionInfo]) -> Result<SessionInfoListJson, ErrorObjectOwned> {
+    rendered(|o| render::session_infos(infos, o)).map(SessionInfoListJson)
 }
 
-async fn list(p: ListParams, cx: Cx) -> Result<Vec<SessionInfoJson>, ErrorObjectOwned> {
+/// The catalog for a listing request (`allMessagesText` unless the host declined it).
+fn catalog_of<'a>(state: &'a ServerState, index: Option<&'a mut CatalogIndex>, text: Option<bool>) -> Catalog<'a> {
+    let c = Catalog::new(&state.agent_dir, index);
+    if text == Some(false) {
+        c.without_text()
+    } else {
+        c
+    }
+}
+
+async fn list(p: ListParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectOwned> {
     let state = cx.state.clone();
     blocking(move || {
         let mut progress = ProgressReporter::new(state.clone(), p.progress_token);
         let infos = state
             .index
             .with(|ix| {
-                catalog::list(&p.cwd, p.session_dir.as_deref(), &state.agent_dir, ix, &mut |l, t| progress.report(l, t))
+                let mut c = catalog_of(&state, ix, p.include_all_messages_text);
+                c.list(&p.cwd, p.session_dir.as_deref(), &mut |l, t| progress.report(l, t))
             })
             .map_err(from_session)?;
         progress.send("end", infos.len(), infos.len());
-        Ok(infos_json(&infos))
+        infos_json(&infos)
     })
     .await
 }
 
-async fn list_all(p: ListAllParams, cx: Cx) -> Result<Vec<SessionInfoJson>, ErrorObjectOwned> {
+async fn list_all(p: ListAllParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectOwned> {
     let state = cx.state.clone();
     blocking(move || {
         let mut progress = ProgressReporter::new(state.clone(), p.progress_token);
         let infos = state.index.with(|ix| {
-            catalog::list_all(p.session_dir.as_deref(), &state.agent_dir, ix, &mut |l, t| progress.report(l, t))
+            let mut c = catalog_of(&state, ix, p.include_all_messages_text);
+            c.list_all(p.session_dir.as_deref(), &mut |l, t| progress.report(l, t))
         });
         progress.send("end", infos.len(), infos.len());
-        Ok(infos_json(&infos))
+        infos_json(&infos)
     })
     .await
 }
@@ -1028,7 +1062,7 @@ async fn find_by_id(p: FindByIdParams, cx: Cx) -> Result<FindResult, ErrorObject
     blocking(move || {
         let path = state
             .index
-            .with(|ix| catalog::find_by_id(&p.cwd, &p.id, p.session_dir.as_deref(), &state.agent_dir, ix))
+            .with(|ix| Catalog::new(&state.agent_dir, ix).find_by_id(&p.cwd, &p.id, p.session_dir.as_deref()))
             .map_err(from_session)?;
         Ok(FindResult { path })
     })
@@ -1047,7 +1081,8 @@ async fn search(p: SearchParams, cx: Cx) -> Result<Vec<SearchHitJson>, ErrorObje
         let hits = state
             .index
             .with(|ix| {
-                search_sessions(&p.query, scope, p.roles.as_deref(), limit, &state.agent_dir, ix, &mut |phase, l, t| {
+                let catalog = Catalog::new(&state.agent_dir, ix);
+                search_sessions(&p.query, scope, p.roles.as_deref(), limit, catalog, &mut |phase, l, t| {
                     let stage = match phase {
                         Phase::Listing => "listing",
                         Phase::Indexing => "indexing",

@@ -196,6 +196,28 @@ pi_shape!(
 );
 
 pi_shape!(
+    /// `session/getTreeFlat`: pi's tree as a flat list.
+    FlatTreeJson, "SessionTreeFlat", |g| {
+        let entry = g.subschema_for::<EntryJson>();
+        json_schema!({
+            "type": "array",
+            "description": "The nodes of pi's getTree in pre-order (a node, then its subtrees in order): the same tree without nesting, for JSON decoders that refuse deep documents.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "entry": entry,
+                    "parentIndex": { "type": ["integer", "null"], "description": "Position of the parent node in this array; null for a root." },
+                    "depth": { "type": "integer", "description": "0 for roots." },
+                    "label": { "description": "The resolved label (a string in files pi wrote)." },
+                    "labelTimestamp": { "description": "Timestamp of the label entry that set it." }
+                },
+                "required": ["entry", "parentIndex", "depth"]
+            }
+        })
+    }
+);
+
+pi_shape!(
     /// pi's `buildSessionProjection()` result.
     ProjectionJson, "SessionProjection", |g| {
         let entry = g.subschema_for::<EntryJson>();
@@ -247,9 +269,9 @@ pi_shape!(
             "modified": { "type": ["string", "null"] },
             "messageCount": { "type": "integer" },
             "firstMessage": { "type": "string" },
-            "allMessagesText": { "type": "string" }
+            "allMessagesText": { "type": "string", "description": "Present unless the request set includeAllMessagesText: false." }
         },
-        "required": ["path", "id", "cwd", "created", "modified", "messageCount", "firstMessage", "allMessagesText"]
+        "required": ["path", "id", "cwd", "created", "modified", "messageCount", "firstMessage"]
     })
 );
 
@@ -268,6 +290,14 @@ pi_shape!(
         },
         "required": ["path", "sessionId", "entryId", "role", "snippet", "timestamp", "score"]
     })
+);
+
+pi_shape!(
+    /// A listing: pi's `SessionInfo[]`.
+    SessionInfoListJson, "SessionInfoList", |g| {
+        let info = g.subschema_for::<SessionInfoJson>();
+        json_schema!({ "type": "array", "items": info })
+    }
 );
 
 pi_shape!(
@@ -498,6 +528,9 @@ pub struct SessionState {
     pub session_name: Option<AnyJson>,
     /// False for in-memory sessions.
     pub is_persisted: bool,
+    /// The `seq` of the last `session/changed` this state includes: notifications with a higher `seq` happened
+    /// after it (a host resynchronising after a gap applies only those).
+    pub seq: u64,
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -651,9 +684,9 @@ pub struct AppendContextEditParams {
     pub expected_leaf_id: Option<String>,
     /// The entry to edit (on the active branch).
     pub target_id: String,
-    /// `null` omits the target from context; `{content}` replaces its content.
+    /// Required, and may be `null`: `null` omits the target from context; `{content}` replaces its content.
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<PiValue>")]
+    #[schemars(with = "Option<PiValue>", required)]
     pub replacement: Option<PiValue>,
 }
 
@@ -822,6 +855,9 @@ pub struct ListParams {
     pub session_dir: Option<String>,
     /// Send `$/progress` with this token while loading.
     pub progress_token: Option<ProgressToken>,
+    /// `false` leaves `allMessagesText` out (default `true`, pi's exact result). It holds every user and
+    /// assistant text of every session, most of a listing's size; `sessions/search` searches without it.
+    pub include_all_messages_text: Option<bool>,
 }
 
 /// `sessions/listAll`.
@@ -832,6 +868,8 @@ pub struct ListAllParams {
     pub session_dir: Option<String>,
     /// Send `$/progress` with this token while loading.
     pub progress_token: Option<ProgressToken>,
+    /// `false` leaves `allMessagesText` out (default `true`, pi's exact result).
+    pub include_all_messages_text: Option<bool>,
 }
 
 /// `sessions/findById`.

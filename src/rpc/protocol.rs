@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::error;
 use super::methods::{specs, PROTOCOL_VERSION};
-use super::proto::{CancelParams, NoParams, Progress, SessionChanged};
+use super::proto::{CancelParams, NoParams, Progress, SessionChanged, SessionsChanged};
 
 fn reference(schema: schemars::Schema) -> Value {
     // Point `#/$defs/X` references into schema.json, so methods.json can be read on its own.
@@ -79,11 +79,18 @@ pub fn generate() -> (String, String) {
         "server-to-client",
         "After every successful mutation, before its response; `seq` increases by one per change per handle.",
     ));
+    methods.push(notification::<SessionsChanged>(
+        &mut g,
+        "sessions/changed",
+        "server-to-client",
+        "A session file in a `sessions/watch` directory was created, changed or removed.",
+    ));
     methods.push(notification::<Progress>(
         &mut g,
         "$/progress",
         "server-to-client",
-        "Listing progress for a request that passed a `progressToken` (begin, report…, end).",
+        "Progress of a listing or search that passed a `progressToken` (begin, report…, end; a search has a \
+         `listing` then an `indexing` stage).",
     ));
     let errors = json!([
         { "code": error::PARSE_ERROR, "kind": "parse_error", "meaning": "The frame is not JSON." },
@@ -92,13 +99,14 @@ pub fn generate() -> (String, String) {
         { "code": error::INVALID_PARAMS, "kind": "invalid_params", "meaning": "A param is missing or has the wrong type; data.path names it." },
         { "code": error::INTERNAL_ERROR, "kind": "internal_error", "meaning": "The server failed; nothing was half-written." },
         { "code": error::REQUEST_CANCELLED, "kind": "request_cancelled", "meaning": "Cancelled by $/cancelRequest." },
-        { "code": error::CONTENT_MODIFIED, "kind": "content_modified", "meaning": "expectedLeafId is not the leaf; data.leafId is the current one." },
+        { "code": error::CONTENT_MODIFIED, "kind": "content_modified", "meaning": "expectedLeafId is not the leaf, or another process wrote the file first (data.path); data.leafId is the leaf now." },
         { "code": error::SESSION_NOT_FOUND, "kind": "session_not_found", "meaning": "The file or directory does not exist." },
         { "code": error::ENTRY_NOT_FOUND, "kind": "entry_not_found", "meaning": "No entry has that id." },
         { "code": error::HANDLE_NOT_FOUND, "kind": "handle_not_found", "meaning": "No open session has that handle." },
         { "code": error::INVALID_SESSION_FILE, "kind": "invalid_session_file", "meaning": "Not a pi session, or an entry pi cannot read (data.line)." },
         { "code": error::INVALID_SESSION_ID, "kind": "invalid_session_id", "meaning": "The session id breaks pi's rule." },
-        { "code": error::IO_ERROR, "kind": "io_error", "meaning": "The file system failed; data.path names the file." }
+        { "code": error::IO_ERROR, "kind": "io_error", "meaning": "The file system failed; data.path names the file." },
+        { "code": error::SESSION_LOCKED, "kind": "session_locked", "meaning": "Another process holds the session's write lock; data.pid names it when known." }
     ]);
     let table = json!({
         "protocol": "pi-sessiond",

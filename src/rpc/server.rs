@@ -96,6 +96,9 @@ struct Dispatcher {
     tasks: JoinSet<()>,
     next_synthetic_id: u64,
     exit_code: Option<i32>,
+    /// A `shutdown` request has been read (its answer may still be on its way): an `exit` right behind it is
+    /// the orderly end, status 0, and waits for that answer like every task in flight.
+    shutdown_requested: bool,
 }
 
 impl Dispatcher {
@@ -226,7 +229,8 @@ impl Dispatcher {
         match method {
             "initialized" => {}
             "exit" => {
-                self.exit_code = Some(if self.state.shut_down.load(Ordering::SeqCst) { 0 } else { 1 });
+                let orderly = self.shutdown_requested || self.state.shut_down.load(Ordering::SeqCst);
+                self.exit_code = Some(if orderly { 0 } else { 1 });
             }
             "$/cancelRequest" => {
                 #[derive(Deserialize)]
@@ -251,6 +255,9 @@ impl Dispatcher {
                 id,
                 &plain_error(error::INVALID_REQUEST, "invalid_request", "the server is shutting down"),
             )));
+        }
+        if method == "shutdown" {
+            self.shutdown_requested = true;
         }
         let Some(MethodCallback::Async(callback)) = self.methods.method(&method).cloned() else {
             return Pending::Ready(Some(error_response(
@@ -468,6 +475,7 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
         tasks: JoinSet::new(),
         next_synthetic_id: 1 << 53,
         exit_code: None,
+        shutdown_requested: false,
     };
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let code = loop {

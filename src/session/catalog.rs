@@ -63,6 +63,26 @@ fn sort_infos(infos: &mut [SessionInfo]) {
     sort_like_v8(infos, |a, b| b.modified - a.modified);
 }
 
+/// The `*.jsonl` entries of `dir` in directory order (like `readdir`), each with `stat`'s answer (followed
+/// through symlinks, as pi's `statSync`; None if it failed). Stat goes through the directory's descriptor, not
+/// the full path: thousands of path walks are a visible part of a warm listing.
+fn jsonl_entries(dir: &str) -> std::io::Result<Vec<(String, Option<fs::Metadata>)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".jsonl") {
+            continue;
+        }
+        let meta = match entry.file_type() {
+            Ok(t) if !t.is_symlink() => entry.metadata().ok(),
+            _ => fs::metadata(entry.path()).ok(),
+        };
+        out.push((name, meta));
+    }
+    Ok(out)
+}
+
 /// The `*.jsonl` names in `dir`, in directory order (like `readdir`).
 fn jsonl_names(dir: &str) -> std::io::Result<Vec<String>> {
     let mut names = Vec::new();
@@ -75,169 +95,207 @@ fn jsonl_names(dir: &str) -> std::io::Result<Vec<String>> {
     Ok(names)
 }
 
-/// pi's `listSessionsFromDir`: every `*.jsonl` session in `dir`, loaded in filename-descending order.
-fn list_dir(
-    dir: &str,
-    index: Option<&mut CatalogIndex>,
-    on_progress: &mut dyn FnMut(usize, usize),
-) -> Vec<SessionInfo> {
-    if !paths::as_path(dir).exists() {
-        return Vec::new();
-    }
-    let Ok(mut names) = jsonl_names(dir) else { return Vec::new() };
-    let c = collator();
-    sort_like_v8(&mut names, |a, b| locale_compare(&c, b, a));
-    let paths: Vec<String> = names.iter().map(|name| paths::join(&[dir, name])).collect();
-    if let Some(index) = index {
-        let files: Vec<FileToIndex> = paths
-            .iter()
-            .filter_map(|p| fs::metadata(p).ok().map(|meta| FileToIndex { path: p.clone(), dir: dir.to_owned(), meta }))
-            .collect();
-        match index.refresh(&[dir.to_owned()], &files, on_progress) {
-            Ok(infos) => return infos.into_iter().flatten().collect(),
-            Err(e) => tracing::warn!("catalog index unavailable ({e}); reading {dir} directly"),
-        }
-    }
-    let total = paths.len();
-    let mut out = Vec::new();
-    for (i, path) in paths.iter().enumerate() {
-        let info = fs::metadata(path).ok().and_then(|m| session_info(path, mtime_ms(&m)));
-        out.extend(info);
-        on_progress(i + 1, total);
-    }
-    out
-}
-
 /// pi's `sessionCwdMatches`: a non-empty cwd that resolves to `resolved_cwd`.
 fn cwd_matches(cwd: &str, resolved_cwd: &str) -> bool {
     !cwd.is_empty() && paths::resolve_path(cwd) == resolved_cwd
 }
 
-/// `SessionManager.list(cwd, sessionDir?)`: the sessions of `cwd`, newest activity first.
-pub fn list(
-    cwd: &str,
-    session_dir: Option<&str>,
-    agent_dir: &str,
-    index: Option<&mut CatalogIndex>,
-    on_progress: &mut dyn FnMut(usize, usize),
-) -> Result<Vec<SessionInfo>> {
-    let (dir, filter) = directory_for(cwd, session_dir, agent_dir)?;
-    let resolved_cwd = paths::resolve_path(cwd);
-    let mut infos: Vec<SessionInfo> = list_dir(&dir, index, on_progress)
-        .into_iter()
-        .filter(|s| !filter || cwd_matches(&s.cwd.to_string_lossy(), &resolved_cwd))
-        .collect();
-    sort_infos(&mut infos);
-    Ok(infos)
+/// Answers pi's listing calls (`list`, `listAll`, `findById`) for one agent directory: from the catalog index
+/// when there is one (falling back to the files on any index failure), else by reading every file.
+pub struct Catalog<'a> {
+    agent_dir: &'a str,
+    index: Option<&'a mut CatalogIndex>,
+    with_text: bool,
 }
 
-/// `SessionManager.listAll(sessionDir?)`: with a directory, every session in it (no cwd filter); without, every
-/// session in every project directory under `<agentDir>/sessions` (one level, symlinked directories included).
-pub fn list_all(
-    session_dir: Option<&str>,
-    agent_dir: &str,
-    index: Option<&mut CatalogIndex>,
-    on_progress: &mut dyn FnMut(usize, usize),
-) -> Vec<SessionInfo> {
-    if let Some(d) = session_dir.filter(|d| !d.is_empty()) {
-        let mut infos = list_dir(&paths::normalize_path(d), index, on_progress);
-        sort_infos(&mut infos);
-        return infos;
+impl<'a> Catalog<'a> {
+    /// Listings of `agent_dir`'s sessions, through `index` if given, with every `SessionInfo` field.
+    pub fn new(agent_dir: &'a str, index: Option<&'a mut CatalogIndex>) -> Catalog<'a> {
+        Catalog { agent_dir, index, with_text: true }
     }
-    let root = paths::join(&[agent_dir, "sessions"]);
-    let Ok(entries) = fs::read_dir(&root) else { return Vec::new() };
-    let mut dirs = Vec::new();
-    let mut files = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(ft) = entry.file_type() else { continue };
-        if !(ft.is_dir() || ft.is_symlink()) {
-            continue;
-        }
-        let dir = paths::join(&[&root, &entry.file_name().to_string_lossy()]);
-        if let Ok(names) = jsonl_names(&dir) {
-            files.extend(names.into_iter().map(|n| (paths::join(&[&dir, &n]), dir.clone())));
-            dirs.push(dir);
-        }
+
+    /// Leaves `allMessagesText` out of the listings: it is most of their size (every user and assistant text),
+    /// and a host that searches with `sessions/search` does not need it.
+    pub fn without_text(mut self) -> Catalog<'a> {
+        self.with_text = false;
+        self
     }
-    let mut candidates: Vec<(String, String, Option<fs::Metadata>)> =
-        files.into_iter().map(|(p, dir)| (p.clone(), dir, fs::metadata(&p).ok())).collect();
-    let c = collator();
-    let mtime = |m: &Option<fs::Metadata>| m.as_ref().map_or(f64::NEG_INFINITY, mtime_ms);
-    sort_like_v8(&mut candidates, |a, b| {
-        let diff = mtime(&b.2) - mtime(&a.2);
-        if diff != 0.0 && !diff.is_nan() {
-            diff
-        } else {
-            locale_compare(&c, paths::basename(&b.0), paths::basename(&a.0))
+
+    /// The index, if there is one.
+    pub fn index(&mut self) -> Option<&mut CatalogIndex> {
+        self.index.as_deref_mut()
+    }
+
+    /// pi's `listSessionsFromDir`: every `*.jsonl` session in `dir`, loaded in filename-descending order.
+    fn list_dir(&mut self, dir: &str, on_progress: &mut dyn FnMut(usize, usize)) -> Vec<SessionInfo> {
+        if !paths::as_path(dir).exists() {
+            return Vec::new();
         }
-    });
-    if let Some(index) = index {
-        let files: Vec<FileToIndex> = candidates
-            .iter()
-            .filter_map(|(path, dir, meta)| {
-                meta.clone().map(|meta| FileToIndex { path: path.clone(), dir: dir.clone(), meta })
-            })
-            .collect();
-        match index.refresh(&dirs, &files, on_progress) {
-            Ok(infos) => {
-                let mut infos: Vec<SessionInfo> = infos.into_iter().flatten().collect();
-                sort_infos(&mut infos);
-                return infos;
+        let Ok(entries) = jsonl_entries(dir) else { return Vec::new() };
+        // pi loads files in filename-descending `localeCompare` order: a stable sort of readdir's order. The
+        // entries are kept byte-sorted (with their readdir position) so the index can recognise the same set
+        // of names and reuse the order it computed for it (collation is a large part of a warm listing).
+        let mut entries: Vec<(usize, (String, Option<fs::Metadata>))> = entries.into_iter().enumerate().collect();
+        entries.sort_unstable_by(|a, b| a.1 .0.cmp(&b.1 .0));
+        let names: Vec<String> = entries.iter().map(|e| e.1 .0.clone()).collect();
+        let load_order = || {
+            let c = collator();
+            let mut order: Vec<usize> = (0..names.len()).collect();
+            order.sort_by_key(|&i| entries[i].0);
+            sort_like_v8(&mut order, |&a, &b| locale_compare(&c, &names[b], &names[a]));
+            order
+        };
+        let order = match self.index() {
+            Some(ix) => ix.name_order(dir, &names, load_order),
+            None => load_order(),
+        };
+        let entries: Vec<(String, Option<fs::Metadata>)> = entries.into_iter().map(|e| e.1).collect();
+        let mut slots: Vec<Option<(String, Option<fs::Metadata>)>> = entries.into_iter().map(Some).collect();
+        let ordered: Vec<(String, Option<fs::Metadata>)> =
+            order.iter().filter_map(|&i| slots.get_mut(i).and_then(Option::take)).collect();
+        let with_text = self.with_text;
+        if let Some(index) = self.index() {
+            let files: Vec<FileToIndex<'_>> = ordered
+                .iter()
+                .filter_map(|(name, meta)| {
+                    let meta = meta.clone()?;
+                    Some(FileToIndex { path: paths::join(&[dir, name]), dir, meta })
+                })
+                .collect();
+            match index.refresh(&[dir.to_owned()], &files, with_text, on_progress) {
+                Ok(infos) => return infos.into_iter().flatten().collect(),
+                Err(e) => tracing::warn!("catalog index unavailable ({e}); reading {dir} directly"),
             }
-            Err(e) => tracing::warn!("catalog index unavailable ({e}); reading {root} directly"),
         }
-    }
-    let total = candidates.len();
-    let mut infos = Vec::new();
-    for (i, (path, _, meta)) in candidates.iter().enumerate() {
-        if let Some(m) = meta {
-            infos.extend(session_info(path, mtime_ms(m)));
+        let total = ordered.len();
+        let mut out = Vec::new();
+        for (i, (name, meta)) in ordered.iter().enumerate() {
+            let path = paths::join(&[dir, name]);
+            out.extend(meta.as_ref().and_then(|m| session_info(&path, mtime_ms(m), with_text)));
+            on_progress(i + 1, total);
         }
-        on_progress(i + 1, total);
+        out
     }
-    sort_infos(&mut infos);
-    infos
-}
 
-/// `SessionManager.findById(cwd, id, sessionDir?)`: the first file (directory order) whose header id is exactly
-/// `id`.
-pub fn find_by_id(
-    cwd: &str,
-    id: &str,
-    session_dir: Option<&str>,
-    agent_dir: &str,
-    index: Option<&mut CatalogIndex>,
-) -> Result<Option<String>> {
-    let (dir, filter) = directory_for(cwd, session_dir, agent_dir)?;
-    let resolved_cwd = paths::resolve_path(cwd);
-    let Ok(names) = jsonl_names(&dir) else { return Ok(None) };
-    // Headers of files unchanged since they were indexed need no reading.
-    let cached = match index.map(|ix| ix.cached_headers(&dir)) {
-        Some(Ok(c)) => c,
-        Some(Err(e)) => {
-            tracing::warn!("catalog index unavailable ({e}); reading {dir} directly");
-            Default::default()
+    /// `SessionManager.list(cwd, sessionDir?)`: the sessions of `cwd`, newest activity first.
+    pub fn list(
+        &mut self,
+        cwd: &str,
+        session_dir: Option<&str>,
+        on_progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<SessionInfo>> {
+        let (dir, filter) = directory_for(cwd, session_dir, self.agent_dir)?;
+        let resolved_cwd = paths::resolve_path(cwd);
+        let mut infos: Vec<SessionInfo> = self
+            .list_dir(&dir, on_progress)
+            .into_iter()
+            .filter(|s| !filter || cwd_matches(&s.cwd.to_string_lossy(), &resolved_cwd))
+            .collect();
+        sort_infos(&mut infos);
+        Ok(infos)
+    }
+
+    /// `SessionManager.listAll(sessionDir?)`: with a directory, every session in it (no cwd filter); without,
+    /// every session in every project directory under `<agentDir>/sessions` (one level, symlinked directories
+    /// included).
+    pub fn list_all(
+        &mut self,
+        session_dir: Option<&str>,
+        on_progress: &mut dyn FnMut(usize, usize),
+    ) -> Vec<SessionInfo> {
+        if let Some(d) = session_dir.filter(|d| !d.is_empty()) {
+            let mut infos = self.list_dir(&paths::normalize_path(d), on_progress);
+            sort_infos(&mut infos);
+            return infos;
         }
-        None => Default::default(),
-    };
-    for name in names {
-        let path = paths::join(&[&dir, &name]);
-        let known = cached
-            .get(&path)
-            .and_then(|c| fs::metadata(&path).ok().and_then(|m| c.header_if_current(&m).map(|h| h.cloned())));
-        let Some(header) = known.unwrap_or_else(|| read_header_bounded(&path)) else { continue };
-        if !header.get("id").and_then(Json::as_js_str).is_some_and(|h| h.eq_str(id)) {
-            continue;
-        }
-        if filter {
-            let cwd = header.get("cwd").and_then(Json::as_js_str).map(|c| c.to_string_lossy());
-            if !cwd.is_some_and(|c| cwd_matches(&c, &resolved_cwd)) {
+        let root = paths::join(&[self.agent_dir, "sessions"]);
+        let Ok(entries) = fs::read_dir(&root) else { return Vec::new() };
+        let mut dirs = Vec::new();
+        let mut files = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(ft) = entry.file_type() else { continue };
+            if !(ft.is_dir() || ft.is_symlink()) {
                 continue;
             }
+            let dir = paths::join(&[&root, &entry.file_name().to_string_lossy()]);
+            if let Ok(names) = jsonl_names(&dir) {
+                files.extend(names.into_iter().map(|n| (paths::join(&[&dir, &n]), dir.clone())));
+                dirs.push(dir);
+            }
         }
-        return Ok(Some(path));
+        let mut candidates: Vec<(String, String, Option<fs::Metadata>)> =
+            files.into_iter().map(|(p, dir)| (p.clone(), dir, fs::metadata(&p).ok())).collect();
+        let c = collator();
+        let mtime = |m: &Option<fs::Metadata>| m.as_ref().map_or(f64::NEG_INFINITY, mtime_ms);
+        sort_like_v8(&mut candidates, |a, b| {
+            let diff = mtime(&b.2) - mtime(&a.2);
+            if diff != 0.0 && !diff.is_nan() {
+                diff
+            } else {
+                locale_compare(&c, paths::basename(&b.0), paths::basename(&a.0))
+            }
+        });
+        let with_text = self.with_text;
+        if let Some(index) = self.index() {
+            let files: Vec<FileToIndex<'_>> = candidates
+                .iter()
+                .filter_map(|(path, dir, meta)| meta.clone().map(|meta| FileToIndex { path: path.clone(), dir, meta }))
+                .collect();
+            match index.refresh(&dirs, &files, with_text, on_progress) {
+                Ok(infos) => {
+                    let mut infos: Vec<SessionInfo> = infos.into_iter().flatten().collect();
+                    sort_infos(&mut infos);
+                    return infos;
+                }
+                Err(e) => tracing::warn!("catalog index unavailable ({e}); reading {root} directly"),
+            }
+        }
+        let total = candidates.len();
+        let mut infos = Vec::new();
+        for (i, (path, _, meta)) in candidates.iter().enumerate() {
+            if let Some(m) = meta {
+                infos.extend(session_info(path, mtime_ms(m), with_text));
+            }
+            on_progress(i + 1, total);
+        }
+        sort_infos(&mut infos);
+        infos
     }
-    Ok(None)
+
+    /// `SessionManager.findById(cwd, id, sessionDir?)`: the first file (directory order) whose header id is
+    /// exactly `id`.
+    pub fn find_by_id(&mut self, cwd: &str, id: &str, session_dir: Option<&str>) -> Result<Option<String>> {
+        let (dir, filter) = directory_for(cwd, session_dir, self.agent_dir)?;
+        let resolved_cwd = paths::resolve_path(cwd);
+        let Ok(names) = jsonl_names(&dir) else { return Ok(None) };
+        // Headers of files unchanged since they were indexed need no reading.
+        let cached = match self.index().map(|ix| ix.cached_headers(&dir)) {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                tracing::warn!("catalog index unavailable ({e}); reading {dir} directly");
+                Default::default()
+            }
+            None => Default::default(),
+        };
+        for name in names {
+            let path = paths::join(&[&dir, &name]);
+            let known = cached
+                .get(&path)
+                .and_then(|c| fs::metadata(&path).ok().and_then(|m| c.header_if_current(&m).map(|h| h.cloned())));
+            let Some(header) = known.unwrap_or_else(|| read_header_bounded(&path)) else { continue };
+            if !header.get("id").and_then(Json::as_js_str).is_some_and(|h| h.eq_str(id)) {
+                continue;
+            }
+            if filter {
+                let cwd = header.get("cwd").and_then(Json::as_js_str).map(|c| c.to_string_lossy());
+                if !cwd.is_some_and(|c| cwd_matches(&c, &resolved_cwd)) {
+                    continue;
+                }
+            }
+            return Ok(Some(path));
+        }
+        Ok(None)
+    }
 }
 
 /// pi's `findMostRecentSession(sessionDir, cwd?)`: the newest-mtime file with a valid header (and, with `cwd`,

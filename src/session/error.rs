@@ -94,6 +94,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// True when the error means "no such session file or directory" (not: a directory could not be created,
+    /// which is an I/O failure even when the OS says ENOENT).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { op, source, .. } if source.kind() == io::ErrorKind::NotFound && *op != "create directory")
+    }
+
     /// An I/O error with its context.
     pub fn io(op: &'static str, path: impl Into<String>, source: io::Error) -> Error {
         Error::Io { op, path: path.into(), source }

@@ -35,6 +35,9 @@ const SCHEMA_VERSION: &str = "1";
 /// rewritten rather than appended to.
 const CHECK_BYTES: u64 = 64;
 
+/// The full-text index's in-memory term hash (see where it is set).
+const FTS_HASH_BYTES: i64 = 64 * 1024 * 1024;
+
 /// Files refreshed per write transaction: other processes sharing the index get a turn between batches.
 const FILES_PER_TRANSACTION: usize = 256;
 
@@ -45,6 +48,41 @@ pub type IndexResult<T> = rusqlite::Result<T>;
 pub struct CatalogIndex {
     path: String,
     conn: Connection,
+    /// This process's memo of listings without `allMessagesText`, by path: valid while the file's stat is
+    /// unchanged (and the memo is not racily clean), whatever other processes did to the database meanwhile, so a
+    /// warm listing needs no database read at all.
+    memo: HashMap<String, Memo>,
+    /// The load order last computed per directory (collation is a large part of a warm listing): the names
+    /// byte-sorted, to recognise the same set, and the order as positions in that list.
+    name_orders: HashMap<String, (Vec<String>, Vec<usize>)>,
+}
+
+/// A remembered listing entry and the stat it was made from.
+#[derive(Clone, Debug)]
+struct Memo {
+    size: u64,
+    mtime_ns: i64,
+    dev: u64,
+    ino: u64,
+    /// When the file was read for it (before reading).
+    read_at_ns: i64,
+    /// `None`: not a session.
+    info: Option<SessionInfo>,
+}
+
+impl Memo {
+    fn current(&self, meta: &fs::Metadata) -> bool {
+        self.size == meta.len()
+            && self.mtime_ns == mtime_ns(meta)
+            && self.dev == meta.dev()
+            && self.ino == meta.ino()
+            && self.mtime_ns <= self.read_at_ns - RACY_WINDOW_NS
+    }
+
+    fn new(meta: &fs::Metadata, read_at_ns: i64, info: &Option<SessionInfo>) -> Memo {
+        let info = info.as_ref().map(|i| SessionInfo { all_messages_text: None, ..i.clone() });
+        Memo { size: meta.len(), mtime_ns: mtime_ns(meta), dev: meta.dev(), ino: meta.ino(), read_at_ns, info }
+    }
 }
 
 impl std::fmt::Debug for CatalogIndex {
@@ -60,11 +98,11 @@ pub fn default_index_path(agent_dir: &str) -> String {
 
 /// A file to bring up to date: its path, the directory it was listed from, and its metadata.
 #[derive(Debug)]
-pub struct FileToIndex {
+pub struct FileToIndex<'a> {
     /// The file's path, as the listing builds it (`<dir>/<name>`).
     pub path: String,
     /// The directory the listing enumerated.
-    pub dir: String,
+    pub dir: &'a str,
     /// `stat` of the file.
     pub meta: fs::Metadata,
 }
@@ -85,6 +123,9 @@ struct Row {
     docs_offset: u64,
     /// When the row was written (ns since the epoch), to tell a clean row from a racily clean one.
     indexed_at_ns: i64,
+    /// False when the row was read without `all_text` (a listing that does not return it); it is fetched
+    /// before the row is continued or stored.
+    text_loaded: bool,
 }
 
 /// A file modified this close to its indexing may have changed again within the same mtime tick without any
@@ -110,6 +151,7 @@ impl Row {
             state: InfoState::default(),
             docs_offset: 0,
             indexed_at_ns: 0,
+            text_loaded: true,
         }
     }
 
@@ -142,18 +184,21 @@ fn f64_bits(v: Option<f64>) -> Option<i64> {
 }
 
 const SCHEMA: &str = "
-    DROP TABLE IF EXISTS docs_fts; DROP TABLE IF EXISTS docs; DROP TABLE IF EXISTS files;
+    DROP TABLE IF EXISTS docs_fts; DROP TABLE IF EXISTS docs; DROP TABLE IF EXISTS texts; DROP TABLE IF EXISTS files;
     CREATE TABLE files(
       id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, dir TEXT NOT NULL,
       size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, dev INTEGER NOT NULL, ino INTEGER NOT NULL,
       offset INTEGER NOT NULL, head BLOB NOT NULL, tail BLOB NOT NULL, bounded_header TEXT,
       header TEXT, rejected INTEGER NOT NULL, name BLOB, message_count INTEGER NOT NULL,
-      first_message BLOB NOT NULL, all_text BLOB NOT NULL, has_text INTEGER NOT NULL, last_activity INTEGER,
+      first_message BLOB NOT NULL, has_text INTEGER NOT NULL, last_activity INTEGER,
       docs_offset INTEGER NOT NULL, indexed_at_ns INTEGER NOT NULL);
     CREATE INDEX files_dir ON files(dir);
+    -- Apart from the rows: a listing that leaves allMessagesText out then never reads these pages.
+    CREATE TABLE texts(id INTEGER PRIMARY KEY, all_text BLOB NOT NULL);
     CREATE TABLE docs(id INTEGER PRIMARY KEY, file_id INTEGER NOT NULL, entry_id TEXT NOT NULL, role TEXT NOT NULL,
       ts REAL, text TEXT NOT NULL);
     CREATE INDEX docs_file ON docs(file_id);
+    CREATE INDEX docs_ts ON docs(ts, file_id);
     CREATE VIRTUAL TABLE docs_fts USING fts5(text, content = '', contentless_delete = 1, tokenize = 'trigram',
       detail = 'none');
 ";
@@ -188,10 +233,27 @@ impl CatalogIndex {
                 tracing::info!("catalog index {path} has schema {v}; rebuilding it as schema {SCHEMA_VERSION}");
             }
             tx.execute_batch(SCHEMA)?;
+            // FTS5 flushes its in-memory term hash to a new segment whenever it outgrows `hashsize` (1 MiB by
+            // default), and then merges segments: indexing a few hundred MB of sessions spends most of its time
+            // there. A bigger hash makes fewer, larger segments.
+            tx.execute("INSERT INTO docs_fts(docs_fts, rank) VALUES ('hashsize', ?1)", [FTS_HASH_BYTES])?;
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema', ?1)", [SCHEMA_VERSION])?;
         }
         tx.commit()?;
-        Ok(CatalogIndex { path: path.to_owned(), conn })
+        Ok(CatalogIndex { path: path.to_owned(), conn, memo: HashMap::new(), name_orders: HashMap::new() })
+    }
+
+    /// The order `compute` gives the byte-sorted `names` of `dir` (as positions in `names`), reusing the order
+    /// computed last time for the same set of names. `compute` must depend only on the names.
+    pub fn name_order(&mut self, dir: &str, names: &[String], compute: impl FnOnce() -> Vec<usize>) -> Vec<usize> {
+        if let Some((known, order)) = self.name_orders.get(dir) {
+            if known.as_slice() == names {
+                return order.clone();
+            }
+        }
+        let order = compute();
+        self.name_orders.insert(dir.to_owned(), (names.to_vec(), order.clone()));
+        order
     }
 
     /// Where the index lives.
@@ -223,36 +285,77 @@ impl CatalogIndex {
     pub fn refresh(
         &mut self,
         dirs: &[String],
-        files: &[FileToIndex],
+        files: &[FileToIndex<'_>],
+        with_text: bool,
         on_progress: &mut dyn FnMut(usize, usize),
     ) -> IndexResult<Vec<Option<SessionInfo>>> {
-        self.with_recovery(|index| index.refresh_inner(dirs, files, on_progress))
+        self.with_recovery(|index| index.refresh_inner(dirs, files, with_text, on_progress))
     }
 
     fn refresh_inner(
         &mut self,
         dirs: &[String],
-        files: &[FileToIndex],
+        files: &[FileToIndex<'_>],
+        with_text: bool,
         on_progress: &mut dyn FnMut(usize, usize),
     ) -> IndexResult<Vec<Option<SessionInfo>>> {
+        let total = files.len();
+        let mut done = 0;
+        let mut out: Vec<Option<SessionInfo>> = vec![None; total];
+        // 1. This process's memo (listings without the text only).
+        let mut pending = Vec::new();
+        for (i, file) in files.iter().enumerate() {
+            match self.memo.get(&file.path).filter(|m| !with_text && m.current(&file.meta)) {
+                Some(m) => {
+                    out[i] = m.info.clone();
+                    done += 1;
+                    on_progress(done, total);
+                }
+                None => pending.push(i),
+            }
+        }
+        if pending.is_empty() {
+            return Ok(out);
+        }
+        // 2. Rows of files unchanged since they were indexed: read, nothing written.
+        let read_at = now_ns();
         let mut known: HashMap<String, Row> = HashMap::new();
         for dir in dirs {
-            known.extend(rows_in(&self.conn, dir)?);
+            known.extend(rows_in(&self.conn, dir, with_text)?);
         }
-        let mut out = Vec::with_capacity(files.len());
-        for batch in files.chunks(FILES_PER_TRANSACTION) {
+        let listed: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        let gone: Vec<i64> = known.iter().filter(|(p, _)| !listed.contains(p.as_str())).map(|(_, r)| r.id).collect();
+        let mut changed = Vec::new();
+        for i in pending {
+            let file = &files[i];
+            match known.remove(&file.path) {
+                Some(row) if row.unchanged(&file.meta) && row.offset == row.size && !row.racy() => {
+                    out[i] = row.state.finish(&file.path, mtime_ms(&file.meta), with_text);
+                    self.memo.insert(file.path.clone(), Memo::new(&file.meta, row.indexed_at_ns, &out[i]));
+                    done += 1;
+                    on_progress(done, total);
+                }
+                row => changed.push((i, row)),
+            }
+        }
+        // 3. Files that changed (or are new): read what is new and write it down, a batch per transaction.
+        let mut changed = changed.into_iter().peekable();
+        while changed.peek().is_some() {
             let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            for file in batch {
-                let row = known.remove(&file.path);
-                out.push(refresh_one(&tx, file, row)?);
-                on_progress(out.len(), files.len());
+            for (i, row) in changed.by_ref().take(FILES_PER_TRANSACTION) {
+                let file = &files[i];
+                out[i] = refresh_one(&tx, file, row, with_text)?;
+                self.memo.insert(file.path.clone(), Memo::new(&file.meta, read_at, &out[i]));
+                done += 1;
+                on_progress(done, total);
             }
             tx.commit()?;
         }
-        if !known.is_empty() {
+        // 4. Rows of files that are gone.
+        if !gone.is_empty() {
             let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            for (_, row) in known {
-                forget(&tx, row.id)?;
+            for id in gone {
+                forget(&tx, id)?;
             }
             tx.commit()?;
         }
@@ -266,7 +369,7 @@ impl CatalogIndex {
         self.with_recovery(|index| {
             let tx = index.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let dir = super::paths::parent_dir(&path);
-            let known = row_of(&tx, &path)?;
+            let known = row_of(&tx, &path, true)?;
             let dir_known =
                 known.is_some() || tx.prepare_cached("SELECT 1 FROM files WHERE dir = ?1 LIMIT 1")?.exists([&dir])?;
             if !dir_known {
@@ -274,9 +377,9 @@ impl CatalogIndex {
             }
             match fs::metadata(&path) {
                 Ok(meta) => {
-                    let file = FileToIndex { path: path.clone(), dir, meta };
-                    refresh_one(&tx, &file, known)?;
-                    if let Some(row) = row_of(&tx, &path)? {
+                    let file = FileToIndex { path: path.clone(), dir: &dir, meta };
+                    refresh_one(&tx, &file, known, false)?;
+                    if let Some(row) = row_of(&tx, &path, false)? {
                         catch_up_docs_of(&tx, &path, row)?;
                     }
                 }
@@ -319,20 +422,93 @@ impl CatalogIndex {
     /// called after each file.
     pub fn catch_up_docs(&mut self, paths: &[String], on_progress: &mut dyn FnMut(usize, usize)) -> IndexResult<()> {
         self.with_recovery(|index| {
+            let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
+            let behind: Vec<String> = {
+                let mut stmt = index.conn.prepare_cached("SELECT path FROM files WHERE docs_offset < offset")?;
+                let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+                rows.collect::<IndexResult<Vec<_>>>()?.into_iter().filter(|p| wanted.contains(p.as_str())).collect()
+            };
             let mut done = 0;
-            for batch in paths.chunks(FILES_PER_TRANSACTION) {
+            for batch in behind.chunks(FILES_PER_TRANSACTION) {
                 let tx = index.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 for path in batch {
-                    if let Some(row) = row_of(&tx, path)? {
+                    if let Some(row) = row_of(&tx, path, false)? {
                         catch_up_docs_of(&tx, path, row)?;
                     }
                     done += 1;
-                    on_progress(done, paths.len());
+                    on_progress(done, behind.len());
                 }
                 tx.commit()?;
             }
             Ok(())
         })
+    }
+
+    /// Calls `visit` with the searchable entries of `paths`, newest first, that contain (case-insensitively)
+    /// every string in `needles` — or that may: the index narrows, callers check the text themselves. Needles
+    /// shorter than three characters cannot narrow and are ignored; with none left, every entry is visited.
+    /// Stops when `visit` returns false; returns true when every entry was visited. The unterminated last line of
+    /// a file (which the index does not hold) is not visited: see [`CatalogIndex::fragment_docs`].
+    pub fn for_each_doc_newest_first(
+        &mut self,
+        paths: &[String],
+        needles: &[String],
+        visit: &mut dyn FnMut(&str, Doc) -> bool,
+    ) -> IndexResult<bool> {
+        self.with_recovery(|index| {
+            let ids = file_ids(&index.conn, paths)?;
+            index
+                .conn
+                .execute_batch("CREATE TEMP TABLE IF NOT EXISTS scope(id INTEGER PRIMARY KEY); DELETE FROM scope;")?;
+            {
+                let mut insert = index.conn.prepare_cached("INSERT INTO temp.scope(id) VALUES (?1)")?;
+                for id in ids.keys() {
+                    insert.execute([id])?;
+                }
+            }
+            let usable: Vec<String> =
+                needles.iter().filter(|n| n.chars().count() >= 3).map(|n| trigram_query(n)).collect();
+            let (sql, query) = if usable.is_empty() {
+                (
+                    "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts FROM docs d INDEXED BY docs_ts
+                  WHERE d.file_id IN temp.scope ORDER BY d.ts DESC",
+                    None,
+                )
+            } else {
+                (
+                    "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts FROM docs d INDEXED BY docs_ts
+                  WHERE d.file_id IN temp.scope AND d.id IN (SELECT rowid FROM docs_fts WHERE docs_fts MATCH ?1)
+                  ORDER BY d.ts DESC",
+                    Some(usable.join(" AND ")),
+                )
+            };
+            let mut stmt = index.conn.prepare_cached(sql)?;
+            let mut rows = match &query {
+                Some(q) => stmt.query([q])?,
+                None => stmt.query([])?,
+            };
+            while let Some(r) = rows.next()? {
+                let file_id: i64 = r.get(0)?;
+                let Some(path) = ids.get(&file_id) else { continue };
+                let role: String = r.get(2)?;
+                let doc = Doc {
+                    entry_id: r.get(1)?,
+                    role: role_name(&role),
+                    text: r.get(3)?,
+                    timestamp: r.get::<_, Option<f64>>(4)?.unwrap_or(f64::NAN),
+                };
+                if !visit(path, doc) {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    /// The searchable text of each file's unterminated last line, as last seen by a listing: the index stores
+    /// only complete lines (the rest may be a write in progress), but a reader of the file sees that line too.
+    pub fn fragment_docs(&mut self, paths: &[String]) -> IndexResult<Vec<(String, Doc)>> {
+        self.with_recovery(|index| fragment_docs(&index.conn, paths))
     }
 
     /// The searchable entries of `paths` whose text may contain one of `needles` (case-insensitively; callers
@@ -382,7 +558,13 @@ fn remove_database(path: &str) {
 
 const ROW_COLUMNS: &str =
     "id, path, size, mtime_ns, dev, ino, offset, head, tail, bounded_header, header, rejected, name,
-    message_count, first_message, all_text, has_text, last_activity, docs_offset, indexed_at_ns";
+    message_count, first_message, {text}, has_text, last_activity, docs_offset, indexed_at_ns";
+
+/// The row columns, with the listing text joined in or left empty.
+fn row_columns(with_text: bool) -> String {
+    let text = if with_text { "(SELECT all_text FROM texts WHERE texts.id = files.id)" } else { "X''" };
+    ROW_COLUMNS.replace("{text}", text)
+}
 
 fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Row)> {
     let json = |i: usize| -> rusqlite::Result<Option<Json>> {
@@ -408,44 +590,64 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Row)> {
                 name: name.map(JsString::from_wtf8),
                 message_count: r.get::<_, i64>(13)? as u64,
                 first_message: JsString::from_wtf8(r.get(14)?),
-                all_text: JsString::from_wtf8(r.get(15)?),
+                all_text: JsString::from_wtf8(r.get::<_, Option<Vec<u8>>>(15)?.unwrap_or_default()),
                 has_text: r.get::<_, i64>(16)? != 0,
                 last_activity: r.get::<_, Option<i64>>(17)?.map(|b| f64::from_bits(b as u64)),
             },
             docs_offset: r.get::<_, i64>(18)? as u64,
             indexed_at_ns: r.get(19)?,
+            text_loaded: true,
         },
     ))
 }
 
-fn rows_in(conn: &Connection, dir: &str) -> IndexResult<HashMap<String, Row>> {
-    let mut stmt = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM files WHERE dir = ?1"))?;
-    let rows = stmt.query_map([dir], read_row)?;
+fn rows_in(conn: &Connection, dir: &str, with_text: bool) -> IndexResult<HashMap<String, Row>> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {} FROM files WHERE dir = ?1", row_columns(with_text)))?;
+    let rows = stmt.query_map([dir], |r| {
+        read_row(r).map(|(p, mut row)| {
+            row.text_loaded = with_text;
+            (p, row)
+        })
+    })?;
     rows.collect()
 }
 
-fn row_of(conn: &Connection, path: &str) -> IndexResult<Option<Row>> {
-    let mut stmt = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM files WHERE path = ?1"))?;
-    Ok(stmt.query_row([path], read_row).optional()?.map(|(_, row)| row))
+/// Fetches a row's `all_text` if it was read without it.
+fn load_text(conn: &Connection, row: &mut Row) -> IndexResult<()> {
+    if !row.text_loaded {
+        let text: Vec<u8> =
+            conn.prepare_cached("SELECT all_text FROM texts WHERE id = ?1")?.query_row([row.id], |r| r.get(0))?;
+        row.state.all_text = JsString::from_wtf8(text);
+        row.text_loaded = true;
+    }
+    Ok(())
 }
 
-fn store(conn: &Connection, file: &FileToIndex, row: &Row) -> IndexResult<i64> {
+fn row_of(conn: &Connection, path: &str, with_text: bool) -> IndexResult<Option<Row>> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {} FROM files WHERE path = ?1", row_columns(with_text)))?;
+    Ok(stmt.query_row([path], read_row).optional()?.map(|(_, mut row)| {
+        row.text_loaded = with_text;
+        row
+    }))
+}
+
+fn store(conn: &Connection, file: &FileToIndex<'_>, row: &Row) -> IndexResult<i64> {
     let header = row.state.header.as_ref().map(Json::to_canonical_string);
     let bounded = row.bounded_header.as_ref().map(Json::to_canonical_string);
     let mut stmt = conn.prepare_cached(
         "INSERT INTO files(path, dir, size, mtime_ns, dev, ino, offset, head, tail, bounded_header, header, rejected,
-           name, message_count, first_message, all_text, has_text, last_activity, docs_offset, indexed_at_ns)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+           name, message_count, first_message, has_text, last_activity, docs_offset, indexed_at_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
          ON CONFLICT(path) DO UPDATE SET dir = excluded.dir, size = excluded.size, mtime_ns = excluded.mtime_ns,
            dev = excluded.dev, ino = excluded.ino, offset = excluded.offset, head = excluded.head,
            tail = excluded.tail, bounded_header = excluded.bounded_header, header = excluded.header,
            rejected = excluded.rejected, name = excluded.name, message_count = excluded.message_count,
-           first_message = excluded.first_message, all_text = excluded.all_text, has_text = excluded.has_text,
+           first_message = excluded.first_message, has_text = excluded.has_text,
            last_activity = excluded.last_activity, docs_offset = excluded.docs_offset,
            indexed_at_ns = excluded.indexed_at_ns
          RETURNING id",
     )?;
-    stmt.query_row(
+    let id: i64 = stmt.query_row(
         params![
             file.path,
             file.dir,
@@ -462,14 +664,17 @@ fn store(conn: &Connection, file: &FileToIndex, row: &Row) -> IndexResult<i64> {
             row.state.name.as_ref().map(JsString::as_bytes),
             row.state.message_count as i64,
             row.state.first_message.as_bytes(),
-            row.state.all_text.as_bytes(),
             row.state.has_text as i64,
             f64_bits(row.state.last_activity),
             row.docs_offset as i64,
             row.indexed_at_ns,
         ],
         |r| r.get(0),
-    )
+    )?;
+    debug_assert!(row.text_loaded, "a row is stored only with its text");
+    conn.prepare_cached("INSERT OR REPLACE INTO texts(id, all_text) VALUES (?1, ?2)")?
+        .execute(params![id, row.state.all_text.as_bytes()])?;
+    Ok(id)
 }
 
 fn forget_docs(conn: &Connection, file_id: i64) -> IndexResult<()> {
@@ -481,6 +686,7 @@ fn forget_docs(conn: &Connection, file_id: i64) -> IndexResult<()> {
 
 fn forget(conn: &Connection, file_id: i64) -> IndexResult<()> {
     forget_docs(conn, file_id)?;
+    conn.prepare_cached("DELETE FROM texts WHERE id = ?1")?.execute([file_id])?;
     conn.prepare_cached("DELETE FROM files WHERE id = ?1")?.execute([file_id])?;
     Ok(())
 }
@@ -530,11 +736,16 @@ fn feed_lines(file: &mut File, from: u64, to: u64, mut feed: impl FnMut(&[u8])) 
 }
 
 /// One file: answered from its row, continued from where the row stopped, or read again from the start.
-fn refresh_one(conn: &Connection, file: &FileToIndex, known: Option<Row>) -> IndexResult<Option<SessionInfo>> {
+fn refresh_one(
+    conn: &Connection,
+    file: &FileToIndex<'_>,
+    known: Option<Row>,
+    with_text: bool,
+) -> IndexResult<Option<SessionInfo>> {
     let meta = &file.meta;
     if let Some(row) = &known {
         if row.unchanged(meta) && row.offset == row.size && !row.racy() {
-            return Ok(row.state.finish(&file.path, mtime_ms(meta)));
+            return Ok(row.state.finish(&file.path, mtime_ms(meta), with_text));
         }
     }
     let Ok(mut f) = File::open(&file.path) else {
@@ -551,15 +762,16 @@ fn refresh_one(conn: &Connection, file: &FileToIndex, known: Option<Row>) -> Ind
                 conn.prepare_cached("UPDATE files SET indexed_at_ns = ?1 WHERE id = ?2")?
                     .execute(params![indexed_at_ns, row.id])?;
             }
-            return Ok(row.state.finish(&file.path, mtime_ms(meta)));
+            return Ok(row.state.finish(&file.path, mtime_ms(meta), with_text));
         }
     }
     let len = meta.len();
     let mut row = match known {
         // Grew (or only its unterminated last line changed): continue, unless it was rewritten.
-        Some(r)
+        Some(mut r)
             if r.same_file(meta) && len >= r.offset && (len != r.size || r.offset < r.size) && continues(&f, &r) =>
         {
+            load_text(conn, &mut r)?;
             r
         }
         Some(r) => {
@@ -601,7 +813,7 @@ fn refresh_one(conn: &Connection, file: &FileToIndex, known: Option<Row>) -> Ind
     if complete_end < len && feed_lines(&mut f, complete_end, len, |line| answer.feed(line, None)).is_err() {
         return Ok(None);
     }
-    Ok(answer.finish(&file.path, mtime_ms(meta)))
+    Ok(answer.finish(&file.path, mtime_ms(meta), with_text))
 }
 
 /// Extracts and stores the searchable text of a file's lines between `docs_offset` and the listing's offset.
@@ -656,15 +868,7 @@ fn trigram_query(needle: &str) -> String {
 
 fn docs_matching(conn: &Connection, paths: &[String], needles: &[String]) -> IndexResult<Vec<(String, Doc)>> {
     let usable = !needles.is_empty() && needles.iter().all(|n| n.chars().count() >= 3);
-    let mut ids: HashMap<i64, String> = HashMap::new();
-    {
-        let mut stmt = conn.prepare_cached("SELECT id FROM files WHERE path = ?1")?;
-        for p in paths {
-            if let Some(id) = stmt.query_row([p], |r| r.get::<_, i64>(0)).optional()? {
-                ids.insert(id, p.clone());
-            }
-        }
-    }
+    let ids = file_ids(conn, paths)?;
     let mut out = fragment_docs(conn, paths)?;
     let mut push = |file_id: i64, entry_id: String, role: String, text: String, ts: Option<f64>| {
         if let Some(path) = ids.get(&file_id) {
@@ -695,24 +899,34 @@ fn docs_matching(conn: &Connection, paths: &[String], needles: &[String]) -> Ind
     Ok(out)
 }
 
-/// The searchable text of each file's unterminated last line, as last seen by a listing: the index stores only
-/// complete lines (the rest may be a write in progress), but a reader of the file sees that line too.
+/// The row ids of those of `paths` the index holds.
+fn file_ids(conn: &Connection, paths: &[String]) -> IndexResult<HashMap<i64, String>> {
+    let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
+    let mut stmt = conn.prepare_cached("SELECT id, path FROM files")?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+    let mut out = HashMap::new();
+    for row in rows {
+        let (id, path) = row?;
+        if wanted.contains(path.as_str()) {
+            out.insert(id, path);
+        }
+    }
+    Ok(out)
+}
+
 fn fragment_docs(conn: &Connection, paths: &[String]) -> IndexResult<Vec<(String, Doc)>> {
+    let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
+    let mut stmt = conn.prepare_cached("SELECT path, offset, size, rejected FROM files WHERE size > offset")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? as u64, r.get::<_, i64>(3)? != 0))
+    })?;
     let mut out = Vec::new();
-    let mut stmt = conn.prepare_cached("SELECT offset, size, rejected FROM files WHERE path = ?1 AND size > offset")?;
-    for path in paths {
-        let Some((offset, size, rejected)) = stmt
-            .query_row([path], |r| {
-                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? != 0))
-            })
-            .optional()?
-        else {
-            continue;
-        };
-        let Ok(mut f) = File::open(path) else { continue };
-        if rejected {
+    for row in rows {
+        let (path, offset, size, rejected) = row?;
+        if rejected || !wanted.contains(path.as_str()) {
             continue;
         }
+        let Ok(mut f) = File::open(&path) else { continue };
         let mut state = InfoState::default();
         if offset > 0 {
             state.header = Some(Json::Null);

@@ -37,8 +37,9 @@ pub struct SessionInfo {
     pub message_count: u64,
     /// The first user message's text, or `"(no messages)"`.
     pub first_message: JsString,
-    /// The text of every user and assistant message, space-separated.
-    pub all_messages_text: JsString,
+    /// The text of every user and assistant message, space-separated (None when the caller did not ask for it:
+    /// it is most of a listing's size, and only pi's own search reads it).
+    pub all_messages_text: Option<JsString>,
 }
 
 /// Splits a stream into lines as Node's `readline` does with `crlfDelay: Infinity`: on `\n`, `\r\n` or a lone
@@ -254,8 +255,9 @@ impl InfoState {
         self.has_text = true;
     }
 
-    /// The `SessionInfo` pi reports once every line was fed; None when the file is not a session.
-    pub fn finish(&self, path: &str, mtime_ms: f64) -> Option<SessionInfo> {
+    /// The `SessionInfo` pi reports once every line was fed (with `allMessagesText` if `with_text`); None when
+    /// the file is not a session.
+    pub fn finish(&self, path: &str, mtime_ms: f64, with_text: bool) -> Option<SessionInfo> {
         let header = self.header.as_ref().filter(|_| !self.rejected)?;
         let header_time = match header.get("timestamp") {
             Some(Json::String(s)) => date::parse_date(&s.to_string_lossy()),
@@ -279,7 +281,7 @@ impl InfoState {
             } else {
                 self.first_message.clone()
             },
-            all_messages_text: self.all_text.clone(),
+            all_messages_text: with_text.then(|| self.all_text.clone()),
         })
     }
 }
@@ -298,7 +300,7 @@ fn capped(text: JsString) -> String {
 
 /// pi's `buildSessionInfo` for the file at `path`; None when the file is not a session (its first parsed line is
 /// not a header) or cannot be read. `mtime_ms` is the file's modification time (for sessions with no activity).
-pub fn session_info(path: &str, mtime_ms: f64) -> Option<SessionInfo> {
+pub fn session_info(path: &str, mtime_ms: f64, with_text: bool) -> Option<SessionInfo> {
     let file = File::open(path).ok()?;
     let mut lines = ReadlineLines::new(BufReader::with_capacity(1 << 20, file));
     let mut buf = Vec::new();
@@ -309,7 +311,7 @@ pub fn session_info(path: &str, mtime_ms: f64) -> Option<SessionInfo> {
             return None;
         }
     }
-    state.finish(path, mtime_ms)
+    state.finish(path, mtime_ms, with_text)
 }
 
 /// How far into a file pi looks for its header when discovering sessions (1 MiB).

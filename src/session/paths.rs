@@ -106,7 +106,22 @@ pub fn join(segments: &[&str]) -> String {
     if joined.is_empty() {
         return ".".to_owned();
     }
-    normalize(&joined.join("/"))
+    let path = joined.join("/");
+    // Joining a directory and a file name (thousands per listing) is usually already normal.
+    if is_normal(&path) {
+        path
+    } else {
+        normalize(&path)
+    }
+}
+
+/// True when `normalize(p)` would return `p` unchanged: no empty, `.` or `..` segment, no trailing slash.
+fn is_normal(p: &str) -> bool {
+    if p.is_empty() || p == "/" {
+        return !p.is_empty();
+    }
+    let body = p.strip_prefix('/').unwrap_or(p);
+    !body.ends_with('/') && body.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
 }
 
 /// Node's `path.posix.normalize(path)`.
@@ -275,6 +290,33 @@ mod tests {
         assert_eq!(resolve(&["/a", "b", "..", "c/"]), "/a/c");
         assert_eq!(resolve(&["/a/b", "/x"]), "/x");
         assert_eq!(resolve(&["/.."]), "/");
+    }
+
+    #[test]
+    fn the_join_fast_path_only_skips_paths_normalize_would_keep() {
+        for p in [
+            "/",
+            "/a",
+            "/a/b.jsonl",
+            "a",
+            "a/b",
+            ".",
+            "..",
+            "/a/",
+            "//a",
+            "/a//b",
+            "/a/./b",
+            "/a/../b",
+            "a/.",
+            "...",
+            "/.a/b..",
+        ] {
+            if is_normal(p) {
+                assert_eq!(normalize(p), p, "{p}");
+            }
+        }
+        assert!(is_normal("/home/u/.pi/agent/sessions/--x--/2026_a.jsonl"));
+        assert!(!is_normal("/a/../b"));
     }
 
     #[test]

@@ -64,6 +64,12 @@ impl<'w> JsonOut<'w> {
         self.maybe_flush()
     }
 
+    /// Appends a Rust string as a JSON string.
+    pub fn str(&mut self, s: &str) -> Result<()> {
+        super::json::string::write_json_string_bytes(s.as_bytes(), &mut self.buf);
+        self.maybe_flush()
+    }
+
     fn maybe_flush(&mut self) -> Result<()> {
         if self.buf.len() >= self.flush_at {
             self.flush()?;
@@ -104,7 +110,7 @@ impl ObjectWriter {
             out.raw(b",")?;
         }
         self.first = false;
-        out.string(&JsString::from(key))?;
+        out.str(key)?;
         out.raw(b":")
     }
 
@@ -185,6 +191,43 @@ pub fn tree(m: &SessionManager, tree: &Tree, out: &mut JsonOut<'_>) -> Result<()
             }
             Step::Close => out.raw(b"}")?,
         }
+    }
+    out.raw(b"]")
+}
+
+/// Writes the same tree flat, for readers whose JSON decoders refuse deep nesting (a linear session of N entries
+/// is N levels deep in pi's shape; many decoders stop at a few hundred or a thousand): the nodes in pre-order
+/// (a node, then its subtrees in order), each `{entry, parentIndex, depth, label?, labelTimestamp?}` where
+/// `parentIndex` is the position of its parent in this array (null for roots).
+pub fn tree_flat(m: &SessionManager, tree: &Tree, out: &mut JsonOut<'_>) -> Result<()> {
+    out.raw(b"[")?;
+    // (node, parent's position, depth)
+    let mut stack: Vec<(usize, Option<usize>, usize)> = tree.roots.iter().rev().map(|&n| (n, None, 0)).collect();
+    let mut position = 0;
+    while let Some((n, parent, depth)) = stack.pop() {
+        if position > 0 {
+            out.raw(b",")?;
+        }
+        let r = tree.nodes[n].record;
+        out.raw(b"{\"entry\":")?;
+        record(m, r, out)?;
+        out.raw(b",\"parentIndex\":")?;
+        match parent {
+            Some(p) => out.raw(p.to_string().as_bytes())?,
+            None => out.raw(b"null")?,
+        }
+        out.raw(format!(",\"depth\":{depth}").as_bytes())?;
+        if let Some(l) = m.index().label(&m.records()[r].id) {
+            out.raw(b",\"label\":")?;
+            out.value(&l.label)?;
+            if let Some(ts) = &l.timestamp {
+                out.raw(b",\"labelTimestamp\":")?;
+                out.value(ts)?;
+            }
+        }
+        out.raw(b"}")?;
+        stack.extend(tree.nodes[n].children.iter().rev().map(|&c| (c, Some(position), depth + 1)));
+        position += 1;
     }
     out.raw(b"]")
 }
@@ -285,24 +328,60 @@ pub fn date_json(ms: f64) -> Json {
     }
 }
 
-/// A `SessionInfo` as `JSON.stringify` writes it (undefined members omitted, dates as ISO strings).
-pub fn session_info_json(s: &SessionInfo) -> Json {
-    let mut o = super::json::Object::new();
-    o.insert("path", Json::str(&s.path));
-    o.insert("id", s.id.clone());
-    o.insert("cwd", Json::String(s.cwd.clone()));
+/// Writes a `SessionInfo` as `JSON.stringify` writes it (undefined members omitted, dates as ISO strings).
+/// Written straight to bytes: a listing is thousands of these.
+pub fn session_info(s: &SessionInfo, out: &mut JsonOut<'_>) -> Result<()> {
+    let date = |out: &mut JsonOut<'_>, ms: f64| match to_iso_string(ms) {
+        Some(iso) => out.str(&iso),
+        None => out.raw(b"null"),
+    };
+    let mut o = ObjectWriter::open(out)?;
+    o.key(out, "path")?;
+    out.str(&s.path)?;
+    o.key(out, "id")?;
+    out.value(&s.id)?;
+    o.key(out, "cwd")?;
+    out.string(&s.cwd)?;
     if let Some(n) = &s.name {
-        o.insert("name", Json::String(n.clone()));
+        o.key(out, "name")?;
+        out.string(n)?;
     }
     if let Some(p) = &s.parent_session_path {
-        o.insert("parentSessionPath", p.clone());
+        o.key(out, "parentSessionPath")?;
+        out.value(p)?;
     }
-    o.insert("created", date_json(s.created));
-    o.insert("modified", date_json(s.modified));
-    o.insert("messageCount", Json::number(s.message_count as f64));
-    o.insert("firstMessage", Json::String(s.first_message.clone()));
-    o.insert("allMessagesText", Json::String(s.all_messages_text.clone()));
-    Json::Object(o)
+    o.key(out, "created")?;
+    date(out, s.created)?;
+    o.key(out, "modified")?;
+    date(out, s.modified)?;
+    o.key(out, "messageCount")?;
+    out.raw(s.message_count.to_string().as_bytes())?;
+    o.key(out, "firstMessage")?;
+    out.string(&s.first_message)?;
+    if let Some(text) = &s.all_messages_text {
+        o.key(out, "allMessagesText")?;
+        out.string(text)?;
+    }
+    o.close(out)
+}
+
+/// Writes `[SessionInfo, …]`.
+pub fn session_infos(infos: &[SessionInfo], out: &mut JsonOut<'_>) -> Result<()> {
+    out.raw(b"[")?;
+    for (i, s) in infos.iter().enumerate() {
+        if i > 0 {
+            out.raw(b",")?;
+        }
+        session_info(s, out)?;
+    }
+    out.raw(b"]")
+}
+
+/// A `SessionInfo` as a JSON value (what [`session_info`] writes).
+pub fn session_info_json(s: &SessionInfo) -> Json {
+    let mut out = JsonOut::memory();
+    session_info(s, &mut out).expect("memory output cannot fail");
+    Json::parse(&out.into_bytes()).expect("rendered JSON parses")
 }
 
 /// A search hit as `sessions/search` returns it (dates as ISO strings, `null` when unknown).

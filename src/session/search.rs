@@ -8,9 +8,11 @@
 //! case-insensitively as substrings; a token that matches nothing literally may still match the session name or
 //! cwd as pi's fuzzy subsequence.
 
-use super::catalog;
+use std::collections::{HashMap, HashSet};
+
+use super::catalog::Catalog;
 use super::error::{Error, Result};
-use super::index::CatalogIndex;
+use super::index::{CatalogIndex, IndexResult};
 use super::info::{Doc, InfoState, ReadlineLines, SessionInfo};
 use super::json::Json;
 
@@ -230,39 +232,50 @@ pub fn snippet(text: &str, at: usize, len: usize) -> String {
     format!("{}{}{}", if start > 0 { "…" } else { "" }, body, if end < text.len() { "…" } else { "" })
 }
 
-/// Runs `query` over `sessions` (the scope, e.g. a listing) and their entries `docs` (path → entry texts).
-/// Results are ranked by relevance, then newest first; at most `limit`; `roles` (when given) keeps only those
-/// roles (`session` for session-level hits).
-pub fn search(
-    query: &Query,
-    sessions: &[SessionInfo],
-    docs: &[(String, Doc)],
-    roles: Option<&[String]>,
-    limit: usize,
-) -> Vec<Hit> {
-    let wants = |role: &str| roles.is_none_or(|r| r.iter().any(|x| x == role));
-    let by_path: std::collections::HashMap<&str, &SessionInfo> =
-        sessions.iter().map(|s| (s.path.as_str(), s)).collect();
-    let mut hits = Vec::new();
-    let mut sessions_with_doc_hits = std::collections::HashSet::new();
-    for (path, doc) in docs {
-        let Some(session) = by_path.get(path.as_str()) else { continue };
-        if !wants(doc.role) {
-            continue;
+/// Judges entries and sessions against one query.
+struct Matcher<'a> {
+    query: &'a Query,
+    sessions: &'a [SessionInfo],
+    by_path: HashMap<&'a str, &'a SessionInfo>,
+    roles: Option<&'a [String]>,
+}
+
+impl<'a> Matcher<'a> {
+    fn new(query: &'a Query, sessions: &'a [SessionInfo], roles: Option<&'a [String]>) -> Self {
+        let by_path = sessions.iter().map(|s| (s.path.as_str(), s)).collect();
+        Matcher { query, sessions, by_path, roles }
+    }
+
+    fn wants(&self, role: &str) -> bool {
+        self.roles.is_none_or(|r| r.iter().any(|x| x == role))
+    }
+
+    /// The best score an entry can have: every token found in its own text.
+    fn full_score(&self) -> f64 {
+        match self.query {
+            Query::Regex(_) => 10.0,
+            Query::Tokens(t) => 10.0 * t.len() as f64,
         }
-        let lower = doc.text.to_lowercase();
-        let (score, at, len) = match query {
-            Query::Regex(re) => match re.find(&doc.text) {
-                Some(m) => (10.0, m.start(), m.len()),
-                None => continue,
-            },
-            Query::Tokens(tokens) if tokens.is_empty() => continue,
+    }
+
+    /// The hit `doc` (an entry of the session at `path`) makes, if any.
+    fn entry_hit(&self, path: &str, doc: &Doc) -> Option<Hit> {
+        let session = self.by_path.get(path)?;
+        if !self.wants(doc.role) {
+            return None;
+        }
+        let (score, at, len) = match self.query {
+            Query::Regex(re) => {
+                let m = re.find(&doc.text)?;
+                (10.0, m.start(), m.len())
+            }
+            Query::Tokens(tokens) if tokens.is_empty() => return None,
             Query::Tokens(tokens) => {
+                let lower = doc.text.to_lowercase();
                 let normalized = normalize(&doc.text);
                 let mut score = 0.0;
                 let mut first: Option<(usize, usize)> = None;
                 let mut in_doc = 0;
-                let mut all = true;
                 for t in tokens {
                     if let Some(pos) = doc_position(t, &lower, &normalized) {
                         in_doc += 1;
@@ -273,15 +286,12 @@ pub fn search(
                         if first.is_none_or(|(p, _)| pos < p) {
                             first = Some((pos, len));
                         }
-                    } else if let Some(w) = session_weight(t, session) {
-                        score += w;
                     } else {
-                        all = false;
-                        break;
+                        score += session_weight(t, session)?;
                     }
                 }
-                if !all || in_doc == 0 {
-                    continue;
+                if in_doc == 0 {
+                    return None;
                 }
                 let (at, len) = first.unwrap_or((0, 0));
                 (score, at, len)
@@ -289,20 +299,26 @@ pub fn search(
         };
         // `lower` and `text` can differ in byte length for some characters; clamp the offset into `text`.
         let at = at.min(doc.text.len());
-        sessions_with_doc_hits.insert(path.clone());
-        hits.push(Hit {
-            path: path.clone(),
+        Some(Hit {
+            path: path.to_owned(),
             session_id: session.id.clone(),
             entry_id: Some(doc.entry_id.clone()),
             role: doc.role.to_owned(),
             snippet: snippet(&doc.text, at, len),
             timestamp: doc.timestamp,
             score,
-        });
+        })
     }
-    if wants("session") {
-        for s in sessions {
-            let score = match query {
+
+    /// Sessions whose own name, id or cwd satisfy the query (`role: "session"`). A session already represented
+    /// by matching entries is added only when its name matched (an id or cwd match adds nothing).
+    fn session_hits(&self, with_entry_hits: &HashSet<String>) -> Vec<Hit> {
+        if !self.wants("session") {
+            return Vec::new();
+        }
+        let mut hits = Vec::new();
+        for s in self.sessions {
+            let score = match self.query {
                 Query::Regex(re) => {
                     let name = s.name.as_ref().map(|n| n.to_string_lossy()).unwrap_or_default();
                     let id = match &s.id {
@@ -321,8 +337,7 @@ pub fn search(
                     None => continue,
                 },
             };
-            if sessions_with_doc_hits.contains(&s.path) && score < 3.0 {
-                // The session is already represented by its matching entries; an id or cwd match adds nothing.
+            if with_entry_hits.contains(&s.path) && score < 3.0 {
                 continue;
             }
             let label =
@@ -337,18 +352,38 @@ pub fn search(
                 score,
             });
         }
+        hits
     }
-    hits.sort_by(|a, b| {
-        b.score.total_cmp(&a.score).then_with(|| {
-            let (ta, tb) = (
-                if a.timestamp.is_nan() { f64::MIN } else { a.timestamp },
-                if b.timestamp.is_nan() { f64::MIN } else { b.timestamp },
-            );
-            tb.total_cmp(&ta)
-        })
-    });
-    hits.truncate(limit);
-    hits
+
+    /// Entry hits plus session hits, best first, then newest; at most `limit`.
+    fn finish(&self, mut hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
+        let with_entry_hits: HashSet<String> = hits.iter().map(|h| h.path.clone()).collect();
+        hits.extend(self.session_hits(&with_entry_hits));
+        rank(&mut hits);
+        hits.truncate(limit);
+        hits
+    }
+}
+
+/// Best score first, then newest (unknown times last); stable otherwise.
+fn rank(hits: &mut [Hit]) {
+    let time = |h: &Hit| if h.timestamp.is_nan() { f64::MIN } else { h.timestamp };
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| time(b).total_cmp(&time(a))));
+}
+
+/// Runs `query` over `sessions` (the scope, e.g. a listing) and their entries `docs` (path → entry texts).
+/// Results are ranked by relevance, then newest first; at most `limit`; `roles` (when given) keeps only those
+/// roles (`session` for session-level hits).
+pub fn search(
+    query: &Query,
+    sessions: &[SessionInfo],
+    docs: &[(String, Doc)],
+    roles: Option<&[String]>,
+    limit: usize,
+) -> Vec<Hit> {
+    let matcher = Matcher::new(query, sessions, roles);
+    let hits = docs.iter().filter_map(|(path, doc)| matcher.entry_hit(path, doc)).collect();
+    matcher.finish(hits, limit)
 }
 
 /// Where to search: pi's `/resume` scopes.
@@ -376,35 +411,74 @@ pub fn search_sessions(
     scope: Scope<'_>,
     roles: Option<&[String]>,
     limit: usize,
-    agent_dir: &str,
-    mut index: Option<&mut CatalogIndex>,
+    catalog: Catalog<'_>,
     on_progress: &mut dyn FnMut(Phase, usize, usize),
 ) -> Result<Vec<Hit>> {
     let parsed = parse_query(query).map_err(|message| Error::InvalidQuery { message })?;
     let mut listing = |l: usize, t: usize| on_progress(Phase::Listing, l, t);
+    // Entries are searched one by one; the listing's concatenated text is not needed.
+    let mut catalog = catalog.without_text();
     let sessions = match scope.cwd {
-        Some(cwd) => catalog::list(cwd, scope.session_dir, agent_dir, index.as_deref_mut(), &mut listing)?,
-        None => catalog::list_all(scope.session_dir, agent_dir, index.as_deref_mut(), &mut listing),
+        Some(cwd) => catalog.list(cwd, scope.session_dir, &mut listing)?,
+        None => catalog.list_all(scope.session_dir, &mut listing),
     };
     let paths: Vec<String> = sessions.iter().map(|s| s.path.clone()).collect();
-    let from_index = index.and_then(|ix| {
-        let docs = ix
-            .catch_up_docs(&paths, &mut |l, t| on_progress(Phase::Indexing, l, t))
-            .and_then(|()| ix.docs(&paths, &parsed.needles()));
-        docs.inspect_err(|e| tracing::warn!("catalog index unavailable ({e}); reading the sessions directly")).ok()
-    });
-    let docs = match from_index {
-        Some(d) => d,
-        None => {
-            let mut docs = Vec::new();
-            for (i, path) in paths.iter().enumerate() {
-                docs.extend(read_docs(path).into_iter().map(|d| (path.clone(), d)));
-                on_progress(Phase::Indexing, i + 1, paths.len());
-            }
-            docs
+    if let Some(ix) = catalog.index() {
+        match search_index(ix, &parsed, &sessions, &paths, roles, limit, on_progress) {
+            Ok(hits) => return Ok(hits),
+            Err(e) => tracing::warn!("catalog index unavailable ({e}); reading the sessions directly"),
         }
-    };
+    }
+    let mut docs = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        docs.extend(read_docs(path).into_iter().map(|d| (path.clone(), d)));
+        on_progress(Phase::Indexing, i + 1, paths.len());
+    }
     Ok(search(&parsed, &sessions, &docs, roles, limit))
+}
+
+/// The search through the index. Entries containing every token are the best hits, so they are visited newest
+/// first and the walk stops once `limit` of them are found: a common word costs `limit` entries, not every
+/// entry that has it. Only when fewer exist is every candidate (any token) judged.
+fn search_index(
+    ix: &mut CatalogIndex,
+    query: &Query,
+    sessions: &[SessionInfo],
+    paths: &[String],
+    roles: Option<&[String]>,
+    limit: usize,
+    on_progress: &mut dyn FnMut(Phase, usize, usize),
+) -> IndexResult<Vec<Hit>> {
+    ix.catch_up_docs(paths, &mut |l, t| on_progress(Phase::Indexing, l, t))?;
+    let matcher = Matcher::new(query, sessions, roles);
+    let full = matcher.full_score();
+    let mut hits: Vec<Hit> =
+        ix.fragment_docs(paths)?.iter().filter_map(|(path, doc)| matcher.entry_hit(path, doc)).collect();
+    // Only hits of the newest-first walk count towards stopping it: the unterminated lines judged above are in
+    // no particular order, and the final ranking merges them in.
+    let mut best = 0;
+    let every_token: Vec<String> = match query {
+        Query::Regex(_) => Vec::new(),
+        Query::Tokens(_) => query.needles(),
+    };
+    let exhausted = ix.for_each_doc_newest_first(paths, &every_token, &mut |path, doc| {
+        if let Some(h) = matcher.entry_hit(path, &doc) {
+            best += usize::from(h.score >= full);
+            hits.push(h);
+        }
+        best < limit
+    })?;
+    let single = match query {
+        Query::Regex(_) => true,
+        Query::Tokens(t) => t.len() <= 1,
+    };
+    if exhausted && !single {
+        // Entries holding only some tokens (the rest matched by the session's name, id or cwd) rank lower but
+        // still count: judge every entry holding any token.
+        let docs = ix.docs(paths, &query.needles())?;
+        return Ok(search(query, sessions, &docs, roles, limit));
+    }
+    Ok(matcher.finish(hits, limit))
 }
 
 /// Every searchable entry of the file at `path`, read directly.

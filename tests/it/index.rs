@@ -7,12 +7,12 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
-use pi_sessiond::session::catalog;
+use pi_sessiond::session::catalog::Catalog;
 use pi_sessiond::session::index::{CatalogIndex, SharedIndex};
 use pi_sessiond::session::info::SessionInfo;
 use pi_sessiond::session::json::Json;
 use pi_sessiond::session::render::{search_hit_json, session_info_json};
-use pi_sessiond::session::search::{search_sessions, Scope};
+use pi_sessiond::session::search::{search_sessions, Hit, Scope};
 
 use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape, DAMAGE};
 use crate::support::{json_diff, s, temp_dir};
@@ -121,34 +121,39 @@ fn listings_from_the_index_equal_reading_the_files_after_every_kind_of_change() 
     let mut index = CatalogIndex::open(&s(&tmp.path().join("index.sqlite"))).unwrap();
     let mut history = Vec::new();
     for round in 0..120 {
-        let direct = catalog::list_all(Some(&d), "/no-agent", None, &mut |_, _| {});
-        let indexed = catalog::list_all(Some(&d), "/no-agent", Some(&mut index), &mut |_, _| {});
+        let direct = Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {});
+        let indexed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {});
         compare(&format!("round {round} after {history:?}: listAll"), &infos_json(&direct), &infos_json(&indexed));
+        // Without allMessagesText (alternating, so rows are read and continued both ways): the same listing,
+        // minus that one field.
+        let lean = Catalog::new("/no-agent", Some(&mut index)).without_text().list_all(Some(&d), &mut |_, _| {});
+        let mut stripped = direct.clone();
+        stripped.iter_mut().for_each(|i| i.all_messages_text = None);
+        compare(&format!("round {round}: listAll without text"), &infos_json(&stripped), &infos_json(&lean));
         let cwd = "/home/u/proj";
-        let direct = catalog::list(cwd, Some(&d), "/no-agent", None, &mut |_, _| {}).unwrap();
-        let indexed = catalog::list(cwd, Some(&d), "/no-agent", Some(&mut index), &mut |_, _| {}).unwrap();
+        let direct = Catalog::new("/no-agent", None).list(cwd, Some(&d), &mut |_, _| {}).unwrap();
+        let indexed = Catalog::new("/no-agent", Some(&mut index)).list(cwd, Some(&d), &mut |_, _| {}).unwrap();
         compare(&format!("round {round}: list"), &infos_json(&direct), &infos_json(&indexed));
         for info in direct.iter().take(3) {
             let Json::String(id) = &info.id else { continue };
             let id = id.to_string_lossy();
-            let a = catalog::find_by_id(cwd, &id, Some(&d), "/no-agent", None).unwrap();
-            let b = catalog::find_by_id(cwd, &id, Some(&d), "/no-agent", Some(&mut index)).unwrap();
+            let a = Catalog::new("/no-agent", None).find_by_id(cwd, &id, Some(&d)).unwrap();
+            let b = Catalog::new("/no-agent", Some(&mut index)).find_by_id(cwd, &id, Some(&d)).unwrap();
             assert_eq!(a, b, "round {round}: findById {id}");
         }
         if round % 10 == 0 {
-            for query in ["hello", "re:t[aeiou]st", "\"the answer\"", "a", "user proj"] {
-                let hits = |ix: Option<&mut CatalogIndex>| {
+            for query in ["hello", "re:t[aeiou]st", "\"the answer\"", "a", "user proj", "parser please", "sep"] {
+                let hits = |ix: Option<&mut CatalogIndex>, limit: usize| {
                     let scope = Scope { cwd: None, session_dir: Some(&d) };
-                    let mut v: Vec<String> =
-                        search_sessions(query, scope, None, 10_000, "/no-agent", ix, &mut |_, _, _| {})
-                            .unwrap()
-                            .iter()
-                            .map(|h| search_hit_json(h).to_canonical_string())
-                            .collect();
+                    let catalog = Catalog::new("/no-agent", ix);
+                    search_sessions(query, scope, None, limit, catalog, &mut |_, _, _| {}).unwrap()
+                };
+                let texts = |h: &[Hit]| {
+                    let mut v: Vec<String> = h.iter().map(|h| search_hit_json(h).to_canonical_string()).collect();
                     v.sort();
                     v
                 };
-                let (direct, indexed) = (hits(None), hits(Some(&mut index)));
+                let (direct, indexed) = (texts(&hits(None, 10_000)), texts(&hits(Some(&mut index), 10_000)));
                 let only_direct: Vec<_> = direct.iter().filter(|h| !indexed.contains(h)).collect();
                 let only_indexed: Vec<_> = indexed.iter().filter(|h| !direct.contains(h)).collect();
                 assert!(
@@ -156,6 +161,22 @@ fn listings_from_the_index_equal_reading_the_files_after_every_kind_of_change() 
                     "round {round} after {history:?}: search {query}: only when reading the files: {only_direct:#?}\n\
                      only from the index: {only_indexed:#?}"
                 );
+                // With a limit the index stops early; the ranking must still be the full search's: the same
+                // scores and times in the same order (entries that tie on both may come in another order).
+                for limit in [1, 4] {
+                    let rank = |h: &[Hit]| h.iter().map(|h| (h.score, h.timestamp.to_bits())).collect::<Vec<_>>();
+                    let (a, b) = (hits(None, limit), hits(Some(&mut index), limit));
+                    assert_eq!(
+                        rank(&a),
+                        rank(&b),
+                        "round {round}: search {query} limit {limit}: {:?} {:?}",
+                        texts(&a),
+                        texts(&b)
+                    );
+                    for h in texts(&b) {
+                        assert!(direct.contains(&h), "round {round}: {query} limit {limit}: {h} is not a hit");
+                    }
+                }
             }
         }
         history.push(change(&mut r, &dir, &mut n));
@@ -175,9 +196,10 @@ fn a_damaged_foreign_or_unusable_index_never_fails_a_listing() {
         fs::write(dir.join(format!("s{i}.jsonl")), new_session(&mut r)).unwrap();
     }
     let d = s(&dir);
-    let expected = infos_json(&catalog::list_all(Some(&d), "/no-agent", None, &mut |_, _| {}));
-    let list_with =
-        |index: &mut CatalogIndex| infos_json(&catalog::list_all(Some(&d), "/no-agent", Some(index), &mut |_, _| {}));
+    let expected = infos_json(&Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {}));
+    let list_with = |index: &mut CatalogIndex| {
+        infos_json(&Catalog::new("/no-agent", Some(index)).list_all(Some(&d), &mut |_, _| {}))
+    };
     let path = s(&tmp.path().join("index.sqlite"));
 
     // Not a database at all.
@@ -212,7 +234,7 @@ fn a_damaged_foreign_or_unusable_index_never_fails_a_listing() {
     let shared = SharedIndex::new(Some(blocked));
     let listed = shared.with(|ix| {
         assert!(ix.is_none(), "an index under a regular file cannot exist");
-        infos_json(&catalog::list_all(Some(&d), "/no-agent", ix, &mut |_, _| {}))
+        infos_json(&Catalog::new("/no-agent", ix).list_all(Some(&d), &mut |_, _| {}))
     });
     compare("no index possible", &expected, &listed);
 }
@@ -272,11 +294,11 @@ fn a_same_size_rewrite_within_one_mtime_tick_is_still_noticed() {
     let mtime = fs::metadata(&file).unwrap().modified().unwrap();
     let d = s(&dir);
     let mut index = CatalogIndex::open(&s(&tmp.path().join("index.sqlite"))).unwrap();
-    let listed = catalog::list_all(Some(&d), "/no-agent", Some(&mut index), &mut |_, _| {});
+    let listed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {});
     assert_eq!(listed[0].first_message.to_string_lossy(), "first draft");
     // Rewritten in place to the same size, and the clock has not ticked: size, mtime and inode all match.
     fs::write(&file, format!("{header}\n{}\n", user("final draft"))).unwrap();
     fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
-    let listed = catalog::list_all(Some(&d), "/no-agent", Some(&mut index), &mut |_, _| {});
+    let listed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {});
     assert_eq!(listed[0].first_message.to_string_lossy(), "final draft");
 }

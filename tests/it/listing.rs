@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use pi_sessiond::session::catalog;
+use pi_sessiond::session::catalog::{self, Catalog};
 use pi_sessiond::session::index::CatalogIndex;
 use pi_sessiond::session::info::SessionInfo;
 use pi_sessiond::session::json::{Json, Object};
@@ -228,14 +228,11 @@ fn our_answer(call: &Json, index: Option<&mut CatalogIndex>) -> Json {
     let agent = st("agentDir").unwrap_or_default();
     let infos = |v: Vec<SessionInfo>| Json::Array(v.iter().map(session_info_json).collect());
     let path = |p: Option<String>| p.map(|p| Json::str(&p)).unwrap_or(Json::Null);
+    let mut catalog = Catalog::new(&agent, index);
     match st("kind").unwrap().as_str() {
-        "list" => {
-            infos(catalog::list(&st("cwd").unwrap(), st("dir").as_deref(), &agent, index, &mut |_, _| {}).unwrap())
-        }
-        "listAll" => infos(catalog::list_all(st("dir").as_deref(), &agent, index, &mut |_, _| {})),
-        "findById" => path(
-            catalog::find_by_id(&st("cwd").unwrap(), &st("id").unwrap(), st("dir").as_deref(), &agent, index).unwrap(),
-        ),
+        "list" => infos(catalog.list(&st("cwd").unwrap(), st("dir").as_deref(), &mut |_, _| {}).unwrap()),
+        "listAll" => infos(catalog.list_all(st("dir").as_deref(), &mut |_, _| {})),
+        "findById" => path(catalog.find_by_id(&st("cwd").unwrap(), &st("id").unwrap(), st("dir").as_deref()).unwrap()),
         "findMostRecentSession" => path(catalog::find_most_recent_session(&st("dir").unwrap(), st("cwd").as_deref())),
         other => panic!("{other}"),
     }

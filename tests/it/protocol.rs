@@ -44,6 +44,20 @@ fn every_served_method_is_described_and_every_described_request_is_served() {
     served.sort();
     described_sorted.sort();
     assert_eq!(served, described_sorted);
+    // The notifications the server announces are exactly the server-to-client ones described.
+    let mut announced: Vec<String> = match init.get("capabilities").and_then(|c| c.get("notifications")) {
+        Some(Json::Array(n)) => n.iter().map(|m| m.as_js_str().unwrap().to_string_lossy()).collect(),
+        _ => panic!("capabilities.notifications"),
+    };
+    let mut outgoing: Vec<String> = methods
+        .iter()
+        .filter(|m| m.get("kind") == Some(&Json::str("notification")))
+        .filter(|m| m.get("direction") == Some(&Json::str("server-to-client")))
+        .map(|m| m.get("name").unwrap().as_js_str().unwrap().to_string_lossy())
+        .collect();
+    announced.sort();
+    outgoing.sort();
+    assert_eq!(announced, outgoing);
     // And each described method really answers (not method-not-found), even if its params are wrong.
     for name in &described {
         if name == "shutdown" {

@@ -46,6 +46,13 @@ fn shutdown_then_exit_ends_with_status_0_and_exit_alone_with_1() {
     let mut sc = Sidecar::new();
     sc.notify("exit", json("{}"));
     assert_eq!(sc.wait(), 1, "exit without shutdown, as in LSP");
+
+    // Pipelined, as a shell script sends them: shutdown is still answered, and the status is 0.
+    let mut sc = Sidecar::new();
+    let id = sc.start("shutdown", json("{}"));
+    sc.notify("exit", json("{}"));
+    assert_eq!(sc.response(id).get("result"), Some(&Json::Null));
+    assert_eq!(sc.wait(), 0);
 }
 
 #[test]
@@ -161,6 +168,9 @@ fn malformed_frames_and_bad_requests_get_json_rpc_errors_and_the_process_lives_o
     expect("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":5}\n", -32600.0);
     expect("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"nope\"}\n", -32601.0);
     let m = expect("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"session/create\",\"params\":{\"cwd\":7}}\n", -32602.0);
+    assert_eq!(m.get("error").unwrap().get("data").unwrap().get("path"), Some(&Json::str("cwd")));
+    // A missing member is named too, not just a wrong one.
+    let m = expect("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"sessions/list\",\"params\":{}}\n", -32602.0);
     assert_eq!(m.get("error").unwrap().get("data").unwrap().get("path"), Some(&Json::str("cwd")));
     let m = expect("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"session/create\",\"params\":[\"/x\"]}\n", -32602.0);
     assert_eq!(m.get("id"), Some(&Json::number(5.0)));
@@ -498,6 +508,15 @@ fn catalog_and_the_remaining_open_methods_work_through_the_sidecar() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].get("firstMessage"), Some(&Json::str("find me")));
     assert_eq!(listed[0].get("path"), Some(&Json::str(&file)));
+    assert_eq!(listed[0].get("allMessagesText"), Some(&Json::str("find me")));
+    // A host that searches with sessions/search can leave the bulk out.
+    let Json::Array(lean) = sc.call("sessions/list", json(r#"{"cwd":"/work/proj","includeAllMessagesText":false}"#))
+    else {
+        panic!()
+    };
+    let Json::Object(mut full) = listed[0].clone() else { panic!() };
+    full.remove("allMessagesText");
+    assert_eq!(lean, vec![Json::Object(full)]);
     let Json::Array(all) = sc.call("sessions/listAll", json("{}")) else { panic!() };
     assert_eq!(all.len(), 1);
     assert_eq!(
@@ -558,4 +577,59 @@ fn catalog_and_the_remaining_open_methods_work_through_the_sidecar() {
         json(&format!(r#"{{"sourcePath":"{}/missing.jsonl","targetCwd":"/x"}}"#, s(root.path()))),
     );
     assert_eq!(kind_of(&e), "invalid_session_file");
+}
+
+#[test]
+fn the_flat_tree_is_the_same_tree_without_nesting() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let (h, _) = open_created(&mut sc, &s(dir.path()));
+    let append = |sc: &mut Sidecar, text: &str| {
+        let r =
+            sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message(text))));
+        str_of(r.get("id").unwrap())
+    };
+    let first = append(&mut sc, "one");
+    let second = append(&mut sc, "two");
+    append(&mut sc, "three");
+    sc.call("session/branch", json(&format!(r#"{{"handle":"{h}","entryId":"{first}"}}"#)));
+    append(&mut sc, "two, again");
+    append(&mut sc, "three, again");
+    sc.call("session/appendLabelChange", json(&format!(r#"{{"handle":"{h}","targetId":"{second}","label":"kept"}}"#)));
+    sc.call("session/resetLeaf", json(&format!(r#"{{"handle":"{h}"}}"#)));
+    append(&mut sc, "a second root");
+    let nested = sc.call("session/getTree", json(&format!(r#"{{"handle":"{h}"}}"#)));
+    let Json::Array(flat) = sc.call("session/getTreeFlat", json(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
+    // Rebuild pi's nesting from parent positions; it must be getTree exactly.
+    let mut nodes: Vec<(Json, Vec<usize>)> = Vec::new();
+    let mut roots = Vec::new();
+    for (i, n) in flat.iter().enumerate() {
+        let Json::Object(o) = n else { panic!() };
+        let mut node = pi_sessiond::session::json::Object::new();
+        node.insert("entry", o.get("entry").unwrap().clone());
+        node.insert("children", Json::Array(Vec::new()));
+        for k in ["label", "labelTimestamp"] {
+            if let Some(v) = o.get(k) {
+                node.insert(k, v.clone());
+            }
+        }
+        nodes.push((Json::Object(node), Vec::new()));
+        match o.get("parentIndex") {
+            Some(Json::Null) => {
+                assert_eq!(o.get("depth"), Some(&Json::number(0.0)));
+                roots.push(i)
+            }
+            Some(p) => nodes[num_of(p) as usize].1.push(i),
+            None => panic!("no parentIndex"),
+        }
+    }
+    fn build(nodes: &[(Json, Vec<usize>)], i: usize) -> Json {
+        let (Json::Object(o), children) = &nodes[i] else { panic!() };
+        let mut o = o.clone();
+        o.insert("children", Json::Array(children.iter().map(|&c| build(nodes, c)).collect()));
+        Json::Object(o)
+    }
+    let rebuilt = Json::Array(roots.iter().map(|&r| build(&nodes, r)).collect());
+    assert_eq!(rebuilt, nested);
+    assert_eq!(flat.len(), 7, "every entry once (six messages and a label)");
 }

@@ -87,14 +87,39 @@ pub fn to_iso_string(ms: f64) -> Option<String> {
     let minute = ms_in_day / 60_000 % 60;
     let second = ms_in_day / 1000 % 60;
     let milli = ms_in_day % 1000;
-    let year = if (0..=9999).contains(&year) {
-        format!("{year:04}")
-    } else if year < 0 {
-        format!("-{:06}", -year)
-    } else {
-        format!("+{year:06}")
+    // Written by hand: listings format two dates per session, thousands at a time.
+    let mut out = String::with_capacity(27);
+    let digits = |out: &mut String, v: i64, width: usize| {
+        // v >= 0 here; at most 6 digits.
+        let mut buf = [b'0'; 20];
+        let (mut n, mut i) = (v, buf.len());
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for _ in buf.len() - i..width {
+            out.push('0');
+        }
+        out.push_str(std::str::from_utf8(&buf[i..]).expect("ASCII digits"));
     };
-    Some(format!("{year}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z"))
+    if (0..=9999).contains(&year) {
+        digits(&mut out, year, 4);
+    } else {
+        out.push(if year < 0 { '-' } else { '+' });
+        digits(&mut out, year.abs(), 6);
+    }
+    for (sep, v, w) in
+        [('-', month, 2), ('-', day, 2), ('T', hour, 2), (':', minute, 2), (':', second, 2), ('.', milli, 3)]
+    {
+        out.push(sep);
+        digits(&mut out, v, w);
+    }
+    out.push('Z');
+    Some(out)
 }
 
 /// The offset of local time from UTC, in milliseconds, for a time given in local time.

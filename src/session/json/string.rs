@@ -269,6 +269,11 @@ pub fn write_json_string_bytes(bytes: &[u8], out: &mut Vec<u8>) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
+        // Skip plain text in bulk: strings here can be megabytes of tool output.
+        match super::scan::find_escape_candidate(&bytes[i..]) {
+            Some(k) => i += k,
+            None => break,
+        }
         let b = bytes[i];
         let escape: Option<&[u8]> = match b {
             b'"' => Some(b"\\\""),
