@@ -374,6 +374,15 @@ pub fn stats(path: &str, out: &mut dyn Write) -> i32 {
         Err(e) => return print_error(out, &e),
     };
     let open_ms = started.elapsed().as_secs_f64() * 1000.0;
+    // What a host asks for next, rendered to JSON text as the sidecar would send it.
+    let timed = |f: &dyn Fn(&mut JsonOut<'static>) -> crate::session::Result<()>| -> Option<(f64, usize)> {
+        let t = std::time::Instant::now();
+        let mut o = JsonOut::memory();
+        f(&mut o).ok()?;
+        Some((t.elapsed().as_secs_f64() * 1000.0, o.into_bytes().len()))
+    };
+    let context = timed(&|o| render::context(&m, &m.build_session_projection()?, o));
+    let tree = timed(&|o| render::tree(&m, &m.tree(), o));
     let branch = m.branch_path(None).len();
     let mut o = crate::session::json::Object::new();
     o.insert("file", Json::str(m.session_file().unwrap_or_default()));
@@ -382,7 +391,11 @@ pub fn stats(path: &str, out: &mut dyn Write) -> i32 {
     o.insert("entryCount", Json::number(m.entry_count() as f64));
     o.insert("branchLength", Json::number(branch as f64));
     o.insert("warnings", Json::number(m.warnings().len() as f64));
-    o.insert("openMs", Json::number((open_ms * 10.0).round() / 10.0));
+    let ms = |v: f64| Json::number((v * 100.0).round() / 100.0);
+    o.insert("openMs", ms(open_ms));
+    o.insert("contextMs", context.map_or(Json::Null, |c| ms(c.0)));
+    o.insert("contextBytes", context.map_or(Json::Null, |c| Json::number(c.1 as f64)));
+    o.insert("treeMs", tree.map_or(Json::Null, |t| ms(t.0)));
     o.insert("peakRssKiB", peak_rss_kib().map_or(Json::Null, |k| Json::number(k as f64)));
     match writeln!(out, "{}", Json::Object(o).to_canonical_string()) {
         Ok(()) => 0,

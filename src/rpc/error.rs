@@ -78,6 +78,17 @@ pub fn content_modified(current_leaf: Option<String>) -> ErrorObjectOwned {
     )
 }
 
+/// Another process appended to the file (published as external changes just before this answer), moving the
+/// leaf; nothing was written.
+pub fn modified_by_another_process(current_leaf: Option<String>, path: Option<&str>) -> ErrorObjectOwned {
+    rpc_error(
+        CONTENT_MODIFIED,
+        "content_modified",
+        "another process appended to the session file and moved its leaf; nothing was written",
+        json!({ "leafId": current_leaf, "path": path }),
+    )
+}
+
 /// The one mapping from engine errors to the wire.
 pub fn from_session(e: Error) -> ErrorObjectOwned {
     let message = e.to_string();

@@ -50,6 +50,10 @@ pub struct ServerState {
     pub framing: Mutex<String>,
     /// Set once `shutdown` has been answered.
     pub shut_down: AtomicBool,
+    /// Requests received and not yet answered (`shutdown` aside).
+    pub in_flight: std::sync::atomic::AtomicUsize,
+    /// Signalled when `in_flight` drops to zero.
+    pub idle: tokio::sync::Notify,
     /// Watches on the directories of watched sessions and `sessions/watch` directories.
     pub watcher: FsWatcher,
     /// How hard appends try to reach the disk.
@@ -77,6 +81,8 @@ impl ServerState {
             agent_dir,
             framing: Mutex::new(String::new()),
             shut_down: AtomicBool::new(false),
+            in_flight: Default::default(),
+            idle: tokio::sync::Notify::new(),
             watcher,
             durability,
             dir_watches: Mutex::new(HashMap::new()),
@@ -427,7 +433,9 @@ async fn mutate<R: Send + 'static>(
             Some(expected) if current.as_deref() != Some(expected.as_str()) => {
                 return Err(error::content_modified(current))
             }
-            None if external && current != leaf_before => return Err(error::content_modified(current)),
+            None if external && current != leaf_before => {
+                return Err(error::modified_by_another_process(current, m.session_file()))
+            }
             _ => {}
         }
         let before = m.records().len();
@@ -547,6 +555,15 @@ async fn initialize(_p: InitializeParams, cx: Cx) -> Result<InitializeResult, Er
 }
 
 async fn shutdown(_p: NoParams, cx: Cx) -> Result<Null, ErrorObjectOwned> {
+    // Everything received before `shutdown` is answered first (requests after it are refused), so no session
+    // opens after the answer says every session is closed.
+    loop {
+        let idle = cx.state.idle.notified();
+        if cx.state.in_flight.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        idle.await;
+    }
     // Take every session's write lock, so any mutation in flight finishes before the answer.
     for s in cx.state.registry.drain() {
         drop(s.manager.clone().write_owned().await);
@@ -827,7 +844,7 @@ async fn append_custom_message_entry(p: AppendCustomMessageEntryParams, cx: Cx) 
 async fn append_context_edit(p: AppendContextEditParams, cx: Cx) -> Result<IdResult, ErrorObjectOwned> {
     let target = key(&p.target_id);
     let id = mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| {
-        m.append_context_edit(&target, p.replacement.map(|r| r.0))
+        m.append_context_edit(&target, Some(p.replacement.0))
     })
     .await?;
     Ok(IdResult { id })
@@ -975,22 +992,24 @@ async fn build_session_context(p: HandleParams, cx: Cx) -> Result<ContextJson, E
 // ---------------------------------------------------------------------------------------------------------------
 // Catalog
 
-/// Sends LSP-style `$/progress` for a listing: begin, a report every few files, end.
+/// Sends LSP-style `$/progress` for a listing or search: begin (per stage), a report every few files, end.
 struct ProgressReporter {
     state: Arc<ServerState>,
     token: Option<ProgressToken>,
     last: std::time::Instant,
-    stage: Option<&'static str>,
+    stage: Option<ProgressStage>,
+    /// The latest counts, which `end` repeats.
+    counts: (usize, usize),
 }
 
 impl ProgressReporter {
     fn new(state: Arc<ServerState>, token: Option<ProgressToken>) -> Self {
-        ProgressReporter { state, token, last: std::time::Instant::now(), stage: None }
+        ProgressReporter { state, token, last: std::time::Instant::now(), stage: None, counts: (0, 0) }
     }
 
-    fn send(&self, kind: &str, loaded: usize, total: usize) {
+    fn send(&self, kind: ProgressKind, loaded: usize, total: usize) {
         if let Some(token) = &self.token {
-            let value = ProgressValue { kind: kind.into(), loaded, total, stage: self.stage.map(str::to_owned) };
+            let value = ProgressValue { kind, loaded, total, stage: self.stage };
             self.state.notify("$/progress", &Progress { token: token.clone(), value });
         }
     }
@@ -1000,15 +1019,21 @@ impl ProgressReporter {
     }
 
     /// Reports progress; a new `stage` starts with a `begin` of its own.
-    fn report_stage(&mut self, stage: Option<&'static str>, loaded: usize, total: usize) {
+    fn report_stage(&mut self, stage: Option<ProgressStage>, loaded: usize, total: usize) {
         if loaded == 1 {
             self.stage = stage;
-            self.send("begin", 0, total);
+            self.send(ProgressKind::Begin, 0, total);
         }
+        self.counts = (loaded, total);
         if loaded == total || self.last.elapsed() >= std::time::Duration::from_millis(50) {
-            self.send("report", loaded, total);
+            self.send(ProgressKind::Report, loaded, total);
             self.last = std::time::Instant::now();
         }
+    }
+
+    /// The last message: the latest stage's final counts.
+    fn end(&self) {
+        self.send(ProgressKind::End, self.counts.0, self.counts.1);
     }
 }
 
@@ -1037,7 +1062,7 @@ async fn list(p: ListParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectO
                 c.list(&p.cwd, p.session_dir.as_deref(), &mut |l, t| progress.report(l, t))
             })
             .map_err(from_session)?;
-        progress.send("end", infos.len(), infos.len());
+        progress.end();
         infos_json(&infos)
     })
     .await
@@ -1051,7 +1076,7 @@ async fn list_all(p: ListAllParams, cx: Cx) -> Result<SessionInfoListJson, Error
             let mut c = catalog_of(&state, ix, p.include_all_messages_text);
             c.list_all(p.session_dir.as_deref(), &mut |l, t| progress.report(l, t))
         });
-        progress.send("end", infos.len(), infos.len());
+        progress.end();
         infos_json(&infos)
     })
     .await
@@ -1084,14 +1109,14 @@ async fn search(p: SearchParams, cx: Cx) -> Result<Vec<SearchHitJson>, ErrorObje
                 let catalog = Catalog::new(&state.agent_dir, ix);
                 search_sessions(&p.query, scope, p.roles.as_deref(), limit, catalog, &mut |phase, l, t| {
                     let stage = match phase {
-                        Phase::Listing => "listing",
-                        Phase::Indexing => "indexing",
+                        Phase::Listing => ProgressStage::Listing,
+                        Phase::Indexing => ProgressStage::Indexing,
                     };
                     progress.report_stage(Some(stage), l, t)
                 })
             })
             .map_err(from_session)?;
-        progress.send("end", hits.len(), hits.len());
+        progress.end();
         Ok(hits.iter().map(|h| SearchHitJson(RawJson::from_json(&search_hit_json(h)))).collect())
     })
     .await

@@ -282,10 +282,10 @@ pi_shape!(
         "properties": {
             "path": { "type": "string", "description": "The session file." },
             "sessionId": { "description": "The session's id (the header's)." },
-            "entryId": { "description": "The matching entry's id; null when the session itself matched (role `session`)." },
-            "role": { "type": "string", "description": "user, assistant, toolResult, custom, bashExecution, name, label, summary or session." },
+            "entryId": { "type": ["string", "number", "null"], "description": "The matching entry's id as stored (a string in files pi wrote); null when the session itself matched (role `session`)." },
+            "role": { "enum": ["user", "assistant", "toolResult", "custom", "bashExecution", "name", "label", "summary", "session"], "description": "What matched: a message of that role, a session name or label entry, a compaction or branch summary, or the session itself (its name, id or cwd)." },
             "snippet": { "type": "string", "description": "The text around the match, on one line." },
-            "timestamp": { "type": ["string", "null"], "description": "The entry's time (the session's last activity for session hits), ISO 8601." },
+            "timestamp": { "type": ["string", "null"], "description": "ISO 8601: a message's own timestamp (as pi's listing uses it; the entry's when the message has none), another entry's timestamp, or the session's last activity for session hits." },
             "score": { "type": "number", "description": "Relevance: higher is better; results come best first, then newest." }
         },
         "required": ["path", "sessionId", "entryId", "role", "snippet", "timestamp", "score"]
@@ -479,8 +479,20 @@ pub struct SessionsChanged {
     pub watch_id: String,
     /// The session file.
     pub path: String,
-    /// `created`, `changed` or `removed`.
-    pub kind: String,
+    /// What happened to the file.
+    pub kind: SessionsChangeKind,
+}
+
+/// `SessionsChanged.kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SessionsChangeKind {
+    /// A session file appeared.
+    Created,
+    /// A session file was written.
+    Changed,
+    /// A session file vanished.
+    Removed,
 }
 
 /// `session/newSession`: replace the handle's session with a new, empty one.
@@ -684,10 +696,9 @@ pub struct AppendContextEditParams {
     pub expected_leaf_id: Option<String>,
     /// The entry to edit (on the active branch).
     pub target_id: String,
-    /// Required, and may be `null`: `null` omits the target from context; `{content}` replaces its content.
-    #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<PiValue>", required)]
-    pub replacement: Option<PiValue>,
+    /// Required, and may be `null`: `null` omits the target from context; `{content: string | array}` replaces its
+    /// content.
+    pub replacement: PiValue,
 }
 
 /// `session/appendLabelChange`.
@@ -988,16 +999,38 @@ pub struct Progress {
 /// Progress of a long read.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ProgressValue {
-    /// `begin`, `report` or `end`.
-    pub kind: String,
-    /// Files loaded so far.
+    /// Where in the sequence: one `begin` per stage, `report`s, then one `end` for the request.
+    pub kind: ProgressKind,
+    /// Files done so far in this stage.
     pub loaded: usize,
-    /// Files in all.
+    /// Files in this stage.
     pub total: usize,
-    /// For `sessions/search`: `listing` (bringing the catalog up to date) or `indexing` (extracting searchable
-    /// text); each stage starts with its own `begin`.
+    /// For `sessions/search`: which stage; each starts with its own `begin`, and `end` carries the last one's
+    /// counts.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stage: Option<String>,
+    pub stage: Option<ProgressStage>,
+}
+
+/// `ProgressValue.kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ProgressKind {
+    /// A stage starts (`loaded` 0).
+    Begin,
+    /// Files done so far.
+    Report,
+    /// The request's work is done (sent before its response).
+    End,
+}
+
+/// `ProgressValue.stage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ProgressStage {
+    /// Bringing the catalog up to date (stat, and read what changed).
+    Listing,
+    /// Extracting searchable text the index does not hold yet.
+    Indexing,
 }
 
 /// `$/cancelRequest` params (client → server).

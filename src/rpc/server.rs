@@ -28,6 +28,24 @@ use super::proto::SessionsChanged;
 use super::watch::{FsEvent, FsWatcher};
 use crate::session::store::Durability;
 
+/// One request in flight; dropping it (answered or cancelled) lets a waiting `shutdown` proceed.
+struct InFlight(Arc<ServerState>);
+
+impl InFlight {
+    fn new(state: Arc<ServerState>) -> InFlight {
+        state.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(state)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
 /// How the server runs.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -85,7 +103,8 @@ fn plain_error(code: i32, kind: &str, message: &str) -> ErrorObjectOwned {
 /// A response, or a task that will produce one.
 enum Pending {
     Ready(Option<Vec<u8>>),
-    Task(JoinHandle<Vec<u8>>),
+    /// The response, and the request's place among those in flight, released once the response is queued.
+    Task(JoinHandle<(Vec<u8>, Option<InFlight>)>),
 }
 
 struct Dispatcher {
@@ -144,9 +163,11 @@ impl Dispatcher {
             self.tasks.spawn(async move {
                 let mut responses = Vec::new();
                 for p in pending {
+                    // In a batch, a response counts as given once it is in the batch's array (which is sent whole):
+                    // a `shutdown` in the same batch must not wait for the array it is part of.
                     let r = match p {
                         Pending::Ready(r) => r,
-                        Pending::Task(t) => t.await.ok(),
+                        Pending::Task(t) => t.await.ok().map(|(r, _answered)| r),
                     };
                     responses.extend(r);
                 }
@@ -164,8 +185,9 @@ impl Dispatcher {
                 Pending::Task(t) => {
                     let out = self.state.out.clone();
                     self.tasks.spawn(async move {
-                        if let Ok(r) = t.await {
+                        if let Ok((r, guard)) = t.await {
                             let _ = out.send(r);
+                            drop(guard);
                         }
                     });
                 }
@@ -250,7 +272,7 @@ impl Dispatcher {
     }
 
     fn on_request(&mut self, id: &str, method: String, params: Option<&RawValue>) -> Pending {
-        if self.state.shut_down.load(Ordering::SeqCst) {
+        if self.shutdown_requested || self.state.shut_down.load(Ordering::SeqCst) {
             return Pending::Ready(Some(error_response(
                 id,
                 &plain_error(error::INVALID_REQUEST, "invalid_request", "the server is shutting down"),
@@ -291,6 +313,9 @@ impl Dispatcher {
         let params = Params::new(params.map(RawValue::get)).into_owned();
         let future = callback(rpc_id, params, ConnectionId(0), usize::MAX, ext);
         let key = serde_json::from_str::<serde_json::Value>(id).map(|v| v.to_string()).unwrap_or_default();
+        // Every request but `shutdown` counts as in flight until its response is queued, so `shutdown` can wait
+        // for everything received before it.
+        let guard = (method != "shutdown").then(|| InFlight::new(self.state.clone()));
         let inner = tokio::spawn(future);
         if self.cancellable.get(method.as_str()).copied().unwrap_or(false) {
             self.inflight.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), inner.abort_handle());
@@ -317,7 +342,7 @@ impl Dispatcher {
                 }
             };
             inflight.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
-            response
+            (response, guard)
         }))
     }
 }
@@ -443,7 +468,7 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
                     .map(|(id, _)| id.clone())
                     .collect();
                 for watch_id in watches {
-                    let note = SessionsChanged { watch_id, path: p.to_string(), kind: event.kind.to_owned() };
+                    let note = SessionsChanged { watch_id, path: p.to_string(), kind: event.kind };
                     watch_state.notify("sessions/changed", &note);
                 }
             }

@@ -5,6 +5,7 @@
 //! Events only say "look again"; what changed is always decided by reading the file (`SessionManager::refresh`),
 //! so a lost, duplicated or reordered event can delay an update but never corrupt one.
 
+use super::proto::SessionsChangeKind;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -17,8 +18,8 @@ use tokio::sync::mpsc::UnboundedSender;
 pub struct FsEvent {
     /// Paths the event is about.
     pub paths: Vec<PathBuf>,
-    /// `created`, `changed` or `removed`.
-    pub kind: &'static str,
+    /// What happened.
+    pub kind: SessionsChangeKind,
 }
 
 /// Directories being watched, reference-counted, behind one native watcher.
@@ -37,14 +38,15 @@ struct Inner {
     dirs: HashMap<PathBuf, usize>,
 }
 
-fn kind_of(kind: &notify::EventKind) -> Option<&'static str> {
+fn kind_of(kind: &notify::EventKind) -> Option<SessionsChangeKind> {
     use notify::EventKind::*;
+    use SessionsChangeKind::{Changed, Created, Removed};
     match kind {
-        Create(_) => Some("created"),
-        Modify(notify::event::ModifyKind::Name(notify::event::RenameMode::From)) => Some("removed"),
-        Modify(notify::event::ModifyKind::Name(_)) => Some("created"),
-        Modify(_) => Some("changed"),
-        Remove(_) => Some("removed"),
+        Create(_) => Some(Created),
+        Modify(notify::event::ModifyKind::Name(notify::event::RenameMode::From)) => Some(Removed),
+        Modify(notify::event::ModifyKind::Name(_)) => Some(Created),
+        Modify(_) => Some(Changed),
+        Remove(_) => Some(Removed),
         Access(_) | Any | Other => None,
     }
 }

@@ -192,30 +192,41 @@ pub fn projection(
     Ok(Projection { entries: projected, thinking_level, model })
 }
 
-/// Thinking level and model from the full path (not the compacted one).
+/// Thinking level and model from the full path (not the compacted one). pi assigns them entry by entry, so the
+/// last setter of each wins: only those two bodies are parsed (parsing every assistant message on a long path
+/// was most of the cost of a context), but every message's role is still read, as pi reads it (and throws on a
+/// message without one).
 fn settings(records: &[Record], path: &[usize], bodies: &dyn Bodies) -> Result<(Option<Json>, Option<ModelRef>)> {
-    let mut thinking_level = Some(Json::str("off"));
-    let mut model = None;
+    let mut last_thinking = None;
+    let mut last_model = None;
     for &i in path {
         let r = &records[i];
         match r.kind {
-            EntryType::ThinkingLevelChange => thinking_level = bodies.json(i)?.get("thinkingLevel").cloned(),
-            EntryType::ModelChange => {
-                let body = bodies.json(i)?;
-                model =
-                    Some(ModelRef { provider: body.get("provider").cloned(), model_id: body.get("modelId").cloned() });
-            }
-            EntryType::Message if message_role(r)? == Role::Assistant => {
-                let body = bodies.json(i)?;
-                let message = body.get("message");
-                model = Some(ModelRef {
-                    provider: message.and_then(|m| m.get("provider")).cloned(),
-                    model_id: message.and_then(|m| m.get("model")).cloned(),
-                });
-            }
+            EntryType::ThinkingLevelChange => last_thinking = Some(i),
+            EntryType::ModelChange => last_model = Some(i),
+            EntryType::Message if message_role(r)? == Role::Assistant => last_model = Some(i),
             _ => {}
         }
     }
+    let thinking_level = match last_thinking {
+        Some(i) => bodies.json(i)?.get("thinkingLevel").cloned(),
+        None => Some(Json::str("off")),
+    };
+    let model = match last_model {
+        None => None,
+        Some(i) if records[i].kind == EntryType::ModelChange => {
+            let body = bodies.json(i)?;
+            Some(ModelRef { provider: body.get("provider").cloned(), model_id: body.get("modelId").cloned() })
+        }
+        Some(i) => {
+            let body = bodies.json(i)?;
+            let message = body.get("message");
+            Some(ModelRef {
+                provider: message.and_then(|m| m.get("provider")).cloned(),
+                model_id: message.and_then(|m| m.get("model")).cloned(),
+            })
+        }
+    };
     Ok((thinking_level, model))
 }
 

@@ -47,6 +47,36 @@ fn shutdown_then_exit_ends_with_status_0_and_exit_alone_with_1() {
     sc.notify("exit", json("{}"));
     assert_eq!(sc.wait(), 1, "exit without shutdown, as in LSP");
 
+    // Everything received before shutdown is answered before it; what comes after is refused.
+    let mut sc = Sidecar::new();
+    let opened = sc.start("session/inMemory", json("{}"));
+    let listed = sc.start("sessions/listAll", json("{}"));
+    let shutdown = sc.start("shutdown", json("{}"));
+    let late = sc.start("session/inMemory", json("{}"));
+    let mut order = Vec::new();
+    while order.len() < 4 {
+        let m = sc.next_message(Duration::from_secs(30)).expect("an answer");
+        if let Some(id) = m.get("id") {
+            order.push((num_of(id) as u64, m.get("error").is_some()));
+        }
+    }
+    let at = |id: u64| order.iter().position(|(i, _)| *i == id).unwrap();
+    assert!(at(opened) < at(shutdown) && at(listed) < at(shutdown), "{order:?}");
+    assert!(order[at(late)].1, "a request after shutdown is refused: {order:?}");
+    sc.notify("exit", json("{}"));
+    assert_eq!(sc.wait(), 0);
+
+    // shutdown inside a batch answers with the batch (it does not wait for the array it is part of).
+    let mut sc = Sidecar::new();
+    sc.send_raw(
+        br#"[{"jsonrpc":"2.0","id":1,"method":"session/inMemory","params":{}},{"jsonrpc":"2.0","id":2,"method":"shutdown"}]
+"#,
+    );
+    let Some(Json::Array(batch)) = sc.next_message(Duration::from_secs(30)) else { panic!("a batch answer") };
+    assert_eq!(batch.len(), 2);
+    sc.notify("exit", json("{}"));
+    assert_eq!(sc.wait(), 0);
+
     // Pipelined, as a shell script sends them: shutdown is still answered, and the status is 0.
     let mut sc = Sidecar::new();
     let id = sc.start("shutdown", json("{}"));

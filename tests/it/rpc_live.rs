@@ -195,6 +195,7 @@ fn an_append_by_another_process_is_published_and_the_stale_mutation_refused() {
     let e = r.get("error").unwrap_or_else(|| panic!("{}", r.to_canonical_string()));
     assert_eq!(e.get("code"), Some(&Json::number(-32801.0)));
     assert_eq!(e.get("data").and_then(|d| d.get("leafId")), Some(&Json::str("pi000001")), "the leaf now");
+    assert_eq!(e.get("data").and_then(|d| d.get("path")), Some(&Json::str(&file)), "who was written");
     let notes = sc.take_notifications("session/changed");
     assert_eq!(notes.len(), 1, "the external entry was published");
     assert_eq!(notes[0].get("params").and_then(|p| p.get("origin")), Some(&Json::str("external")));

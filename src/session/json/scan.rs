@@ -37,18 +37,16 @@ pub struct Member {
 }
 
 impl Member {
-    /// True when the key literal is exactly `"name"` (no escapes). Keys pi cares about never need escapes, but
-    /// a hand-written file may spell them with escapes, so [`Member::key_is`] decodes when it has to.
-    fn key_is_plain(&self, bytes: &[u8], name: &str) -> bool {
-        let raw = &bytes[self.key.start + 1..self.key.end - 1];
-        raw == name.as_bytes()
-    }
-
     /// True when the key decodes to `name`.
     pub fn key_is(&self, bytes: &[u8], name: &str) -> bool {
         let raw = &bytes[self.key.start + 1..self.key.end - 1];
+        // Names asked for never contain a backslash, so an exact match needs no decoding; this runs for every
+        // member of every line on open, so the common mismatch must stay cheap.
+        if raw == name.as_bytes() {
+            return true;
+        }
         if !raw.contains(&b'\\') {
-            return self.key_is_plain(bytes, name);
+            return false;
         }
         super::value::decode_string_literal(&bytes[self.key.clone()]).eq_str(name)
     }

@@ -1,0 +1,96 @@
+// What the benchmark scripts share: a minimal JSON-RPC host for pi-sessiond (LF-delimited frames, split on 0x0A
+// bytes — never readline, which also splits on U+2028 and builds strings slowly for multi-megabyte lines), pi's
+// SessionManager, and statistics.
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+
+/** pi 1.6.0's SessionManager, from the conformance suite's pinned install. */
+export async function piSessionManager() {
+  const url = new URL(
+    "../tests/conformance/node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js",
+    import.meta.url,
+  );
+  return (await import(url)).SessionManager;
+}
+
+/** A running pi-sessiond. */
+export class Sidecar {
+  constructor(binary, args = [], env = process.env) {
+    this.child = spawn(binary, args, { stdio: ["pipe", "pipe", "inherit"], env });
+    this.pending = new Map();
+    this.listeners = [];
+    this.next = 1;
+    let chunks = [];
+    this.child.stdout.on("data", (chunk) => {
+      let start = 0;
+      let nl;
+      while ((nl = chunk.indexOf(10, start)) !== -1) {
+        chunks.push(chunk.subarray(start, nl));
+        this.onMessage(JSON.parse(Buffer.concat(chunks).toString("utf8")));
+        chunks = [];
+        start = nl + 1;
+      }
+      if (start < chunk.length) chunks.push(chunk.subarray(start));
+    });
+  }
+
+  onMessage(msg) {
+    if (msg.method !== undefined) {
+      for (const l of this.listeners) l(msg);
+      return;
+    }
+    const p = this.pending.get(msg.id);
+    if (!p) return;
+    this.pending.delete(msg.id);
+    msg.error ? p.reject(new Error(`${p.method}: ${JSON.stringify(msg.error)}`)) : p.resolve(msg.result);
+  }
+
+  /** Sends a request; resolves with its result. */
+  call(method, params = {}) {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, method });
+      this.child.stdin.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
+    });
+  }
+
+  /** Calls `f(message)` for every notification. */
+  onNotification(f) {
+    this.listeners.push(f);
+  }
+
+  /** Peak resident memory so far, in KiB (Linux). */
+  peakRssKiB() {
+    const status = readFileSync(`/proc/${this.child.pid}/status`, "utf8");
+    return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+  }
+
+  /** Orderly end: shutdown, exit, wait. */
+  async close() {
+    await this.call("shutdown");
+    const exited = new Promise((r) => this.child.once("exit", r));
+    this.child.stdin.write(JSON.stringify({ jsonrpc: "2.0", method: "exit" }) + "\n");
+    this.child.stdin.end();
+    await exited;
+  }
+}
+
+/** Runs `f` and returns [milliseconds, value]. */
+export async function time(f) {
+  const t = performance.now();
+  const value = await f();
+  return [performance.now() - t, value];
+}
+
+/** The median of numbers. */
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n === 0 ? NaN : n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/** The p-th quantile (0..1) of numbers, nearest rank. */
+export function quantile(xs, p) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))];
+}

@@ -1,0 +1,299 @@
+// pi 1.6.0 against pi-sessiond on the same generated files, in the same run, interleaved; prints medians and the
+// ratio pi / pi-sessiond (above 1: pi-sessiond is faster or smaller). Run through bench/run, which builds and
+// installs what this needs.
+//
+//   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency]
+import { execFileSync, spawn } from "node:child_process";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { deepStrictEqual } from "node:assert";
+import { join } from "node:path";
+import { Sidecar, median, piSessionManager, quantile, time } from "./lib.mjs";
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const bin = opt("--bin");
+const gen = opt("--gen");
+const data = opt("--data");
+const quick = args.includes("--quick");
+const reps = Number(opt("--reps", quick ? 3 : 5));
+const only = opt("--only")?.split(",");
+const wanted = (section) => !only || only.includes(section);
+mkdirSync(data, { recursive: true });
+const SessionManager = await piSessionManager();
+
+const rows = [];
+/** Records a row: pi's and our medians (lower is better), and the ratio pi / ours. */
+function row(section, name, pi, ours, unit, note = "") {
+  const ratio = pi !== undefined && ours !== undefined ? pi / ours : undefined;
+  rows.push({ section, name, pi, ours, unit, ratio, note });
+  const f = (v) => (v === undefined ? "—" : typeof v === "string" ? v : fmt(v, unit));
+  console.error(`  ${name}: pi ${f(pi)}, pi-sessiond ${f(ours)}${ratio ? `, ×${ratio.toFixed(1)}` : ""}`);
+}
+function fmt(v, unit) {
+  if (unit === "KiB") return v >= 1024 * 1024 ? `${(v / 1024 / 1024).toFixed(2)} GiB` : `${(v / 1024).toFixed(0)} MiB`;
+  if (unit === "ms") return v >= 1000 ? `${(v / 1000).toFixed(2)} s` : `${v.toFixed(v < 10 ? 2 : 1)} ms`;
+  return `${v} ${unit}`;
+}
+const json = (cmd, argv) => JSON.parse(execFileSync(cmd, argv, { encoding: "utf8", maxBuffer: 1 << 30 }));
+const interleaved = async (n, piRun, ourRuns) => {
+  const pi = [];
+  const ours = ourRuns.map(() => []);
+  for (let r = 0; r < n; r++) {
+    const order = r % 2 === 0 ? ["pi", "ours"] : ["ours", "pi"];
+    for (const side of order) {
+      if (side === "pi") pi.push(await piRun());
+      else for (const [i, f] of ourRuns.entries()) ours[i].push(await f());
+    }
+  }
+  return [pi, ours];
+};
+const pick = (xs, k) => median(xs.map((x) => x[k]));
+
+// ---------------------------------------------------------------------------------------------------------------
+// Inputs (deterministic; generated once per data directory)
+const session40 = join(data, "session-40MB.jsonl");
+if (!existsSync(session40)) {
+  execFileSync(join(gen, "gen_session"), [session40, "--bytes", "40000000", "--image-kib", "16"], { stdio: "inherit" });
+}
+const catalog = (n, bytes) => {
+  const dir = join(data, `catalog-${n}`);
+  if (!existsSync(join(dir, "sessions"))) {
+    execFileSync(join(gen, "gen_catalog"), [dir, "--sessions", String(n), "--bytes", String(bytes)], { stdio: "inherit" });
+  }
+  return dir;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+if (wanted("open")) {
+  console.error("open a 40 MB session (8,900 entries, branches, compactions)");
+  const [pi, [engine, sidecar]] = await interleaved(
+    reps,
+    () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
+    [
+      () => json(bin, ["stats", session40]),
+      async () => {
+        const sc = new Sidecar(bin, ["--no-index"]);
+        const [openMs, st] = await time(() => sc.call("session/open", { path: session40 }));
+        const [contextMs] = await time(() => sc.call("session/buildSessionContext", { handle: st.handle }));
+        const [treeMs] = await time(() => sc.call("session/getTree", { handle: st.handle }));
+        const peakRssKiB = sc.peakRssKiB();
+        await sc.close();
+        return { openMs, contextMs, treeMs, peakRssKiB };
+      },
+    ],
+  );
+  row("open", "open 40 MB: pi open() vs session/open over the pipe", pick(pi, "openMs"), pick(sidecar, "openMs"), "ms");
+  row("open", "open 40 MB: pi open() vs the engine in-process", pick(pi, "openMs"), pick(engine, "openMs"), "ms");
+  row("open", "buildSessionContext (pi: objects; ours: JSON over the pipe)", pick(pi, "contextMs"), pick(sidecar, "contextMs"), "ms");
+  row("open", "getTree (pi: objects; ours: JSON over the pipe)", pick(pi, "treeMs"), pick(sidecar, "treeMs"), "ms");
+  row("rss", "peak RSS, open 40 MB + context + tree", pick(pi, "peakRssKiB"), pick(sidecar, "peakRssKiB"), "KiB");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+if (wanted("append")) {
+  const n = quick ? 2000 : 10000;
+  console.error(`append ${n} messages`);
+  const dir = join(data, "append");
+  let k = 0;
+  const fresh = () => {
+    const d = join(dir, String(k++));
+    rmSync(d, { recursive: true, force: true });
+    mkdirSync(d, { recursive: true });
+    return d;
+  };
+  const message = (i) => ({ role: "user", content: `message ${i}`, timestamp: 1767225600000 + i });
+  const ours = (durability, pipelined) => async () => {
+    const sc = new Sidecar(bin, ["--no-index", "--durability", durability]);
+    const st = await sc.call("session/create", { cwd: "/bench", sessionDir: fresh() });
+    const [ms] = await time(async () => {
+      if (pipelined) {
+        await Promise.all(Array.from({ length: n }, (_, i) => sc.call("session/appendMessage", { handle: st.handle, message: message(i) })));
+      } else {
+        for (let i = 0; i < n; i++) await sc.call("session/appendMessage", { handle: st.handle, message: message(i) });
+      }
+    });
+    await sc.close();
+    return { ms };
+  };
+  const modes = [
+    ["none", false],
+    ["none", true],
+    ["entry", false],
+    ["entry", true],
+    ["batch", false],
+    ["batch", true],
+  ];
+  const [pi, oursRuns] = await interleaved(
+    Math.min(reps, 3),
+    () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "append", fresh(), String(n)]),
+    modes.map(([d, p]) => ours(d, p)),
+  );
+  const piMs = pick(pi, "appendMs");
+  for (const [i, [d, p]] of modes.entries()) {
+    const note = d === "none" ? "no fsync, like pi" : d === "entry" ? "fsync before each answer" : "group commit";
+    row("append", `append ${n}: pi appendMessage() vs the pipe, ${p ? "pipelined" : "one at a time"}, --durability ${d}`, piMs, pick(oursRuns[i], "ms"), "ms", note);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+if (wanted("list") || wanted("search")) {
+  const sizes = quick ? [[1000, 40e6]] : [[1000, 40e6], [10000, 400e6]];
+  for (const [n, bytes] of sizes) {
+    const agent = catalog(n, bytes);
+    process.env.PI_CODING_AGENT_DIR = agent;
+    const cwd = "/home/user/big-project";
+    const index = join(data, `index-${n}.sqlite`);
+    const dropIndex = () => ["", "-wal", "-shm"].forEach((s) => rmSync(index + s, { force: true }));
+    execFileSync("sh", ["-c", `find '${agent}/sessions' -type f -exec cat {} + > /dev/null`]);
+    const expected = JSON.parse(JSON.stringify(await SessionManager.list(cwd)));
+    const lean = expected.map(({ allMessagesText, ...rest }) => rest);
+    // The sidecar a cold run started: the warm runs that follow use it.
+    let warm;
+    if (wanted("list")) {
+      console.error(`list ${n} sessions (${expected.length} in the listed project)`);
+      const [pi, [cold, warmRuns, warmLean]] = await interleaved(
+        reps,
+        async () => (await time(() => SessionManager.list(cwd)))[0],
+        [
+          async () => {
+            dropIndex();
+            const sc = new Sidecar(bin, ["--agent-dir", agent, "--index", index]);
+            const [ms, v] = await time(() => sc.call("sessions/list", { cwd }));
+            deepStrictEqual(v, expected);
+            await warm?.close();
+            warm = sc;
+            return ms;
+          },
+          async () => {
+            const [ms, v] = await time(() => warm.call("sessions/list", { cwd }));
+            deepStrictEqual(v, expected);
+            return ms;
+          },
+          async () => {
+            const [ms, v] = await time(() => warm.call("sessions/list", { cwd, includeAllMessagesText: false }));
+            deepStrictEqual(v, lean);
+            return ms;
+          },
+        ],
+      );
+      await warm.close();
+      warm = undefined;
+      const piMs = median(pi);
+      const textMiB = (JSON.stringify(expected).length / 1048576).toFixed(1);
+      row("list", `list ${n} sessions, cold (empty index)`, piMs, median(cold), "ms", "same result as pi, checked");
+      row("list", `list ${n} sessions, warm`, piMs, median(warmRuns), "ms", `${textMiB} MiB of JSON, most of it allMessagesText`);
+      row("list", `list ${n} sessions, warm, includeAllMessagesText: false`, piMs, median(warmLean), "ms", "pi's result minus that field");
+    }
+    if (wanted("search") && n === 1000) {
+      console.error(`search a phrase across ${n} sessions`);
+      const phrase = "borrow lifetime";
+      const piSearch = async () => {
+        const [ms, hits] = await time(async () => (await SessionManager.list(cwd)).filter((s) => s.allMessagesText.toLowerCase().includes(phrase)));
+        return { ms, hits: hits.length };
+      };
+      const [pi, [cold, warmRuns]] = await interleaved(reps, piSearch, [
+        async () => {
+          dropIndex();
+          const sc = new Sidecar(bin, ["--agent-dir", agent, "--index", index]);
+          const [ms] = await time(() => sc.call("sessions/search", { query: `"${phrase}"`, cwd, limit: 50 }));
+          await warm?.close();
+          warm = sc;
+          return ms;
+        },
+        async () => (await time(() => warm.call("sessions/search", { query: `"${phrase}"`, cwd, limit: 50 })))[0],
+      ]);
+      await warm.close();
+      warm = undefined;
+      const note = `pi: list() + includes over allMessagesText (${pi[0].hits} sessions); ours: ranked entries, limit 50`;
+      row("search", `search "${phrase}" across ${n} sessions, cold (builds the index)`, pick(pi, "ms"), median(cold), "ms", note);
+      row("search", `search "${phrase}" across ${n} sessions, warm`, pick(pi, "ms"), median(warmRuns), "ms");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+if (wanted("rss") && !quick) {
+  console.error("open a 2.6 GB session of base64 images (pi #9613)");
+  const huge = join(data, "images-2.6GB.jsonl");
+  if (!existsSync(huge)) execFileSync(join(gen, "gen_session"), [huge, "--bytes", "2600000000", "--image-kib", "400"], { stdio: "inherit" });
+  const ours = json(bin, ["stats", huge]);
+  // pi gets 3 minutes; its peak is read from /proc while it runs, so a kill still leaves a figure.
+  const child = spawn("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", huge], { stdio: ["ignore", "pipe", "pipe"] });
+  let peak = 0;
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (err += d));
+  const poll = setInterval(() => {
+    try {
+      peak = Math.max(peak, Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1] ?? 0));
+    } catch {}
+  }, 50);
+  const killer = setTimeout(() => child.kill("SIGKILL"), 180_000);
+  const t0 = performance.now();
+  const status = await new Promise((r) => child.on("exit", (code, signal) => r(signal ?? code)));
+  const elapsed = performance.now() - t0;
+  clearInterval(poll);
+  clearTimeout(killer);
+  const piResult = status === 0 ? JSON.parse(out) : undefined;
+  const piNote =
+    status === 0
+      ? `pi opened it in ${fmt(piResult.openMs, "ms")}`
+      : `pi failed (${status}) after ${fmt(elapsed, "ms")}: ${(/heap|memory|Error[^\n]*/.exec(err) ?? [""])[0]}`;
+  row("rss", "peak RSS, open 2.6 GB image session", piResult?.peakRssKiB ?? (peak || undefined), ours.peakRssKiB, "KiB", piNote);
+  row("rss", "open 2.6 GB image session (engine in-process)", piResult?.openMs, ours.openMs, "ms");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+if (wanted("latency")) {
+  console.error("RPC round trip and external append → session/changed");
+  const dir = join(data, "latency");
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, "watched.jsonl");
+  writeFileSync(file, JSON.stringify({ type: "session", version: 3, id: "w", timestamp: "2026-01-01T00:00:00.000Z", cwd: "/" }) + "\n");
+  const sc = new Sidecar(bin, ["--no-index"]);
+  const st = await sc.call("session/open", { path: file, watch: true });
+  const rtt = [];
+  for (let i = 0; i < 3000; i++) rtt.push((await time(() => sc.call("session/getLeafId", { handle: st.handle })))[0]);
+  let waiting;
+  sc.onNotification((m) => m.method === "session/changed" && waiting?.());
+  const external = [];
+  let parent = null;
+  for (let i = 0; i < 300; i++) {
+    const id = `e${String(i).padStart(7, "0")}`;
+    const line = JSON.stringify({ type: "message", id, parentId: parent, timestamp: "2026-01-01T00:00:01.000Z", message: { role: "user", content: `x ${i}`, timestamp: 1 } });
+    parent = id;
+    const heard = new Promise((r) => (waiting = r));
+    const t = performance.now();
+    appendFileSync(file, line + "\n");
+    await heard;
+    external.push(performance.now() - t);
+  }
+  await sc.close();
+  const warm = rtt.slice(500);
+  row("latency", "RPC round trip, session/getLeafId, p50", undefined, median(warm), "ms", "pi is in-process: no round trip");
+  row("latency", "RPC round trip, session/getLeafId, p99", undefined, quantile(warm, 0.99), "ms");
+  row("latency", "external append → session/changed, p50", undefined, median(external), "ms", "another process appends a line to a watched file");
+  row("latency", "external append → session/changed, p99", undefined, quantile(external, 0.99), "ms");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+const cpu = readFileSync("/proc/cpuinfo", "utf8").match(/model name\s*:\s*(.*)/)?.[1] ?? "unknown CPU";
+const cores = readFileSync("/proc/cpuinfo", "utf8").match(/^processor/gm)?.length;
+const header = `pi 1.6.0 (Node ${process.version}) vs pi-sessiond, ${cores} cores (${cpu}), medians of ${reps} interleaved runs`;
+const table = [
+  "| benchmark | pi 1.6.0 | pi-sessiond | pi / pi-sessiond | note |",
+  "|---|---:|---:|---:|---|",
+  ...rows.map((r) => {
+    const f = (v) => (v === undefined ? "—" : fmt(v, r.unit));
+    return `| ${r.name} | ${f(r.pi)} | ${f(r.ours)} | ${r.ratio ? `${r.ratio.toFixed(r.ratio < 10 ? 2 : 0)}×` : "—"} | ${r.note} |`;
+  }),
+];
+writeFileSync(join(data, "results.json"), JSON.stringify({ header, rows }, null, 2));
+console.log(header);
+console.log(table.join("\n"));
