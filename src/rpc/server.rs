@@ -329,7 +329,8 @@ impl Dispatcher {
                     if rewrite {
                         with_id(json.get(), &id)
                     } else {
-                        json.get().as_bytes().to_vec()
+                        // Moved, not copied: a tree or context can be tens of megabytes.
+                        Box::<str>::from(json).into_boxed_bytes().into_vec()
                     }
                 }
                 Err(e) if e.is_cancelled() => error_response(
@@ -404,6 +405,10 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
                 }
                 if output.write_all(&buf).and_then(|()| output.flush()).is_err() || stop {
                     break;
+                }
+                // A huge answer (a tree, a context) must not pin its size in memory for the process's life.
+                if buf.capacity() > 8 << 20 {
+                    buf = Vec::new();
                 }
             }
         })

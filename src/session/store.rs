@@ -181,6 +181,77 @@ impl<R: Read> LineReader<R> {
             self.end += n;
         }
     }
+
+    /// Every line the buffer holds now (at least one, reading more if needed), as (file offset, range in
+    /// [`LineBatch::bytes`], had a newline), so they can be parsed together.
+    pub fn next_batch(&mut self) -> std::io::Result<Option<LineBatch<'_>>> {
+        let Some((offset, first, terminated)) = self.next_line()? else { return Ok(None) };
+        let first_end = first.len();
+        // `next_line` consumed the first line; the batch starts at it.
+        let base = self.start - first_end - usize::from(terminated);
+        let mut lines = vec![(offset, 0..first_end, terminated)];
+        let mut at = self.start;
+        let mut file_offset = self.offset;
+        if terminated {
+            while let Some(i) = memchr::memchr(b'\n', &self.buf[at..self.end]) {
+                lines.push((file_offset, at - base..at - base + i, true));
+                file_offset += i as u64 + 1;
+                at += i + 1;
+            }
+            if self.eof && at < self.end {
+                lines.push((file_offset, at - base..self.end - base, false));
+                file_offset += (self.end - at) as u64;
+                at = self.end;
+            }
+        }
+        self.start = at;
+        self.offset = file_offset;
+        Ok(Some(LineBatch { bytes: &self.buf[base..at], lines }))
+    }
+}
+
+/// Lines read together: the bytes they lie in, and each line's (file offset, range, had a newline).
+pub struct LineBatch<'a> {
+    /// The bytes of every line of the batch, newlines included.
+    pub bytes: &'a [u8],
+    /// The lines.
+    pub lines: Vec<(u64, std::ops::Range<usize>, bool)>,
+}
+
+/// Parses lines, on two threads when there are enough of them to pay for it (opening a large session is mostly
+/// this, and lines are independent). Outcomes come back in line order.
+fn parse_lines(
+    batch: &LineBatch<'_>,
+    first_line_no: u32,
+    body_at: &(impl Fn(u64, u64) -> Body + Sync),
+) -> Vec<LineOutcome> {
+    let parse = |range: std::ops::Range<usize>| -> Vec<LineOutcome> {
+        batch.lines[range.clone()]
+            .iter()
+            .zip(range)
+            .map(|((offset, r, _), i)| {
+                parse_line(&batch.bytes[r.clone()], first_line_no + i as u32, body_at(*offset, r.len() as u64))
+            })
+            .collect()
+    };
+    let n = batch.lines.len();
+    if n < 256 || batch.bytes.len() < (1 << 20) || parallelism() < 2 {
+        return parse(0..n);
+    }
+    // Split by bytes, not lines: one huge line must not leave a thread idle.
+    let half_bytes = batch.bytes.len() / 2;
+    let split = batch.lines.partition_point(|(_, r, _)| r.start < half_bytes).clamp(1, n - 1);
+    std::thread::scope(|scope| {
+        let second = scope.spawn(|| parse(split..n));
+        let mut out = parse(0..split);
+        out.extend(second.join().expect("line parsing does not panic"));
+        out
+    })
+}
+
+fn parallelism() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
 /// Reads and classifies lines from `reader`, making each record's body with `body_at(offset, len)`.
@@ -188,81 +259,86 @@ pub fn load_from(
     reader: impl Read,
     path: &str,
     start: Start,
-    body_at: impl Fn(u64, u64) -> Body,
+    body_at: impl Fn(u64, u64) -> Body + Sync,
 ) -> Result<LoadedFile> {
     let mut out = LoadedFile { len: start.offset, ..LoadedFile::default() };
     let mut lines = LineReader::new(reader);
     lines.offset = start.offset;
     let mut line_no = start.line;
     let mut seen_header = start.seen_header;
-    while let Some((offset, content, terminated)) = lines.next_line().map_err(|e| Error::io("read", path, e))? {
-        if !terminated && start.hold_back_partial {
-            break;
-        }
-        line_no += 1;
-        let len = content.len() as u64;
-        let mut slot = LineSlot { offset, len, record: None };
-        let mut last_outcome_malformed = false;
-        match parse_line(content, line_no, body_at(offset, len)) {
-            LineOutcome::Blank => {}
-            LineOutcome::Malformed(e) => {
-                last_outcome_malformed = true;
-                let bom = content.starts_with("\u{feff}".as_bytes());
-                out.warnings.push(Warning {
-                    line: line_no,
-                    kind: WarningKind::MalformedLine,
-                    message: if bom {
-                        "line starts with a byte-order mark, so it is not JSON; pi skips it; it is kept".to_owned()
-                    } else {
-                        format!("line is not valid JSON ({e}); pi skips it; it is kept")
-                    },
-                });
+    while let Some(batch) = lines.next_batch().map_err(|e| Error::io("read", path, e))? {
+        let outcomes = parse_lines(&batch, line_no + 1, &body_at);
+        for ((offset, range, terminated), outcome) in batch.lines.iter().cloned().zip(outcomes) {
+            let content = &batch.bytes[range];
+            if !terminated && start.hold_back_partial {
+                break;
             }
-            LineOutcome::Falsy => out.warnings.push(Warning {
-                line: line_no,
-                kind: WarningKind::NonObjectLine,
-                message: "line holds a falsy JSON value, not an entry; pi skips it; it is kept".to_owned(),
-            }),
-            LineOutcome::Record(record) => {
-                if !record.is_object {
+            line_no += 1;
+            let len = content.len() as u64;
+            let mut slot = LineSlot { offset, len, record: None };
+            let mut last_outcome_malformed = false;
+            match outcome {
+                LineOutcome::Blank => {}
+                LineOutcome::Malformed(e) => {
+                    last_outcome_malformed = true;
+                    let bom = content.starts_with("\u{feff}".as_bytes());
                     out.warnings.push(Warning {
                         line: line_no,
-                        kind: WarningKind::NonObjectLine,
-                        message:
-                            "line holds a JSON value that is not an object; pi treats it as an entry with no fields"
-                                .to_owned(),
+                        kind: WarningKind::MalformedLine,
+                        message: if bom {
+                            "line starts with a byte-order mark, so it is not JSON; pi skips it; it is kept".to_owned()
+                        } else {
+                            format!("line is not valid JSON ({e}); pi skips it; it is kept")
+                        },
                     });
                 }
-                if record.is_header() {
-                    if seen_header {
+                LineOutcome::Falsy => out.warnings.push(Warning {
+                    line: line_no,
+                    kind: WarningKind::NonObjectLine,
+                    message: "line holds a falsy JSON value, not an entry; pi skips it; it is kept".to_owned(),
+                }),
+                LineOutcome::Record(record) => {
+                    if !record.is_object {
                         out.warnings.push(Warning {
                             line: line_no,
-                            kind: WarningKind::ExtraHeader,
-                            message: "a second session header; only the first one counts".to_owned(),
+                            kind: WarningKind::NonObjectLine,
+                            message:
+                                "line holds a JSON value that is not an object; pi treats it as an entry with no fields"
+                                    .to_owned(),
                         });
                     }
-                    seen_header = true;
+                    if record.is_header() {
+                        if seen_header {
+                            out.warnings.push(Warning {
+                                line: line_no,
+                                kind: WarningKind::ExtraHeader,
+                                message: "a second session header; only the first one counts".to_owned(),
+                            });
+                        }
+                        seen_header = true;
+                    }
+                    slot.record = Some(out.records.len());
+                    out.records.push(*record);
                 }
-                slot.record = Some(out.records.len());
-                out.records.push(*record);
             }
-        }
-        out.lines.push(slot);
-        out.len = offset + len + u64::from(terminated);
-        if !terminated {
-            out.needs_final_newline = true;
-            if last_outcome_malformed {
-                let w = out.warnings.last_mut().expect("malformed warning");
-                w.kind = WarningKind::TornTail;
-                w.message = "the last line is incomplete (no newline, not valid JSON): a write was cut short; it is \
+            out.lines.push(slot);
+            out.len = offset + len + u64::from(terminated);
+            if !terminated {
+                out.needs_final_newline = true;
+                if last_outcome_malformed {
+                    let w = out.warnings.last_mut().expect("malformed warning");
+                    w.kind = WarningKind::TornTail;
+                    w.message =
+                        "the last line is incomplete (no newline, not valid JSON): a write was cut short; it is \
                              kept, and the next append starts on a new line"
-                    .to_owned();
-            } else {
-                out.warnings.push(Warning {
-                    line: line_no,
-                    kind: WarningKind::MissingFinalNewline,
-                    message: "the file does not end with a newline; one is added before the next append".to_owned(),
-                });
+                            .to_owned();
+                } else {
+                    out.warnings.push(Warning {
+                        line: line_no,
+                        kind: WarningKind::MissingFinalNewline,
+                        message: "the file does not end with a newline; one is added before the next append".to_owned(),
+                    });
+                }
             }
         }
     }

@@ -1,0 +1,704 @@
+-- pi-sessiond for Neovim: lists pi sessions and shows a session's tree, following the file live while pi writes.
+--
+-- One pi-sessiond process serves every buffer (started on first use). Tree buffers are named
+-- `pi-session://<absolute path>` and filled by a BufReadCmd (see plugin/pi_sessiond.lua), so `:edit`, `:bwipeout`
+-- and buffer switching behave as for any buffer: unloading the buffer closes the session handle.
+
+local rpc = require("pi_sessiond.rpc")
+local tree = require("pi_sessiond.tree")
+local json = require("pi_sessiond.json")
+
+local api = vim.api
+local levels = vim.log.levels
+
+local M = {}
+
+local TREE_SCHEME = "pi-session://"
+local LIST_SCHEME = "pi-sessions://"
+
+local config = {
+  binary = nil, -- path or name of the server; default: $PI_SESSIOND_BIN, then `pi-sessiond` on PATH
+  args = {}, -- extra server arguments, e.g. { "--agent-dir", "/path" }
+}
+
+local client -- the running server (rpc client), or nil
+local views = {} -- tree buffer → view
+local lists = {} -- list buffer name → buffer
+local ns = api.nvim_create_namespace("pi_sessiond")
+
+local function notify(msg, level)
+  vim.notify("pi-sessiond: " .. msg, level or levels.INFO)
+end
+
+local function define_highlights()
+  vim.cmd([[
+    highlight default link PiSessiondOffPath Comment
+    highlight default link PiSessiondLeaf Title
+    highlight default link PiSessiondLabel Special
+  ]])
+end
+
+--- Configures the plugin (optional: the defaults work when `pi-sessiond` is on PATH or $PI_SESSIOND_BIN is set).
+--- @param opts table|nil { binary = string?, args = string[]? }
+function M.setup(opts)
+  opts = opts or {}
+  local changed = false
+  for _, key in ipairs({ "binary", "args" }) do
+    if opts[key] ~= nil and not vim.deep_equal(opts[key], config[key]) then
+      config[key] = opts[key]
+      changed = true
+    end
+  end
+  -- A server started from the old settings would keep serving new commands; stop it so the next command uses
+  -- what was just configured.
+  if changed and client then
+    client:stop()
+    client = nil
+  end
+end
+
+--- The server binary to run, or nil and a message saying where it was looked for.
+local function resolve_binary()
+  local bin, source
+  if config.binary and config.binary ~= "" then
+    bin, source = config.binary, "setup({ binary = … })"
+  elseif vim.env.PI_SESSIOND_BIN and vim.env.PI_SESSIOND_BIN ~= "" then
+    bin, source = vim.env.PI_SESSIOND_BIN, "$PI_SESSIOND_BIN"
+  else
+    bin, source = "pi-sessiond", "the default, looked up on PATH"
+  end
+  if bin:sub(1, 1) == "~" then
+    bin = (vim.env.HOME or "") .. bin:sub(2)
+  end
+  local path = vim.fn.exepath(bin)
+  if path == "" then
+    return nil,
+      string.format(
+        "cannot find the server binary '%s' (from %s): it does not exist or is not executable. "
+          .. "Build it with `cargo build --release` in the pi-sessiond repository, then put target/release on PATH, "
+          .. "set $PI_SESSIOND_BIN, or call require('pi_sessiond').setup({ binary = '/path/to/pi-sessiond' }).",
+        bin,
+        source
+      )
+  end
+  return path
+end
+
+local on_session_changed -- defined with the views below
+
+--- The running server, started if needed; nil (after an error message) when it cannot run.
+function M.client()
+  if client and client:is_alive() then
+    return client
+  end
+  local bin, err = resolve_binary()
+  if not bin then
+    notify(err, levels.ERROR)
+    return nil
+  end
+  local cmd = { bin }
+  vim.list_extend(cmd, config.args or {})
+  local c, spawn_err = rpc.start({
+    cmd = cmd,
+    on_exit = function(c)
+      if client == c then
+        client = nil
+      end
+      if not c.stopping then
+        notify(bin .. " " .. (c.exit_description or "exited"), levels.ERROR)
+      end
+    end,
+  })
+  if not c then
+    notify(string.format("cannot start '%s': %s", bin, spawn_err), levels.ERROR)
+    return nil
+  end
+  client = c
+  c:on("session/changed", on_session_changed)
+  c:request("initialize", { clientInfo = { name = "pi_sessiond.nvim" } }, function(ierr, result)
+    if ierr then
+      if ierr.data and ierr.data.kind ~= "client_exited" then
+        notify("initialize failed: " .. tostring(ierr.message), levels.ERROR)
+      end
+      return
+    end
+    local version = type(result) == "table" and result.protocolVersion or nil
+    if type(version) ~= "string" or not version:match("^1%.") then
+      notify("protocol version " .. tostring(version) .. " is not 1.x; this plugin may misread it", levels.WARN)
+    end
+    c:notify("initialized", {})
+  end)
+  return c
+end
+
+--- Stops the server (its sessions are closed by it, in order). Called when Neovim exits.
+function M.stop()
+  if client then
+    client:stop()
+    client = nil
+  end
+end
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- Buffers
+
+local function set_lines(buf, lines)
+  api.nvim_buf_set_option(buf, "modifiable", true)
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  api.nvim_buf_set_option(buf, "modifiable", false)
+  api.nvim_buf_set_option(buf, "modified", false)
+end
+
+local function scratch_options(buf, filetype)
+  api.nvim_buf_set_option(buf, "buftype", "nofile")
+  api.nvim_buf_set_option(buf, "swapfile", false)
+  api.nvim_buf_set_option(buf, "filetype", filetype)
+end
+
+local function windows_of(buf)
+  local wins = {}
+  for _, w in ipairs(api.nvim_list_wins()) do
+    if api.nvim_win_get_buf(w) == buf then
+      wins[#wins + 1] = w
+    end
+  end
+  return wins
+end
+
+local function map(buf, lhs, fn, desc)
+  vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, silent = true, desc = desc })
+end
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- Tree views
+
+local function views_of_handle(handle)
+  local out = {}
+  for _, v in pairs(views) do
+    if v.handle == handle then
+      out[#out + 1] = v
+    end
+  end
+  return out
+end
+
+local function render(view)
+  local buf = view.buf
+  if not api.nvim_buf_is_loaded(buf) then
+    return
+  end
+  local wins = windows_of(buf)
+  if #wins == 0 then
+    -- Nobody sees it: draw once it is shown again (BufWinEnter), not on every append pi makes.
+    view.dirty = true
+    return
+  end
+  view.dirty = false
+  local out = view.model:render()
+
+  -- Keep each window's cursor on the entry it was on; a cursor on the leaf follows the leaf as pi appends.
+  local saved = {}
+  for _, w in ipairs(wins) do
+    local row, col = unpack(api.nvim_win_get_cursor(w))
+    saved[w] = { id = view.ids[row], on_leaf = view.leaf_line ~= nil and row == view.leaf_line, row = row, col = col }
+  end
+
+  set_lines(buf, #out.lines > 0 and out.lines or { "(no entries)" })
+  view.ids = out.ids
+  view.leaf_line = out.leaf_line
+  local line_of = {}
+  for line, id in pairs(out.ids) do
+    if line_of[id] == nil or line < line_of[id] then
+      line_of[id] = line
+    end
+  end
+
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  for _, line in ipairs(out.off_path) do
+    api.nvim_buf_add_highlight(buf, ns, "PiSessiondOffPath", line - 1, 0, -1)
+  end
+  for _, l in ipairs(out.labels) do
+    api.nvim_buf_add_highlight(buf, ns, "PiSessiondLabel", l[1] - 1, l[2], l[3])
+  end
+  if out.leaf_line then
+    api.nvim_buf_add_highlight(buf, ns, "PiSessiondLeaf", out.leaf_line - 1, 0, -1)
+  end
+
+  local first = not view.rendered
+  view.rendered = true
+  local count = api.nvim_buf_line_count(buf)
+  for w, s in pairs(saved) do
+    local row
+    if (first or s.on_leaf) and out.leaf_line then
+      row = out.leaf_line
+    elseif s.id ~= nil and line_of[s.id] then
+      row = line_of[s.id]
+    else
+      row = math.min(s.row, count)
+    end
+    api.nvim_win_set_cursor(w, { row, first and 0 or s.col })
+  end
+end
+
+local function show_error(view, msg)
+  if api.nvim_buf_is_loaded(view.buf) then
+    set_lines(view.buf, { "Error: " .. msg })
+  end
+  notify(msg, levels.ERROR)
+end
+
+-- How a tree view keeps up with the session:
+--
+-- * `view.seq` is the `seq` of the last `session/changed` the view has taken in, and the model's leaf is the leaf
+--   after it. A load reads `session/getState` (or takes the state an open or a reset carries): its `seq` says which
+--   notifications it already includes. Notifications that arrive before that state are held, then those with a
+--   higher `seq` are applied; one with a lower or equal `seq` is ignored, one that skips a number means something
+--   was missed and everything is read again.
+-- * The tree is `session/getTreeFlat`, read again after every append (the server alone knows where pi puts an
+--   entry). At most one read is out per view; changes that arrive meanwhile ask for one more when it answers. An
+--   answer is drawn unless it is older than the known leaf (a newer read is then on its way), so the leaf marker,
+--   and a cursor following it, never lose their line.
+-- * A hidden tree only notes that it is behind, and reads the tree when it is shown again.
+
+local apply_change -- defined below; fetch_tree and load call each other through it
+
+-- True while a read of generation `gen` may still change the view (a load or a reset starts a new generation).
+local function current(view, gen)
+  return views[view.buf] == view and view.gen == gen
+end
+
+local function fail(view, what, err)
+  view.gen = view.gen + 1 -- every other read still out for this view is ignored
+  show_error(view, what .. " " .. view.path .. ": " .. tostring(err.message))
+end
+
+local function fetch_tree(view)
+  if #windows_of(view.buf) == 0 then
+    view.need_fetch = true
+    return
+  end
+  view.need_fetch = false
+  if view.fetching == view.gen then
+    view.stale = true
+    return
+  end
+  local gen = view.gen
+  view.fetching, view.stale = gen, false
+  view.client:request("session/getTreeFlat", { handle = view.handle }, function(err, result)
+    if not current(view, gen) then
+      return
+    end
+    view.fetching = nil
+    if err then
+      if type(err.data) == "table" and err.data.kind == "io_error" and view.retried ~= gen then
+        -- The file changed under the read (rewritten in place): the server reports that as a reset in a moment,
+        -- which starts a new load; until then, one more try before calling it an error.
+        view.retried = gen
+        return vim.defer_fn(function()
+          if current(view, gen) then
+            fetch_tree(view)
+          end
+        end, 200)
+      end
+      return fail(view, "cannot read", err)
+    end
+    view.retried = nil
+    if type(result) ~= "table" then
+      return fail(view, "cannot read", { message = "session/getTreeFlat answered " .. vim.inspect(result) })
+    end
+    local stale = view.stale
+    local model = view.model
+    local fresh = tree.new_model()
+    fresh:set_tree(result)
+    fresh:set_leaf(model.leaf)
+    if not stale or model.leaf == nil or fresh:leaf_index() then
+      view.model = fresh
+      render(view)
+    end
+    if stale then
+      fetch_tree(view)
+    end
+  end)
+end
+
+-- Starts from a state (`session/getState`'s shape): its leaf and seq, then the notifications held meanwhile.
+local function start_from(view, state)
+  local gen = view.gen
+  view.seq = type(state.seq) == "number" and state.seq or 0
+  view.model:set_leaf(state.leafId)
+  local held = view.held or {}
+  view.held = {}
+  for _, note in ipairs(held) do
+    apply_change(view, note) -- may start another load; later notes are then held for it or applied after it
+  end
+  if view.gen == gen and view.fetching ~= gen then
+    fetch_tree(view)
+  end
+end
+
+-- Reads the session again: the state (unless an open or a reset just gave it), then the tree.
+local function load(view, state)
+  view.gen = view.gen + 1
+  local gen = view.gen
+  view.seq = nil -- notifications are held until the state says which of them it includes
+  view.held = view.held or {}
+  view.stale = false
+  if state then
+    return start_from(view, state)
+  end
+  view.client:request("session/getState", { handle = view.handle }, function(err, result)
+    if not current(view, gen) then
+      return
+    end
+    if err then
+      view.held = nil -- nothing to apply them to; `R` reads again
+      return fail(view, "cannot read", err)
+    end
+    start_from(view, result)
+  end)
+end
+
+--- Reads the whole session again (after a missed notification, or `R`).
+function M._reload(view)
+  if view.handle and views[view.buf] == view and view.client:is_alive() then
+    load(view, nil)
+  end
+end
+
+-- One `session/changed` for one view.
+apply_change = function(view, note)
+  if view.seq == nil then
+    if view.held then
+      view.held[#view.held + 1] = note
+    end
+    return
+  end
+  local seq = note.seq
+  if type(seq) ~= "number" then
+    return M._reload(view)
+  end
+  if seq <= view.seq then
+    return -- already in the state the view was loaded from
+  end
+  if seq ~= view.seq + 1 then
+    return M._reload(view) -- a notification was missed
+  end
+  view.seq = seq
+  local change = type(note.change) == "table" and note.change or {}
+  local kind = change.kind
+  if kind == "append" then
+    view.model:set_leaf(note.leafId)
+    fetch_tree(view)
+  elseif kind == "leaf" then
+    view.model:set_leaf(note.leafId)
+    if view.fetching == view.gen then
+      view.stale = true -- the read out may not hold the new leaf; draw from the next one
+    else
+      render(view)
+    end
+  elseif kind == "deleted" then
+    -- The server also says so of a file that is empty for a moment (rewritten in place: a reset follows).
+    if not vim.loop.fs_stat(view.path) then
+      notify(view.path .. " was deleted; the tree shows what it held", levels.WARN)
+    end
+  elseif (kind == "reset" or kind == "rebind") and type(change.state) == "table" then
+    -- The file was truncated or replaced (or the handle now holds another session): start again from the state
+    -- the notification carries.
+    load(view, change.state)
+  else
+    M._reload(view) -- a kind this plugin does not know: read again rather than guess
+  end
+end
+
+on_session_changed = function(note)
+  if type(note) ~= "table" then
+    return
+  end
+  for _, view in ipairs(views_of_handle(note.handle)) do
+    apply_change(view, note)
+  end
+end
+
+local function detach(view)
+  views[view.buf] = nil
+  view.gen = view.gen + 1
+  if view.handle and view.client:is_alive() then
+    -- The handle is reference-counted by the server: this gives back the one reference this buffer took.
+    view.client:request("session/close", { handle = view.handle }, function() end)
+  end
+end
+
+-- The entry window of a tree view: reused while it is open, otherwise split below the tree window.
+local function entry_window(view, tree_win)
+  local buf = view.entry_buf
+  if not (buf and api.nvim_buf_is_valid(buf)) then
+    buf = api.nvim_create_buf(false, true)
+    scratch_options(buf, "json")
+    api.nvim_buf_set_option(buf, "bufhidden", "wipe")
+    pcall(api.nvim_buf_set_name, buf, "pi-entry://" .. view.path)
+    map(buf, "q", "<cmd>close<cr>", "Close the entry")
+    view.entry_buf = buf
+  end
+  local win = windows_of(buf)[1]
+  if not win then
+    local target = api.nvim_win_is_valid(tree_win) and tree_win or api.nvim_get_current_win()
+    api.nvim_win_call(target, function()
+      vim.cmd("belowright split")
+      win = api.nvim_get_current_win()
+      api.nvim_win_set_buf(win, buf)
+    end)
+  end
+  return buf, win
+end
+
+--- Shows the entry under the cursor, as stored, in a split below the tree (the cursor stays in the tree).
+function M.show_entry()
+  local buf = api.nvim_get_current_buf()
+  local view = views[buf]
+  if not (view and view.handle) then
+    return
+  end
+  local tree_win = api.nvim_get_current_win()
+  local id = view.ids[api.nvim_win_get_cursor(tree_win)[1]]
+  if id == nil then
+    return
+  end
+  if type(id) ~= "string" then
+    notify("this entry's id is not a string, so session/getEntry cannot name it", levels.WARN)
+    return
+  end
+  view.client:request("session/getEntry", { handle = view.handle, id = id }, function(err, _, raw)
+    if err then
+      return notify("cannot read entry " .. id .. ": " .. tostring(err.message), levels.ERROR)
+    end
+    local text = json.member(raw, "result")
+    local lines = (text == nil or text == "null") and { "(no entry " .. id .. ")" } or json.pretty(text)
+    local ebuf = entry_window(view, tree_win)
+    set_lines(ebuf, lines)
+    api.nvim_buf_set_var(ebuf, "pi_sessiond_entry_id", id)
+  end, { raw = true })
+end
+
+-- Fills a `pi-session://PATH` buffer (the BufReadCmd).
+function M._read_tree(buf)
+  local path = api.nvim_buf_get_name(buf):sub(#TREE_SCHEME + 1)
+  if views[buf] then
+    detach(views[buf])
+  end
+  scratch_options(buf, "pisessiontree")
+  api.nvim_buf_set_option(buf, "modifiable", false)
+  set_lines(buf, { "Loading " .. path .. " …" })
+
+  -- session/open starts a new, empty session at a path that does not exist; a viewer must say "no such file".
+  if not vim.loop.fs_stat(path) then
+    set_lines(buf, { "Error: no such file: " .. path })
+    return notify("no such file: " .. path, levels.ERROR)
+  end
+  local c = M.client()
+  if not c then
+    set_lines(buf, { "Error: pi-sessiond is not available (see :messages)" })
+    return
+  end
+
+  local view = { buf = buf, path = path, client = c, model = tree.new_model(), ids = {}, gen = 0 }
+  views[buf] = view
+  map(buf, "<CR>", M.show_entry, "Show the entry")
+  map(buf, "R", function()
+    if view.client:is_alive() and view.handle then
+      M._reload(view)
+    else
+      M._read_tree(buf) -- the server died (or the open failed): open the file again, on a new server
+    end
+  end, "Read the session again")
+  map(buf, "q", "<cmd>bwipeout<cr>", "Close the session")
+  local group = api.nvim_create_augroup("pi_sessiond_view_" .. buf, { clear = true })
+  api.nvim_create_autocmd("BufUnload", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      if views[buf] then
+        detach(views[buf])
+      end
+    end,
+  })
+  api.nvim_create_autocmd("BufWinEnter", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      local v = views[buf]
+      if v and v.need_fetch then
+        fetch_tree(v) -- appends came while it was hidden
+      elseif v and v.dirty then
+        render(v)
+      end
+    end,
+  })
+
+  c:request("session/open", { path = path, watch = true }, function(err, state)
+    if views[buf] ~= view then
+      -- The buffer went away (or was read again) before the answer: give the reference back.
+      if not err then
+        c:request("session/close", { handle = state.handle }, function() end)
+      end
+      return
+    end
+    if err then
+      views[buf] = nil
+      return show_error(view, "cannot open " .. path .. ": " .. tostring(err.message))
+    end
+    view.handle = state.handle
+    api.nvim_buf_set_var(buf, "pi_sessiond_handle", state.handle)
+    load(view, state)
+  end)
+end
+
+local function open_tree(path)
+  vim.cmd("edit " .. vim.fn.fnameescape(TREE_SCHEME .. path))
+end
+
+--- `:PiSessionTree [file]`: the tree of `file`, or of the most recent session of the current directory.
+function M.tree(file)
+  if file and file ~= "" then
+    if file:match("^[%%#<]") or file:sub(1, 1) == "~" then
+      file = vim.fn.expand(file)
+    end
+    return open_tree(vim.fn.fnamemodify(file, ":p"))
+  end
+  local c = M.client()
+  if not c then
+    return
+  end
+  local cwd = vim.fn.getcwd()
+  c:request("sessions/list", { cwd = cwd, includeAllMessagesText = false }, function(err, result)
+    if err then
+      return notify("cannot list sessions: " .. tostring(err.message), levels.ERROR)
+    end
+    if #result == 0 then
+      return notify("no pi sessions for " .. cwd, levels.WARN)
+    end
+    open_tree(result[1].path) -- newest activity first, as pi's list orders them
+  end)
+end
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- Session lists
+
+-- Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+local function days_from_civil(y, m, d)
+  y = m <= 2 and y - 1 or y
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (m + 9) % 12
+  local doy = math.floor((153 * mp + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468
+end
+
+--- Seconds since the epoch of a session's `modified` (an ISO 8601 time, `toISOString()` in pi: UTC with `Z`; an
+--- offset is understood too), or nil.
+local function parse_time(iso)
+  if type(iso) ~= "string" then
+    return nil
+  end
+  local y, mo, d, h, mi, s, zone = string.match(iso, "^(%d%d%d%d)%-(%d%d)%-(%d%d)T(%d%d):(%d%d):(%d%d)%.?%d*(.*)$")
+  if not y then
+    return nil
+  end
+  local offset = 0
+  if zone ~= "Z" then
+    local sign, oh, om = string.match(zone, "^([+-])(%d%d):(%d%d)$")
+    if not sign then
+      return nil
+    end
+    offset = (tonumber(oh) * 60 + tonumber(om)) * 60 * (sign == "+" and 1 or -1)
+  end
+  return days_from_civil(tonumber(y), tonumber(mo), tonumber(d)) * 86400
+    + (tonumber(h) * 60 + tonumber(mi)) * 60
+    + tonumber(s)
+    - offset
+end
+
+local function format_time(iso)
+  local seconds = parse_time(iso)
+  if not seconds then
+    return string.rep(" ", 16)
+  end
+  return os.date("%Y-%m-%d %H:%M", seconds)
+end
+
+--- One line of the session list: when it was last active, how many messages, its name or first message.
+function M.list_line(info, with_cwd)
+  local title = info.name
+  if type(title) ~= "string" or title == "" then
+    title = info.firstMessage
+  end
+  local line = string.format(
+    "%s  %4d msgs  %s",
+    format_time(info.modified),
+    tonumber(info.messageCount) or 0,
+    tree.one_line(type(title) == "string" and title or "")
+  )
+  if with_cwd then
+    line = line .. "  (" .. tostring(info.cwd) .. ")"
+  end
+  return line
+end
+
+--- `:PiSessions` (`all`: `:PiSessions!`): the sessions of the current directory (or every session).
+function M.sessions(all)
+  local c = M.client()
+  if not c then
+    return
+  end
+  local cwd = vim.fn.getcwd()
+  local name = LIST_SCHEME .. (all and "all" or cwd)
+  local buf = lists[name]
+  if not (buf and api.nvim_buf_is_valid(buf)) then
+    buf = api.nvim_create_buf(true, true)
+    scratch_options(buf, "pisessions")
+    api.nvim_buf_set_option(buf, "bufhidden", "wipe")
+    api.nvim_buf_set_option(buf, "modifiable", false)
+    pcall(api.nvim_buf_set_name, buf, name)
+    lists[name] = buf
+    map(buf, "<CR>", function()
+      local ok, paths = pcall(api.nvim_buf_get_var, buf, "pi_sessiond_paths")
+      local path = ok and paths[api.nvim_win_get_cursor(0)[1]] or nil
+      if path then
+        open_tree(path)
+      end
+    end, "Open the session's tree")
+    map(buf, "R", function()
+      M.sessions(all)
+    end, "List again")
+    map(buf, "q", "<cmd>bwipeout<cr>", "Close the list")
+  end
+  api.nvim_win_set_buf(0, buf)
+  set_lines(buf, { all and "Listing every pi session …" or ("Listing pi sessions of " .. cwd .. " …") })
+  local method = all and "sessions/listAll" or "sessions/list"
+  -- allMessagesText (every message of every session) is most of a listing's size and is not shown here.
+  local params = all and { includeAllMessagesText = false } or { cwd = cwd, includeAllMessagesText = false }
+  c:request(method, params, function(err, result)
+    if not api.nvim_buf_is_valid(buf) then
+      return
+    end
+    if err then
+      set_lines(buf, { "Error: " .. tostring(err.message) })
+      return notify("cannot list sessions: " .. tostring(err.message), levels.ERROR)
+    end
+    local lines, paths = {}, {}
+    for i, info in ipairs(result) do
+      lines[i] = M.list_line(info, all)
+      paths[i] = info.path
+    end
+    if #lines == 0 then
+      lines = { all and "No pi sessions." or ("No pi sessions for " .. cwd .. ".") }
+    end
+    set_lines(buf, lines)
+    api.nvim_buf_set_var(buf, "pi_sessiond_paths", paths)
+  end)
+end
+
+define_highlights()
+M._define_highlights = define_highlights
+
+return M

@@ -1,0 +1,161 @@
+"""Draw a session tree (``session.get_tree_flat()`` or ``session.get_tree()``) for a person.
+
+The drawing is the one ``pi-sessiond tree FILE`` prints (the same connectors, one line per entry, labels in
+brackets, the leaf marked), so a script and the command line show a session the same way; a test checks that they
+agree on the same file.
+"""
+
+import json
+import math
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+from .types import SessionEntry, SessionTreeFlatItem, SessionTreeNode
+
+_PREVIEW_CHARS = 72
+_MISSING = object()
+
+
+def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeNode]],
+                leaf_id: Optional[str] = None) -> str:
+    """The tree as text, one line per entry (no trailing newline).
+
+    Each line is ``<id> <what>``: a message's role and the start of its text, a model or thinking-level change,
+    a compaction or branch summary, a label, … followed by `` [label]`` when the entry is labelled and
+    `` ◀ leaf`` on the entry whose id is ``leaf_id``. A node with one child continues at the same depth (a
+    conversation reads as a column); branches get ``├─``/``└─`` connectors.
+
+    Args:
+        tree: what :meth:`Session.get_tree_flat` returns (items ``{entry, parentIndex, depth, label?}`` in
+            pre-order), or the nested tree of :meth:`Session.get_tree` (root nodes ``{entry, children, label?}``).
+            Both draw the same; the flat one has no depth limit anywhere on the way.
+        leaf_id: the entry to mark as the leaf, usually :meth:`Session.get_leaf_id`.
+    """
+    roots, children, entry_of, label_of = _shape(tree)
+    lines: List[str] = []
+    # (node, prefix of its line, is the last sibling, is drawn without a connector). An explicit stack rather
+    # than recursion: a long conversation is a chain thousands of entries deep.
+    stack: List[Tuple[Any, str, bool, bool]] = [(node, "", False, True) for node in reversed(roots)]
+    while stack:
+        node, prefix, last, bare = stack.pop()
+        entry = entry_of(node)
+        connector = "" if bare else ("└─ " if last else "├─ ")
+        label = label_of(node)
+        label_text = "" if label is _MISSING else f" [{_js_string(label)}]"
+        is_leaf = leaf_id is not None and entry.get("id") == leaf_id
+        marker = " ◀ leaf" if is_leaf else ""
+        lines.append(f"{prefix}{connector}{describe_entry(entry)}{label_text}{marker}")
+        child_prefix = prefix if bare else prefix + ("   " if last else "│  ")
+        kids = children(node)
+        # A single child continues the line of conversation without another level of indentation.
+        single = len(kids) == 1
+        for i in range(len(kids) - 1, -1, -1):
+            if single:
+                stack.append((kids[i], child_prefix, True, True))
+            else:
+                stack.append((kids[i], child_prefix, i == len(kids) - 1, False))
+    return "\n".join(lines)
+
+
+def _shape(tree: Sequence[Any]) -> Tuple[List[Any], Any, Any, Any]:
+    """The roots of either tree shape, and how to get a node's children, entry and label."""
+    if any(isinstance(item, dict) and "parentIndex" in item for item in tree):
+        # Flat: nodes are positions in the list; pre-order lists each node's children in their order.
+        items = list(tree)
+        kids: List[List[int]] = [[] for _ in items]
+        roots = []
+        for i, item in enumerate(items):
+            parent = item.get("parentIndex")
+            if isinstance(parent, int) and not isinstance(parent, bool) and 0 <= parent < i:
+                kids[parent].append(i)
+            elif parent is None:
+                roots.append(i)
+            else:
+                raise ValueError(f"tree item {i} has parentIndex {parent!r}: not an earlier item of the list")
+        return (roots, kids.__getitem__, lambda i: items[i].get("entry") or {},
+                lambda i: items[i].get("label", _MISSING))
+    return (list(tree), lambda node: node.get("children") or [], lambda node: node.get("entry") or {},
+            lambda node: node.get("label", _MISSING))
+
+
+def describe_entry(entry: SessionEntry) -> str:
+    """One line about an entry: its id, then its type or role and a preview of its text."""
+    e: Any = entry
+
+    def member(key: str) -> str:
+        value = e.get(key, _MISSING)
+        return "" if value is _MISSING else _js_string(value)
+
+    kind = e.get("type")
+    if kind == "message":
+        message = e.get("message")
+        message = message if isinstance(message, dict) else {}
+        role = message.get("role")
+        what = f"{role if isinstance(role, str) else 'message'}: {_preview(message.get('content'))}"
+    elif kind == "thinking_level_change":
+        what = f"thinking level → {member('thinkingLevel')}"
+    elif kind == "model_change":
+        what = f"model → {member('provider')}/{member('modelId')}"
+    elif kind == "compaction":
+        what = f"compaction: {_preview(e.get('summary'))}"
+    elif kind == "branch_summary":
+        what = f"branch summary: {_preview(e.get('summary'))}"
+    elif kind == "custom_message":
+        what = f"custom message ({member('customType')}): {_preview(e.get('content'))}"
+    elif kind == "custom":
+        what = f"custom ({member('customType')})"
+    elif kind == "label":
+        what = f"label {member('targetId')} → {member('label')}"
+    elif kind == "session_info":
+        what = f"name: {member('name')}"
+    elif kind == "usage":
+        what = f"usage ({member('kind')})"
+    elif kind == "context_edit":
+        what = f"context edit of {member('targetId')}"
+    else:
+        what = member("type")
+    entry_id = e.get("id", _MISSING)
+    return f"{'undefined' if entry_id is _MISSING else _js_string(entry_id)} {what}"
+
+
+def _preview(content: Any) -> str:
+    """The text of a message's content on one line, cut at 72 characters."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        parts = []
+        for block in content:
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                continue
+            if block["type"] == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif block["type"] == "toolCall":
+                name = block.get("name")
+                parts.append(f"→ {name if isinstance(name, str) else ''}")
+            elif block["type"] == "image":
+                parts.append("[image]")
+        text = " ".join(parts)
+    else:
+        text = ""
+    one_line = " ".join(text.split())
+    if len(one_line) > _PREVIEW_CHARS:
+        return one_line[:_PREVIEW_CHARS] + "…"
+    return one_line
+
+
+def _js_string(value: Any) -> str:
+    """``String(value)`` as JavaScript computes it, for the JSON values entries hold."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isfinite(value) and value == int(value) and abs(value) < 1e21:
+            return str(int(value))
+        return json.dumps(value)
+    if isinstance(value, list):
+        return ",".join("" if v is None else _js_string(v) for v in value)
+    return "[object Object]"

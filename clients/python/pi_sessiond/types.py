@@ -1,0 +1,977 @@
+"""Types of the pi-sessiond protocol, generated from protocol/schema.json and protocol/methods.json.
+
+Do not edit: regenerate with ``python -m pi_sessiond._generate > pi_sessiond/types.py`` (from
+``clients/python``). Results and notifications are plain dicts; these TypedDicts describe them for type
+checkers and readers. Entries keep members these types do not list (pi's entries are open-ended).
+"""
+
+from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
+
+PROTOCOL_VERSION = '1.0'
+"""The protocol version of the contract these types were generated from."""
+
+REQUEST_METHODS = (
+    'initialize',
+    'session/appendCompaction',
+    'session/appendContextEdit',
+    'session/appendCustomEntry',
+    'session/appendCustomMessageEntry',
+    'session/appendLabelChange',
+    'session/appendMessage',
+    'session/appendModelChange',
+    'session/appendSessionInfo',
+    'session/appendThinkingLevelChange',
+    'session/appendUsage',
+    'session/branch',
+    'session/branchWithSummary',
+    'session/buildContextEntries',
+    'session/buildSessionContext',
+    'session/buildSessionProjection',
+    'session/close',
+    'session/continueRecent',
+    'session/create',
+    'session/createBranchedSession',
+    'session/forkFrom',
+    'session/getBranch',
+    'session/getChildren',
+    'session/getEntries',
+    'session/getEntry',
+    'session/getEntryCount',
+    'session/getHeader',
+    'session/getLabel',
+    'session/getLeafEntry',
+    'session/getLeafId',
+    'session/getSessionName',
+    'session/getState',
+    'session/getTree',
+    'session/getTreeFlat',
+    'session/getWarnings',
+    'session/inMemory',
+    'session/newSession',
+    'session/open',
+    'session/resetLeaf',
+    'session/setSessionFile',
+    'session/unwatch',
+    'session/watch',
+    'sessions/findById',
+    'sessions/list',
+    'sessions/listAll',
+    'sessions/search',
+    'sessions/unwatch',
+    'sessions/watch',
+    'shutdown',
+)
+"""Every request method of the contract."""
+
+SERVER_NOTIFICATIONS = (
+    '$/progress',
+    'session/changed',
+    'sessions/changed',
+)
+"""Every notification the contract says the server sends."""
+
+ERROR_KINDS = {
+    -32801: 'content_modified',
+    -32800: 'request_cancelled',
+    -32700: 'parse_error',
+    -32603: 'internal_error',
+    -32602: 'invalid_params',
+    -32601: 'method_not_found',
+    -32600: 'invalid_request',
+    1001: 'session_not_found',
+    1002: 'entry_not_found',
+    1003: 'handle_not_found',
+    1004: 'invalid_session_file',
+    1005: 'invalid_session_id',
+    1006: 'io_error',
+    1007: 'session_locked',
+}
+"""Error code → ``data.kind``, as the contract lists them."""
+
+
+class AgentMessage(TypedDict, total=False):
+    """A model-visible message (pi's AgentMessage: user, assistant, toolResult, system, bashExecution, custom,
+    branchSummary, compactionSummary).
+    """
+
+    role: str
+
+
+#: Any JSON value, as stored.
+AnyValue = Any
+
+
+class _AppendCompactionParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: The summary.
+    summary: str
+    #: Tokens before compaction.
+    tokensBefore: Any
+
+
+class AppendCompactionParams(_AppendCompactionParamsRequired, total=False):
+    """`session/appendCompaction`."""
+
+    #: Implementation data.
+    details: Any
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+    #: The first entry kept before the compaction; `null` keeps none (the entry's own id is stored).
+    firstKeptEntryId: Optional[str]
+    #: True for extension-made compactions.
+    fromHook: Any
+    #: The complete post-compaction messages (the seed's checkpoint); `firstKeptEntryId` is written too.
+    retainedTail: Optional[List[Any]]
+    #: The checkpoint system message; default: pi's replay of the current system messages.
+    systemMessage: Any
+    #: Usage of the summarising call.
+    usage: Any
+
+
+class _AppendContextEditParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: Required, and may be `null`: `null` omits the target from context; `{content: string | array}` replaces its
+    #: content.
+    replacement: Any
+    #: The entry to edit (on the active branch).
+    targetId: str
+
+
+class AppendContextEditParams(_AppendContextEditParamsRequired, total=False):
+    """`session/appendContextEdit`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class _AppendCustomEntryParamsRequired(TypedDict):
+    #: The extension's type name.
+    customType: str
+    #: The handle.
+    handle: str
+
+
+class AppendCustomEntryParams(_AppendCustomEntryParamsRequired, total=False):
+    """`session/appendCustomEntry`."""
+
+    #: The extension's data.
+    data: Any
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class _AppendCustomMessageEntryParamsRequired(TypedDict):
+    #: A string or text/image blocks.
+    content: Any
+    #: The extension's type name.
+    customType: str
+    #: Whether the TUI shows it.
+    display: Any
+    #: The handle.
+    handle: str
+
+
+class AppendCustomMessageEntryParams(_AppendCustomMessageEntryParamsRequired, total=False):
+    """`session/appendCustomMessageEntry`."""
+
+    #: Extension data (not sent to the model).
+    details: Any
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class _AppendLabelChangeParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: The entry to label.
+    targetId: str
+
+
+class AppendLabelChangeParams(_AppendLabelChangeParamsRequired, total=False):
+    """`session/appendLabelChange`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+    #: The label; missing or empty clears.
+    label: Any
+
+
+class _AppendMessageParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: The message (pi's AgentMessage: an object with a `role`).
+    message: Any
+
+
+class AppendMessageParams(_AppendMessageParamsRequired, total=False):
+    """`session/appendMessage`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class _AppendModelChangeParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: Model id.
+    modelId: str
+    #: Provider.
+    provider: str
+
+
+class AppendModelChangeParams(_AppendModelChangeParamsRequired, total=False):
+    """`session/appendModelChange`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class _AppendSessionInfoParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: The name (line breaks become spaces, ends trimmed; empty clears).
+    name: str
+
+
+class AppendSessionInfoParams(_AppendSessionInfoParamsRequired, total=False):
+    """`session/appendSessionInfo`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class _AppendThinkingLevelChangeParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: The thinking level (`off`, `low`, `high`, …).
+    thinkingLevel: str
+
+
+class AppendThinkingLevelChangeParams(_AppendThinkingLevelChangeParamsRequired, total=False):
+    """`session/appendThinkingLevelChange`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class _AppendUsageParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: Usage category, e.g. `cache_warm`.
+    kind: str
+    #: Model.
+    model: str
+    #: Provider.
+    provider: str
+    #: pi's Usage object.
+    usage: Any
+
+
+class AppendUsageParams(_AppendUsageParamsRequired, total=False):
+    """`session/appendUsage`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+    #: A qualifier (omitted when empty).
+    note: Optional[str]
+
+
+class _BranchParamsRequired(TypedDict):
+    #: The entry to continue from.
+    entryId: str
+    #: The handle.
+    handle: str
+
+
+class BranchParams(_BranchParamsRequired, total=False):
+    """`session/branch`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class _BranchPathParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+
+
+class BranchPathParams(_BranchPathParamsRequired, total=False):
+    """`session/getBranch`."""
+
+    #: Where the path ends (default: the leaf).
+    fromId: Optional[str]
+
+
+class _BranchWithSummaryParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: The summary of the abandoned branch.
+    summary: str
+
+
+class BranchWithSummaryParams(_BranchWithSummaryParamsRequired, total=False):
+    """`session/branchWithSummary`."""
+
+    #: Implementation data.
+    details: Any
+    #: The entry to continue from (`null`: a new root).
+    entryId: Optional[str]
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+    #: True for extension-made summaries.
+    fromHook: Any
+    #: Usage of the summarising call.
+    usage: Any
+
+
+class CancelParams(TypedDict):
+    """`$/cancelRequest` params (client → server)."""
+
+    #: The id of the request to cancel.
+    id: Any
+
+
+class Capabilities(TypedDict):
+    """Server capabilities."""
+
+    #: The framing in use: `jsonl` or `lsp`.
+    framing: str
+    #: Every request method the server answers.
+    methods: List[str]
+    #: Every notification the server sends.
+    notifications: List[str]
+    #: The pi version whose session format and behaviour are implemented.
+    piCompatibility: str
+
+
+class ChangeAppend(TypedDict):
+    """Entries were appended (every append method and `branchWithSummary`), as reads show them."""
+
+    #: The new entries.
+    entries: List['SessionEntry']
+    kind: Literal['append']
+
+
+class _ChangeLeafRequired(TypedDict):
+    kind: Literal['leaf']
+
+
+class ChangeLeaf(_ChangeLeafRequired, total=False):
+    """The leaf moved (`branch`, `resetLeaf`; sent even when it did not move)."""
+
+    #: The new leaf.
+    leafId: Optional['AnyValue']
+
+
+class ChangeRebind(TypedDict):
+    """The handle now holds another session (`newSession`, `setSessionFile`, `createBranchedSession`)."""
+
+    kind: Literal['rebind']
+    #: What `session/getState` now returns.
+    state: 'SessionState'
+
+
+class ChangeReset(TypedDict):
+    """The file was truncated or replaced by another process and was read again from scratch."""
+
+    kind: Literal['reset']
+    #: What `session/getState` now returns.
+    state: 'SessionState'
+
+
+class ChangeDeleted(TypedDict):
+    """The file was deleted by another process. The session stays open; the next write puts the file back,
+    header and all.
+    """
+
+    kind: Literal['deleted']
+
+
+#: A change.
+Change = Union['ChangeAppend', 'ChangeLeaf', 'ChangeRebind', 'ChangeReset', 'ChangeDeleted']
+
+
+class ChildrenParams(TypedDict):
+    """`session/getChildren`."""
+
+    #: The handle.
+    handle: str
+    #: The parent id.
+    parentId: str
+
+
+class _ClientInfoRequired(TypedDict):
+    #: Name.
+    name: str
+
+
+class ClientInfo(_ClientInfoRequired, total=False):
+    """A name and version."""
+
+    #: Version.
+    version: Optional[str]
+
+
+class _ContinueRecentParamsRequired(TypedDict):
+    #: The working directory.
+    cwd: str
+
+
+class ContinueRecentParams(_ContinueRecentParamsRequired, total=False):
+    """`session/continueRecent`: the most recent session in the directory, or a new one."""
+
+    #: The session directory (default: pi's directory for `cwd`).
+    sessionDir: Optional[str]
+
+
+class _CreateBranchedSessionParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: The last entry of the path to keep.
+    leafId: str
+
+
+class CreateBranchedSessionParams(_CreateBranchedSessionParamsRequired, total=False):
+    """`session/createBranchedSession`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class _CreateParamsRequired(TypedDict):
+    #: The working directory (stored in the header; picks the default session directory).
+    cwd: str
+
+
+class CreateParams(_CreateParamsRequired, total=False):
+    """`session/create`: a new session for `cwd` (written once it has a user or assistant message)."""
+
+    #: A session id (letters, digits, `.`, `_`, `-`; default: a UUID v7).
+    id: Optional[str]
+    #: The header's `parentSession`.
+    parentSession: Optional[str]
+    #: Where to put the file (default: pi's directory for `cwd`).
+    sessionDir: Optional[str]
+
+
+class _EntriesParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+
+
+class EntriesParams(_EntriesParamsRequired, total=False):
+    """`session/getEntries`: a page of entries in file order."""
+
+    #: At most this many.
+    limit: Optional[int]
+    #: Entries to skip.
+    offset: Optional[int]
+
+
+class EntryIdParams(TypedDict):
+    """Params naming an entry."""
+
+    #: The handle.
+    handle: str
+    #: The entry id.
+    id: str
+
+
+class EntryResult(TypedDict):
+    """`session/appendUsage` result."""
+
+    #: The appended entry.
+    entry: 'SessionEntry'
+
+
+class _FindByIdParamsRequired(TypedDict):
+    #: The working directory.
+    cwd: str
+    #: The exact session id.
+    id: str
+
+
+class FindByIdParams(_FindByIdParamsRequired, total=False):
+    """`sessions/findById`."""
+
+    #: The session directory (default: pi's directory for `cwd`).
+    sessionDir: Optional[str]
+
+
+class FindResult(TypedDict, total=False):
+    """`sessions/findById` result."""
+
+    #: The file, or `null`.
+    path: Optional[str]
+
+
+class _ForkFromParamsRequired(TypedDict):
+    #: The session to copy.
+    sourcePath: str
+    #: The new session's cwd.
+    targetCwd: str
+
+
+class ForkFromParams(_ForkFromParamsRequired, total=False):
+    """`session/forkFrom`: a new session in `targetCwd` holding another session's whole history."""
+
+    #: A session id.
+    id: Optional[str]
+    #: Where to put it (default: pi's directory for `targetCwd`).
+    sessionDir: Optional[str]
+
+
+class HandleParams(TypedDict):
+    """Params naming an open session."""
+
+    #: The handle `session/*` open methods returned.
+    handle: str
+
+
+class IdResult(TypedDict):
+    """The id of an appended entry."""
+
+    #: The new entry's id.
+    id: str
+
+
+class InMemoryParams(TypedDict, total=False):
+    """`session/inMemory`: a session that never touches the disk."""
+
+    #: The working directory (default: the server's).
+    cwd: Optional[str]
+    #: Entries to start from (a header among them is adopted; older versions are migrated).
+    entries: Optional[List[Any]]
+    #: A session id.
+    id: Optional[str]
+
+
+class InitializeParams(TypedDict, total=False):
+    """`initialize` params (all optional)."""
+
+    #: The host's capabilities (accepted, currently unused).
+    capabilities: Any
+    #: The host's name and version.
+    clientInfo: Optional['ClientInfo']
+    #: The protocol version the host speaks.
+    protocolVersion: Optional[str]
+
+
+class InitializeResult(TypedDict):
+    """`initialize` result."""
+
+    #: What the server offers.
+    capabilities: 'Capabilities'
+    #: The protocol version this server speaks.
+    protocolVersion: str
+    #: `{name: "pi-sessiond", version}`.
+    serverInfo: 'ServerInfo'
+
+
+class ListAllParams(TypedDict, total=False):
+    """`sessions/listAll`."""
+
+    #: `false` leaves `allMessagesText` out (default `true`, pi's exact result).
+    includeAllMessagesText: Optional[bool]
+    #: Send `$/progress` with this token while loading.
+    progressToken: Optional['ProgressToken']
+    #: A directory to list flat (default: every project directory under the sessions root).
+    sessionDir: Optional[str]
+
+
+class _ListParamsRequired(TypedDict):
+    #: The working directory.
+    cwd: str
+
+
+class ListParams(_ListParamsRequired, total=False):
+    """`sessions/list`."""
+
+    #: `false` leaves `allMessagesText` out (default `true`, pi's exact result). It holds every user and
+    #: assistant text of every session, most of a listing's size; `sessions/search` searches without it.
+    includeAllMessagesText: Optional[bool]
+    #: Send `$/progress` with this token while loading.
+    progressToken: Optional['ProgressToken']
+    #: The session directory (default: pi's directory for `cwd`).
+    sessionDir: Optional[str]
+
+
+class _NewSessionParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+
+
+class NewSessionParams(_NewSessionParamsRequired, total=False):
+    """`session/newSession`: replace the handle's session with a new, empty one."""
+
+    #: A session id.
+    id: Optional[str]
+    #: The header's `parentSession`.
+    parentSession: Optional[str]
+
+
+#: Params of methods that take nothing.
+NoParams = Dict[str, Any]
+
+
+#: The JSON `null`, as a result type.
+Null = None
+
+
+class _OpenParamsRequired(TypedDict):
+    #: The session file.
+    path: str
+
+
+class OpenParams(_OpenParamsRequired, total=False):
+    """`session/open`: open a session file (a missing file starts a new session at that path)."""
+
+    #: Use this cwd instead of the header's.
+    cwdOverride: Optional[str]
+    #: Directory for sessions made from this one (default: the file's directory).
+    sessionDir: Optional[str]
+    #: Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:
+    #: "external"`.
+    watch: Optional[bool]
+
+
+class PathResult(TypedDict, total=False):
+    """`session/createBranchedSession` result."""
+
+    #: The new file (`null` in memory).
+    path: Optional[str]
+
+
+class Progress(TypedDict):
+    """`$/progress` params."""
+
+    #: The token from the request.
+    token: 'ProgressToken'
+    #: Where it is.
+    value: 'ProgressValue'
+
+
+#: `ProgressValue.kind`.
+ProgressKind = Union[Literal['begin'], Literal['report'], Literal['end']]
+
+
+#: `ProgressValue.stage`.
+ProgressStage = Union[Literal['listing'], Literal['indexing']]
+
+
+#: A progress token: a string or an integer (LSP's `ProgressToken`).
+ProgressToken = Union[int, str]
+
+
+class _ProgressValueRequired(TypedDict):
+    #: Where in the sequence: one `begin` per stage, `report`s, then one `end` for the request.
+    kind: 'ProgressKind'
+    #: Files done so far in this stage.
+    loaded: int
+    #: Files in this stage.
+    total: int
+
+
+class ProgressValue(_ProgressValueRequired, total=False):
+    """Progress of a long read."""
+
+    #: For `sessions/search`: which stage; each starts with its own `begin`, and `end` carries the last one's
+    #: counts.
+    stage: Optional['ProgressStage']
+
+
+class _ResetLeafParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+
+
+class ResetLeafParams(_ResetLeafParamsRequired, total=False):
+    """`session/resetLeaf`."""
+
+    #: Fail with ContentModified unless the leaf is this id.
+    expectedLeafId: Optional[str]
+
+
+class SearchHit(TypedDict):
+    #: The matching entry's id as stored (a string in files pi wrote); null when the session itself matched (role
+    #: `session`).
+    entryId: Optional[Union[str, float]]
+    #: The session file.
+    path: str
+    #: What matched: a message of that role, a session name or label entry, a compaction or branch summary, or the
+    #: session itself (its name, id or cwd).
+    role: Literal['user', 'assistant', 'toolResult', 'custom', 'bashExecution', 'name', 'label', 'summary', 'session']
+    #: Relevance: higher is better; results come best first, then newest.
+    score: float
+    #: The session's id (the header's).
+    sessionId: Any
+    #: The text around the match, on one line.
+    snippet: str
+    #: ISO 8601: a message's own timestamp (as pi's listing uses it; the entry's when the message has none), another
+    #: entry's timestamp, or the session's last activity for session hits.
+    timestamp: Optional[str]
+
+
+class _SearchParamsRequired(TypedDict):
+    #: pi's `/resume` query: space-separated words (each must match, as a substring of an entry's text or of the
+    #: session's name, id or cwd; a word may also match the name or cwd fuzzily), `"exact phrases"`, or
+    #: `re:<regex>` (case-insensitive).
+    query: str
+
+
+class SearchParams(_SearchParamsRequired, total=False):
+    """`sessions/search`."""
+
+    #: Search this project's sessions only (as `sessions/list` finds them); default: every session.
+    cwd: Optional[str]
+    #: At most this many results (default 50).
+    limit: Optional[int]
+    #: Send `$/progress` with this token while the catalog and the search index catch up (`stage` says which).
+    progressToken: Optional['ProgressToken']
+    #: Only these roles: `user`, `assistant`, `toolResult`, `custom`, `bashExecution`, `name`, `label`,
+    #: `summary`, or `session` (a session whose name, id or cwd matches).
+    roles: Optional[List[str]]
+    #: With `cwd`: the session directory to use instead of pi's directory for it. Without: search only this
+    #: directory (as `sessions/listAll` with it).
+    sessionDir: Optional[str]
+
+
+class ServerInfo(TypedDict):
+    """The server's name and version."""
+
+    #: `pi-sessiond`.
+    name: str
+    #: The crate version.
+    version: str
+
+
+class _SessionChangedRequired(TypedDict):
+    #: What changed.
+    change: 'Change'
+    #: The handle.
+    handle: str
+    #: 1 for the first change after open, +1 per change on this handle (across rebinds).
+    seq: int
+    #: The session id after the change.
+    sessionId: 'AnyValue'
+
+
+class SessionChanged(_SessionChangedRequired, total=False):
+    """`session/changed`: sent after every successful mutation, before its response."""
+
+    #: The leaf after the change.
+    leafId: Optional['AnyValue']
+    #: `external` when another process changed the file (a watched handle, or a check before a write); absent
+    #: for the handle's own mutations.
+    origin: Optional[str]
+
+
+class SessionContextModel(TypedDict, total=False):
+    modelId: Any
+    provider: Any
+
+
+class _SessionContextRequired(TypedDict):
+    messages: List['AgentMessage']
+    model: Optional['SessionContextModel']
+
+
+class SessionContext(_SessionContextRequired, total=False):
+    thinkingLevel: str
+
+
+class _SessionEntryRequired(TypedDict):
+    type: str
+
+
+class SessionEntry(_SessionEntryRequired, total=False):
+    """A session entry exactly as stored (pi's SessionEntry); unknown members are kept."""
+
+    id: str
+    parentId: Optional[str]
+    timestamp: str
+
+
+class _SessionHeaderRequired(TypedDict):
+    id: str
+    type: Literal['session']
+
+
+class SessionHeader(_SessionHeaderRequired, total=False):
+    """The header line (pi's SessionHeader); unknown members are kept."""
+
+    cwd: str
+    parentSession: str
+    timestamp: str
+    version: float
+
+
+class _SessionInfoRequired(TypedDict):
+    created: Optional[str]
+    cwd: str
+    firstMessage: str
+    #: The header's id (a string in valid files).
+    id: Any
+    messageCount: int
+    modified: Optional[str]
+    path: str
+
+
+class SessionInfo(_SessionInfoRequired, total=False):
+    #: Present unless the request set includeAllMessagesText: false.
+    allMessagesText: str
+    name: str
+    parentSessionPath: str
+
+
+SessionInfoList = List['SessionInfo']
+
+
+class SessionProjectionEntriesItem(TypedDict):
+    messages: List['AgentMessage']
+    sourceEntry: 'SessionEntry'
+
+
+class SessionProjectionModel(TypedDict, total=False):
+    modelId: Any
+    provider: Any
+
+
+class _SessionProjectionRequired(TypedDict):
+    entries: List['SessionProjectionEntriesItem']
+    messages: List['AgentMessage']
+    model: Optional['SessionProjectionModel']
+
+
+class SessionProjection(_SessionProjectionRequired, total=False):
+    thinkingLevel: str
+
+
+class _SessionStateRequired(TypedDict):
+    #: The working directory.
+    cwd: str
+    #: Distinct entry ids.
+    entryCount: int
+    #: Opaque handle for later calls.
+    handle: str
+    #: False for in-memory sessions.
+    isPersisted: bool
+    #: The `seq` of the last `session/changed` this state includes: notifications with a higher `seq` happened
+    #: after it (a host resynchronising after a gap applies only those).
+    seq: int
+    #: The directory new sessions go to (`""` in memory).
+    sessionDir: str
+    #: The session id (the header's).
+    sessionId: 'AnyValue'
+
+
+class SessionState(_SessionStateRequired, total=False):
+    """An open session's state."""
+
+    #: The header.
+    header: Optional['SessionHeader']
+    #: The leaf (`null` before the first entry or after `resetLeaf`).
+    leafId: Optional['AnyValue']
+    #: The file (`null` in memory).
+    sessionFile: Optional[str]
+    #: The session name, if set.
+    sessionName: Optional['AnyValue']
+
+
+#: Root nodes, in file order; children sorted by timestamp (pi's getTree).
+SessionTree = List['SessionTreeNode']
+
+
+class _SessionTreeFlatItemRequired(TypedDict):
+    #: 0 for roots.
+    depth: int
+    entry: 'SessionEntry'
+    #: Position of the parent node in this array; null for a root.
+    parentIndex: Optional[int]
+
+
+class SessionTreeFlatItem(_SessionTreeFlatItemRequired, total=False):
+    #: The resolved label (a string in files pi wrote).
+    label: Any
+    #: Timestamp of the label entry that set it.
+    labelTimestamp: Any
+
+
+#: The nodes of pi's getTree in pre-order (a node, then its subtrees in order): the same tree without nesting, for JSON
+#: decoders that refuse deep documents.
+SessionTreeFlat = List['SessionTreeFlatItem']
+
+
+class _SessionTreeNodeRequired(TypedDict):
+    children: List['SessionTreeNode']
+    entry: 'SessionEntry'
+
+
+class SessionTreeNode(_SessionTreeNodeRequired, total=False):
+    #: The resolved label (a string in files pi wrote).
+    label: Any
+    #: Timestamp of the label entry that set it.
+    labelTimestamp: Any
+
+
+#: `SessionsChanged.kind`.
+SessionsChangeKind = Union[Literal['created'], Literal['changed'], Literal['removed']]
+
+
+class SessionsChanged(TypedDict):
+    """`sessions/changed`: a session file in a watched directory appeared, changed or vanished."""
+
+    #: What happened to the file.
+    kind: 'SessionsChangeKind'
+    #: The session file.
+    path: str
+    #: The watch.
+    watchId: str
+
+
+class SessionsUnwatchParams(TypedDict):
+    """`sessions/unwatch`."""
+
+    #: From `sessions/watch`.
+    watchId: str
+
+
+class SessionsWatchParams(TypedDict, total=False):
+    """`sessions/watch`: report session files appearing, growing or vanishing in a directory."""
+
+    #: Watch pi's directory for this cwd (when `sessionDir` is not given).
+    cwd: Optional[str]
+    #: The directory to watch.
+    sessionDir: Optional[str]
+
+
+class SessionsWatchResult(TypedDict):
+    """`sessions/watch` result."""
+
+    #: The directory watched.
+    dir: str
+    #: Names the watch in `sessions/changed` and `sessions/unwatch`.
+    watchId: str
+
+
+class SetSessionFileParams(TypedDict):
+    """`session/setSessionFile`: point the handle at another file."""
+
+    #: The handle.
+    handle: str
+    #: The file.
+    path: str
+
+
+class WarningJson(TypedDict):
+    """A problem found while loading a file."""
+
+    #: `malformed_line`, `torn_tail`, `missing_final_newline`, `non_object_line`, `extra_header`, `duplicate_id`,
+    #: `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`.
+    kind: str
+    #: 1-based line number (0: the whole file).
+    line: int
+    #: For a person.
+    message: str

@@ -1,0 +1,71 @@
+/** Finding the pi-sessiond executable. */
+
+import { accessSync, constants, statSync } from "node:fs";
+import { delimiter, isAbsolute, join, resolve } from "node:path";
+import { SessiondBinaryNotFoundError } from "./errors.js";
+
+/** The name looked up on PATH when neither an explicit binary nor `PI_SESSIOND_BIN` is given. */
+export const DEFAULT_BINARY = "pi-sessiond";
+
+/** The environment variable that names the binary when the caller does not. */
+export const BINARY_ENV_VAR = "PI_SESSIOND_BIN";
+
+/**
+ * The absolute path of the pi-sessiond executable: `binary` if given, else `$PI_SESSIOND_BIN`, else `pi-sessiond`
+ * on PATH. A value containing a path separator is a path (relative to the current directory); a bare name is looked
+ * up on PATH.
+ *
+ * The lookup is done here rather than left to `spawn`, whose ENOENT arrives later, asynchronously, and without
+ * saying where it looked.
+ *
+ * @throws SessiondBinaryNotFoundError naming what was tried.
+ */
+export function resolveBinary(binary?: string, env: NodeJS.ProcessEnv = process.env): string {
+	const fromEnv = env[BINARY_ENV_VAR];
+	const [wanted, source] =
+		binary !== undefined && binary !== ""
+			? [binary, "the `binary` option"]
+			: fromEnv !== undefined && fromEnv !== ""
+				? [fromEnv, `$${BINARY_ENV_VAR}`]
+				: [DEFAULT_BINARY, "the default name"];
+	const hint =
+		`Install pi-sessiond on PATH (from the repository: \`cargo build --release\`, then put target/release on PATH), ` +
+		`set ${BINARY_ENV_VAR} to its path, or pass { binary } to spawnSessiond().`;
+
+	if (isAbsolute(wanted) || wanted.includes("/") || wanted.includes("\\")) {
+		const path = resolve(wanted);
+		const problem = checkExecutable(path);
+		if (problem) {
+			throw new SessiondBinaryNotFoundError(wanted, `pi-sessiond binary ${path} (from ${source}) ${problem}. ${hint}`);
+		}
+		return path;
+	}
+
+	const dirs = (env.PATH ?? "").split(delimiter).filter((d) => d !== "");
+	const extensions = process.platform === "win32" ? ["", ...(env.PATHEXT ?? ".EXE;.CMD;.BAT").split(";")] : [""];
+	for (const dir of dirs) {
+		for (const ext of extensions) {
+			const candidate = join(dir, wanted + ext);
+			if (!checkExecutable(candidate)) return candidate;
+		}
+	}
+	throw new SessiondBinaryNotFoundError(
+		wanted,
+		`pi-sessiond binary \`${wanted}\` (from ${source}) was not found on PATH (${dirs.length} directories searched). ${hint}`,
+	);
+}
+
+/** Why `path` cannot be run, or undefined if it can. */
+function checkExecutable(path: string): string | undefined {
+	try {
+		if (!statSync(path).isFile()) return "is not a file";
+	} catch {
+		return "does not exist";
+	}
+	try {
+		accessSync(path, constants.X_OK);
+	} catch {
+		return "is not executable";
+	}
+	return undefined;
+}
