@@ -5,7 +5,7 @@
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
 //                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency]
 import { execFileSync, spawn } from "node:child_process";
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
 import { join } from "node:path";
 import { Sidecar, median, piSessionManager, quantile, time } from "./lib.mjs";
@@ -74,7 +74,7 @@ if (wanted("open")) {
     reps,
     () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
     [
-      () => json(bin, ["stats", session40]),
+      () => json(bin, ["stats", "--reads", session40]),
       async () => {
         const sc = new Sidecar(bin, ["--no-index"]);
         const [openMs, st] = await time(() => sc.call("session/open", { path: session40 }));
@@ -208,6 +208,10 @@ if (wanted("list") || wanted("search")) {
       ]);
       await warm.close();
       warm = undefined;
+      const size = (p) => (existsSync(p) ? statSync(p).size : 0);
+      const indexBytes = size(index) + size(index + "-wal");
+      const sessionBytes = Number(execFileSync("du", ["-sb", join(agent, "sessions")], { encoding: "utf8" }).split("\t")[0]);
+      row("search", `index size (listing + search text) for ${n} sessions`, sessionBytes / 1024, indexBytes / 1024, "KiB", "pi column: the sessions themselves");
       const note = `pi: list() + includes over allMessagesText (${pi[0].hits} sessions); ours: ranked entries, limit 50`;
       row("search", `search "${phrase}" across ${n} sessions, cold (builds the index)`, pick(pi, "ms"), median(cold), "ms", note);
       row("search", `search "${phrase}" across ${n} sessions, warm`, pick(pi, "ms"), median(warmRuns), "ms");
@@ -274,10 +278,19 @@ if (wanted("latency")) {
     await heard;
     external.push(performance.now() - t);
   }
+  // appendMessage round trips (default durability: entry, an fsync before each answer).
+  const created = await sc.call("session/create", { cwd: "/bench", sessionDir: dir });
+  const appends = [];
+  for (let i = 0; i < 2000; i++) {
+    const message = { role: "user", content: `message ${i}`, timestamp: 1767225600000 + i };
+    appends.push((await time(() => sc.call("session/appendMessage", { handle: created.handle, message })))[0]);
+  }
   await sc.close();
   const warm = rtt.slice(500);
   row("latency", "RPC round trip, session/getLeafId, p50", undefined, median(warm), "ms", "pi is in-process: no round trip");
   row("latency", "RPC round trip, session/getLeafId, p99", undefined, quantile(warm, 0.99), "ms");
+  row("latency", "RPC round trip, session/appendMessage, p50", undefined, median(appends.slice(200)), "ms", "--durability entry: includes an fsync");
+  row("latency", "RPC round trip, session/appendMessage, p99", undefined, quantile(appends.slice(200), 0.99), "ms");
   row("latency", "external append → session/changed, p50", undefined, median(external), "ms", "another process appends a line to a watched file");
   row("latency", "external append → session/changed, p99", undefined, quantile(external, 0.99), "ms");
 }

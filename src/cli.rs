@@ -367,7 +367,7 @@ pub fn peak_rss_kib() -> Option<u64> {
 
 /// `pi-sessiond stats FILE`: open the file as `SessionManager.open` would and report its shape, how long the
 /// open took and the peak memory — the numbers the large-session benchmark compares with pi.
-pub fn stats(path: &str, out: &mut dyn Write) -> i32 {
+pub fn stats(path: &str, reads: bool, out: &mut dyn Write) -> i32 {
     let started = std::time::Instant::now();
     let m = match SessionManager::open(path, None, None, Env::system()) {
         Ok(m) => m,
@@ -381,8 +381,9 @@ pub fn stats(path: &str, out: &mut dyn Write) -> i32 {
         f(&mut o).ok()?;
         Some((t.elapsed().as_secs_f64() * 1000.0, o.into_bytes().len()))
     };
-    let context = timed(&|o| render::context(&m, &m.build_session_projection()?, o));
-    let tree = timed(&|o| render::tree(&m, &m.tree(), o));
+    // Rendered in memory whole: only when asked (a 2.6 GB session's tree is 2.6 GB of JSON).
+    let context = reads.then(|| timed(&|o| render::context(&m, &m.build_session_projection()?, o))).flatten();
+    let tree = reads.then(|| timed(&|o| render::tree(&m, &m.tree(), o))).flatten();
     let branch = m.branch_path(None).len();
     let mut o = crate::session::json::Object::new();
     o.insert("file", Json::str(m.session_file().unwrap_or_default()));

@@ -106,6 +106,9 @@ enum Command {
     Stats {
         /// The session file.
         file: String,
+        /// Also time buildSessionContext and getTree, rendered to JSON in memory as the sidecar sends them.
+        #[arg(long)]
+        reads: bool,
     },
     /// Draw a session's tree: one line per entry, branches indented, labels and the active leaf marked.
     Tree {
@@ -179,7 +182,7 @@ fn main() -> ExitCode {
             index.with(|ix| cli::search(&request, &agent_dir, ix, json, &mut stdout))
         }
         Some(Command::Tree { file }) => cli::tree(&file, &mut stdout),
-        Some(Command::Stats { file }) => cli::stats(&file, &mut stdout),
+        Some(Command::Stats { file, reads }) => cli::stats(&file, reads, &mut stdout),
         Some(Command::Protocol { write }) => {
             let (methods, schema) = pi_sessiond::rpc::protocol::generate();
             match write {

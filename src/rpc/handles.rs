@@ -14,32 +14,41 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
-use tokio::sync::{watch, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use tokio::sync::{oneshot, watch, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 use crate::session::SessionManager;
 
-/// Arrival-order turns for one session.
-#[derive(Debug)]
+/// Arrival-order turns for one session. Each waiting ticket has its own wake-up, so ending a turn wakes only the
+/// next ticket (a burst of thousands of pipelined appends would otherwise wake every waiter at every turn).
+#[derive(Debug, Default)]
 struct Turnstile {
     state: Mutex<TurnState>,
-    current: watch::Sender<u64>,
 }
 
 #[derive(Debug, Default)]
 struct TurnState {
     next: u64,
     given_up: BTreeSet<u64>,
+    waiting: HashMap<u64, oneshot::Sender<()>>,
 }
 
 impl Turnstile {
     fn new() -> Self {
-        Turnstile { state: Mutex::new(TurnState::default()), current: watch::Sender::new(0) }
+        Turnstile::default()
     }
 
     async fn wait_for(&self, seq: u64) {
-        let mut rx = self.current.subscribe();
-        // The sender lives as long as the session, which the caller keeps alive.
-        let _ = rx.wait_for(|&n| n == seq).await;
+        let rx = {
+            let mut t = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if t.next == seq {
+                return;
+            }
+            let (tx, rx) = oneshot::channel();
+            t.waiting.insert(seq, tx);
+            rx
+        };
+        // The turnstile lives as long as the session, which the caller keeps alive.
+        let _ = rx.await;
     }
 
     /// Ends turn `seq` (or gives it up in advance): the next turn that has not been given up starts.
@@ -55,9 +64,13 @@ impl Turnstile {
             if !t.given_up.remove(&next) {
                 break;
             }
+            t.waiting.remove(&next);
             t.next += 1;
         }
-        self.current.send_replace(t.next);
+        let next = t.next;
+        if let Some(tx) = t.waiting.remove(&next) {
+            let _ = tx.send(());
+        }
     }
 }
 

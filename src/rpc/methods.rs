@@ -295,7 +295,14 @@ fn null() -> Null {
 fn rendered(f: impl FnOnce(&mut JsonOut<'static>) -> crate::session::Result<()>) -> Result<RawJson, ErrorObjectOwned> {
     let mut out = JsonOut::memory();
     f(&mut out).map_err(from_session)?;
-    Ok(RawJson::from_bytes(out.into_bytes()))
+    RawJson::from_bytes(out.into_bytes()).map_err(|e| {
+        error::rpc_error(
+            error::IO_ERROR,
+            "io_error",
+            format!("the session file changed on disk under this handle ({e}); open it again"),
+            serde_json::json!({}),
+        )
+    })
 }
 
 fn entry_json(m: &SessionManager, i: usize) -> Result<EntryJson, ErrorObjectOwned> {

@@ -85,17 +85,18 @@ pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PiValue>, D::Er
 pub struct RawJson(pub Box<RawValue>);
 
 impl RawJson {
-    /// Wraps JSON text the renderer produced (always valid JSON).
-    pub fn from_bytes(bytes: Vec<u8>) -> RawJson {
-        let text = String::from_utf8(bytes).expect("renderer output is UTF-8");
-        RawJson(RawValue::from_string(text).expect("renderer output is JSON"))
+    /// Wraps JSON text the renderer produced. It is checked: the renderer copies stored lines from the session
+    /// file, and a file another process rewrote under an open handle can hold anything at those offsets.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<RawJson, String> {
+        let text = String::from_utf8(bytes).map_err(|e| e.to_string())?;
+        RawValue::from_string(text).map(RawJson).map_err(|e| e.to_string())
     }
 
-    /// A value.
+    /// A value (our own serialisation, always valid).
     pub fn from_json(v: &Json) -> RawJson {
         let mut out = Vec::new();
         v.write_preserving(&mut out);
-        RawJson::from_bytes(out)
+        RawJson::from_bytes(out).expect("Json values serialise to JSON")
     }
 }
 
