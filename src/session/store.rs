@@ -412,7 +412,13 @@ pub struct SessionFile {
     /// Another writer's bytes landed between our check and our write (pi takes no lock): the file must be read
     /// again before anything else is trusted.
     reread: bool,
+    /// The last bytes before `len`, as read or written: if they change, the file was rewritten in place (same
+    /// inode), not appended to, even when it grew.
+    tail: Vec<u8>,
 }
+
+/// How many bytes before the known end are kept to recognise an in-place rewrite.
+const TAIL_CHECK: u64 = 64;
 
 fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
@@ -441,7 +447,10 @@ impl SessionFile {
             durability,
             dirty: false,
             reread: false,
+            tail: Vec::new(),
         };
+        let mut file = file;
+        file.remember_tail();
         Ok((file, loaded))
     }
 
@@ -473,7 +482,19 @@ impl SessionFile {
             durability,
             dirty: false,
             reread: false,
+            tail: content[content.len().saturating_sub(TAIL_CHECK as usize)..].to_vec(),
         })
+    }
+
+    /// Reads the bytes just before `len` into `tail`.
+    fn remember_tail(&mut self) {
+        self.tail = self.bytes_before(self.len, TAIL_CHECK.min(self.len)).unwrap_or_default();
+    }
+
+    fn bytes_before(&self, end: u64, n: u64) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; n as usize];
+        self.reader.read_exact_at(&mut buf, end - n).ok()?;
+        Some(buf)
     }
 
     /// The path.
@@ -499,6 +520,7 @@ impl SessionFile {
     /// Records that the file is known up to `len` (after following another process's appends).
     pub fn set_len(&mut self, len: u64) {
         self.len = len;
+        self.remember_tail();
     }
 
     /// Sets the durability of later writes.
@@ -513,7 +535,15 @@ impl SessionFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::Missing),
             Err(e) => return Err(Error::io("stat", &self.path, e)),
         };
+        let rewritten = || {
+            meta.len() >= self.len && self.bytes_before(self.len, self.tail.len() as u64).as_ref() != Some(&self.tail)
+        };
         Ok(if file_id(&meta) != self.id || self.reread {
+            FileState::Replaced
+        } else if meta.len() < self.len {
+            FileState::Shrunk
+        } else if rewritten() {
+            // Same inode and at least as long, but not what we read: rewritten in place (`writeFileSync`).
             FileState::Replaced
         } else if meta.len() < self.len {
             FileState::Shrunk
@@ -586,6 +616,11 @@ impl SessionFile {
             Durability::Entry => writer.sync_data().map_err(|e| Error::io("sync", &self.path, e))?,
             Durability::Batch => self.dirty = true,
         }
+        if bytes.len() as u64 >= TAIL_CHECK {
+            self.tail = bytes[bytes.len() - TAIL_CHECK as usize..].to_vec();
+        } else {
+            self.remember_tail();
+        }
         Ok(out)
     }
 
@@ -608,6 +643,7 @@ impl SessionFile {
         let writer = self.writer.as_mut().expect("locked");
         writer.write_all(bytes).map_err(|e| Error::io("append to", &self.path, e))?;
         self.len += bytes.len() as u64;
+        self.remember_tail();
         Ok(())
     }
 
@@ -655,6 +691,7 @@ impl SessionFile {
         self.len = meta.len();
         self.writer = Some(new);
         self.reread = false;
+        self.remember_tail();
         Ok(self.len)
     }
 }

@@ -122,6 +122,28 @@ fn truncation_replacement_and_deletion_are_reported_not_papered_over() {
 }
 
 #[test]
+fn a_file_rewritten_in_place_with_something_else_is_reported_and_reads_fail_cleanly() {
+    let dir = temp_dir();
+    let (path, _) = session_file(dir.path());
+    let mut sc = Sidecar::new();
+    let h =
+        str_of(sc.call("session/open", json(&format!(r#"{{"path":"{path}","watch":true}}"#))).get("handle").unwrap());
+    // Same inode, new bytes that are not a session (no header), longer than before.
+    std::fs::write(&path, "just some notes\n".repeat(200)).unwrap();
+    let change = next_change(&mut sc, Duration::from_secs(10)).expect("a change");
+    assert_eq!(change.get("change").and_then(|c| c.get("kind")), Some(&Json::str("deleted")));
+    // The stored lines are gone: reads that need them fail with io_error (and say to reopen); the process lives.
+    for method in ["session/getState", "session/getTree", "session/getEntries"] {
+        let id = sc.start(method, json(&format!(r#"{{"handle":"{h}"}}"#)));
+        let r = sc.response(id);
+        if let Some(e) = r.get("error") {
+            assert_eq!(e.get("code"), Some(&Json::number(1006.0)), "{method}: {}", e.to_canonical_string());
+        }
+    }
+    assert!(sc.call("session/getLeafId", json(&format!(r#"{{"handle":"{h}"}}"#))).as_js_str().is_some());
+}
+
+#[test]
 fn sessions_watch_reports_files_appearing_growing_and_vanishing() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();
