@@ -26,6 +26,7 @@ use super::watch::{dir_of, FsWatcher};
 use crate::session::catalog::Catalog;
 use crate::session::context::ContextOptions;
 use crate::session::index::{CatalogIndex, SharedIndex};
+use crate::session::info::SessionInfo;
 use crate::session::json::{JsString, Json};
 use crate::session::key::Key;
 use crate::session::manager::Refresh;
@@ -1044,7 +1045,7 @@ impl ProgressReporter {
     }
 }
 
-fn infos_json(infos: &[crate::session::info::SessionInfo]) -> Result<SessionInfoListJson, ErrorObjectOwned> {
+fn infos_json(infos: &[SessionInfo]) -> Result<SessionInfoListJson, ErrorObjectOwned> {
     rendered(|o| render::session_infos(infos, o)).map(SessionInfoListJson)
 }
 
@@ -1058,16 +1059,21 @@ fn catalog_of<'a>(state: &'a ServerState, index: Option<&'a mut CatalogIndex>, t
     }
 }
 
-async fn list(p: ListParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectOwned> {
+/// A listing on a blocking thread, through the shared index, with progress under `token`.
+async fn listing(
+    cx: Cx,
+    token: Option<ProgressToken>,
+    include_text: Option<bool>,
+    run: impl FnOnce(&mut Catalog<'_>, &mut dyn FnMut(usize, usize)) -> crate::session::Result<Vec<SessionInfo>>
+        + Send
+        + 'static,
+) -> Result<SessionInfoListJson, ErrorObjectOwned> {
     let state = cx.state.clone();
     blocking(move || {
-        let mut progress = ProgressReporter::new(state.clone(), p.progress_token);
+        let mut progress = ProgressReporter::new(state.clone(), token);
         let infos = state
             .index
-            .with(|ix| {
-                let mut c = catalog_of(&state, ix, p.include_all_messages_text);
-                c.list(&p.cwd, p.session_dir.as_deref(), &mut |l, t| progress.report(l, t))
-            })
+            .with(|ix| run(&mut catalog_of(&state, ix, include_text), &mut |l, t| progress.report(l, t)))
             .map_err(from_session)?;
         progress.end();
         infos_json(&infos)
@@ -1075,16 +1081,16 @@ async fn list(p: ListParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectO
     .await
 }
 
+async fn list(p: ListParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectOwned> {
+    listing(cx, p.progress_token, p.include_all_messages_text, move |c, progress| {
+        c.list(&p.cwd, p.session_dir.as_deref(), progress)
+    })
+    .await
+}
+
 async fn list_all(p: ListAllParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectOwned> {
-    let state = cx.state.clone();
-    blocking(move || {
-        let mut progress = ProgressReporter::new(state.clone(), p.progress_token);
-        let infos = state.index.with(|ix| {
-            let mut c = catalog_of(&state, ix, p.include_all_messages_text);
-            c.list_all(p.session_dir.as_deref(), &mut |l, t| progress.report(l, t))
-        });
-        progress.end();
-        infos_json(&infos)
+    listing(cx, p.progress_token, p.include_all_messages_text, move |c, progress| {
+        Ok(c.list_all(p.session_dir.as_deref(), progress))
     })
     .await
 }
