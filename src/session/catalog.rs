@@ -211,20 +211,18 @@ impl<'a> Catalog<'a> {
         let root = paths::join(&[self.agent_dir, "sessions"]);
         let Ok(entries) = fs::read_dir(&root) else { return Vec::new() };
         let mut dirs = Vec::new();
-        let mut files = Vec::new();
+        let mut candidates: Vec<(String, String, Option<fs::Metadata>)> = Vec::new();
         for entry in entries.flatten() {
             let Ok(ft) = entry.file_type() else { continue };
             if !(ft.is_dir() || ft.is_symlink()) {
                 continue;
             }
             let dir = paths::join(&[&root, &entry.file_name().to_string_lossy()]);
-            if let Ok(names) = jsonl_names(&dir) {
-                files.extend(names.into_iter().map(|n| (paths::join(&[&dir, &n]), dir.clone())));
+            if let Ok(files) = jsonl_entries(&dir) {
+                candidates.extend(files.into_iter().map(|(n, meta)| (paths::join(&[&dir, &n]), dir.clone(), meta)));
                 dirs.push(dir);
             }
         }
-        let mut candidates: Vec<(String, String, Option<fs::Metadata>)> =
-            files.into_iter().map(|(p, dir)| (p.clone(), dir, fs::metadata(&p).ok())).collect();
         let c = collator();
         let mtime = |m: &Option<fs::Metadata>| m.as_ref().map_or(f64::NEG_INFINITY, mtime_ms);
         sort_like_v8(&mut candidates, |a, b| {
@@ -303,13 +301,10 @@ impl<'a> Catalog<'a> {
 pub fn find_most_recent_session(dir: &str, cwd: Option<&str>) -> Option<String> {
     let dir = paths::normalize_path(dir);
     let resolved_cwd = cwd.map(paths::resolve_path);
-    let names = jsonl_names(&dir).ok()?;
-    let mut files = Vec::with_capacity(names.len());
-    for name in names {
-        let path = paths::join(&[&dir, &name]);
+    let mut files = Vec::new();
+    for (name, meta) in jsonl_entries(&dir).ok()? {
         // pi's statSync throws on a vanished file, and the whole lookup gives up.
-        let mtime = mtime_ms(&fs::metadata(&path).ok()?);
-        files.push((path, mtime));
+        files.push((paths::join(&[&dir, &name]), mtime_ms(&meta?)));
     }
     sort_like_v8(&mut files, |a, b| b.1 - a.1);
     files.into_iter().map(|(p, _)| p).find(|p| {

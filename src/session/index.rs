@@ -256,11 +256,6 @@ impl CatalogIndex {
         order
     }
 
-    /// Where the index lives.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
     /// Runs `op`; if the database turns out to be damaged (not a database, corrupt), rebuilds it from nothing and
     /// runs `op` once more.
     fn with_recovery<T>(&mut self, mut op: impl FnMut(&mut Self) -> IndexResult<T>) -> IndexResult<T> {
@@ -516,11 +511,6 @@ impl CatalogIndex {
     /// of them is shorter than three characters (too short for the trigram index).
     pub fn docs(&mut self, paths: &[String], needles: &[String]) -> IndexResult<Vec<(String, Doc)>> {
         self.with_recovery(|index| docs_matching(&index.conn, paths, needles))
-    }
-
-    /// Bytes used by the index (database and write-ahead log).
-    pub fn size_bytes(&self) -> u64 {
-        ["", "-wal"].iter().filter_map(|s| fs::metadata(format!("{}{s}", self.path)).ok()).map(|m| m.len()).sum()
     }
 }
 
@@ -971,11 +961,6 @@ impl SharedIndex {
     /// An index at `path`, or none at all (every request reads the files).
     pub fn new(path: Option<String>) -> SharedIndex {
         SharedIndex { path, slot: std::sync::Mutex::new(Slot::Unopened), pending: Default::default() }
-    }
-
-    /// Where the index lives, if there is one.
-    pub fn path(&self) -> Option<&str> {
-        self.path.as_deref()
     }
 
     /// Runs `f` with the index (opening it if needed), or with None when there is none or it cannot be opened.
