@@ -180,11 +180,7 @@ pub fn ls(
             Err(e) => return print_error(out, &e),
         }
     };
-    let mut o = JsonOut::memory();
-    if let Err(e) = render::session_infos(&infos, &mut o) {
-        return print_error(out, &e);
-    }
-    let mut bytes = o.into_bytes();
+    let mut bytes = render::session_infos(&infos, true);
     bytes.push(b'\n');
     match out.write_all(&bytes) {
         Ok(()) => 0,

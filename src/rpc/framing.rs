@@ -168,6 +168,11 @@ pub fn encode(framing: Framing, json: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// Whether `json` holds a raw U+2028 or U+2029 (which [`encode`] escapes).
+pub fn needs_escaping(json: &[u8]) -> bool {
+    memchr::memmem::find_iter(json, b"\xE2\x80").any(|i| matches!(json.get(i + 2), Some(0xA8 | 0xA9)))
+}
+
 /// Replaces raw U+2028/U+2029 (E2 80 A8/A9) with their JSON escapes.
 pub fn escape_line_separators(json: &[u8], out: &mut Vec<u8>) {
     let mut rest = json;

@@ -26,7 +26,7 @@ use super::watch::{dir_of, FsWatcher};
 use crate::session::catalog::Catalog;
 use crate::session::context::ContextOptions;
 use crate::session::index::{CatalogIndex, SharedIndex};
-use crate::session::info::SessionInfo;
+use crate::session::info::ListedSession;
 use crate::session::json::{JsString, Json};
 use crate::session::key::Key;
 use crate::session::manager::Refresh;
@@ -64,6 +64,40 @@ pub struct ServerState {
     /// `sessions/watch` watches: id → directory.
     pub dir_watches: Mutex<HashMap<String, String>>,
     next_watch_id: std::sync::atomic::AtomicU64,
+    /// What `sessions/listDelta` answered lately.
+    listings: Mutex<RecentListings>,
+}
+
+/// Listings `sessions/listDelta` answered lately, by token, so the next answer can refer to their entries.
+#[derive(Debug)]
+struct RecentListings {
+    /// Makes this process's tokens unlike any other's.
+    nonce: String,
+    issued: u64,
+    /// Newest last: token, whether it has `allMessagesText`, the listing.
+    kept: std::collections::VecDeque<(String, bool, SharedListing)>,
+}
+
+/// A listing's entries, in order, as a token keeps them.
+type SharedListing = Arc<Vec<Arc<ListedSession>>>;
+
+/// How many listings `sessions/listDelta` remembers: one per scope a host keeps open is plenty.
+const KEPT_LISTINGS: usize = 8;
+
+impl RecentListings {
+    fn get(&self, token: &str, with_text: bool) -> Option<SharedListing> {
+        self.kept.iter().find(|(t, w, _)| t == token && *w == with_text).map(|(_, _, l)| l.clone())
+    }
+
+    fn keep(&mut self, with_text: bool, listing: SharedListing) -> String {
+        self.issued += 1;
+        let token = format!("{}-{}", self.nonce, self.issued);
+        if self.kept.len() == KEPT_LISTINGS {
+            self.kept.pop_front();
+        }
+        self.kept.push_back((token.clone(), with_text, listing));
+        token
+    }
 }
 
 impl ServerState {
@@ -88,6 +122,11 @@ impl ServerState {
             durability,
             dir_watches: Mutex::new(HashMap::new()),
             next_watch_id: Default::default(),
+            listings: Mutex::new(RecentListings {
+                nonce: uuid::Uuid::new_v4().simple().to_string()[..12].to_owned(),
+                issued: 0,
+                kept: Default::default(),
+            }),
         }
     }
 }
@@ -115,6 +154,30 @@ pub struct Cx {
     ext: Extensions,
 }
 
+/// Where a large result bypasses jsonrpsee: the dispatch loop frames it itself. jsonrpsee would copy a result
+/// twice more and parse it once more to check it, which for a listing or a tree of tens of megabytes costs more
+/// than producing it. The dispatch loop puts one in every request's extensions.
+#[derive(Clone, Debug, Default)]
+pub struct ResultSlot(Arc<Mutex<Option<Vec<u8>>>>);
+
+impl ResultSlot {
+    /// The result a handler left here, if any.
+    pub fn take(&self) -> Option<Vec<u8>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn put(&self, json: Vec<u8>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(json);
+    }
+
+    fn is_filled(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+}
+
+/// Results at least this long go through the [`ResultSlot`].
+const LARGE_RESULT: usize = 64 << 10;
+
 /// The ticket the dispatch loop took for a request when it arrived (see `handles`).
 #[derive(Clone, Debug)]
 pub struct TicketSlot(pub Arc<Mutex<Option<Ticket>>>);
@@ -131,6 +194,18 @@ impl Cx {
             }
         }
         self.state.registry.get(handle).map(|s| s.ticket()).ok_or_else(|| error::handle_not_found(handle))
+    }
+
+    /// Answers with `json`, JSON text this process wrote from values it holds (so valid by construction): it
+    /// goes to the host as it is when the dispatch loop frames results itself, and is checked otherwise.
+    fn rendered_result<T>(&self, json: Vec<u8>, wrap: impl FnOnce(RawJson) -> T) -> Result<T, ErrorObjectOwned> {
+        match self.ext.get::<ResultSlot>() {
+            Some(slot) => {
+                slot.put(json);
+                Ok(wrap(RawJson::from_json(&Json::Null)))
+            }
+            None => rendered(|o| o.raw(&json)).map(wrap),
+        }
     }
 }
 
@@ -194,10 +269,22 @@ where
     module
         .register_async_method(name, move |params, state, ext| {
             let handler = handler.clone();
+            let slot = ext.get::<ResultSlot>().cloned();
             async move {
                 let p: P = parse(params.as_str())?;
                 let result = handler(p, Cx { state, ext }).await?;
-                serde_json::value::to_raw_value(&result).map_err(internal)
+                let null = || serde_json::value::to_raw_value(&()).map_err(internal);
+                if slot.as_ref().is_some_and(ResultSlot::is_filled) {
+                    return null();
+                }
+                let raw = serde_json::value::to_raw_value(&result).map_err(internal)?;
+                match slot {
+                    Some(slot) if raw.get().len() >= LARGE_RESULT => {
+                        slot.put(Box::<str>::from(raw).into_boxed_bytes().into_vec());
+                        null()
+                    }
+                    _ => Ok(raw),
+                }
             }
         })
         .expect("method names are unique");
@@ -275,6 +362,7 @@ methods! {
 
     "sessions/list", "catalog", list(ListParams) -> SessionInfoListJson, "Sessions of a cwd, newest activity first (pi's list).";
     "sessions/listAll", "catalog", list_all(ListAllParams) -> SessionInfoListJson, "Every session (pi's listAll).";
+    "sessions/listDelta", "catalog", list_delta(ListDeltaParams) -> ListingDeltaJson, "A listing (list's with a cwd, listAll's without) as a change to one the host holds.";
     "sessions/findById", "catalog", find_by_id(FindByIdParams) -> FindResult, "The file of the session with exactly this id, or null.";
     "sessions/search", "catalog", search(SearchParams) -> Vec<SearchHitJson>, "Entries (and sessions) matching a /resume query, best first.";
     "sessions/watch", "open", watch_sessions(SessionsWatchParams) -> SessionsWatchResult, "Reports session files appearing, changing or vanishing in a directory (sessions/changed).";
@@ -1045,10 +1133,6 @@ impl ProgressReporter {
     }
 }
 
-fn infos_json(infos: &[SessionInfo]) -> Result<SessionInfoListJson, ErrorObjectOwned> {
-    rendered(|o| render::session_infos(infos, o)).map(SessionInfoListJson)
-}
-
 /// The catalog for a listing request (`allMessagesText` unless the host declined it).
 fn catalog_of<'a>(state: &'a ServerState, index: Option<&'a mut CatalogIndex>, text: Option<bool>) -> Catalog<'a> {
     let c = Catalog::new(&state.agent_dir, index);
@@ -1059,40 +1143,68 @@ fn catalog_of<'a>(state: &'a ServerState, index: Option<&'a mut CatalogIndex>, t
     }
 }
 
-/// A listing on a blocking thread, through the shared index, with progress under `token`.
+/// A listing on a blocking thread, through the shared index, with progress under `token`, rendered by `render`
+/// (with `allMessagesText` or not).
 async fn listing(
     cx: Cx,
     token: Option<ProgressToken>,
     include_text: Option<bool>,
-    run: impl FnOnce(&mut Catalog<'_>, &mut dyn FnMut(usize, usize)) -> crate::session::Result<Vec<SessionInfo>>
+    run: impl FnOnce(&mut Catalog<'_>, &mut dyn FnMut(usize, usize)) -> crate::session::Result<Vec<Arc<ListedSession>>>
         + Send
         + 'static,
-) -> Result<SessionInfoListJson, ErrorObjectOwned> {
+    render: impl FnOnce(Vec<Arc<ListedSession>>, bool) -> Vec<u8> + Send + 'static,
+) -> Result<(Cx, Vec<u8>), ErrorObjectOwned> {
     let state = cx.state.clone();
-    blocking(move || {
+    let json = blocking(move || {
         let mut progress = ProgressReporter::new(state.clone(), token);
         let infos = state
             .index
             .with(|ix| run(&mut catalog_of(&state, ix, include_text), &mut |l, t| progress.report(l, t)))
             .map_err(from_session)?;
         progress.end();
-        infos_json(&infos)
+        Ok(render(infos, include_text != Some(false)))
     })
-    .await
+    .await?;
+    Ok((cx, json))
+}
+
+fn pi_listing(infos: Vec<Arc<ListedSession>>, with_text: bool) -> Vec<u8> {
+    render::session_infos(&infos, with_text)
 }
 
 async fn list(p: ListParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectOwned> {
-    listing(cx, p.progress_token, p.include_all_messages_text, move |c, progress| {
+    let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| {
         c.list(&p.cwd, p.session_dir.as_deref(), progress)
-    })
-    .await
+    };
+    let (cx, json) = listing(cx, p.progress_token, p.include_all_messages_text, run, pi_listing).await?;
+    cx.rendered_result(json, SessionInfoListJson)
 }
 
 async fn list_all(p: ListAllParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectOwned> {
-    listing(cx, p.progress_token, p.include_all_messages_text, move |c, progress| {
+    let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| {
         Ok(c.list_all(p.session_dir.as_deref(), progress))
-    })
-    .await
+    };
+    let (cx, json) = listing(cx, p.progress_token, p.include_all_messages_text, run, pi_listing).await?;
+    cx.rendered_result(json, SessionInfoListJson)
+}
+
+async fn list_delta(p: ListDeltaParams, cx: Cx) -> Result<ListingDeltaJson, ErrorObjectOwned> {
+    let state = cx.state.clone();
+    let (cwd, session_dir, since) = (p.cwd, p.session_dir, p.since);
+    let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| match &cwd {
+        Some(cwd) => c.list(cwd, session_dir.as_deref(), progress),
+        None => Ok(c.list_all(session_dir.as_deref(), progress)),
+    };
+    let render = move |infos: Vec<Arc<ListedSession>>, with_text: bool| {
+        let infos = Arc::new(infos);
+        let mut recent = state.listings.lock().unwrap_or_else(|e| e.into_inner());
+        let base = since.and_then(|t| recent.get(&t, with_text));
+        let token = recent.keep(with_text, infos.clone());
+        drop(recent);
+        render::listing_delta(&token, base.as_deref().map(Vec::as_slice), &infos, with_text)
+    };
+    let (cx, json) = listing(cx, p.progress_token, p.include_all_messages_text, run, render).await?;
+    cx.rendered_result(json, ListingDeltaJson)
 }
 
 async fn find_by_id(p: FindByIdParams, cx: Cx) -> Result<FindResult, ErrorObjectOwned> {

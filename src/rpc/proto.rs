@@ -302,6 +302,25 @@ pi_shape!(
 );
 
 pi_shape!(
+    /// A listing as a change to one the host holds.
+    ListingDeltaJson, "ListingDelta", |g| {
+        let info = g.subschema_for::<SessionInfoJson>();
+        json_schema!({
+            "type": "object",
+            "properties": {
+                "token": { "type": "string", "description": "Names this listing: pass it as `since` next time." },
+                "sessions": {
+                    "type": "array",
+                    "items": { "anyOf": [info, { "type": "integer", "minimum": 0 }] },
+                    "description": "The listing, in order: an entry is a SessionInfo, or the index of an identical entry in the listing `since` named."
+                }
+            },
+            "required": ["token", "sessions"]
+        })
+    }
+);
+
+pi_shape!(
     /// Any JSON value in a result (a label, a session id as stored).
     AnyJson, "AnyValue", |_g| json_schema!({ "description": "Any JSON value, as stored." })
 );
@@ -878,6 +897,23 @@ pub struct ListParams {
 pub struct ListAllParams {
     /// A directory to list flat (default: every project directory under the sessions root).
     pub session_dir: Option<String>,
+    /// Send `$/progress` with this token while loading.
+    pub progress_token: Option<ProgressToken>,
+    /// `false` leaves `allMessagesText` out (default `true`, pi's exact result).
+    pub include_all_messages_text: Option<bool>,
+}
+
+/// `sessions/listDelta`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListDeltaParams {
+    /// The working directory: with it, the listing is `sessions/list`'s; without, `sessions/listAll`'s.
+    pub cwd: Option<String>,
+    /// The session directory, as `sessions/list` or `sessions/listAll` take it.
+    pub session_dir: Option<String>,
+    /// The `token` of an earlier `sessions/listDelta` answer that the host still holds. An unknown or expired
+    /// token (this server keeps the last few) only means every entry comes in full.
+    pub since: Option<String>,
     /// Send `$/progress` with this token while loading.
     pub progress_token: Option<ProgressToken>,
     /// `false` leaves `allMessagesText` out (default `true`, pi's exact result).

@@ -22,8 +22,8 @@ use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tracing::{debug, info, warn};
 
 use super::error::{self, rpc_error};
-use super::framing::{encode, Frame, FrameReader, Framing};
-use super::methods::{self, ServerState, TicketSlot};
+use super::framing::{encode, needs_escaping, Frame, FrameReader, Framing};
+use super::methods::{self, ResultSlot, ServerState, TicketSlot};
 use super::proto::SessionsChanged;
 use super::watch::{FsEvent, FsWatcher};
 use crate::session::store::Durability;
@@ -310,6 +310,8 @@ impl Dispatcher {
                 (Id::Number(self.next_synthetic_id), true)
             }
         };
+        let slot = ResultSlot::default();
+        ext.insert(slot.clone());
         let params = Params::new(params.map(RawValue::get)).into_owned();
         let future = callback(rpc_id, params, ConnectionId(0), usize::MAX, ext);
         let key = serde_json::from_str::<serde_json::Value>(id).map(|v| v.to_string()).unwrap_or_default();
@@ -326,7 +328,15 @@ impl Dispatcher {
             let response = match inner.await {
                 Ok(r) => {
                     let json = r.into_json();
-                    if rewrite {
+                    if let Some(result) = slot.take() {
+                        let mut frame = Vec::with_capacity(result.len() + id.len() + 32);
+                        frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+                        frame.extend_from_slice(id.as_bytes());
+                        frame.extend_from_slice(b",\"result\":");
+                        frame.extend_from_slice(&result);
+                        frame.push(b'}');
+                        frame
+                    } else if rewrite {
                         with_id(json.get(), &id)
                     } else {
                         // Moved, not copied: a tree or context can be tens of megabytes.
@@ -393,7 +403,13 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
                 let framing = writer_framing.get().copied().unwrap_or(Framing::Jsonl);
                 debug!("> {}", String::from_utf8_lossy(&msg[..msg.len().min(2000)]));
                 buf.clear();
-                encode(framing, &msg, &mut buf);
+                // A large message that needs no escaping is written as it is, not copied into the buffer first.
+                let written = if framing == Framing::Jsonl && msg.len() >= 1 << 20 && !needs_escaping(&msg) {
+                    output.write_all(&msg).and_then(|()| output.write_all(b"\n"))
+                } else {
+                    encode(framing, &msg, &mut buf);
+                    Ok(())
+                };
                 // Coalesce what is already queued into one write.
                 let mut stop = false;
                 while let Ok(more) = out_rx.try_recv() {
@@ -403,7 +419,7 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
                     }
                     encode(framing, &more, &mut buf);
                 }
-                if output.write_all(&buf).and_then(|()| output.flush()).is_err() || stop {
+                if written.and_then(|()| output.write_all(&buf)).and_then(|()| output.flush()).is_err() || stop {
                     break;
                 }
                 // A huge answer (a tree, a context) must not pin its size in memory for the process's life.

@@ -5,16 +5,18 @@
 //! root collation, not byte order) and then sorts by `modified` descending with V8's stable sort, so ties keep
 //! the load order; `listAll` orders candidates by mtime then basename. The same comparators are used here.
 
+use std::collections::HashMap;
 use std::fs;
+use std::sync::Arc;
 
 use icu_collator::options::CollatorOptions;
 use icu_collator::{Collator, CollatorBorrowed};
 
 use super::error::{Error, Result};
 use super::index::{CatalogIndex, FileToIndex};
-use super::info::{read_header_bounded, session_info, SessionInfo};
+use super::info::{read_header_bounded, session_info, ListedSession};
 use super::js::sort::sort_like_v8;
-use super::json::Json;
+use super::json::{JsString, Json};
 use super::paths;
 
 /// pi's exported `getDefaultSessionDir(cwd, agentDir)`: the default directory for `cwd`, created if missing.
@@ -58,9 +60,14 @@ fn mtime_ms(meta: &fs::Metadata) -> f64 {
     meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6
 }
 
+/// A file's listing entry, read from the file.
+fn listed(path: &str, meta: &fs::Metadata, with_text: bool) -> Option<Arc<ListedSession>> {
+    session_info(path, mtime_ms(meta), with_text).map(|i| Arc::new(ListedSession::new(i)))
+}
+
 /// Sorts infos by `modified` descending, V8-stably (ties keep their order).
-fn sort_infos(infos: &mut [SessionInfo]) {
-    sort_like_v8(infos, |a, b| b.modified - a.modified);
+fn sort_infos(infos: &mut [Arc<ListedSession>]) {
+    sort_like_v8(infos, |a, b| b.info.modified - a.info.modified);
 }
 
 /// The `*.jsonl` entries of `dir` in directory order (like `readdir`), each with `stat`'s answer (followed
@@ -127,7 +134,7 @@ impl<'a> Catalog<'a> {
     }
 
     /// pi's `listSessionsFromDir`: every `*.jsonl` session in `dir`, loaded in filename-descending order.
-    fn list_dir(&mut self, dir: &str, on_progress: &mut dyn FnMut(usize, usize)) -> Vec<SessionInfo> {
+    fn list_dir(&mut self, dir: &str, on_progress: &mut dyn FnMut(usize, usize)) -> Vec<Arc<ListedSession>> {
         if !paths::as_path(dir).exists() {
             return Vec::new();
         }
@@ -171,7 +178,7 @@ impl<'a> Catalog<'a> {
         let mut out = Vec::new();
         for (i, (name, meta)) in ordered.iter().enumerate() {
             let path = paths::join(&[dir, name]);
-            out.extend(meta.as_ref().and_then(|m| session_info(&path, mtime_ms(m), with_text)));
+            out.extend(meta.as_ref().and_then(|m| listed(&path, m, with_text)));
             on_progress(i + 1, total);
         }
         out
@@ -183,13 +190,20 @@ impl<'a> Catalog<'a> {
         cwd: &str,
         session_dir: Option<&str>,
         on_progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Vec<SessionInfo>> {
+    ) -> Result<Vec<Arc<ListedSession>>> {
         let (dir, filter) = directory_for(cwd, session_dir, self.agent_dir)?;
         let resolved_cwd = paths::resolve_path(cwd);
-        let mut infos: Vec<SessionInfo> = self
+        // A project's sessions mostly share one cwd: resolve each distinct one once.
+        let mut matches: HashMap<JsString, bool> = HashMap::new();
+        let mut infos: Vec<Arc<ListedSession>> = self
             .list_dir(&dir, on_progress)
             .into_iter()
-            .filter(|s| !filter || cwd_matches(&s.cwd.to_string_lossy(), &resolved_cwd))
+            .filter(|s| {
+                !filter
+                    || *matches
+                        .entry(s.info.cwd.clone())
+                        .or_insert_with(|| cwd_matches(&s.info.cwd.to_string_lossy(), &resolved_cwd))
+            })
             .collect();
         sort_infos(&mut infos);
         Ok(infos)
@@ -202,7 +216,7 @@ impl<'a> Catalog<'a> {
         &mut self,
         session_dir: Option<&str>,
         on_progress: &mut dyn FnMut(usize, usize),
-    ) -> Vec<SessionInfo> {
+    ) -> Vec<Arc<ListedSession>> {
         if let Some(d) = session_dir.filter(|d| !d.is_empty()) {
             let mut infos = self.list_dir(&paths::normalize_path(d), on_progress);
             sort_infos(&mut infos);
@@ -241,7 +255,7 @@ impl<'a> Catalog<'a> {
                 .collect();
             match index.refresh(&dirs, &files, with_text, on_progress) {
                 Ok(infos) => {
-                    let mut infos: Vec<SessionInfo> = infos.into_iter().flatten().collect();
+                    let mut infos: Vec<Arc<ListedSession>> = infos.into_iter().flatten().collect();
                     sort_infos(&mut infos);
                     return infos;
                 }
@@ -252,7 +266,7 @@ impl<'a> Catalog<'a> {
         let mut infos = Vec::new();
         for (i, (path, _, meta)) in candidates.iter().enumerate() {
             if let Some(m) = meta {
-                infos.extend(session_info(path, mtime_ms(m), with_text));
+                infos.extend(listed(path, m, with_text));
             }
             on_progress(i + 1, total);
         }

@@ -22,10 +22,11 @@ use std::fs::{self, File};
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
+use std::sync::Arc;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use super::info::{read_header_bounded, Doc, InfoState, ReadlineLines, SessionInfo, HEADER_SCAN_LIMIT};
+use super::info::{read_header_bounded, Doc, InfoState, ListedSession, ReadlineLines, SessionInfo, HEADER_SCAN_LIMIT};
 use super::json::{JsString, Json};
 
 /// Bumped whenever the schema or the meaning of what is stored changes: an index of another version is rebuilt.
@@ -48,13 +49,41 @@ pub type IndexResult<T> = rusqlite::Result<T>;
 pub struct CatalogIndex {
     path: String,
     conn: Connection,
-    /// This process's memo of listings without `allMessagesText`, by path: valid while the file's stat is
-    /// unchanged (and the memo is not racily clean), whatever other processes did to the database meanwhile, so a
-    /// warm listing needs no database read at all.
-    memo: HashMap<String, Memo>,
+    /// This process's memo of listing entries, rendered, by path: valid while the file's stat is unchanged (and
+    /// the memo is not racily clean), whatever other processes did to the database meanwhile, so a warm listing
+    /// needs no database read and no serialisation at all. Entries keep `allMessagesText` while the memo's total
+    /// of it stays under [`MEMO_TEXT_BUDGET`].
+    memo: ListingMemo,
     /// The load order last computed per directory (collation is a large part of a warm listing): the names
     /// byte-sorted, to recognise the same set, and the order as positions in that list.
     name_orders: HashMap<String, (Vec<String>, Vec<usize>)>,
+}
+
+/// Listing entries by path, with the total of `allMessagesText` they keep.
+#[derive(Default)]
+struct ListingMemo {
+    entries: HashMap<String, Memo>,
+    /// Bytes of `allMessagesText` JSON the entries hold.
+    text_bytes: usize,
+}
+
+impl ListingMemo {
+    /// Memoises a file's listing entry (without its text once the memo holds [`MEMO_TEXT_BUDGET`] of text).
+    fn remember(&mut self, file: &FileToIndex<'_>, read_at_ns: i64, listed: &Option<Arc<ListedSession>>) {
+        self.forget(&file.path);
+        let mut listed = listed.clone();
+        if let Some(l) = listed.as_ref().filter(|l| self.text_bytes + l.text_len() > MEMO_TEXT_BUDGET) {
+            listed = Some(Arc::new(l.without_text()));
+        }
+        self.text_bytes += listed.as_ref().map_or(0, |l| l.text_len());
+        self.entries.insert(file.path.clone(), Memo::new(&file.meta, read_at_ns, listed));
+    }
+
+    fn forget(&mut self, path: &str) {
+        if let Some(l) = self.entries.remove(path).and_then(|m| m.listed) {
+            self.text_bytes -= l.text_len();
+        }
+    }
 }
 
 /// A remembered listing entry and the stat it was made from.
@@ -67,7 +96,7 @@ struct Memo {
     /// When the file was read for it (before reading).
     read_at_ns: i64,
     /// `None`: not a session.
-    info: Option<SessionInfo>,
+    listed: Option<Arc<ListedSession>>,
 }
 
 impl Memo {
@@ -79,11 +108,20 @@ impl Memo {
             && self.mtime_ns <= self.read_at_ns - RACY_WINDOW_NS
     }
 
-    fn new(meta: &fs::Metadata, read_at_ns: i64, info: &Option<SessionInfo>) -> Memo {
-        let info = info.as_ref().map(|i| SessionInfo { all_messages_text: None, ..i.clone() });
-        Memo { size: meta.len(), mtime_ns: mtime_ns(meta), dev: meta.dev(), ino: meta.ino(), read_at_ns, info }
+    fn new(meta: &fs::Metadata, read_at_ns: i64, listed: Option<Arc<ListedSession>>) -> Memo {
+        Memo { size: meta.len(), mtime_ns: mtime_ns(meta), dev: meta.dev(), ino: meta.ino(), read_at_ns, listed }
+    }
+
+    /// Whether the memo answers a listing (`with_text`: one that returns `allMessagesText`) of the file as `meta`
+    /// describes it.
+    fn answers(&self, meta: &fs::Metadata, with_text: bool) -> bool {
+        self.current(meta) && (!with_text || self.listed.as_ref().is_none_or(|l| l.has_text()))
     }
 }
+
+/// The most `allMessagesText` JSON the memo keeps (beyond it, entries are memoised without it and a listing that
+/// returns it reads it from the database): 10,000 sessions of a few hundred MB hold about 25 MiB.
+const MEMO_TEXT_BUDGET: usize = 256 << 20;
 
 impl std::fmt::Debug for CatalogIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,6 +169,10 @@ struct Row {
 /// A file modified this close to its indexing may have changed again within the same mtime tick without any
 /// stat field changing (git's "racily clean" entries): its bytes are checked on the next use.
 const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+fn listed(info: SessionInfo) -> Arc<ListedSession> {
+    Arc::new(ListedSession::new(info))
+}
 
 fn now_ns() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
@@ -240,7 +282,7 @@ impl CatalogIndex {
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema', ?1)", [SCHEMA_VERSION])?;
         }
         tx.commit()?;
-        Ok(CatalogIndex { path: path.to_owned(), conn, memo: HashMap::new(), name_orders: HashMap::new() })
+        Ok(CatalogIndex { path: path.to_owned(), conn, memo: ListingMemo::default(), name_orders: HashMap::new() })
     }
 
     /// The order `compute` gives the byte-sorted `names` of `dir` (as positions in `names`), reusing the order
@@ -274,7 +316,7 @@ impl CatalogIndex {
         }
     }
 
-    /// Brings the index up to date for `files` and returns each one's `SessionInfo` (None for a file that is not a
+    /// Brings the index up to date for `files` and returns each one's listing entry (None for a file that is not a
     /// session or cannot be read), in the order given. Rows of files in `dirs` that are not in `files` are dropped:
     /// those files are gone. `on_progress(done, total)` is called after each file.
     pub fn refresh(
@@ -283,7 +325,7 @@ impl CatalogIndex {
         files: &[FileToIndex<'_>],
         with_text: bool,
         on_progress: &mut dyn FnMut(usize, usize),
-    ) -> IndexResult<Vec<Option<SessionInfo>>> {
+    ) -> IndexResult<Vec<Option<Arc<ListedSession>>>> {
         self.with_recovery(|index| index.refresh_inner(dirs, files, with_text, on_progress))
     }
 
@@ -293,16 +335,16 @@ impl CatalogIndex {
         files: &[FileToIndex<'_>],
         with_text: bool,
         on_progress: &mut dyn FnMut(usize, usize),
-    ) -> IndexResult<Vec<Option<SessionInfo>>> {
+    ) -> IndexResult<Vec<Option<Arc<ListedSession>>>> {
         let total = files.len();
         let mut done = 0;
-        let mut out: Vec<Option<SessionInfo>> = vec![None; total];
-        // 1. This process's memo (listings without the text only).
+        let mut out: Vec<Option<Arc<ListedSession>>> = vec![None; total];
+        // 1. This process's memo.
         let mut pending = Vec::new();
         for (i, file) in files.iter().enumerate() {
-            match self.memo.get(&file.path).filter(|m| !with_text && m.current(&file.meta)) {
+            match self.memo.entries.get(&file.path).filter(|m| m.answers(&file.meta, with_text)) {
                 Some(m) => {
-                    out[i] = m.info.clone();
+                    out[i] = m.listed.clone();
                     done += 1;
                     on_progress(done, total);
                 }
@@ -318,15 +360,16 @@ impl CatalogIndex {
         for dir in dirs {
             known.extend(rows_in(&self.conn, dir, with_text)?);
         }
-        let listed: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
-        let gone: Vec<i64> = known.iter().filter(|(p, _)| !listed.contains(p.as_str())).map(|(_, r)| r.id).collect();
+        let present: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        let gone: Vec<(String, i64)> =
+            known.iter().filter(|(p, _)| !present.contains(p.as_str())).map(|(p, r)| (p.clone(), r.id)).collect();
         let mut changed = Vec::new();
         for i in pending {
             let file = &files[i];
             match known.remove(&file.path) {
                 Some(row) if row.unchanged(&file.meta) && row.offset == row.size && !row.racy() => {
-                    out[i] = row.state.finish(&file.path, mtime_ms(&file.meta), with_text);
-                    self.memo.insert(file.path.clone(), Memo::new(&file.meta, row.indexed_at_ns, &out[i]));
+                    out[i] = row.state.finish(&file.path, mtime_ms(&file.meta), with_text).map(listed);
+                    self.memo.remember(file, row.indexed_at_ns, &out[i]);
                     done += 1;
                     on_progress(done, total);
                 }
@@ -339,8 +382,8 @@ impl CatalogIndex {
             let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             for (i, row) in changed.by_ref().take(FILES_PER_TRANSACTION) {
                 let file = &files[i];
-                out[i] = refresh_one(&tx, file, row, with_text)?;
-                self.memo.insert(file.path.clone(), Memo::new(&file.meta, read_at, &out[i]));
+                out[i] = refresh_one(&tx, file, row, with_text)?.map(listed);
+                self.memo.remember(file, read_at, &out[i]);
                 done += 1;
                 on_progress(done, total);
             }
@@ -349,8 +392,9 @@ impl CatalogIndex {
         // 4. Rows of files that are gone.
         if !gone.is_empty() {
             let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            for id in gone {
+            for (path, id) in gone {
                 forget(&tx, id)?;
+                self.memo.forget(&path);
             }
             tx.commit()?;
         }

@@ -42,6 +42,68 @@ pub struct SessionInfo {
     pub all_messages_text: Option<JsString>,
 }
 
+/// A `SessionInfo` as a listing returns it, with its JSON written once: a warm listing of thousands of sessions
+/// is a copy of these bytes (most of them `allMessagesText`), not a fresh serialisation. Shared (`Arc`) between
+/// the catalog index's memo and the listings that return it.
+#[derive(Debug, PartialEq)]
+pub struct ListedSession {
+    /// Every field but `all_messages_text`, which is always None here: only its JSON is kept.
+    pub info: SessionInfo,
+    /// The object as `JSON.stringify` writes it, without `allMessagesText` and without the closing brace.
+    json_head: Box<[u8]>,
+    /// `,"allMessagesText":"…"`, when the info was made with the text.
+    json_text: Option<Box<[u8]>>,
+}
+
+impl ListedSession {
+    /// Renders `info` (with its text, if it has it) and keeps the rendering.
+    pub fn new(mut info: SessionInfo) -> ListedSession {
+        let text = info.all_messages_text.take();
+        let mut head = super::render::session_info_bytes(&info);
+        head.pop(); // the closing brace: the text, if any, goes before it
+        let json_text = text.map(|t| {
+            let mut out = super::render::JsonOut::memory();
+            out.raw(b",\"allMessagesText\":").and_then(|()| out.string(&t)).expect("memory output cannot fail");
+            out.into_bytes().into_boxed_slice()
+        });
+        ListedSession { info, json_head: head.into_boxed_slice(), json_text }
+    }
+
+    /// Whether `allMessagesText` is kept.
+    pub fn has_text(&self) -> bool {
+        self.json_text.is_some()
+    }
+
+    /// The size of the kept `allMessagesText` JSON, in bytes.
+    pub fn text_len(&self) -> usize {
+        self.json_text.as_ref().map_or(0, |t| t.len())
+    }
+
+    /// The length of the object's JSON, with or without `allMessagesText`.
+    pub fn json_len(&self, with_text: bool) -> usize {
+        self.json_head.len() + if with_text { self.text_len() } else { 0 } + 1
+    }
+
+    /// Whether both entries render the same JSON (with `allMessagesText` when `with_text`).
+    pub fn same_json(&self, other: &ListedSession, with_text: bool) -> bool {
+        self.json_head == other.json_head && (!with_text || self.json_text == other.json_text)
+    }
+
+    /// The same entry without `allMessagesText`.
+    pub fn without_text(&self) -> ListedSession {
+        ListedSession { info: self.info.clone(), json_head: self.json_head.clone(), json_text: None }
+    }
+
+    /// Appends the object's JSON to `out`, with `allMessagesText` when `with_text` and it is kept.
+    pub fn write_json(&self, with_text: bool, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.json_head);
+        if let Some(t) = self.json_text.as_ref().filter(|_| with_text) {
+            out.extend_from_slice(t);
+        }
+        out.push(b'}');
+    }
+}
+
 /// Splits a stream into lines as Node's `readline` does with `crlfDelay: Infinity`: on `\n`, `\r\n` or a lone
 /// `\r`, with the final unterminated fragment as a line too.
 pub struct ReadlineLines<R> {

@@ -5,11 +5,13 @@
 //! and entries are their stored bytes (so a number spelt `12345678901234567890` in the file is not rounded on the
 //! way out). Bytes that are not UTF-8 are replaced as Node's decoder replaces them, so the output is always valid.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 
 use super::context::{ContextMessage, Projection};
 use super::error::{Error, Result};
-use super::info::SessionInfo;
+use super::info::{ListedSession, SessionInfo};
 use super::js::date::to_iso_string;
 use super::json::scan::{find_member, scan_document};
 use super::json::{JsString, Json};
@@ -365,23 +367,70 @@ pub fn session_info(s: &SessionInfo, out: &mut JsonOut<'_>) -> Result<()> {
     o.close(out)
 }
 
-/// Writes `[SessionInfo, …]`.
-pub fn session_infos(infos: &[SessionInfo], out: &mut JsonOut<'_>) -> Result<()> {
-    out.raw(b"[")?;
-    for (i, s) in infos.iter().enumerate() {
-        if i > 0 {
-            out.raw(b",")?;
-        }
-        session_info(s, out)?;
-    }
-    out.raw(b"]")
-}
-
-/// A `SessionInfo` as a JSON value (what [`session_info`] writes).
-pub fn session_info_json(s: &SessionInfo) -> Json {
+/// A `SessionInfo`'s JSON (what [`session_info`] writes).
+pub fn session_info_bytes(s: &SessionInfo) -> Vec<u8> {
     let mut out = JsonOut::memory();
     session_info(s, &mut out).expect("memory output cannot fail");
-    Json::parse(&out.into_bytes()).expect("rendered JSON parses")
+    out.into_bytes()
+}
+
+/// A listing's JSON, `[SessionInfo, …]`, from the renderings its entries keep (`allMessagesText` included when
+/// `with_text` and kept).
+pub fn session_infos(listing: &[Arc<ListedSession>], with_text: bool) -> Vec<u8> {
+    let size: usize = listing.iter().map(|s| s.json_len(with_text) + 1).sum();
+    let mut out = Vec::with_capacity(size + 2);
+    out.push(b'[');
+    for (i, s) in listing.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        s.write_json(with_text, &mut out);
+    }
+    out.push(b']');
+    out
+}
+
+/// A listing as a change to `base`, one the host holds: `{"token": token, "sessions": [...]}`, where each entry is
+/// its `SessionInfo` or, when `base` has an identical entry, that entry's index in `base`. Without a base every
+/// entry comes in full.
+pub fn listing_delta(
+    token: &str,
+    base: Option<&[Arc<ListedSession>]>,
+    listing: &[Arc<ListedSession>],
+    with_text: bool,
+) -> Vec<u8> {
+    let known: HashMap<&str, usize> =
+        base.unwrap_or_default().iter().enumerate().map(|(i, s)| (s.info.path.as_str(), i)).collect();
+    let mut out = Vec::new();
+    {
+        let mut o = JsonOut::memory();
+        o.raw(b"{\"token\":").and_then(|()| o.str(token)).expect("memory output cannot fail");
+        out.extend_from_slice(&o.into_bytes());
+    }
+    out.extend_from_slice(b",\"sessions\":[");
+    for (i, s) in listing.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // Entries the memo answered are the very same allocation; others may still render the same.
+        let same = known.get(s.info.path.as_str()).filter(|&&k| {
+            let b = &base.unwrap_or_default()[k];
+            Arc::ptr_eq(b, s) || b.same_json(s, with_text)
+        });
+        match same {
+            Some(k) => out.extend_from_slice(k.to_string().as_bytes()),
+            None => s.write_json(with_text, &mut out),
+        }
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// A listing entry as a JSON value (what [`session_infos`] writes for it).
+pub fn session_info_json(s: &ListedSession, with_text: bool) -> Json {
+    let mut out = Vec::new();
+    s.write_json(with_text, &mut out);
+    Json::parse(&out).expect("rendered JSON parses")
 }
 
 /// A search hit as `sessions/search` returns it (dates as ISO strings, `null` when unknown).

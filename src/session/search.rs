@@ -9,11 +9,12 @@
 //! cwd as pi's fuzzy subsequence.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::catalog::Catalog;
 use super::error::{Error, Result};
 use super::index::{CatalogIndex, IndexResult};
-use super::info::{Doc, InfoState, ReadlineLines, SessionInfo};
+use super::info::{Doc, InfoState, ListedSession, ReadlineLines, SessionInfo};
 use super::json::Json;
 
 /// One query token.
@@ -235,14 +236,14 @@ pub fn snippet(text: &str, at: usize, len: usize) -> String {
 /// Judges entries and sessions against one query.
 struct Matcher<'a> {
     query: &'a Query,
-    sessions: &'a [SessionInfo],
+    sessions: &'a [Arc<ListedSession>],
     by_path: HashMap<&'a str, &'a SessionInfo>,
     roles: Option<&'a [String]>,
 }
 
 impl<'a> Matcher<'a> {
-    fn new(query: &'a Query, sessions: &'a [SessionInfo], roles: Option<&'a [String]>) -> Self {
-        let by_path = sessions.iter().map(|s| (s.path.as_str(), s)).collect();
+    fn new(query: &'a Query, sessions: &'a [Arc<ListedSession>], roles: Option<&'a [String]>) -> Self {
+        let by_path = sessions.iter().map(|s| (s.info.path.as_str(), &s.info)).collect();
         Matcher { query, sessions, by_path, roles }
     }
 
@@ -317,7 +318,7 @@ impl<'a> Matcher<'a> {
             return Vec::new();
         }
         let mut hits = Vec::new();
-        for s in self.sessions {
+        for s in self.sessions.iter().map(|s| &s.info) {
             let score = match self.query {
                 Query::Regex(re) => {
                     let name = s.name.as_ref().map(|n| n.to_string_lossy()).unwrap_or_default();
@@ -376,7 +377,7 @@ fn rank(hits: &mut [Hit]) {
 /// roles (`session` for session-level hits).
 pub fn search(
     query: &Query,
-    sessions: &[SessionInfo],
+    sessions: &[Arc<ListedSession>],
     docs: &[(String, Doc)],
     roles: Option<&[String]>,
     limit: usize,
@@ -422,7 +423,7 @@ pub fn search_sessions(
         Some(cwd) => catalog.list(cwd, scope.session_dir, &mut listing)?,
         None => catalog.list_all(scope.session_dir, &mut listing),
     };
-    let paths: Vec<String> = sessions.iter().map(|s| s.path.clone()).collect();
+    let paths: Vec<String> = sessions.iter().map(|s| s.info.path.clone()).collect();
     if let Some(ix) = catalog.index() {
         match search_index(ix, &parsed, &sessions, &paths, roles, limit, on_progress) {
             Ok(hits) => return Ok(hits),
@@ -443,7 +444,7 @@ pub fn search_sessions(
 fn search_index(
     ix: &mut CatalogIndex,
     query: &Query,
-    sessions: &[SessionInfo],
+    sessions: &[Arc<ListedSession>],
     paths: &[String],
     roles: Option<&[String]>,
     limit: usize,

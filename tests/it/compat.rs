@@ -187,10 +187,14 @@ fn sessions_pi_hides_because_a_message_has_null_content_are_still_listed() {
     assert_eq!(pi, json(r#"[{"ok":[]}]"#), "pi 1.6.0 drops the file");
     let ours = catalog::Catalog::new("/nonexistent-agent-dir", None).list_all(Some(&session_dir), &mut |_, _| {});
     assert_eq!(ours.len(), 1);
-    assert_eq!(ours[0].message_count, 2);
-    assert_eq!(ours[0].first_message, JsString::from("(no messages)"));
-    assert_eq!(ours[0].all_messages_text, Some(JsString::from("still here")));
-    assert_eq!(pi_sessiond::session::js::date::to_iso_string(ours[0].modified).unwrap(), "2025-01-02T00:00:01.000Z");
+    assert_eq!(ours[0].info.message_count, 2);
+    assert_eq!(ours[0].info.first_message, JsString::from("(no messages)"));
+    let rendered = pi_sessiond::session::render::session_info_json(&ours[0], true);
+    assert_eq!(rendered.get("allMessagesText"), Some(&Json::str("still here")));
+    assert_eq!(
+        pi_sessiond::session::js::date::to_iso_string(ours[0].info.modified).unwrap(),
+        "2025-01-02T00:00:01.000Z"
+    );
 }
 
 #[test]

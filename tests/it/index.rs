@@ -6,10 +6,11 @@
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 use pi_sessiond::session::catalog::Catalog;
 use pi_sessiond::session::index::{CatalogIndex, SharedIndex};
-use pi_sessiond::session::info::SessionInfo;
+use pi_sessiond::session::info::ListedSession;
 use pi_sessiond::session::json::Json;
 use pi_sessiond::session::render::{search_hit_json, session_info_json};
 use pi_sessiond::session::search::{search_sessions, Hit, Scope};
@@ -17,8 +18,8 @@ use pi_sessiond::session::search::{search_sessions, Hit, Scope};
 use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape, DAMAGE};
 use crate::support::{json_diff, s, temp_dir};
 
-fn infos_json(v: &[SessionInfo]) -> Json {
-    Json::Array(v.iter().map(session_info_json).collect())
+fn infos_json(v: &[Arc<ListedSession>]) -> Json {
+    Json::Array(v.iter().map(|s| session_info_json(s, true)).collect())
 }
 
 fn new_session(r: &mut Rng) -> Vec<u8> {
@@ -127,15 +128,14 @@ fn listings_from_the_index_equal_reading_the_files_after_every_kind_of_change() 
         // Without allMessagesText (alternating, so rows are read and continued both ways): the same listing,
         // minus that one field.
         let lean = Catalog::new("/no-agent", Some(&mut index)).without_text().list_all(Some(&d), &mut |_, _| {});
-        let mut stripped = direct.clone();
-        stripped.iter_mut().for_each(|i| i.all_messages_text = None);
-        compare(&format!("round {round}: listAll without text"), &infos_json(&stripped), &infos_json(&lean));
+        let stripped = Json::Array(direct.iter().map(|s| session_info_json(s, false)).collect());
+        compare(&format!("round {round}: listAll without text"), &stripped, &infos_json(&lean));
         let cwd = "/home/u/proj";
         let direct = Catalog::new("/no-agent", None).list(cwd, Some(&d), &mut |_, _| {}).unwrap();
         let indexed = Catalog::new("/no-agent", Some(&mut index)).list(cwd, Some(&d), &mut |_, _| {}).unwrap();
         compare(&format!("round {round}: list"), &infos_json(&direct), &infos_json(&indexed));
         for info in direct.iter().take(3) {
-            let Json::String(id) = &info.id else { continue };
+            let Json::String(id) = &info.info.id else { continue };
             let id = id.to_string_lossy();
             let a = Catalog::new("/no-agent", None).find_by_id(cwd, &id, Some(&d)).unwrap();
             let b = Catalog::new("/no-agent", Some(&mut index)).find_by_id(cwd, &id, Some(&d)).unwrap();
@@ -295,10 +295,10 @@ fn a_same_size_rewrite_within_one_mtime_tick_is_still_noticed() {
     let d = s(&dir);
     let mut index = CatalogIndex::open(&s(&tmp.path().join("index.sqlite"))).unwrap();
     let listed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {});
-    assert_eq!(listed[0].first_message.to_string_lossy(), "first draft");
+    assert_eq!(listed[0].info.first_message.to_string_lossy(), "first draft");
     // Rewritten in place to the same size, and the clock has not ticked: size, mtime and inode all match.
     fs::write(&file, format!("{header}\n{}\n", user("final draft"))).unwrap();
     fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
     let listed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {});
-    assert_eq!(listed[0].first_message.to_string_lossy(), "final draft");
+    assert_eq!(listed[0].info.first_message.to_string_lossy(), "final draft");
 }

@@ -6,9 +6,10 @@ use std::path::Path;
 
 use pi_sessiond::session::catalog::{self, Catalog};
 use pi_sessiond::session::index::CatalogIndex;
-use pi_sessiond::session::info::SessionInfo;
+use pi_sessiond::session::info::ListedSession;
 use pi_sessiond::session::json::{Json, Object};
 use pi_sessiond::session::render::session_info_json;
+use std::sync::Arc;
 
 use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape};
 use crate::support::{json, json_diff, oracle, replace_in_strings, s, temp_dir};
@@ -226,7 +227,7 @@ fn listings_and_lookups_match_pi_on_the_same_directories() {
 fn our_answer(call: &Json, index: Option<&mut CatalogIndex>) -> Json {
     let st = |k: &str| call.get(k).and_then(Json::as_js_str).map(|v| v.to_string_lossy());
     let agent = st("agentDir").unwrap_or_default();
-    let infos = |v: Vec<SessionInfo>| Json::Array(v.iter().map(session_info_json).collect());
+    let infos = |v: Vec<Arc<ListedSession>>| Json::Array(v.iter().map(|s| session_info_json(s, true)).collect());
     let path = |p: Option<String>| p.map(|p| Json::str(&p)).unwrap_or(Json::Null);
     let mut catalog = Catalog::new(&agent, index);
     match st("kind").unwrap().as_str() {

@@ -20,5 +20,6 @@ mod protocol;
 mod reads;
 mod rpc;
 mod rpc_conformance;
+mod rpc_listing;
 mod rpc_live;
 mod rpc_search;

@@ -56,6 +56,7 @@ REQUEST_METHODS = (
     'sessions/findById',
     'sessions/list',
     'sessions/listAll',
+    'sessions/listDelta',
     'sessions/search',
     'sessions/unwatch',
     'sessions/watch',
@@ -581,6 +582,22 @@ class ListAllParams(TypedDict, total=False):
     sessionDir: Optional[str]
 
 
+class ListDeltaParams(TypedDict, total=False):
+    """`sessions/listDelta`."""
+
+    #: The working directory: with it, the listing is `sessions/list`'s; without, `sessions/listAll`'s.
+    cwd: Optional[str]
+    #: `false` leaves `allMessagesText` out (default `true`, pi's exact result).
+    includeAllMessagesText: Optional[bool]
+    #: Send `$/progress` with this token while loading.
+    progressToken: Optional['ProgressToken']
+    #: The session directory, as `sessions/list` or `sessions/listAll` take it.
+    sessionDir: Optional[str]
+    #: The `token` of an earlier `sessions/listDelta` answer that the host still holds. An unknown or expired
+    #: token (this server keeps the last few) only means every entry comes in full.
+    since: Optional[str]
+
+
 class _ListParamsRequired(TypedDict):
     #: The working directory.
     cwd: str
@@ -596,6 +613,14 @@ class ListParams(_ListParamsRequired, total=False):
     progressToken: Optional['ProgressToken']
     #: The session directory (default: pi's directory for `cwd`).
     sessionDir: Optional[str]
+
+
+class ListingDelta(TypedDict):
+    #: The listing, in order: an entry is a SessionInfo, or the index of an identical entry in the listing `since`
+    #: named.
+    sessions: List[Union['SessionInfo', int]]
+    #: Names this listing: pass it as `since` next time.
+    token: str
 
 
 class _NewSessionParamsRequired(TypedDict):

@@ -463,6 +463,13 @@ export interface ProtocolRequests {
 		result: SessionInfoList;
 	};
 	/**
+	 * A listing (list's with a cwd, listAll's without) as a change to one the host holds. Cancellable.
+	 */
+	"sessions/listDelta": {
+		params: ListDeltaParams;
+		result: ListingDelta;
+	};
+	/**
 	 * Entries (and sessions) matching a /resume query, best first. Cancellable.
 	 */
 	"sessions/search": {
@@ -1503,6 +1510,51 @@ export interface ListAllParams {
 	 * A directory to list flat (default: every project directory under the sessions root).
 	 */
 	sessionDir?: string | null;
+	[k: string]: unknown;
+}
+/**
+ * `sessions/listDelta`.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "ListDeltaParams".
+ */
+export interface ListDeltaParams {
+	/**
+	 * The working directory: with it, the listing is `sessions/list`'s; without, `sessions/listAll`'s.
+	 */
+	cwd?: string | null;
+	/**
+	 * `false` leaves `allMessagesText` out (default `true`, pi's exact result).
+	 */
+	includeAllMessagesText?: boolean | null;
+	/**
+	 * Send `$/progress` with this token while loading.
+	 */
+	progressToken?: ProgressToken | null;
+	/**
+	 * The session directory, as `sessions/list` or `sessions/listAll` take it.
+	 */
+	sessionDir?: string | null;
+	/**
+	 * The `token` of an earlier `sessions/listDelta` answer that the host still holds. An unknown or expired
+	 * token (this server keeps the last few) only means every entry comes in full.
+	 */
+	since?: string | null;
+	[k: string]: unknown;
+}
+/**
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "ListingDelta".
+ */
+export interface ListingDelta {
+	/**
+	 * The listing, in order: an entry is a SessionInfo, or the index of an identical entry in the listing `since` named.
+	 */
+	sessions: (SessionInfo | number)[];
+	/**
+	 * Names this listing: pass it as `since` next time.
+	 */
+	token: string;
 	[k: string]: unknown;
 }
 /**
