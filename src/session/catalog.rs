@@ -12,6 +12,7 @@ use std::sync::Arc;
 use icu_collator::options::CollatorOptions;
 use icu_collator::{Collator, CollatorBorrowed};
 
+use super::dirscan::{self, FileStat};
 use super::error::{Error, Result};
 use super::index::{CatalogIndex, FileToIndex};
 use super::info::{read_header_bounded, session_info, ListedSession};
@@ -54,15 +55,9 @@ pub fn locale_compare(collator: &CollatorBorrowed<'_>, a: &str, b: &str) -> f64 
     }
 }
 
-/// `stat().mtimeMs`.
-fn mtime_ms(meta: &fs::Metadata) -> f64 {
-    use std::os::unix::fs::MetadataExt;
-    meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6
-}
-
 /// A file's listing entry, read from the file.
-fn listed(path: &str, meta: &fs::Metadata, with_text: bool) -> Option<Arc<ListedSession>> {
-    session_info(path, mtime_ms(meta), with_text).map(|i| Arc::new(ListedSession::new(i)))
+fn listed(path: &str, stat: &FileStat, with_text: bool) -> Option<Arc<ListedSession>> {
+    session_info(path, stat.mtime_ms(), with_text).map(|i| Arc::new(ListedSession::new(i)))
 }
 
 /// Sorts infos by `modified` descending, V8-stably (ties keep their order).
@@ -71,35 +66,20 @@ fn sort_infos(infos: &mut [Arc<ListedSession>]) {
 }
 
 /// The `*.jsonl` entries of `dir` in directory order (like `readdir`), each with `stat`'s answer (followed
-/// through symlinks, as pi's `statSync`; None if it failed). Stat goes through the directory's descriptor, not
-/// the full path: thousands of path walks are a visible part of a warm listing.
-fn jsonl_entries(dir: &str) -> std::io::Result<Vec<(String, Option<fs::Metadata>)>> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.ends_with(".jsonl") {
-            continue;
-        }
-        let meta = match entry.file_type() {
-            Ok(t) if !t.is_symlink() => entry.metadata().ok(),
-            _ => fs::metadata(entry.path()).ok(),
-        };
-        out.push((name, meta));
-    }
-    Ok(out)
+/// through symlinks, as pi's `statSync`; None if it failed).
+fn jsonl_entries(dir: &str) -> std::io::Result<Vec<(String, Option<FileStat>)>> {
+    let names = dirscan::jsonl_names(dir)?;
+    let stats = dirscan::stat_names(dir, &names);
+    Ok(names.into_iter().zip(stats).collect())
 }
 
-/// The `*.jsonl` names in `dir`, in directory order (like `readdir`).
-fn jsonl_names(dir: &str) -> std::io::Result<Vec<String>> {
-    let mut names = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".jsonl") {
-            names.push(name);
-        }
-    }
-    Ok(names)
+/// pi's load order of `dir`'s sessions (`listSessionsFromDir`): `readdir` order, stably sorted by filename
+/// descending with `localeCompare`.
+fn read_load_order(dir: &str) -> Option<Vec<String>> {
+    let mut names = dirscan::jsonl_names(dir).ok()?;
+    let c = collator();
+    sort_like_v8(&mut names, |a, b| locale_compare(&c, b, a));
+    Some(names)
 }
 
 /// pi's `sessionCwdMatches`: a non-empty cwd that resolves to `resolved_cwd`.
@@ -138,36 +118,20 @@ impl<'a> Catalog<'a> {
         if !paths::as_path(dir).exists() {
             return Vec::new();
         }
-        let Ok(entries) = jsonl_entries(dir) else { return Vec::new() };
-        // pi loads files in filename-descending `localeCompare` order: a stable sort of readdir's order. The
-        // entries are kept byte-sorted (with their readdir position) so the index can recognise the same set
-        // of names and reuse the order it computed for it (collation is a large part of a warm listing).
-        let mut entries: Vec<(usize, (String, Option<fs::Metadata>))> = entries.into_iter().enumerate().collect();
-        entries.sort_unstable_by(|a, b| a.1 .0.cmp(&b.1 .0));
-        let names: Vec<String> = entries.iter().map(|e| e.1 .0.clone()).collect();
-        let load_order = || {
-            let c = collator();
-            let mut order: Vec<usize> = (0..names.len()).collect();
-            order.sort_by_key(|&i| entries[i].0);
-            sort_like_v8(&mut order, |&a, &b| locale_compare(&c, &names[b], &names[a]));
-            order
+        // The names in load order: from the index's snapshot while the directory is unchanged (collating
+        // thousands of names is a large part of a warm listing), else read now.
+        let names = match self.index() {
+            Some(ix) => ix.load_order(dir, || read_load_order(dir)),
+            None => read_load_order(dir).map(Arc::new),
         };
-        let order = match self.index() {
-            Some(ix) => ix.name_order(dir, &names, load_order),
-            None => load_order(),
-        };
-        let entries: Vec<(String, Option<fs::Metadata>)> = entries.into_iter().map(|e| e.1).collect();
-        let mut slots: Vec<Option<(String, Option<fs::Metadata>)>> = entries.into_iter().map(Some).collect();
-        let ordered: Vec<(String, Option<fs::Metadata>)> =
-            order.iter().filter_map(|&i| slots.get_mut(i).and_then(Option::take)).collect();
+        let Some(names) = names else { return Vec::new() };
+        let stats = dirscan::stat_names(dir, &names);
+        let ordered: Vec<(&String, Option<FileStat>)> = names.iter().zip(stats).collect();
         let with_text = self.with_text;
         if let Some(index) = self.index() {
             let files: Vec<FileToIndex<'_>> = ordered
                 .iter()
-                .filter_map(|(name, meta)| {
-                    let meta = meta.clone()?;
-                    Some(FileToIndex { path: paths::join(&[dir, name]), dir, meta })
-                })
+                .filter_map(|&(name, stat)| Some(FileToIndex { path: paths::join(&[dir, name]), dir, stat: stat? }))
                 .collect();
             match index.refresh(&[dir.to_owned()], &files, with_text, on_progress) {
                 Ok(infos) => return infos.into_iter().flatten().collect(),
@@ -225,7 +189,7 @@ impl<'a> Catalog<'a> {
         let root = paths::join(&[self.agent_dir, "sessions"]);
         let Ok(entries) = fs::read_dir(&root) else { return Vec::new() };
         let mut dirs = Vec::new();
-        let mut candidates: Vec<(String, String, Option<fs::Metadata>)> = Vec::new();
+        let mut candidates: Vec<(String, String, Option<FileStat>)> = Vec::new();
         for entry in entries.flatten() {
             let Ok(ft) = entry.file_type() else { continue };
             if !(ft.is_dir() || ft.is_symlink()) {
@@ -238,7 +202,7 @@ impl<'a> Catalog<'a> {
             }
         }
         let c = collator();
-        let mtime = |m: &Option<fs::Metadata>| m.as_ref().map_or(f64::NEG_INFINITY, mtime_ms);
+        let mtime = |m: &Option<FileStat>| m.as_ref().map_or(f64::NEG_INFINITY, FileStat::mtime_ms);
         sort_like_v8(&mut candidates, |a, b| {
             let diff = mtime(&b.2) - mtime(&a.2);
             if diff != 0.0 && !diff.is_nan() {
@@ -251,7 +215,7 @@ impl<'a> Catalog<'a> {
         if let Some(index) = self.index() {
             let files: Vec<FileToIndex<'_>> = candidates
                 .iter()
-                .filter_map(|(path, dir, meta)| meta.clone().map(|meta| FileToIndex { path: path.clone(), dir, meta }))
+                .filter_map(|(path, dir, stat)| stat.map(|stat| FileToIndex { path: path.clone(), dir, stat }))
                 .collect();
             match index.refresh(&dirs, &files, with_text, on_progress) {
                 Ok(infos) => {
@@ -279,7 +243,7 @@ impl<'a> Catalog<'a> {
     pub fn find_by_id(&mut self, cwd: &str, id: &str, session_dir: Option<&str>) -> Result<Option<String>> {
         let (dir, filter) = directory_for(cwd, session_dir, self.agent_dir)?;
         let resolved_cwd = paths::resolve_path(cwd);
-        let Ok(names) = jsonl_names(&dir) else { return Ok(None) };
+        let Ok(names) = dirscan::jsonl_names(&dir) else { return Ok(None) };
         // Headers of files unchanged since they were indexed need no reading.
         let cached = match self.index().map(|ix| ix.cached_headers(&dir)) {
             Some(Ok(c)) => c,
@@ -293,7 +257,7 @@ impl<'a> Catalog<'a> {
             let path = paths::join(&[&dir, &name]);
             let known = cached
                 .get(&path)
-                .and_then(|c| fs::metadata(&path).ok().and_then(|m| c.header_if_current(&m).map(|h| h.cloned())));
+                .and_then(|c| dirscan::stat(&path).and_then(|m| c.header_if_current(&m).map(|h| h.cloned())));
             let Some(header) = known.unwrap_or_else(|| read_header_bounded(&path)) else { continue };
             if !header.get("id").and_then(Json::as_js_str).is_some_and(|h| h.eq_str(id)) {
                 continue;
@@ -318,7 +282,7 @@ pub fn find_most_recent_session(dir: &str, cwd: Option<&str>) -> Option<String> 
     let mut files = Vec::new();
     for (name, meta) in jsonl_entries(&dir).ok()? {
         // pi's statSync throws on a vanished file, and the whole lookup gives up.
-        files.push((paths::join(&[&dir, &name]), mtime_ms(&meta?)));
+        files.push((paths::join(&[&dir, &name]), meta?.mtime_ms()));
     }
     sort_like_v8(&mut files, |a, b| b.1 - a.1);
     files.into_iter().map(|(p, _)| p).find(|p| {

@@ -20,12 +20,13 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{BufReader, Read, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
+use super::dirscan::{self, FileStat};
 use super::info::{read_header_bounded, Doc, InfoState, ListedSession, ReadlineLines, SessionInfo, HEADER_SCAN_LIMIT};
 use super::json::{JsString, Json};
 
@@ -54,9 +55,15 @@ pub struct CatalogIndex {
     /// needs no database read and no serialisation at all. Entries keep `allMessagesText` while the memo's total
     /// of it stays under [`MEMO_TEXT_BUDGET`].
     memo: ListingMemo,
-    /// The load order last computed per directory (collation is a large part of a warm listing): the names
-    /// byte-sorted, to recognise the same set, and the order as positions in that list.
-    name_orders: HashMap<String, (Vec<String>, Vec<usize>)>,
+    /// Each listed directory's names in load order, as of its last change (see `load_order`).
+    dir_names: HashMap<String, DirNames>,
+}
+
+/// A directory's `*.jsonl` names in load order, and the directory's `stat` when they were read.
+struct DirNames {
+    stat: FileStat,
+    read_at_ns: i64,
+    names: Arc<Vec<String>>,
 }
 
 /// Listing entries by path, with the total of `allMessagesText` they keep.
@@ -76,7 +83,7 @@ impl ListingMemo {
             listed = Some(Arc::new(l.without_text()));
         }
         self.text_bytes += listed.as_ref().map_or(0, |l| l.text_len());
-        self.entries.insert(file.path.clone(), Memo::new(&file.meta, read_at_ns, listed));
+        self.entries.insert(file.path.clone(), Memo::new(&file.stat, read_at_ns, listed));
     }
 
     fn forget(&mut self, path: &str) {
@@ -89,10 +96,7 @@ impl ListingMemo {
 /// A remembered listing entry and the stat it was made from.
 #[derive(Clone, Debug)]
 struct Memo {
-    size: u64,
-    mtime_ns: i64,
-    dev: u64,
-    ino: u64,
+    stat: FileStat,
     /// When the file was read for it (before reading).
     read_at_ns: i64,
     /// `None`: not a session.
@@ -100,22 +104,18 @@ struct Memo {
 }
 
 impl Memo {
-    fn current(&self, meta: &fs::Metadata) -> bool {
-        self.size == meta.len()
-            && self.mtime_ns == mtime_ns(meta)
-            && self.dev == meta.dev()
-            && self.ino == meta.ino()
-            && self.mtime_ns <= self.read_at_ns - RACY_WINDOW_NS
+    fn current(&self, stat: &FileStat) -> bool {
+        self.stat == *stat && self.stat.mtime_ns <= self.read_at_ns - RACY_WINDOW_NS
     }
 
-    fn new(meta: &fs::Metadata, read_at_ns: i64, listed: Option<Arc<ListedSession>>) -> Memo {
-        Memo { size: meta.len(), mtime_ns: mtime_ns(meta), dev: meta.dev(), ino: meta.ino(), read_at_ns, listed }
+    fn new(stat: &FileStat, read_at_ns: i64, listed: Option<Arc<ListedSession>>) -> Memo {
+        Memo { stat: *stat, read_at_ns, listed }
     }
 
     /// Whether the memo answers a listing (`with_text`: one that returns `allMessagesText`) of the file as `meta`
     /// describes it.
-    fn answers(&self, meta: &fs::Metadata, with_text: bool) -> bool {
-        self.current(meta) && (!with_text || self.listed.as_ref().is_none_or(|l| l.has_text()))
+    fn answers(&self, stat: &FileStat, with_text: bool) -> bool {
+        self.current(stat) && (!with_text || self.listed.as_ref().is_none_or(|l| l.has_text()))
     }
 }
 
@@ -134,7 +134,7 @@ pub fn default_index_path(agent_dir: &str) -> String {
     super::paths::join(&[agent_dir, "pi-sessiond", "index.sqlite"])
 }
 
-/// A file to bring up to date: its path, the directory it was listed from, and its metadata.
+/// A file to bring up to date: its path, the directory it was listed from, and its `stat`.
 #[derive(Debug)]
 pub struct FileToIndex<'a> {
     /// The file's path, as the listing builds it (`<dir>/<name>`).
@@ -142,7 +142,7 @@ pub struct FileToIndex<'a> {
     /// The directory the listing enumerated.
     pub dir: &'a str,
     /// `stat` of the file.
-    pub meta: fs::Metadata,
+    pub stat: FileStat,
 }
 
 /// What the index knows about one file.
@@ -179,13 +179,13 @@ fn now_ns() -> i64 {
 }
 
 impl Row {
-    fn empty(meta: &fs::Metadata) -> Row {
+    fn empty(meta: &FileStat) -> Row {
         Row {
             id: 0,
             size: 0,
             mtime_ns: 0,
-            dev: meta.dev(),
-            ino: meta.ino(),
+            dev: meta.dev,
+            ino: meta.ino,
             offset: 0,
             head: Vec::new(),
             tail: Vec::new(),
@@ -201,22 +201,13 @@ impl Row {
         self.mtime_ns > self.indexed_at_ns - RACY_WINDOW_NS
     }
 
-    fn unchanged(&self, meta: &fs::Metadata) -> bool {
-        self.size == meta.len() && self.mtime_ns == mtime_ns(meta) && self.same_file(meta)
+    fn unchanged(&self, meta: &FileStat) -> bool {
+        self.size == meta.len && self.mtime_ns == meta.mtime_ns && self.same_file(meta)
     }
 
-    fn same_file(&self, meta: &fs::Metadata) -> bool {
-        self.dev == meta.dev() && self.ino == meta.ino()
+    fn same_file(&self, meta: &FileStat) -> bool {
+        self.dev == meta.dev && self.ino == meta.ino
     }
-}
-
-fn mtime_ns(meta: &fs::Metadata) -> i64 {
-    meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
-}
-
-/// `stat().mtimeMs`.
-fn mtime_ms(meta: &fs::Metadata) -> f64 {
-    meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6
 }
 
 /// SQLite turns NaN into NULL; the last-activity time can be NaN (and NaN sticks, as in `Math.max`), so it is
@@ -282,20 +273,31 @@ impl CatalogIndex {
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema', ?1)", [SCHEMA_VERSION])?;
         }
         tx.commit()?;
-        Ok(CatalogIndex { path: path.to_owned(), conn, memo: ListingMemo::default(), name_orders: HashMap::new() })
+        Ok(CatalogIndex { path: path.to_owned(), conn, memo: ListingMemo::default(), dir_names: HashMap::new() })
     }
 
-    /// The order `compute` gives the byte-sorted `names` of `dir` (as positions in `names`), reusing the order
-    /// computed last time for the same set of names. `compute` must depend only on the names.
-    pub fn name_order(&mut self, dir: &str, names: &[String], compute: impl FnOnce() -> Vec<usize>) -> Vec<usize> {
-        if let Some((known, order)) = self.name_orders.get(dir) {
-            if known.as_slice() == names {
-                return order.clone();
+    /// The `*.jsonl` names of `dir` in pi's load order: those `read` gave when the directory last changed, while
+    /// its `stat` is the same (a name added, removed or renamed changes the directory's mtime) and was not racily
+    /// clean, else `read`'s answer now.
+    pub fn load_order(&mut self, dir: &str, read: impl FnOnce() -> Option<Vec<String>>) -> Option<Arc<Vec<String>>> {
+        // Stat before reading: a change while reading leaves the snapshot older than the directory, not newer.
+        let stat = dirscan::stat(dir);
+        if let (Some(st), Some(snap)) = (stat, self.dir_names.get(dir)) {
+            if snap.stat == st && st.mtime_ns <= snap.read_at_ns - RACY_WINDOW_NS {
+                return Some(snap.names.clone());
             }
         }
-        let order = compute();
-        self.name_orders.insert(dir.to_owned(), (names.to_vec(), order.clone()));
-        order
+        let read_at_ns = now_ns();
+        let names = Arc::new(read()?);
+        match stat {
+            Some(stat) => {
+                self.dir_names.insert(dir.to_owned(), DirNames { stat, read_at_ns, names: names.clone() });
+            }
+            None => {
+                self.dir_names.remove(dir);
+            }
+        }
+        Some(names)
     }
 
     /// Runs `op`; if the database turns out to be damaged (not a database, corrupt), rebuilds it from nothing and
@@ -342,7 +344,7 @@ impl CatalogIndex {
         // 1. This process's memo.
         let mut pending = Vec::new();
         for (i, file) in files.iter().enumerate() {
-            match self.memo.entries.get(&file.path).filter(|m| m.answers(&file.meta, with_text)) {
+            match self.memo.entries.get(&file.path).filter(|m| m.answers(&file.stat, with_text)) {
                 Some(m) => {
                     out[i] = m.listed.clone();
                     done += 1;
@@ -367,8 +369,8 @@ impl CatalogIndex {
         for i in pending {
             let file = &files[i];
             match known.remove(&file.path) {
-                Some(row) if row.unchanged(&file.meta) && row.offset == row.size && !row.racy() => {
-                    out[i] = row.state.finish(&file.path, mtime_ms(&file.meta), with_text).map(listed);
+                Some(row) if row.unchanged(&file.stat) && row.offset == row.size && !row.racy() => {
+                    out[i] = row.state.finish(&file.path, file.stat.mtime_ms(), with_text).map(listed);
                     self.memo.remember(file, row.indexed_at_ns, &out[i]);
                     done += 1;
                     on_progress(done, total);
@@ -414,15 +416,15 @@ impl CatalogIndex {
             if !dir_known {
                 return Ok(());
             }
-            match fs::metadata(&path) {
-                Ok(meta) => {
-                    let file = FileToIndex { path: path.clone(), dir: &dir, meta };
+            match dirscan::stat(&path) {
+                Some(stat) => {
+                    let file = FileToIndex { path: path.clone(), dir: &dir, stat };
                     refresh_one(&tx, &file, known, false)?;
                     if let Some(row) = row_of(&tx, &path, false)? {
                         catch_up_docs_of(&tx, &path, row)?;
                     }
                 }
-                Err(_) => {
+                None => {
                     if let Some(row) = known {
                         forget(&tx, row.id)?;
                     }
@@ -571,11 +573,9 @@ pub struct CachedHeader {
 impl CachedHeader {
     /// The header pi's bounded discovery scan finds (None: the file has no valid header), if the file is still
     /// exactly as indexed.
-    pub fn header_if_current(&self, meta: &fs::Metadata) -> Option<Option<&Json>> {
-        let current = self.size == meta.len()
-            && self.mtime_ns == mtime_ns(meta)
-            && self.dev == meta.dev()
-            && self.ino == meta.ino();
+    pub fn header_if_current(&self, stat: &FileStat) -> Option<Option<&Json>> {
+        let current =
+            self.size == stat.len && self.mtime_ns == stat.mtime_ns && self.dev == stat.dev && self.ino == stat.ino;
         current.then_some(self.header.as_ref())
     }
 }
@@ -776,10 +776,10 @@ fn refresh_one(
     known: Option<Row>,
     with_text: bool,
 ) -> IndexResult<Option<SessionInfo>> {
-    let meta = &file.meta;
+    let meta = &file.stat;
     if let Some(row) = &known {
         if row.unchanged(meta) && row.offset == row.size && !row.racy() {
-            return Ok(row.state.finish(&file.path, mtime_ms(meta), with_text));
+            return Ok(row.state.finish(&file.path, meta.mtime_ms(), with_text));
         }
     }
     let Ok(mut f) = File::open(&file.path) else {
@@ -796,10 +796,10 @@ fn refresh_one(
                 conn.prepare_cached("UPDATE files SET indexed_at_ns = ?1 WHERE id = ?2")?
                     .execute(params![indexed_at_ns, row.id])?;
             }
-            return Ok(row.state.finish(&file.path, mtime_ms(meta), with_text));
+            return Ok(row.state.finish(&file.path, meta.mtime_ms(), with_text));
         }
     }
-    let len = meta.len();
+    let len = meta.len;
     let mut row = match known {
         // Grew (or only its unterminated last line changed): continue, unless it was rewritten.
         Some(mut r)
@@ -838,16 +838,16 @@ fn refresh_one(
         row.bounded_header = read_header_bounded(&file.path);
     }
     row.size = len;
-    row.mtime_ns = mtime_ns(meta);
-    row.dev = meta.dev();
-    row.ino = meta.ino();
+    row.mtime_ns = meta.mtime_ns;
+    row.dev = meta.dev;
+    row.ino = meta.ino;
     row.indexed_at_ns = indexed_at_ns;
     row.id = store(conn, file, &row)?;
     let mut answer = row.state.clone();
     if complete_end < len && feed_lines(&mut f, complete_end, len, |line| answer.feed(line, None)).is_err() {
         return Ok(None);
     }
-    Ok(answer.finish(&file.path, mtime_ms(meta), with_text))
+    Ok(answer.finish(&file.path, meta.mtime_ms(), with_text))
 }
 
 /// Extracts and stores the searchable text of a file's lines between `docs_offset` and the listing's offset.

@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod context;
+pub mod dirscan;
 pub mod entry;
 pub mod error;
 pub mod ids;

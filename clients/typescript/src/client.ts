@@ -54,6 +54,11 @@ export interface SpawnOptions {
 	closeTimeoutMs?: number;
 	/** Sent in `initialize` (default `{name: "pi-sessiond-client"}`). */
 	clientInfo?: { name: string; version?: string };
+	/**
+	 * Keep the last listing of each scope (default true), so the next `list`/`listAll` of it receives only the
+	 * sessions that changed (`sessions/listDelta`). It costs the memory of one listing per scope listed.
+	 */
+	cacheListings?: boolean;
 }
 
 /** How the process ended. */
@@ -166,6 +171,8 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	private readonly child: ChildProcessWithoutNullStreams;
 	private readonly connection: MessageConnection;
 	private readonly closeTimeoutMs: number;
+	/** The last listing of each scope and its token, when listings are cached. */
+	private readonly listings: Map<string, { token: string; sessions: SessionInfoList }> | undefined;
 	private readonly pending = new Set<PendingCall>();
 	private readonly handles = new Map<string, HandleTracker>();
 	// Notifications for handles the client does not know yet, kept only while an open is in flight: the server may
@@ -196,6 +203,7 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 		this.child = child;
 		this.pid = child.pid;
 		this.closeTimeoutMs = options.closeTimeoutMs ?? 5000;
+		this.listings = options.cacheListings === false ? undefined : new Map();
 		this.exited = new Promise((resolve) => {
 			this.resolveExited = resolve;
 		});
@@ -391,18 +399,38 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	 * `includeAllMessagesText: false` unless you need `allMessagesText`.
 	 */
 	list(cwd: string, opts: ListOptions = {}): Promise<SessionInfoList> {
-		const { sessionDir, includeAllMessagesText } = opts;
-		return this.withProgress(opts, (progressToken) =>
-			this.request("sessions/list", { cwd, ...defined({ sessionDir, includeAllMessagesText, progressToken }) }, { signal: opts.signal }),
-		);
+		return this.listing(cwd, opts);
 	}
 
 	/** Every session (pi's `SessionManager.listAll`), or those of one directory. */
 	listAll(opts: ListOptions = {}): Promise<SessionInfoList> {
+		return this.listing(undefined, opts);
+	}
+
+	/**
+	 * `list` with a cwd, `listAll` without: through `sessions/listDelta`, against the last listing of the same scope
+	 * when one is kept. The caller gets fresh objects each time (the kept ones are never handed out), as from pi.
+	 */
+	private async listing(cwd: string | undefined, opts: ListOptions): Promise<SessionInfoList> {
 		const { sessionDir, includeAllMessagesText } = opts;
-		return this.withProgress(opts, (progressToken) =>
-			this.request("sessions/listAll", defined({ sessionDir, includeAllMessagesText, progressToken }), { signal: opts.signal }),
+		const key = JSON.stringify([cwd ?? null, sessionDir ?? null, includeAllMessagesText !== false]);
+		const held = this.listings?.get(key);
+		const delta = await this.withProgress(opts, (progressToken) =>
+			this.request(
+				"sessions/listDelta",
+				defined({ cwd, sessionDir, includeAllMessagesText, progressToken, since: held?.token }),
+				{ signal: opts.signal },
+			),
 		);
+		const base = held?.sessions ?? [];
+		const kept: SessionInfoList = delta.sessions.map((e) => {
+			if (typeof e !== "number") return e;
+			const info = base[e];
+			if (info === undefined) throw new Error(`pi-sessiond referred to entry ${e} of a listing of ${base.length}`);
+			return info;
+		});
+		this.listings?.set(key, { token: delta.token, sessions: kept });
+		return this.listings ? kept.map((info) => ({ ...info })) : kept;
 	}
 
 	/** The file of the session of `cwd` with exactly this id, or null (pi's `SessionManager.findById`). */

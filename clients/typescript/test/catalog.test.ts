@@ -1,7 +1,7 @@
 /** Session-independent methods: the open variants, listing, findById, search, directory watching. */
 
 import assert from "node:assert/strict";
-import { appendFileSync, existsSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync, rmSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { type SessiondClient, SessiondError, type SessionsChanged } from "../src/index.js";
 import { spawnTestClient, tempDir, userMessage, waitFor, writePiSession } from "./helpers.js";
@@ -59,6 +59,47 @@ describe("listing", () => {
 		assert.ok(leanAll.every((i) => !("allMessagesText" in i)));
 		const explicit = await client.listAll({ sessionDir: dir, includeAllMessagesText: true });
 		assert.ok(explicit.every((i) => typeof i.allMessagesText === "string"));
+	});
+
+	it("keeps the last listing, so the next one receives only what changed, and still returns pi's listing", async () => {
+		const d = tempDir();
+		const files = Array.from({ length: 6 }, (_, i) => writePiSession(d, { id: `kept-${i}`, cwd, words: [`w${i}`, `v${i}`] }));
+		const raw = () => client.request("sessions/list", { cwd, sessionDir: d });
+		// Counts the entries each sessions/listDelta answer carried in full.
+		const full: number[] = [];
+		const request = client.request.bind(client);
+		(client as { request: unknown }).request = async (method: string, params: object, opts?: object) => {
+			const result = await request(method, params, opts);
+			if (method === "sessions/listDelta") full.push((result as { sessions: unknown[] }).sessions.filter((e) => typeof e !== "number").length);
+			return result;
+		};
+		const first = await client.list(cwd, { sessionDir: d });
+		assert.deepEqual(first, await raw());
+		// The caller owns what it got: changing it does not change the next listing.
+		first[0]!.firstMessage = "scribbled on by the caller";
+		first.pop();
+		const second = await client.list(cwd, { sessionDir: d });
+		assert.deepEqual(second, await raw());
+		// A session grows (and moves to the top) and another vanishes.
+		appendFileSync(
+			files[2]!,
+			`${JSON.stringify({ type: "message", id: "late0001", parentId: "e0000004", timestamp: "2025-01-02T00:00:00.000Z", message: userMessage("a late question") })}\n`,
+		);
+		rmSync(files[4]!);
+		const third = await client.list(cwd, { sessionDir: d });
+		assert.deepEqual(third, await raw());
+		assert.equal(third.length, 5);
+		(client as { request: unknown }).request = request;
+		assert.deepEqual(full, [6, 0, 1], "in full, then nothing, then only the session that grew");
+
+		// Without the cache, the same listings.
+		const { client: plain } = await spawnTestClient({ cacheListings: false });
+		try {
+			assert.deepEqual(await plain.list(cwd, { sessionDir: d }), third);
+			assert.deepEqual(await plain.listAll({ sessionDir: d, includeAllMessagesText: false }), await client.listAll({ sessionDir: d, includeAllMessagesText: false }));
+		} finally {
+			await plain.close();
+		}
 	});
 
 	it("finds a session by id", async () => {

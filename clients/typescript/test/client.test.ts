@@ -61,6 +61,7 @@ const GENERATED_METHODS: Record<keyof ProtocolRequests, true> = {
 	"session/buildSessionContext": true,
 	"sessions/list": true,
 	"sessions/listAll": true,
+	"sessions/listDelta": true,
 	"sessions/findById": true,
 	"sessions/search": true,
 	"sessions/watch": true,
@@ -164,7 +165,7 @@ describe("lifecycle", () => {
 		assert.ok(session.closed);
 		assert.deepEqual(exits, [{ code: null, signal: "SIGKILL", expected: false }]);
 		await assert.rejects(session.getLeafId(), SessiondError, "a closed session refuses calls");
-		await assert.rejects(client.listAll(), /sessions\/listAll was not sent: pi-sessiond died/);
+		await assert.rejects(client.listAll(), /sessions\/listDelta was not sent: pi-sessiond died/);
 		assert.equal((await client.close()).signal, "SIGKILL");
 	});
 

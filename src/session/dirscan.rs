@@ -1,0 +1,109 @@
+//! Directory scans for listings: what a listing needs of a file's `stat`, and stats of many names in one
+//! directory through its descriptor.
+//!
+//! A warm listing of thousands of sessions is mostly these stats, so they avoid both the path walk of a full-path
+//! `stat` and `std::fs::Metadata` (which can only come from a path or a `DirEntry`, and so would tie the stats to a
+//! fresh `readdir`).
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+/// What the catalog keeps of a file's `stat`: enough to tell whether the file changed, and pi's `mtime`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStat {
+    /// Size in bytes.
+    pub len: u64,
+    /// Modification time, in nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Device and inode: a different pair is a different file under the same name.
+    pub dev: u64,
+    /// See `dev`.
+    pub ino: u64,
+}
+
+impl FileStat {
+    /// pi's `stats.mtime.getTime()`: Node builds it from seconds and nanoseconds as below (so it may carry a
+    /// fraction of a millisecond, and the result must be computed the same way to compare equal).
+    pub fn mtime_ms(&self) -> f64 {
+        let secs = self.mtime_ns.div_euclid(1_000_000_000);
+        let nsec = self.mtime_ns.rem_euclid(1_000_000_000);
+        secs as f64 * 1000.0 + nsec as f64 / 1e6
+    }
+}
+
+impl From<&fs::Metadata> for FileStat {
+    fn from(meta: &fs::Metadata) -> FileStat {
+        FileStat {
+            len: meta.len(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+}
+
+/// `stat` of a path, following symlinks.
+pub fn stat(path: &str) -> Option<FileStat> {
+    fs::metadata(path).ok().map(|m| FileStat::from(&m))
+}
+
+/// `stat` (following symlinks, as pi's `statSync`) of each of `names` in `dir`, in order; None where it failed.
+/// Every answer is None when `dir` cannot be opened.
+pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStat>> {
+    let Ok(fd) = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) else {
+        return vec![None; names.len()];
+    };
+    names
+        .iter()
+        .map(|name| {
+            let st = rustix::fs::statat(&fd, name.as_ref(), AtFlags::empty()).ok()?;
+            Some(FileStat {
+                len: st.st_size as u64,
+                mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64,
+                dev: st.st_dev,
+                ino: st.st_ino,
+            })
+        })
+        .collect()
+}
+
+/// The `*.jsonl` names in `dir`, in directory order (like `readdir`).
+pub fn jsonl_names(dir: &str) -> std::io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".jsonl") {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_through_the_directory_equal_stats_by_path_and_follow_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        fs::write(dir.path().join("a.jsonl"), b"hello\n").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a.jsonl"), dir.path().join("link.jsonl")).unwrap();
+        let got = stat_names(d, &["a.jsonl", "link.jsonl", "missing.jsonl"]);
+        let by_path = stat(&format!("{d}/a.jsonl")).unwrap();
+        assert_eq!(got, vec![Some(by_path), Some(by_path), None]);
+        assert_eq!(by_path.len, 6);
+        assert_eq!(stat_names(&format!("{d}/nope"), &["a.jsonl"]), vec![None]);
+    }
+
+    #[test]
+    fn mtime_ms_is_nodes_sum_of_seconds_and_nanoseconds() {
+        let meta = fs::metadata("/").unwrap();
+        let expected = meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6;
+        assert_eq!(FileStat::from(&meta).mtime_ms(), expected);
+        let st = FileStat { len: 0, mtime_ns: 1_767_225_600_123_456_789, dev: 0, ino: 0 };
+        assert_eq!(st.mtime_ms(), 1_767_225_600.0 * 1000.0 + 123_456_789.0 / 1e6);
+    }
+}
