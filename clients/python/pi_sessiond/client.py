@@ -8,6 +8,7 @@ sent (dicts and lists, described by the TypedDicts of :mod:`pi_sessiond.types`).
 
 import collections
 import itertools
+import json
 import logging
 import os
 import shutil
@@ -160,6 +161,8 @@ class Client:
         self._dir_watches: Dict[str, "SessionsWatch"] = {}
         self._dir_orphans: Dict[str, Deque[SessionsChanged]] = {}
         self._dir_closed: set = set()  # watch ids unwatched: their late events are dropped, not kept as orphans
+        # Per listing scope, the last listing and its sessions/listDelta token (see _listing).
+        self._listings: Dict[str, Tuple[str, List[SessionInfo]]] = {}
         self._conn = Connection(
             argv,
             dict(env) if env is not None else None,
@@ -547,9 +550,7 @@ class Client:
             include_all_messages_text: ``False`` leaves out each session's ``allMessagesText`` (every user and
                 assistant text: most of a listing's size). Default: pi's exact result, with it.
         """
-        params = _compact({"cwd": cwd, "sessionDir": _path(session_dir),
-                           "includeAllMessagesText": None if include_all_messages_text else False})
-        return self._with_progress("sessions/list", params, on_progress)
+        return self._listing(cwd, session_dir, include_all_messages_text, on_progress)
 
     def list_all(self, session_dir: Optional[PathLike] = None,
                  on_progress: Optional[Callable[[ProgressValue], Any]] = None, *,
@@ -558,9 +559,31 @@ class Client:
         directory's ``sessions/``, or of ``session_dir`` alone. Newest activity first.
 
         ``on_progress`` and ``include_all_messages_text`` are as for :meth:`list`."""
-        params = _compact({"sessionDir": _path(session_dir),
-                           "includeAllMessagesText": None if include_all_messages_text else False})
-        return self._with_progress("sessions/listAll", params, on_progress)
+        return self._listing(None, session_dir, include_all_messages_text, on_progress)
+
+    def _listing(self, cwd: Optional[str], session_dir: Optional[PathLike], include_all_messages_text: bool,
+                 on_progress: Optional[Callable[[ProgressValue], Any]]) -> List[SessionInfo]:
+        # Through sessions/listDelta against the last listing of the same scope: a repeated listing receives only
+        # the sessions that changed. The caller gets fresh dicts; the kept ones are never handed out.
+        key = json.dumps([cwd, _path(session_dir), include_all_messages_text])
+        with self._lock:
+            held = self._listings.get(key)
+        params = _compact({"cwd": cwd, "sessionDir": _path(session_dir),
+                           "includeAllMessagesText": None if include_all_messages_text else False,
+                           "since": held[0] if held else None})
+        delta = self._with_progress("sessions/listDelta", params, on_progress)
+        base = held[1] if held else []
+        kept: List[SessionInfo] = []
+        for entry in delta["sessions"]:
+            if isinstance(entry, int) and not isinstance(entry, bool):
+                if not 0 <= entry < len(base):
+                    raise SessiondException(f"pi-sessiond referred to entry {entry} of a listing of {len(base)}")
+                kept.append(base[entry])
+            else:
+                kept.append(entry)
+        with self._lock:
+            self._listings[key] = (delta["token"], kept)
+        return [dict(info) for info in kept]
 
     def find_by_id(self, cwd: str, session_id: str, session_dir: Optional[PathLike] = None) -> Optional[str]:
         """The file of the session whose id is exactly ``session_id``, or ``None``."""

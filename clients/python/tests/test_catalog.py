@@ -146,3 +146,30 @@ def test_a_method_the_server_lacks_is_method_not_found(client):
     with pytest.raises(MethodNotFound) as info:
         client.request("sessions/noSuchMethod", {})
     assert info.value.code == -32601 and info.value.kind == "method_not_found"
+
+
+def test_a_repeated_listing_receives_only_what_changed_and_is_still_pis(client, catalog, monkeypatch):
+    # Counts the entries each sessions/listDelta answer carried in full.
+    full = []
+    request = client.request
+
+    def counting(method, params=None, **kw):
+        result = request(method, params, **kw)
+        if method == "sessions/listDelta":
+            full.append(sum(1 for e in result["sessions"] if not isinstance(e, int)))
+        return result
+
+    monkeypatch.setattr(client, "request", counting)
+    raw = lambda: request("sessions/list", {"cwd": "/proj/a", "sessionDir": str(catalog)})  # noqa: E731
+    first = client.list("/proj/a", session_dir=catalog)
+    assert first == raw()
+    # The caller owns what it got: changing it does not change the next listing.
+    first[0]["firstMessage"] = "scribbled on"
+    first.pop()
+    assert client.list("/proj/a", session_dir=catalog) == raw()
+    write_session(catalog / "newest.jsonl", conversation(["a brand new one"], start_ms=EPOCH_MS + 200000),
+                  session_id="newest-a", cwd="/proj/a")
+    third = client.list("/proj/a", session_dir=catalog)
+    assert third == raw()
+    assert [i["id"] for i in third] == ["newest-a", "new-a", "old-a"]
+    assert full == [2, 0, 1], "in full, then nothing, then only the new session"
