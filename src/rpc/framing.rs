@@ -149,6 +149,49 @@ impl<R: BufRead> FrameReader<R> {
     }
 }
 
+/// One outgoing message as the parts it was built from, in order. A large result is one part between a small
+/// head and tail, and is written as it is rather than copied into one buffer to be framed.
+#[derive(Debug, Default)]
+pub struct Message(pub Vec<Vec<u8>>);
+
+impl From<Vec<u8>> for Message {
+    fn from(bytes: Vec<u8>) -> Message {
+        Message(vec![bytes])
+    }
+}
+
+impl Message {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(Vec::len).sum()
+    }
+
+    /// Whether it has no bytes (the writer's stop signal).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its bytes in one buffer.
+    pub fn into_bytes(self) -> Vec<u8> {
+        let mut parts = self.0.into_iter();
+        let mut out = parts.next().unwrap_or_default();
+        parts.for_each(|p| out.extend_from_slice(&p));
+        out
+    }
+
+    /// Frames it onto `out` (see [`encode`]).
+    pub fn encode(&self, framing: Framing, out: &mut Vec<u8>) {
+        match (framing, self.0.as_slice()) {
+            (_, [one]) => encode(framing, one, out),
+            (Framing::Jsonl, parts) => {
+                parts.iter().for_each(|p| escape_line_separators(p, out));
+                out.push(b'\n');
+            }
+            (Framing::Lsp, parts) => encode(framing, &parts.concat(), out),
+        }
+    }
+}
+
 /// Frames a message for output, escaping U+2028/U+2029.
 pub fn encode(framing: Framing, json: &[u8], out: &mut Vec<u8>) {
     let start = out.len();
@@ -251,5 +294,23 @@ mod tests {
         let mut out = Vec::new();
         encode(Framing::Jsonl, "[\"\u{2028}\"]".as_bytes(), &mut out);
         assert_eq!(out, b"[\"\\u2028\"]\n");
+    }
+
+    #[test]
+    fn a_message_in_parts_frames_as_its_bytes_joined_with_line_separators_escaped() {
+        let parts = || Message(vec![b"{\"a\":".to_vec(), "\"x\u{2028}y\"".as_bytes().to_vec(), b"}".to_vec()]);
+        for framing in [Framing::Jsonl, Framing::Lsp] {
+            let (mut split, mut joined) = (Vec::new(), Vec::new());
+            parts().encode(framing, &mut split);
+            encode(framing, &parts().into_bytes(), &mut joined);
+            assert_eq!(split, joined, "{framing:?}");
+        }
+        let whole = Message(vec![b"{\"a\":".to_vec(), "\"x\u{2028}y\"".as_bytes().to_vec(), b"}".to_vec()]);
+        let mut out = Vec::new();
+        whole.encode(Framing::Jsonl, &mut out);
+        assert_eq!(out, b"{\"a\":\"x\\u2028y\"}\n");
+        assert!(needs_escaping("x\u{2029}".as_bytes()) && !needs_escaping("x\u{2027}\u{20AC}".as_bytes()));
+        assert_eq!(Message::from(b"ab".to_vec()).len(), 2);
+        assert!(Message::default().is_empty());
     }
 }

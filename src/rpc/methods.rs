@@ -20,6 +20,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use std::collections::HashMap;
 
 use super::error::{self, from_session, invalid_params};
+use super::framing::Message;
 use super::handles::{OpenSession, Registry, Ticket};
 use super::proto::*;
 use super::watch::{dir_of, FsWatcher};
@@ -44,7 +45,7 @@ pub struct ServerState {
     /// Open sessions.
     pub registry: Registry,
     /// Outgoing messages (serialized JSON), in order, to the one writer.
-    pub out: UnboundedSender<Vec<u8>>,
+    pub out: UnboundedSender<Message>,
     /// pi's agent directory (sessions root is `<agentDir>/sessions`).
     pub agent_dir: String,
     /// The framing in use, for `initialize`.
@@ -103,7 +104,7 @@ impl RecentListings {
 impl ServerState {
     /// Shared state for a server.
     pub fn new(
-        out: UnboundedSender<Vec<u8>>,
+        out: UnboundedSender<Message>,
         agent_dir: String,
         durability: Durability,
         watcher: FsWatcher,
@@ -143,7 +144,7 @@ impl ServerState {
             params: &'a T,
         }
         let msg = Notification { jsonrpc: "2.0", method, params };
-        let _ = self.out.send(serde_json::to_vec(&msg).expect("notifications serialize"));
+        let _ = self.out.send(serde_json::to_vec(&msg).expect("notifications serialize").into());
     }
 }
 

@@ -22,7 +22,7 @@ use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tracing::{debug, info, warn};
 
 use super::error::{self, rpc_error};
-use super::framing::{encode, needs_escaping, Frame, FrameReader, Framing};
+use super::framing::{needs_escaping, Frame, FrameReader, Framing, Message};
 use super::methods::{self, ResultSlot, ServerState, TicketSlot};
 use super::proto::SessionsChanged;
 use super::watch::{FsEvent, FsWatcher};
@@ -104,7 +104,7 @@ fn plain_error(code: i32, kind: &str, message: &str) -> ErrorObjectOwned {
 enum Pending {
     Ready(Option<Vec<u8>>),
     /// The response, and the request's place among those in flight, released once the response is queued.
-    Task(JoinHandle<(Vec<u8>, Option<InFlight>)>),
+    Task(JoinHandle<(Message, Option<InFlight>)>),
 }
 
 struct Dispatcher {
@@ -122,7 +122,7 @@ struct Dispatcher {
 
 impl Dispatcher {
     fn send(&self, bytes: Vec<u8>) {
-        let _ = self.state.out.send(bytes);
+        let _ = self.state.out.send(bytes.into());
     }
 
     fn on_frame(&mut self, frame: Frame) {
@@ -167,7 +167,7 @@ impl Dispatcher {
                     // a `shutdown` in the same batch must not wait for the array it is part of.
                     let r = match p {
                         Pending::Ready(r) => r,
-                        Pending::Task(t) => t.await.ok().map(|(r, _answered)| r),
+                        Pending::Task(t) => t.await.ok().map(|(r, _answered)| r.into_bytes()),
                     };
                     responses.extend(r);
                 }
@@ -175,7 +175,7 @@ impl Dispatcher {
                     let mut array = b"[".to_vec();
                     array.extend(responses.join(&b","[..]));
                     array.push(b']');
-                    let _ = out.send(array);
+                    let _ = out.send(array.into());
                 }
             });
         } else {
@@ -329,27 +329,23 @@ impl Dispatcher {
                 Ok(r) => {
                     let json = r.into_json();
                     if let Some(result) = slot.take() {
-                        let mut frame = Vec::with_capacity(result.len() + id.len() + 32);
-                        frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-                        frame.extend_from_slice(id.as_bytes());
-                        frame.extend_from_slice(b",\"result\":");
-                        frame.extend_from_slice(&result);
-                        frame.push(b'}');
-                        frame
+                        let head = [br#"{"jsonrpc":"2.0","id":"#.as_slice(), id.as_bytes(), br#","result":"#].concat();
+                        Message(vec![head, result, b"}".to_vec()])
                     } else if rewrite {
-                        with_id(json.get(), &id)
+                        with_id(json.get(), &id).into()
                     } else {
-                        // Moved, not copied: a tree or context can be tens of megabytes.
-                        Box::<str>::from(json).into_boxed_bytes().into_vec()
+                        // Moved, not copied.
+                        Box::<str>::from(json).into_boxed_bytes().into_vec().into()
                     }
                 }
                 Err(e) if e.is_cancelled() => error_response(
                     &id,
                     &plain_error(error::REQUEST_CANCELLED, "request_cancelled", "request cancelled"),
-                ),
+                )
+                .into(),
                 Err(e) => {
                     warn!("request {id} failed: {e}");
-                    error_response(&id, &plain_error(error::INTERNAL_ERROR, "internal_error", "internal error"))
+                    error_response(&id, &plain_error(error::INTERNAL_ERROR, "internal_error", "internal error")).into()
                 }
             };
             inflight.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
@@ -388,7 +384,7 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
         let _ = framing_cell.set(f);
     }
     // Writer: the only owner of the output.
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
     let writer_framing = framing_cell.clone();
     let writer = std::thread::Builder::new()
         .name("pi-sessiond-writer".into())
@@ -401,13 +397,16 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
                     break;
                 }
                 let framing = writer_framing.get().copied().unwrap_or(Framing::Jsonl);
-                debug!("> {}", String::from_utf8_lossy(&msg[..msg.len().min(2000)]));
+                if let Some(first) = msg.0.first() {
+                    debug!("> {}", String::from_utf8_lossy(&first[..first.len().min(2000)]));
+                }
                 buf.clear();
                 // A large message that needs no escaping is written as it is, not copied into the buffer first.
-                let written = if framing == Framing::Jsonl && msg.len() >= 1 << 20 && !needs_escaping(&msg) {
-                    output.write_all(&msg).and_then(|()| output.write_all(b"\n"))
+                let large = framing == Framing::Jsonl && msg.len() >= 1 << 20;
+                let written = if large && !msg.0.iter().any(|p| needs_escaping(p)) {
+                    msg.0.iter().try_for_each(|p| output.write_all(p)).and_then(|()| output.write_all(b"\n"))
                 } else {
-                    encode(framing, &msg, &mut buf);
+                    msg.encode(framing, &mut buf);
                     Ok(())
                 };
                 // Coalesce what is already queued into one write.
@@ -417,7 +416,7 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
                         stop = true;
                         break;
                     }
-                    encode(framing, &more, &mut buf);
+                    more.encode(framing, &mut buf);
                 }
                 if written.and_then(|()| output.write_all(&buf)).and_then(|()| output.flush()).is_err() || stop {
                     break;
@@ -553,7 +552,7 @@ async fn run(config: Config, input: impl Read + Send + 'static, output: impl Wri
     for s in state.registry.drain() {
         drop(s.manager.clone().write_owned().await);
     }
-    let _ = state.out.send(Vec::new());
+    let _ = state.out.send(Message::default());
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     code
 }

@@ -141,3 +141,33 @@ fn a_listing_delta_since_an_unknown_or_mismatched_token_comes_in_full() {
     let late = sc.call("sessions/listDelta", json(&format!(r#"{{"cwd":"/work/proj","since":"{old}"}}"#)));
     assert_eq!(rebuild(&late, &[]).1, 0);
 }
+
+#[test]
+fn a_large_result_is_the_same_over_both_framings_in_a_batch_and_under_any_id() {
+    let root = temp_dir();
+    let (agent, dir) = project(root.path());
+    for n in 0..40 {
+        write_session(&dir, n, 4, 800);
+    }
+    // One session whose text holds U+2028, which the framing must escape even in a result it does not copy.
+    let odd = write_session(&dir, 40, 2, 10);
+    let text = fs::read_to_string(&odd).unwrap().replace("message 0", "line\u{2028}separator");
+    fs::write(&odd, text).unwrap();
+    let params = json(r#"{"cwd":"/work/proj"}"#);
+    let mut jsonl = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &agent], &[]);
+    let expected = jsonl.call("sessions/list", params.clone());
+    assert!(expected.to_canonical_string().len() > 100_000, "large enough to be framed past jsonrpsee");
+    assert!(expected.to_canonical_string().contains('\u{2028}'));
+    let mut lsp = Sidecar::spawn(Wire::Lsp, &["--agent-dir", &agent], &[]);
+    assert_eq!(lsp.call("sessions/list", params.clone()), expected);
+    // In a batch, and under a string id and an id jsonrpsee cannot take (negative): the host's id comes back.
+    jsonl.send_raw(
+        br#"[{"jsonrpc":"2.0","id":"list-1","method":"sessions/list","params":{"cwd":"/work/proj"}},{"jsonrpc":"2.0","id":-5,"method":"sessions/list","params":{"cwd":"/work/proj"}}]
+"#,
+    );
+    let batch = array(jsonl.next_message(std::time::Duration::from_secs(30)).expect("a batch answer"));
+    assert_eq!(batch.len(), 2);
+    let by_id = |id: &Json| batch.iter().find(|m| m.get("id") == Some(id)).unwrap_or_else(|| panic!("no answer"));
+    assert_eq!(by_id(&Json::str("list-1")).get("result"), Some(&expected));
+    assert_eq!(by_id(&Json::number(-5.0)).get("result"), Some(&expected));
+}
