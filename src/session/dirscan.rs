@@ -51,6 +51,8 @@ pub fn stat(path: &str) -> Option<FileStat> {
 
 /// `stat` (following symlinks, as pi's `statSync`) of each of `names` in `dir`, in order; None where it failed.
 /// Every answer is None when `dir` cannot be opened.
+// The casts are no-ops on Linux; `struct stat`'s fields are narrower or signed elsewhere (macOS).
+#[allow(clippy::unnecessary_cast)]
 pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStat>> {
     let Ok(fd) = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) else {
         return vec![None; names.len()];
@@ -61,9 +63,9 @@ pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStat>
             let st = rustix::fs::statat(&fd, name.as_ref(), AtFlags::empty()).ok()?;
             Some(FileStat {
                 len: st.st_size as u64,
-                mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64,
-                dev: st.st_dev,
-                ino: st.st_ino,
+                mtime_ns: st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64,
+                dev: st.st_dev as u64,
+                ino: st.st_ino as u64,
             })
         })
         .collect()
