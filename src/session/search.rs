@@ -210,13 +210,48 @@ fn session_weight(token: &Token, s: &SessionInfo) -> Option<f64> {
 }
 
 /// Where a token occurs in an entry's text (byte offset in the lowercased text), if it does.
-fn doc_position(token: &Token, lower: &str, normalized: &str) -> Option<usize> {
+fn doc_position(token: &Token, lower: &str) -> Option<usize> {
     match token {
         Token::Fuzzy(v) => lower.find(&v.to_lowercase()),
-        Token::Phrase(p) => normalized
-            .find(&normalize(p))
-            .map(|_| lower.find(p.to_lowercase().split_whitespace().next().unwrap_or("")).unwrap_or(0)),
+        Token::Phrase(p) => {
+            let p = p.to_lowercase();
+            let words: Vec<&str> = p.split_whitespace().collect();
+            contains_words(lower, &words).then(|| lower.find(words.first().copied().unwrap_or("")).unwrap_or(0))
+        }
     }
+}
+
+/// Whether `normalize(text).contains(words.join(" "))`, for words without white space, without building the
+/// normalized text (an entry can be a whole file's contents, and a phrase query judges every candidate): the
+/// first word ends a run of non-space, the middle ones are whole runs, the last one starts a run.
+fn contains_words(text: &str, words: &[&str]) -> bool {
+    let Some((first, rest)) = words.split_first() else { return true };
+    if rest.is_empty() {
+        return text.contains(first);
+    }
+    let follows = |mut at: usize| {
+        for (k, word) in rest.iter().enumerate() {
+            let gap: usize = text[at..].chars().take_while(|c| c.is_whitespace()).map(char::len_utf8).sum();
+            if gap == 0 || !text[at + gap..].starts_with(word) {
+                return false;
+            }
+            at += gap + word.len();
+            if k + 1 < rest.len() && !text[at..].starts_with(char::is_whitespace) {
+                return false;
+            }
+        }
+        true
+    };
+    // Every occurrence, overlapping ones included (`match_indices` skips those).
+    let mut from = 0;
+    while let Some(i) = text[from..].find(first) {
+        let start = from + i;
+        if follows(start + first.len()) {
+            return true;
+        }
+        from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
 }
 
 /// Text around `at` (a byte offset into `text`), on one line.
@@ -273,12 +308,11 @@ impl<'a> Matcher<'a> {
             Query::Tokens(tokens) if tokens.is_empty() => return None,
             Query::Tokens(tokens) => {
                 let lower = doc.text.to_lowercase();
-                let normalized = normalize(&doc.text);
                 let mut score = 0.0;
                 let mut first: Option<(usize, usize)> = None;
                 let mut in_doc = 0;
                 for t in tokens {
-                    if let Some(pos) = doc_position(t, &lower, &normalized) {
+                    if let Some(pos) = doc_position(t, &lower) {
                         in_doc += 1;
                         score += 10.0;
                         let len = match t {
@@ -501,6 +535,26 @@ pub fn read_docs(path: &str) -> Vec<Doc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_phrase_is_found_as_normalising_the_text_would_find_it() {
+        // Every word list against every text built from a small alphabet of words, spaces and other white
+        // space: the same answer as normalising the text and searching the joined words.
+        let pieces = ["ab", "b", "a", " ", "  ", "\n", "\t ", "\u{3000}", "ba"];
+        let mut rng = 0x2545_f491_u32;
+        let mut next = |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 17;
+            rng ^= rng << 5;
+            rng as usize % n
+        };
+        for _ in 0..20_000 {
+            let text: String = (0..next(9)).map(|_| pieces[next(pieces.len())]).collect();
+            let words: Vec<&str> = (0..next(4)).map(|_| ["a", "b", "ab", "ba", "bab"][next(5)]).collect();
+            let expected = normalize(&text).contains(&words.join(" "));
+            assert_eq!(contains_words(&text, &words), expected, "{text:?} {words:?}");
+        }
+    }
 
     #[test]
     fn queries_parse_like_pis_selector() {
