@@ -105,7 +105,7 @@ struct Memo {
 
 impl Memo {
     fn current(&self, stat: &FileStat) -> bool {
-        self.stat == *stat && self.stat.mtime_ns <= self.read_at_ns - RACY_WINDOW_NS
+        self.stat == *stat && settled(self.stat.mtime_ns, self.read_at_ns)
     }
 
     fn new(stat: &FileStat, read_at_ns: i64, listed: Option<Arc<ListedSession>>) -> Memo {
@@ -149,10 +149,8 @@ pub struct FileToIndex<'a> {
 #[derive(Clone, Debug)]
 struct Row {
     id: i64,
-    size: u64,
-    mtime_ns: i64,
-    dev: u64,
-    ino: u64,
+    /// The file's `stat` when it was indexed.
+    stat: FileStat,
     offset: u64,
     head: Vec<u8>,
     tail: Vec<u8>,
@@ -170,6 +168,12 @@ struct Row {
 /// stat field changing (git's "racily clean" entries): its bytes are checked on the next use.
 const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
+/// Whether something last modified at `mtime_ns` and read at `read_at_ns` was read clean: its mtime is outside the
+/// racy window, so a later change will show in its `stat`.
+fn settled(mtime_ns: i64, read_at_ns: i64) -> bool {
+    mtime_ns <= read_at_ns - RACY_WINDOW_NS
+}
+
 fn listed(info: SessionInfo) -> Arc<ListedSession> {
     Arc::new(ListedSession::new(info))
 }
@@ -182,10 +186,7 @@ impl Row {
     fn empty(meta: &FileStat) -> Row {
         Row {
             id: 0,
-            size: 0,
-            mtime_ns: 0,
-            dev: meta.dev,
-            ino: meta.ino,
+            stat: FileStat { len: 0, mtime_ns: 0, ..*meta },
             offset: 0,
             head: Vec::new(),
             tail: Vec::new(),
@@ -198,15 +199,20 @@ impl Row {
     }
 
     fn racy(&self) -> bool {
-        self.mtime_ns > self.indexed_at_ns - RACY_WINDOW_NS
+        !settled(self.stat.mtime_ns, self.indexed_at_ns)
     }
 
     fn unchanged(&self, meta: &FileStat) -> bool {
-        self.size == meta.len && self.mtime_ns == meta.mtime_ns && self.same_file(meta)
+        self.stat == *meta
     }
 
     fn same_file(&self, meta: &FileStat) -> bool {
-        self.dev == meta.dev && self.ino == meta.ino
+        self.stat.dev == meta.dev && self.stat.ino == meta.ino
+    }
+
+    /// Whether everything up to the file's size as indexed was read.
+    fn complete(&self) -> bool {
+        self.offset == self.stat.len
     }
 }
 
@@ -283,7 +289,7 @@ impl CatalogIndex {
         // Stat before reading: a change while reading leaves the snapshot older than the directory, not newer.
         let stat = dirscan::stat(dir);
         if let (Some(st), Some(snap)) = (stat, self.dir_names.get(dir)) {
-            if snap.stat == st && st.mtime_ns <= snap.read_at_ns - RACY_WINDOW_NS {
+            if snap.stat == st && settled(st.mtime_ns, snap.read_at_ns) {
                 return Some(snap.names.clone());
             }
         }
@@ -369,7 +375,7 @@ impl CatalogIndex {
         for i in pending {
             let file = &files[i];
             match known.remove(&file.path) {
-                Some(row) if row.unchanged(&file.stat) && row.offset == row.size && !row.racy() => {
+                Some(row) if row.unchanged(&file.stat) && row.complete() && !row.racy() => {
                     out[i] = row.state.finish(&file.path, file.stat.mtime_ms(), with_text).map(listed);
                     self.memo.remember(file, row.indexed_at_ns, &out[i]);
                     done += 1;
@@ -447,10 +453,7 @@ impl CatalogIndex {
                 Ok((
                     r.get::<_, String>(0)?,
                     CachedHeader {
-                        size: r.get::<_, i64>(1)? as u64,
-                        mtime_ns: r.get(2)?,
-                        dev: r.get::<_, i64>(3)? as u64,
-                        ino: r.get::<_, i64>(4)? as u64,
+                        stat: stat_columns(r, 1)?,
                         header: header.and_then(|h| Json::parse(h.as_bytes()).ok()),
                     },
                 ))
@@ -563,10 +566,7 @@ impl CatalogIndex {
 /// What [`CatalogIndex::cached_headers`] returns for a file.
 #[derive(Clone, Debug)]
 pub struct CachedHeader {
-    size: u64,
-    mtime_ns: i64,
-    dev: u64,
-    ino: u64,
+    stat: FileStat,
     header: Option<Json>,
 }
 
@@ -574,9 +574,7 @@ impl CachedHeader {
     /// The header pi's bounded discovery scan finds (None: the file has no valid header), if the file is still
     /// exactly as indexed.
     pub fn header_if_current(&self, stat: &FileStat) -> Option<Option<&Json>> {
-        let current =
-            self.size == stat.len && self.mtime_ns == stat.mtime_ns && self.dev == stat.dev && self.ino == stat.ino;
-        current.then_some(self.header.as_ref())
+        (self.stat == *stat).then_some(self.header.as_ref())
     }
 }
 
@@ -600,6 +598,16 @@ fn row_columns(with_text: bool) -> String {
     ROW_COLUMNS.replace("{text}", text)
 }
 
+/// The `size, mtime_ns, dev, ino` columns starting at `first`.
+fn stat_columns(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<FileStat> {
+    Ok(FileStat {
+        len: r.get::<_, i64>(first)? as u64,
+        mtime_ns: r.get(first + 1)?,
+        dev: r.get::<_, i64>(first + 2)? as u64,
+        ino: r.get::<_, i64>(first + 3)? as u64,
+    })
+}
+
 fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Row)> {
     let json = |i: usize| -> rusqlite::Result<Option<Json>> {
         let text: Option<String> = r.get(i)?;
@@ -610,10 +618,7 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Row)> {
         r.get(1)?,
         Row {
             id: r.get(0)?,
-            size: r.get::<_, i64>(2)? as u64,
-            mtime_ns: r.get(3)?,
-            dev: r.get::<_, i64>(4)? as u64,
-            ino: r.get::<_, i64>(5)? as u64,
+            stat: stat_columns(r, 2)?,
             offset: r.get::<_, i64>(6)? as u64,
             head: r.get(7)?,
             tail: r.get(8)?,
@@ -685,10 +690,10 @@ fn store(conn: &Connection, file: &FileToIndex<'_>, row: &Row) -> IndexResult<i6
         params![
             file.path,
             file.dir,
-            row.size as i64,
-            row.mtime_ns,
-            row.dev as i64,
-            row.ino as i64,
+            row.stat.len as i64,
+            row.stat.mtime_ns,
+            row.stat.dev as i64,
+            row.stat.ino as i64,
             row.offset as i64,
             row.head,
             row.tail,
@@ -778,7 +783,7 @@ fn refresh_one(
 ) -> IndexResult<Option<SessionInfo>> {
     let meta = &file.stat;
     if let Some(row) = &known {
-        if row.unchanged(meta) && row.offset == row.size && !row.racy() {
+        if row.unchanged(meta) && row.complete() && !row.racy() {
             return Ok(row.state.finish(&file.path, meta.mtime_ms(), with_text));
         }
     }
@@ -790,9 +795,9 @@ fn refresh_one(
     };
     let indexed_at_ns = now_ns();
     if let Some(row) = &known {
-        if row.unchanged(meta) && row.offset == row.size && continues(&f, row) {
+        if row.unchanged(meta) && row.complete() && continues(&f, row) {
             // Racily clean, and its bytes say it is unchanged: clean from now on if the tick has passed.
-            if row.mtime_ns <= indexed_at_ns - RACY_WINDOW_NS {
+            if settled(row.stat.mtime_ns, indexed_at_ns) {
                 conn.prepare_cached("UPDATE files SET indexed_at_ns = ?1 WHERE id = ?2")?
                     .execute(params![indexed_at_ns, row.id])?;
             }
@@ -803,7 +808,7 @@ fn refresh_one(
     let mut row = match known {
         // Grew (or only its unterminated last line changed): continue, unless it was rewritten.
         Some(mut r)
-            if r.same_file(meta) && len >= r.offset && (len != r.size || r.offset < r.size) && continues(&f, &r) =>
+            if r.same_file(meta) && len >= r.offset && (len != r.stat.len || !r.complete()) && continues(&f, &r) =>
         {
             load_text(conn, &mut r)?;
             r
@@ -814,7 +819,7 @@ fn refresh_one(
         }
         None => Row::empty(meta),
     };
-    let was_short = row.offset == 0 || row.size <= HEADER_SCAN_LIMIT;
+    let was_short = row.offset == 0 || row.stat.len <= HEADER_SCAN_LIMIT;
     // Complete lines are remembered; a final line without `\n` is counted for this answer only (it may be a write
     // in progress, and pi's listing reads it as a line).
     let complete_end = match last_newline(&f, row.offset, len) {
@@ -837,10 +842,7 @@ fn refresh_one(
         // What discovery finds depends only on the first MiB: recompute it while the file is shorter than that.
         row.bounded_header = read_header_bounded(&file.path);
     }
-    row.size = len;
-    row.mtime_ns = meta.mtime_ns;
-    row.dev = meta.dev;
-    row.ino = meta.ino;
+    row.stat = *meta;
     row.indexed_at_ns = indexed_at_ns;
     row.id = store(conn, file, &row)?;
     let mut answer = row.state.clone();
