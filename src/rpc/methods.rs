@@ -1202,7 +1202,7 @@ async fn list_delta(p: ListDeltaParams, cx: Cx) -> Result<ListingDeltaJson, Erro
         let base = since.and_then(|t| recent.get(&t, with_text));
         let token = recent.keep(with_text, infos.clone());
         drop(recent);
-        render::listing_delta(&token, base.as_deref().map(Vec::as_slice), &infos, with_text)
+        render::listing_delta(&token, base.as_deref().map_or(&[], Vec::as_slice), &infos, with_text)
     };
     let (cx, json) = listing(cx, p.progress_token, p.include_all_messages_text, run, render).await?;
     cx.rendered_result(json, ListingDeltaJson)

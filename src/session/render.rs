@@ -391,32 +391,26 @@ pub fn session_infos(listing: &[Arc<ListedSession>], with_text: bool) -> Vec<u8>
 }
 
 /// A listing as a change to `base`, one the host holds: `{"token": token, "sessions": [...]}`, where each entry is
-/// its `SessionInfo` or, when `base` has an identical entry, that entry's index in `base`. Without a base every
+/// its `SessionInfo` or, when `base` has an identical entry, that entry's index in `base`. With an empty base every
 /// entry comes in full.
 pub fn listing_delta(
     token: &str,
-    base: Option<&[Arc<ListedSession>]>,
+    base: &[Arc<ListedSession>],
     listing: &[Arc<ListedSession>],
     with_text: bool,
 ) -> Vec<u8> {
-    let known: HashMap<&str, usize> =
-        base.unwrap_or_default().iter().enumerate().map(|(i, s)| (s.info.path.as_str(), i)).collect();
-    let mut out = Vec::new();
-    {
-        let mut o = JsonOut::memory();
-        o.raw(b"{\"token\":").and_then(|()| o.str(token)).expect("memory output cannot fail");
-        out.extend_from_slice(&o.into_bytes());
-    }
+    let known: HashMap<&str, usize> = base.iter().enumerate().map(|(i, s)| (s.info.path.as_str(), i)).collect();
+    let mut o = JsonOut::memory();
+    o.raw(b"{\"token\":").and_then(|()| o.str(token)).expect("memory output cannot fail");
+    let mut out = o.into_bytes();
     out.extend_from_slice(b",\"sessions\":[");
     for (i, s) in listing.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         // Entries the memo answered are the very same allocation; others may still render the same.
-        let same = known.get(s.info.path.as_str()).filter(|&&k| {
-            let b = &base.unwrap_or_default()[k];
-            Arc::ptr_eq(b, s) || b.same_json(s, with_text)
-        });
+        let same =
+            known.get(s.info.path.as_str()).filter(|&&k| Arc::ptr_eq(&base[k], s) || base[k].same_json(s, with_text));
         match same {
             Some(k) => out.extend_from_slice(k.to_string().as_bytes()),
             None => s.write_json(with_text, &mut out),
