@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
-use tokio::sync::{oneshot, watch, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use tokio::sync::{oneshot, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 use crate::session::SessionManager;
 
@@ -91,14 +91,6 @@ pub struct OpenSession {
     pub watched: std::sync::atomic::AtomicBool,
     /// A refresh is queued (file events coalesce into it).
     pub refresh_pending: std::sync::atomic::AtomicBool,
-    /// The file's deletion was already reported.
-    pub deleted_reported: std::sync::atomic::AtomicBool,
-    /// Group commit: the generation of the last write, and the last generation known to be on disk.
-    pub written: AtomicU64,
-    /// See `written`.
-    pub synced: watch::Sender<u64>,
-    /// A group-commit sync is queued.
-    pub sync_pending: std::sync::atomic::AtomicBool,
 }
 
 /// A request's place in a session's arrival order.
@@ -161,10 +153,6 @@ impl OpenSession {
             turns: Turnstile::new(),
             watched: Default::default(),
             refresh_pending: Default::default(),
-            deleted_reported: Default::default(),
-            written: AtomicU64::new(0),
-            synced: watch::Sender::new(0),
-            sync_pending: Default::default(),
         })
     }
 

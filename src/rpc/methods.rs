@@ -25,12 +25,12 @@ use super::handles::{OpenSession, Registry, Ticket};
 use super::proto::*;
 use super::watch::{dir_of, FsWatcher};
 use crate::session::catalog::Catalog;
+use crate::session::change::{Change as EngineChange, Compaction, Op, OpValue, Origin};
 use crate::session::context::ContextOptions;
 use crate::session::index::{CatalogIndex, SharedIndex};
 use crate::session::info::ListedSession;
-use crate::session::json::{JsString, Json};
+use crate::session::json::Json;
 use crate::session::key::Key;
-use crate::session::manager::Refresh;
 use crate::session::render::{self, search_hit_json, JsonOut};
 use crate::session::search::{search_sessions, Phase, Scope};
 use crate::session::store::Durability;
@@ -208,13 +208,6 @@ impl Cx {
             None => rendered(|o| o.raw(&json)).map(wrap),
         }
     }
-}
-
-/// Which `session/changed` a mutation produces.
-enum ChangeKind {
-    Append,
-    Leaf,
-    Rebind,
 }
 
 /// One method's description, for `protocol/`.
@@ -433,61 +426,60 @@ fn state_at(handle: &str, m: &SessionManager, seq: u64) -> Result<SessionState, 
     })
 }
 
-fn leaf_text(m: &SessionManager) -> Option<String> {
-    m.leaf_id().as_js_str().map(JsString::to_string_lossy)
-}
-
 async fn blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, ErrorObjectOwned> + Send + 'static,
 ) -> Result<R, ErrorObjectOwned> {
     tokio::task::spawn_blocking(f).await.map_err(internal)?
 }
 
-/// Sends `session/changed` for what following the file found; returns whether anything changed.
-fn publish_refresh(
+/// Sends one `session/changed` per engine change, in order. `old_path` is the file the handle held before a
+/// rebind.
+fn publish(
     state: &ServerState,
     session: &OpenSession,
-    m: &mut SessionManager,
-) -> Result<bool, ErrorObjectOwned> {
-    let refreshed = match m.refresh() {
-        Ok(r) => r,
-        Err(e) => {
-            // The file was replaced by something that is not a session: report it as gone, keep what we have.
-            tracing::warn!("{}: cannot follow the file: {e}", session.handle);
-            Refresh::Deleted
-        }
-    };
-    let (seq, change) = match refreshed {
-        Refresh::Unchanged => return Ok(false),
-        Refresh::Appended(added) => {
-            session.deleted_reported.store(false, Ordering::SeqCst);
-            if added.is_empty() {
-                return Ok(false);
+    m: &SessionManager,
+    changes: &[EngineChange],
+    old_path: Option<&str>,
+) -> Result<(), ErrorObjectOwned> {
+    for change in changes {
+        let external = Some("external".to_owned());
+        let (origin, seq, change) = match change {
+            EngineChange::Appended { records, origin } => {
+                let entries: Vec<usize> = records.clone().filter(|&i| !m.records()[i].is_header()).collect();
+                let origin = if *origin == Origin::External { external } else { None };
+                (origin, session.next_seq(), Change::Append { entries: entries_json(m, &entries)? })
             }
-            (session.next_seq(), Change::Append { entries: entries_json(m, &added)? })
-        }
-        Refresh::Reset => {
-            session.deleted_reported.store(false, Ordering::SeqCst);
-            let seq = session.next_seq();
-            (seq, Change::Reset { state: Box::new(state_at(&session.handle, m, seq)?) })
-        }
-        Refresh::Deleted => {
-            if session.deleted_reported.swap(true, Ordering::SeqCst) {
-                return Ok(false);
+            EngineChange::LeafMoved => (None, session.next_seq(), Change::Leaf { leaf_id: key_json(m.leaf_id()) }),
+            EngineChange::Rebound => {
+                state.registry.rebind(&session.handle, old_path, m.session_file());
+                if session.watched.load(Ordering::SeqCst) {
+                    if let Some(old) = old_path {
+                        state.watcher.unwatch_dir(&dir_of(old));
+                    }
+                    if let Some(new) = m.session_file() {
+                        state.watcher.watch_dir(&dir_of(new));
+                    }
+                }
+                let seq = session.next_seq();
+                (None, seq, Change::Rebind { state: Box::new(state_at(&session.handle, m, seq)?) })
             }
-            (session.next_seq(), Change::Deleted {})
-        }
-    };
-    let note = SessionChanged {
-        handle: session.handle.clone(),
-        session_id: any(m.session_id()),
-        seq,
-        origin: Some("external".into()),
-        leaf_id: key_json(m.leaf_id()),
-        change,
-    };
-    state.notify("session/changed", &note);
-    Ok(true)
+            EngineChange::Reloaded => {
+                let seq = session.next_seq();
+                (external, seq, Change::Reset { state: Box::new(state_at(&session.handle, m, seq)?) })
+            }
+            EngineChange::Deleted => (external, session.next_seq(), Change::Deleted {}),
+        };
+        let note = SessionChanged {
+            handle: session.handle.clone(),
+            session_id: any(m.session_id()),
+            seq,
+            origin,
+            leaf_id: key_json(m.leaf_id()),
+            change,
+        };
+        state.notify("session/changed", &note);
+    }
+    Ok(())
 }
 
 /// Follows a watched session's file now (coalescing: one refresh queued per session at a time).
@@ -499,116 +491,49 @@ pub fn schedule_refresh(state: Arc<ServerState>, session: Arc<OpenSession>) {
         let mut guard = session.ticket().write().await;
         session.refresh_pending.store(false, Ordering::SeqCst);
         let s2 = session.clone();
-        let _ = tokio::task::spawn_blocking(move || publish_refresh(&state, &s2, &mut guard)).await;
+        let _ = tokio::task::spawn_blocking(move || match guard.refresh() {
+            Ok(change) => publish(&state, &s2, &guard, change.as_slice(), None),
+            Err(e) => {
+                tracing::warn!("{}: cannot follow the file: {e}", s2.handle);
+                Ok(())
+            }
+        })
+        .await;
     });
 }
 
-/// Runs a mutation in arrival order and, when it succeeds, sends `session/changed` before returning.
-///
-/// First the file is checked for another process's appends (pi takes no lock): they are published, and the
-/// mutation is refused with ContentModified if the host expected another leaf, or if following the file moved
-/// the leaf (the host's picture was stale). With group commit the response waits for the fsync that covers it.
-async fn mutate<R: Send + 'static>(
-    cx: &Cx,
-    handle: &str,
-    expected_leaf: Option<String>,
-    kind: ChangeKind,
-    op: impl FnOnce(&mut SessionManager) -> crate::session::Result<R> + Send + 'static,
-) -> Result<R, ErrorObjectOwned> {
+/// Runs a mutation through the engine in arrival order, sends its `session/changed` notifications (what
+/// following the file found, even when the op is refused, then what the op did) before returning, and, with
+/// group commit, waits for the fsync that covers it — outside the session's lock, so a burst shares one.
+async fn mutate(cx: &Cx, handle: &str, expected_leaf: Option<String>, op: Op) -> Result<OpValue, ErrorObjectOwned> {
     let ticket = cx.ticket(handle)?;
     let session = ticket.session().clone();
     let mut guard = ticket.write().await;
     let state = cx.state.clone();
-    let s2 = session.clone();
-    let (result, generation) = blocking(move || {
-        let session = s2;
+    let (value, commit) = blocking(move || {
         let m = &mut *guard;
-        let leaf_before = leaf_text(m);
-        let external = publish_refresh(&state, &session, m)?;
-        let current = leaf_text(m);
-        match &expected_leaf {
-            Some(expected) if current.as_deref() != Some(expected.as_str()) => {
-                return Err(error::content_modified(current))
-            }
-            None if external && current != leaf_before => {
-                return Err(error::modified_by_another_process(current, m.session_file()))
-            }
-            _ => {}
-        }
-        let before = m.records().len();
         let old_path = m.session_file().map(str::to_owned);
-        let result = match op(m) {
-            Ok(r) => r,
-            Err(e @ crate::session::Error::Conflict { .. }) => {
-                // Another process wrote between the check and the write: show what it wrote, refuse ours.
-                publish_refresh(&state, &session, m)?;
-                return Err(error::with_leaf(from_session(e), leaf_text(m)));
-            }
-            Err(e) => return Err(from_session(e)),
-        };
-        let seq = session.next_seq();
-        let change = match kind {
-            ChangeKind::Append => {
-                let added: Vec<usize> = (before..m.records().len()).filter(|&i| !m.records()[i].is_header()).collect();
-                Change::Append { entries: entries_json(m, &added)? }
-            }
-            ChangeKind::Leaf => Change::Leaf { leaf_id: key_json(m.leaf_id()) },
-            ChangeKind::Rebind => {
-                state.registry.rebind(&session.handle, old_path.as_deref(), m.session_file());
-                if session.watched.load(Ordering::SeqCst) {
-                    if let Some(old) = &old_path {
-                        state.watcher.unwatch_dir(&dir_of(old));
-                    }
-                    if let Some(new) = m.session_file() {
-                        state.watcher.watch_dir(&dir_of(new));
-                    }
-                }
-                Change::Rebind { state: Box::new(state_at(&session.handle, m, seq)?) }
-            }
-        };
-        let note = SessionChanged {
-            handle: session.handle.clone(),
-            session_id: any(m.session_id()),
-            seq,
-            origin: None,
-            leaf_id: key_json(m.leaf_id()),
-            change,
-        };
-        state.notify("session/changed", &note);
-        // A writer that takes no lock (pi) may have appended around our line: publish what it wrote now.
-        publish_refresh(&state, &session, m)?;
-        if let Some(path) = m.session_file().filter(|p| paths::as_path(p).exists()) {
+        let outcome = m.apply(op, expected_leaf.as_deref());
+        publish(&state, &session, m, &outcome.changes, old_path.as_deref())?;
+        let value = outcome.result.map_err(from_session)?;
+        let wrote = outcome.changes.iter().any(|c| matches!(c, EngineChange::Appended { origin: Origin::Own, .. }));
+        if let Some(path) = m.session_file().filter(|_| wrote && m.is_persisted() && m.is_flushed()) {
             state.index.touch(path);
         }
-        let generation = session.written.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok((result, generation))
+        Ok((value, outcome.commit))
     })
     .await?;
-    if cx.state.durability == Durability::Batch {
-        group_commit(&session, generation).await?;
+    if commit.is_pending() {
+        blocking(move || commit.wait().map_err(from_session)).await?;
     }
-    Ok(result)
+    Ok(value)
 }
 
-/// Group commit: one fsync covers every write made before it; each response waits for the fsync covering it.
-async fn group_commit(session: &Arc<OpenSession>, generation: u64) -> Result<(), ErrorObjectOwned> {
-    let mut synced = session.synced.subscribe();
-    if !session.sync_pending.swap(true, Ordering::SeqCst) {
-        let s = session.clone();
-        tokio::spawn(async move {
-            // Queue behind writers already waiting for the lock, so a burst of appends shares one fsync.
-            let mut guard = s.manager.clone().write_owned().await;
-            s.sync_pending.store(false, Ordering::SeqCst);
-            let covered = s.written.load(Ordering::SeqCst);
-            let result = tokio::task::spawn_blocking(move || guard.sync()).await;
-            if !matches!(result, Ok(Ok(()))) {
-                tracing::error!("{}: fsync failed: {result:?}", s.handle);
-            }
-            s.synced.send_modify(|g| *g = (*g).max(covered));
-        });
+fn entry_id(value: OpValue) -> Result<IdResult, ErrorObjectOwned> {
+    match value {
+        OpValue::Entry { id, .. } => Ok(IdResult { id }),
+        other => Err(internal(format!("an append returned {other:?}"))),
     }
-    synced.wait_for(|&g| g >= generation).await.map_err(internal)?;
-    Ok(())
 }
 
 /// Runs a read in arrival order, concurrently with other reads.
@@ -813,7 +738,7 @@ async fn fork_from(p: ForkFromParams, cx: Cx) -> Result<SessionState, ErrorObjec
 async fn new_session(p: NewSessionParams, cx: Cx) -> Result<SessionState, ErrorObjectOwned> {
     let handle = p.handle.clone();
     let options = NewSessionOptions { id: p.id, parent_session: p.parent_session };
-    mutate(&cx, &p.handle, None, ChangeKind::Rebind, move |m| m.new_session(options).map(|_| ())).await?;
+    mutate(&cx, &p.handle, None, Op::NewSession(options)).await?;
     get_state(HandleParams { handle }, cx).await
 }
 
@@ -823,7 +748,7 @@ async fn set_session_file(p: SetSessionFileParams, cx: Cx) -> Result<SessionStat
         return Err(invalid_params("path", format!("{resolved} is already open as handle {other}; use that handle")));
     }
     let handle = p.handle.clone();
-    mutate(&cx, &p.handle, None, ChangeKind::Rebind, move |m| m.set_session_file(&resolved)).await?;
+    mutate(&cx, &p.handle, None, Op::SetSessionFile { path: resolved }).await?;
     get_state(HandleParams { handle }, cx).await
 }
 
@@ -856,142 +781,108 @@ async fn append_message(p: AppendMessageParams, cx: Cx) -> Result<IdResult, Erro
     if !matches!(&p.message.0, Json::Object(o) if matches!(o.get("role"), Some(Json::String(_)))) {
         return Err(invalid_params("message.role", "message must be an object with a string role"));
     }
-    let id =
-        mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| m.append_message(p.message.0)).await?;
-    Ok(IdResult { id })
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, Op::AppendMessage { message: p.message.0 }).await?)
 }
 
 async fn append_thinking_level_change(
     p: AppendThinkingLevelChangeParams,
     cx: Cx,
 ) -> Result<IdResult, ErrorObjectOwned> {
-    let level = Json::String(p.thinking_level.0);
-    let id =
-        mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| m.append_thinking_level_change(level))
-            .await?;
-    Ok(IdResult { id })
+    let op = Op::AppendThinkingLevelChange { thinking_level: Json::String(p.thinking_level.0) };
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, op).await?)
 }
 
 async fn append_model_change(p: AppendModelChangeParams, cx: Cx) -> Result<IdResult, ErrorObjectOwned> {
-    let (provider, model) = (Json::String(p.provider.0), Json::String(p.model_id.0));
-    let id =
-        mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| m.append_model_change(provider, model))
-            .await?;
-    Ok(IdResult { id })
+    let op = Op::AppendModelChange { provider: Json::String(p.provider.0), model_id: Json::String(p.model_id.0) };
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, op).await?)
 }
 
 async fn append_usage(p: AppendUsageParams, cx: Cx) -> Result<EntryResult, ErrorObjectOwned> {
     let handle = p.handle.clone();
-    let i = mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| {
-        m.append_usage(
-            Json::String(p.kind.0),
-            Json::String(p.provider.0),
-            Json::String(p.model.0),
-            p.usage.0,
-            p.note.map(|n| Json::String(n.0)),
-        )
-    })
-    .await?;
-    let entry = read(&cx, &handle, move |m| entry_json(m, i)).await?;
+    let op = Op::AppendUsage {
+        kind: Json::String(p.kind.0),
+        provider: Json::String(p.provider.0),
+        model: Json::String(p.model.0),
+        usage: p.usage.0,
+        note: p.note.map(|n| Json::String(n.0)),
+    };
+    let OpValue::Entry { record, .. } = mutate(&cx, &p.handle, p.expected_leaf_id, op).await? else {
+        return Err(internal("appendUsage returned no entry"));
+    };
+    let entry = read(&cx, &handle, move |m| entry_json(m, record)).await?;
     Ok(EntryResult { entry })
 }
 
 async fn append_compaction(p: AppendCompactionParams, cx: Cx) -> Result<IdResult, ErrorObjectOwned> {
-    let first_kept = p.first_kept_entry_id.map(|s| Json::str(&s));
-    let tail = p.retained_tail.map(|t| Json::Array(t.into_iter().map(|v| v.0).collect()));
-    let system = p.system_message.map(|v| v.0);
-    let id = mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| {
-        m.append_compaction_with(
-            Json::String(p.summary.0),
-            first_kept,
-            p.tokens_before.0,
-            p.details.map(|v| v.0),
-            p.from_hook.map(|v| v.0),
-            p.usage.map(|v| v.0),
-            system,
-            tail,
-        )
-    })
-    .await?;
-    Ok(IdResult { id })
+    let op = Op::AppendCompaction(Box::new(Compaction {
+        summary: Json::String(p.summary.0),
+        first_kept_entry_id: p.first_kept_entry_id.map(|s| Json::str(&s)),
+        tokens_before: p.tokens_before.0,
+        details: p.details.map(|v| v.0),
+        from_hook: p.from_hook.map(|v| v.0),
+        usage: p.usage.map(|v| v.0),
+        system_message: p.system_message.map(|v| v.0),
+        retained_tail: p.retained_tail.map(|t| Json::Array(t.into_iter().map(|v| v.0).collect())),
+    }));
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, op).await?)
 }
 
 async fn append_custom_entry(p: AppendCustomEntryParams, cx: Cx) -> Result<IdResult, ErrorObjectOwned> {
-    let id = mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| {
-        m.append_custom_entry(Json::String(p.custom_type.0), p.data.map(|d| d.0))
-    })
-    .await?;
-    Ok(IdResult { id })
+    let op = Op::AppendCustomEntry { custom_type: Json::String(p.custom_type.0), data: p.data.map(|d| d.0) };
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, op).await?)
 }
 
 async fn append_session_info(p: AppendSessionInfoParams, cx: Cx) -> Result<IdResult, ErrorObjectOwned> {
-    let id = mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| m.append_session_info(&p.name.0))
-        .await?;
-    Ok(IdResult { id })
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, Op::AppendSessionInfo { name: p.name.0 }).await?)
 }
 
 async fn append_custom_message_entry(p: AppendCustomMessageEntryParams, cx: Cx) -> Result<IdResult, ErrorObjectOwned> {
-    let id = mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| {
-        m.append_custom_message_entry(Json::String(p.custom_type.0), p.content.0, p.display.0, p.details.map(|d| d.0))
-    })
-    .await?;
-    Ok(IdResult { id })
+    let op = Op::AppendCustomMessageEntry {
+        custom_type: Json::String(p.custom_type.0),
+        content: p.content.0,
+        display: p.display.0,
+        details: p.details.map(|d| d.0),
+    };
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, op).await?)
 }
 
 async fn append_context_edit(p: AppendContextEditParams, cx: Cx) -> Result<IdResult, ErrorObjectOwned> {
-    let target = key(&p.target_id);
-    let id = mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| {
-        m.append_context_edit(&target, Some(p.replacement.0))
-    })
-    .await?;
-    Ok(IdResult { id })
+    let op = Op::AppendContextEdit { target_id: key(&p.target_id).into(), replacement: Some(p.replacement.0) };
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, op).await?)
 }
 
 async fn append_label_change(p: AppendLabelChangeParams, cx: Cx) -> Result<IdResult, ErrorObjectOwned> {
-    let target = key(&p.target_id);
-    let id = mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| {
-        m.append_label_change(&target, p.label.map(|l| l.0))
-    })
-    .await?;
-    Ok(IdResult { id })
+    let op = Op::AppendLabelChange { target_id: key(&p.target_id).into(), label: p.label.map(|l| l.0) };
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, op).await?)
 }
 
 async fn branch(p: BranchParams, cx: Cx) -> Result<Null, ErrorObjectOwned> {
-    let target = key(&p.entry_id);
-    mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Leaf, move |m| m.branch(&target)).await?;
+    mutate(&cx, &p.handle, p.expected_leaf_id, Op::Branch { entry_id: key(&p.entry_id).into() }).await?;
     Ok(null())
 }
 
 async fn reset_leaf(p: ResetLeafParams, cx: Cx) -> Result<Null, ErrorObjectOwned> {
-    mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Leaf, |m| {
-        m.reset_leaf();
-        Ok(())
-    })
-    .await?;
+    mutate(&cx, &p.handle, p.expected_leaf_id, Op::ResetLeaf).await?;
     Ok(null())
 }
 
 async fn branch_with_summary(p: BranchWithSummaryParams, cx: Cx) -> Result<IdResult, ErrorObjectOwned> {
-    let from = p.entry_id.as_deref().map(key);
-    let id = mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Append, move |m| {
-        m.branch_with_summary(
-            from.as_ref(),
-            Json::String(p.summary.0),
-            p.details.map(|v| v.0),
-            p.from_hook.map(|v| v.0),
-            p.usage.map(|v| v.0),
-        )
-    })
-    .await?;
-    Ok(IdResult { id })
+    let op = Op::BranchWithSummary {
+        entry_id: p.entry_id.as_deref().map(|id| key(id).into()),
+        summary: Json::String(p.summary.0),
+        details: p.details.map(|v| v.0),
+        from_hook: p.from_hook.map(|v| v.0),
+        usage: p.usage.map(|v| v.0),
+    };
+    entry_id(mutate(&cx, &p.handle, p.expected_leaf_id, op).await?)
 }
 
 async fn create_branched_session(p: CreateBranchedSessionParams, cx: Cx) -> Result<PathResult, ErrorObjectOwned> {
-    let leaf = key(&p.leaf_id);
-    let path =
-        mutate(&cx, &p.handle, p.expected_leaf_id, ChangeKind::Rebind, move |m| m.create_branched_session(&leaf))
-            .await?;
-    Ok(PathResult { path })
+    let op = Op::CreateBranchedSession { leaf_id: key(&p.leaf_id) };
+    match mutate(&cx, &p.handle, p.expected_leaf_id, op).await? {
+        OpValue::Path(path) => Ok(PathResult { path }),
+        other => Err(internal(format!("createBranchedSession returned {other:?}"))),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -5,9 +5,8 @@ use std::io::Write;
 
 use pi_sessiond::session::json::Json;
 use pi_sessiond::session::key::Key;
-use pi_sessiond::session::manager::Refresh;
 use pi_sessiond::session::store::{Durability, WarningKind};
-use pi_sessiond::session::{Env, Error, NewSessionOptions, SessionManager};
+use pi_sessiond::session::{Change, Env, Error, NewSessionOptions, Origin, SessionManager};
 
 use crate::support::{json, s, temp_dir};
 
@@ -44,12 +43,12 @@ fn refresh_reads_another_writers_complete_lines_and_holds_back_a_partial_one() {
     let line_b = entry_line("bbbbbbbb", "aaaaaaaa", "half written");
     append_raw(&file, format!("{line_a}\n{}", &line_b[..40]).as_bytes());
     let r = viewer.refresh().unwrap();
-    let Refresh::Appended(new) = r else { panic!("{r:?}") };
+    let Some(Change::Appended { records: new, origin: Origin::External }) = r else { panic!("{r:?}") };
     assert_eq!(new.len(), 1, "only the complete line");
     assert_eq!(*viewer.leaf_id(), Key::str("aaaaaaaa"), "the leaf follows the conversation");
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Unchanged, "the partial line is still being written");
+    assert_eq!(viewer.refresh().unwrap(), None, "the partial line is still being written");
     append_raw(&file, format!("{}\n", &line_b[40..]).as_bytes());
-    let Refresh::Appended(new) = viewer.refresh().unwrap() else { panic!() };
+    let Some(Change::Appended { records: new, .. }) = viewer.refresh().unwrap() else { panic!() };
     assert_eq!(new.len(), 1);
     assert_eq!(*viewer.leaf_id(), Key::str("bbbbbbbb"));
     // The viewer now reads what a fresh open reads.
@@ -69,7 +68,7 @@ fn a_line_that_was_incomplete_at_open_is_read_whole_once_it_is_finished() {
     let mut viewer = SessionManager::open(&path, None, None, Env::system()).unwrap();
     assert_eq!(viewer.entry_count(), 0);
     append_raw(&path, format!("{}\n", &line[30..]).as_bytes());
-    let Refresh::Appended(new) = viewer.refresh().unwrap() else { panic!() };
+    let Some(Change::Appended { records: new, .. }) = viewer.refresh().unwrap() else { panic!() };
     assert_eq!(new.len(), 1);
     assert_eq!(viewer.entry_count(), 1);
     assert!(viewer.warnings().iter().all(|w| w.kind != WarningKind::TornTail), "{:?}", viewer.warnings());
@@ -84,15 +83,15 @@ fn refresh_reports_a_truncated_or_replaced_file_as_reset_and_a_removed_one_as_de
     std::fs::write(&tmp, format!("{header}\n{}\n{}\n", entry_line("r1", "", "x"), entry_line("r2", "r1", "y")))
         .unwrap();
     std::fs::rename(&tmp, &file).unwrap();
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Reset);
+    assert_eq!(viewer.refresh().unwrap(), Some(Change::Reloaded));
     assert_eq!(viewer.entry_count(), 2);
     assert_eq!(*viewer.leaf_id(), Key::str("r2"));
     // Truncated in place.
     std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(header.len() as u64 + 1).unwrap();
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Reset);
+    assert_eq!(viewer.refresh().unwrap(), Some(Change::Reloaded));
     assert_eq!(viewer.entry_count(), 0);
     std::fs::remove_file(&file).unwrap();
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Deleted);
+    assert_eq!(viewer.refresh().unwrap(), Some(Change::Deleted));
 }
 
 #[test]
@@ -102,7 +101,7 @@ fn a_leaf_the_host_moved_elsewhere_stays_when_others_append() {
     let second = m.append_message(user("second")).unwrap();
     m.branch(&first).unwrap();
     append_raw(&file, format!("{}\n", entry_line("cccccccc", &second, "from pi")).as_bytes());
-    assert!(matches!(m.refresh().unwrap(), Refresh::Appended(_)));
+    assert!(matches!(m.refresh().unwrap(), Some(Change::Appended { .. })));
     assert_eq!(*m.leaf_id(), first);
 }
 
@@ -138,7 +137,7 @@ fn an_append_after_another_process_wrote_is_refused_instead_of_interleaved() {
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), before);
     // After following the file, the append goes on top of the other writer's entry.
-    assert!(matches!(m.refresh().unwrap(), Refresh::Appended(_)));
+    assert!(matches!(m.refresh().unwrap(), Some(Change::Appended { .. })));
     m.append_message(user("ours")).unwrap();
     let last = std::fs::read_to_string(&file).unwrap().lines().last().unwrap().to_owned();
     assert!(last.contains(r#""parentId":"dddddddd""#), "{last}");

@@ -23,3 +23,5 @@ mod rpc_conformance;
 mod rpc_listing;
 mod rpc_live;
 mod rpc_search;
+mod write_faults;
+mod writes;
