@@ -8,7 +8,7 @@ use pi_sessiond::session::key::Key;
 use pi_sessiond::session::store::{Durability, WarningKind};
 use pi_sessiond::session::{Change, Env, Error, NewSessionOptions, Origin, SessionManager};
 
-use crate::support::{json, s, temp_dir};
+use crate::support::{json, s, temp_dir, write_v1_session};
 
 fn user(text: &str) -> Json {
     json(&format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#))
@@ -161,16 +161,7 @@ fn a_fragment_another_writer_left_is_ended_before_our_line_and_kept_as_a_torn_li
 fn durable_appends_and_a_migration_rewrite_keep_the_file_readable_at_every_step() {
     let dir = temp_dir();
     let path = s(&dir.path().join("v1.jsonl"));
-    std::fs::write(
-        &path,
-        concat!(
-            r#"{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
-            "\n",
-            r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
+    write_v1_session(&path);
     let mut m = SessionManager::open(&path, None, None, Env::system()).unwrap();
     m.set_durability(Durability::Entry);
     for n in 0..5 {

@@ -10,7 +10,7 @@ use pi_sessiond::session::{Env, SessionManager};
 
 use crate::support::faults::Faults;
 use crate::support::sidecar::Sidecar;
-use crate::support::{json, s, str_of, temp_dir, user_message};
+use crate::support::{json, s, str_of, temp_dir, user_message, write_v1_session};
 
 const HEADER: &str =
     r#"{"type":"session","version":3,"id":"faults","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#;
@@ -26,12 +26,7 @@ fn session_file(dir: &std::path::Path) -> String {
 /// A version 1 session (no ids), which the first write migrates with a rewrite.
 fn legacy_file(dir: &std::path::Path) -> String {
     let path = s(&dir.join("legacy.jsonl"));
-    let entry = r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"old","timestamp":1}}"#;
-    std::fs::write(
-        &path,
-        format!("{}\n{entry}\n", r#"{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#),
-    )
-    .unwrap();
+    write_v1_session(&path);
     path
 }
 

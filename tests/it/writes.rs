@@ -13,7 +13,7 @@ use pi_sessiond::session::{
 };
 
 use crate::support::sidecar::Sidecar;
-use crate::support::{json, s, str_of, temp_dir, Deterministic};
+use crate::support::{json, s, str_of, temp_dir, write_v1_session, Deterministic};
 
 fn user(text: &str) -> Json {
     json(&format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#))
@@ -195,16 +195,7 @@ fn a_batch_whose_write_is_refused_changes_neither_memory_nor_file() {
 fn a_batch_on_a_legacy_file_is_written_with_its_migration_in_one_rename() {
     let dir = temp_dir();
     let path = s(&dir.path().join("v1.jsonl"));
-    std::fs::write(
-        &path,
-        concat!(
-            r#"{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
-            "\n",
-            r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
+    write_v1_session(&path);
     let mut m = SessionManager::open(&path, None, None, Env::system()).unwrap();
     let compaction = Compaction {
         summary: Json::str("sum"),
@@ -246,16 +237,7 @@ fn a_migration_rewrite_of_a_symlinked_session_replaces_the_target_and_keeps_the_
     let dir = temp_dir();
     let elsewhere = temp_dir();
     let real = elsewhere.path().join("real.jsonl");
-    std::fs::write(
-        &real,
-        concat!(
-            r#"{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
-            "\n",
-            r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
+    write_v1_session(&s(&real));
     let link = dir.path().join("link.jsonl");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let mut m = SessionManager::open(&s(&link), None, None, Env::system()).unwrap();

@@ -196,6 +196,23 @@ impl SessionManager {
         (o, id)
     }
 
+    /// An entry whose own fields come right after `type` and before the common ones (pi's key order for custom
+    /// entries: type, the fields, id, parentId, timestamp); a None field is left out (`undefined`).
+    fn base_entry_last<const N: usize>(&mut self, kind: &str, fields: [(&str, Option<Json>); N]) -> (Object, String) {
+        let (base, id) = self.base_entry(kind);
+        let mut o = Object::new();
+        o.insert("type", Json::str(kind));
+        for (k, v) in fields {
+            if let Some(v) = v {
+                o.insert(k, v);
+            }
+        }
+        for k in ["id", "parentId", "timestamp"] {
+            o.insert(k, base.get(k).cloned().unwrap_or(Json::Null));
+        }
+        (o, id)
+    }
+
     /// Adds an entry to memory (records and index; the leaf moves to it), not yet to the file.
     fn stage_entry(&mut self, entry: Object, id: String) -> OpValue {
         let mut bytes = Vec::new();
@@ -238,17 +255,8 @@ impl SessionManager {
             }
             Op::AppendCompaction(c) => self.stage_compaction(*c)?,
             Op::AppendCustomEntry { custom_type, data } => {
-                // Key order: type, customType, data, id, parentId, timestamp.
-                let (base, id) = self.base_entry("custom");
-                let mut o = Object::new();
-                o.insert("type", Json::str("custom"));
-                o.insert("customType", custom_type);
-                if let Some(d) = data {
-                    o.insert("data", d);
-                }
-                for k in ["id", "parentId", "timestamp"] {
-                    o.insert(k, base.get(k).cloned().unwrap_or(Json::Null));
-                }
+                let fields = [("customType", Some(custom_type)), ("data", data)];
+                let (o, id) = self.base_entry_last("custom", fields);
                 self.stage_entry(o, id)
             }
             Op::AppendSessionInfo { name } => {
@@ -258,19 +266,13 @@ impl SessionManager {
                 self.stage_entry(o, id)
             }
             Op::AppendCustomMessageEntry { custom_type, content, display, details } => {
-                // Key order: type, customType, content, display, details, id, parentId, timestamp.
-                let (base, id) = self.base_entry("custom_message");
-                let mut o = Object::new();
-                o.insert("type", Json::str("custom_message"));
-                o.insert("customType", custom_type);
-                o.insert("content", content);
-                o.insert("display", display);
-                if let Some(d) = details {
-                    o.insert("details", d);
-                }
-                for k in ["id", "parentId", "timestamp"] {
-                    o.insert(k, base.get(k).cloned().unwrap_or(Json::Null));
-                }
+                let fields = [
+                    ("customType", Some(custom_type)),
+                    ("content", Some(content)),
+                    ("display", Some(display)),
+                    ("details", details),
+                ];
+                let (o, id) = self.base_entry_last("custom_message", fields);
                 self.stage_entry(o, id)
             }
             Op::AppendContextEdit { target_id, replacement } => {
