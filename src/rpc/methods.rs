@@ -508,6 +508,7 @@ pub fn schedule_refresh(state: Arc<ServerState>, session: Arc<OpenSession>) {
 async fn mutate(cx: &Cx, handle: &str, expected_leaf: Option<String>, op: Op) -> Result<OpValue, ErrorObjectOwned> {
     let ticket = cx.ticket(handle)?;
     let session = ticket.session().clone();
+    let session_lock = session.manager.clone();
     let mut guard = ticket.write().await;
     let state = cx.state.clone();
     let (value, commit) = blocking(move || {
@@ -524,7 +525,20 @@ async fn mutate(cx: &Cx, handle: &str, expected_leaf: Option<String>, op: Op) ->
     })
     .await?;
     if commit.is_pending() {
-        blocking(move || commit.wait().map_err(from_session)).await?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Some(job) = commit.on_durable(move |r| drop(tx.send(r))) {
+            // Before each fsync, queue behind the writers already waiting for the session, so one fsync covers
+            // the whole burst (the fsync itself runs without the lock).
+            let lock = session_lock;
+            tokio::spawn(async move {
+                let mut next = Some(job);
+                while let Some(job) = next.take() {
+                    drop(lock.clone().write_owned().await);
+                    next = tokio::task::spawn_blocking(move || job.run()).await.unwrap_or(None);
+                }
+            });
+        }
+        rx.await.map_err(internal)?.map_err(from_session)?;
     }
     Ok(value)
 }

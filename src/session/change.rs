@@ -14,7 +14,7 @@ use super::error::Result;
 use super::json::{JsString, Json};
 use super::key::Key;
 use super::manager::NewSessionOptions;
-use super::store::SyncPoint;
+use super::store::{SyncJob, SyncPoint};
 
 /// Who wrote appended records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,6 +302,21 @@ impl Commit {
         match self.0 {
             None => Ok(()),
             Some((point, generation)) => point.sync_through(generation),
+        }
+    }
+
+    /// The non-blocking [`Commit::wait`], for hosts that must not park a thread per write: `done` is called
+    /// with the same result once the write is durable (at once when nothing is owed). When no fsync is under way,
+    /// the [`SyncJob`] that makes it is returned: run it where blocking is fine, and run the job it returns until
+    /// none is left (each run is one fsync serving every waiter so far). Until it runs nothing is synced, so a
+    /// host may first let the writers already queued write, to cover more of them with one fsync.
+    pub fn on_durable(self, done: impl FnOnce(Result<()>) + Send + 'static) -> Option<SyncJob> {
+        match self.0 {
+            None => {
+                done(Ok(()));
+                None
+            }
+            Some((point, generation)) => point.on_durable(generation, Box::new(done)),
         }
     }
 }

@@ -13,7 +13,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::FileExt;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use super::change::Commit;
 
@@ -404,29 +404,76 @@ pub struct Landed {
 
 /// Group commit and poisoning for one append handle. Writes are numbered as they are made; one fsync covers every
 /// write numbered before it started, so the writers waiting meanwhile share it. It lives outside the session's
-/// lock (each [`Commit`] holds it), so the fsync never holds up the next writer. Once an fsync fails, or a failed
-/// write cannot be cut back, what is on disk is unknown: the point is poisoned, every write it was to cover fails,
-/// and every later write is refused until the file is opened again (PostgreSQL's lesson: retrying an fsync after
-/// a failure can report success for data the kernel already dropped).
-#[derive(Debug)]
+/// lock (each [`Commit`] holds it), so the fsync never holds up the next writer, and a waiter needs no thread of
+/// its own: it leaves a callback, and one [`SyncJob`] at a time fsyncs and calls back every write it covered.
+/// Once an fsync fails, or a failed write cannot be cut back, what is on disk is unknown: the point is poisoned,
+/// every write it was to cover fails, and every later write is refused until the file is opened again
+/// (PostgreSQL's lesson: retrying an fsync after a failure can report success for data the kernel already
+/// dropped).
 pub struct SyncPoint {
     /// A descriptor of the append handle's file, for fsync without the handle.
     file: File,
     path: String,
     state: Mutex<SyncState>,
-    synced: Condvar,
+    /// Held while an fsync runs, so two are never made at once (the second waits, then usually finds its write
+    /// covered by the first).
+    fsync_turn: Mutex<()>,
 }
 
-#[derive(Debug, Default)]
+/// Called once a write is durable, or with why it is not.
+type Durable = Box<dyn FnOnce(Result<()>) + Send>;
+
+#[derive(Default)]
 struct SyncState {
     /// Number of the last write made.
     written: u64,
     /// Number of the last write known durable.
     synced: u64,
-    /// An fsync is running (its caller leads; the others wait).
-    syncing: bool,
+    /// A [`SyncJob`] exists (handed out, running, or about to run): nobody else starts one.
+    job: bool,
+    /// Writes waiting for an fsync: their numbers and their callbacks.
+    waiting: Vec<(u64, Durable)>,
     /// Why the file refuses writes: the failure, and its OS error code when it had one.
     poison: Option<(String, Option<i32>)>,
+}
+
+impl std::fmt::Debug for SyncPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.lock();
+        f.debug_struct("SyncPoint")
+            .field("path", &self.path)
+            .field("written", &s.written)
+            .field("synced", &s.synced)
+            .field("waiting", &s.waiting.len())
+            .field("poison", &s.poison)
+            .finish()
+    }
+}
+
+/// The fsync a group of waiting writes needs. Run it where blocking is fine: it makes one fsync covering every
+/// write made so far and calls back each waiter it covered; if more waiters arrived meanwhile, it returns the job
+/// for them, so the host can first let the writers already queued write (one fsync then covers them all). Dropped
+/// unrun, it runs until nobody waits.
+#[derive(Debug)]
+#[must_use = "waiters are called back only once the job runs"]
+pub struct SyncJob(Option<Arc<SyncPoint>>);
+
+impl SyncJob {
+    /// One fsync; blocks. Returns the job for the writes that came to wait meanwhile, if any.
+    pub fn run(mut self) -> Option<SyncJob> {
+        let point = self.0.take()?;
+        point.fsync_once();
+        point.next_job()
+    }
+}
+
+impl Drop for SyncJob {
+    fn drop(&mut self) {
+        let mut next = self.0.take().map(|point| SyncJob(Some(point)));
+        while let Some(job) = next {
+            next = job.run();
+        }
+    }
 }
 
 impl SyncPoint {
@@ -436,7 +483,7 @@ impl SyncPoint {
             file,
             path: path.to_owned(),
             state: Mutex::new(SyncState::default()),
-            synced: Condvar::new(),
+            fsync_turn: Mutex::new(()),
         }))
     }
 
@@ -451,19 +498,20 @@ impl SyncPoint {
         s.written
     }
 
-    /// Records that everything written so far is durable (a synced rewrite replaced it).
+    /// Records that everything written so far is durable (a synced rewrite replaced the file).
     fn all_synced(&self) {
-        let mut s = self.lock();
-        s.synced = s.written;
-        self.synced.notify_all();
+        let ready = {
+            let mut s = self.lock();
+            s.synced = s.written;
+            std::mem::take(&mut s.waiting)
+        };
+        ready.into_iter().for_each(|(_, done)| done(Ok(())));
     }
 
     /// Poisons the file (see the type's doc).
     fn poison(&self, cause: String, os_error: Option<i32>) {
         tracing::error!("{}: {cause}; the session refuses writes until it is opened again", self.path);
-        let mut s = self.lock();
-        s.poison.get_or_insert((cause, os_error));
-        self.synced.notify_all();
+        self.lock().poison.get_or_insert((cause, os_error));
     }
 
     /// The error a write gets once the file is poisoned.
@@ -472,48 +520,111 @@ impl SyncPoint {
         s.poison.as_ref().map(|(cause, _)| Error::Poisoned { path: self.path.clone(), cause: cause.clone() })
     }
 
+    /// The error of a write that a failed fsync was to cover.
+    fn not_durable(&self, poison: &(String, Option<i32>)) -> Error {
+        let source = match poison.1 {
+            Some(code) => std::io::Error::from_raw_os_error(code),
+            None => std::io::Error::other(poison.0.clone()),
+        };
+        Error::io("sync", &self.path, source)
+    }
+
     /// True when write number `generation` is durable.
     pub(crate) fn is_synced(&self, generation: u64) -> bool {
         self.lock().synced >= generation
     }
 
-    /// Blocks until write number `generation` is durable: the first caller with nothing running fsyncs
-    /// everything written so far, the others wait for it.
-    pub(crate) fn sync_through(&self, generation: u64) -> Result<()> {
+    /// Calls `done` once write number `generation` is durable (at once if it is, or if it never will be). Returns
+    /// the job to run when no fsync is under way yet.
+    pub(crate) fn on_durable(self: &Arc<Self>, generation: u64, done: Durable) -> Option<SyncJob> {
         let mut s = self.lock();
-        loop {
-            if s.synced >= generation {
-                return Ok(());
-            }
-            if let Some((cause, os_error)) = &s.poison {
-                // The fsync that was to cover this write failed (or an earlier one did): it is not durable.
-                let source = match os_error {
-                    Some(code) => std::io::Error::from_raw_os_error(*code),
-                    None => std::io::Error::other(cause.clone()),
-                };
-                return Err(Error::io("sync", &self.path, source));
-            }
-            if s.syncing {
-                s = self.synced.wait(s).unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            s.syncing = true;
-            let target = s.written;
+        if s.synced >= generation {
             drop(s);
-            let result = self.file.sync_data();
-            s = self.lock();
-            s.syncing = false;
+            done(Ok(()));
+            return None;
+        }
+        if let Some(poison) = s.poison.clone() {
+            drop(s);
+            done(Err(self.not_durable(&poison)));
+            return None;
+        }
+        s.waiting.push((generation, done));
+        if s.job {
+            return None;
+        }
+        s.job = true;
+        Some(SyncJob(Some(self.clone())))
+    }
+
+    /// Blocks until write number `generation` is durable, making the fsync on this thread if no fsync made since
+    /// covers it (never waiting for a [`SyncJob`], which may be waiting for a lock this thread holds).
+    pub(crate) fn sync_through(&self, generation: u64) -> Result<()> {
+        loop {
+            {
+                let s = self.lock();
+                if s.synced >= generation {
+                    return Ok(());
+                }
+                if let Some(poison) = &s.poison {
+                    return Err(self.not_durable(poison));
+                }
+            }
+            self.fsync_once();
+        }
+    }
+
+    /// The job for the writes still waiting, or None (and no job is out any more).
+    fn next_job(self: &Arc<Self>) -> Option<SyncJob> {
+        let mut s = self.lock();
+        if s.waiting.is_empty() {
+            s.job = false;
+            return None;
+        }
+        Some(SyncJob(Some(self.clone())))
+    }
+
+    /// One fsync covering every write made so far; then every waiter it covered is called back (all of them,
+    /// with the error, if it failed).
+    fn fsync_once(&self) {
+        let _turn = self.fsync_turn.lock().unwrap_or_else(|e| e.into_inner());
+        let target = {
+            let mut s = self.lock();
+            if let Some(poison) = s.poison.clone() {
+                // Poisoned meanwhile (a failed fsync, or a failed write that could not be cut back): nothing
+                // waiting will be made durable.
+                let failed = std::mem::take(&mut s.waiting);
+                drop(s);
+                for (_, done) in failed {
+                    done(Err(self.not_durable(&poison)));
+                }
+                return;
+            }
+            s.written
+        };
+        let result = self.file.sync_data();
+        let (ready, outcome) = {
+            let mut s = self.lock();
             match result {
-                Ok(()) => s.synced = s.synced.max(target),
+                Ok(()) => {
+                    s.synced = s.synced.max(target);
+                    let synced = s.synced;
+                    let (ready, later): (Vec<_>, Vec<_>) =
+                        std::mem::take(&mut s.waiting).into_iter().partition(|(g, _)| *g <= synced);
+                    s.waiting = later;
+                    (ready, Ok(()))
+                }
                 Err(e) => {
                     tracing::error!(
                         "{}: fsync failed: {e}; the session refuses writes until it is opened again",
                         self.path
                     );
-                    s.poison.get_or_insert((format!("fsync failed: {e}"), e.raw_os_error()));
+                    let poison = s.poison.get_or_insert((format!("fsync failed: {e}"), e.raw_os_error())).clone();
+                    (std::mem::take(&mut s.waiting), Err(poison))
                 }
             }
-            self.synced.notify_all();
+        };
+        for (_, done) in ready {
+            done(outcome.as_ref().map(|_| ()).map_err(|poison| self.not_durable(poison)));
         }
     }
 
@@ -1000,4 +1111,55 @@ fn lock_holder(meta: &std::fs::Metadata) -> Option<u32> {
             && ino.parse::<u64>().ok()? == meta.ino();
         matches.then(|| fields.get(4)?.parse().ok()).flatten()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn batch_file() -> (tempfile::TempDir, SessionFile) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl").to_str().unwrap().to_owned();
+        let file = SessionFile::create(&path, b"{\"type\":\"session\",\"id\":\"x\"}\n", Durability::Batch).unwrap();
+        (dir, file)
+    }
+
+    #[test]
+    fn one_sync_job_serves_every_write_waiting_before_it_runs() {
+        let (_dir, mut file) = batch_file();
+        let commits: Vec<Commit> =
+            (0..3).map(|n| file.append(format!("{{\"n\":{n}}}\n").as_bytes()).unwrap().commit).collect();
+        assert!(commits.iter().all(Commit::is_pending), "nothing is durable before an fsync");
+        let called = Arc::new(AtomicUsize::new(0));
+        let jobs: Vec<SyncJob> = commits
+            .into_iter()
+            .filter_map(|c| {
+                let called = called.clone();
+                c.on_durable(move |r| {
+                    r.unwrap();
+                    called.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        assert_eq!(jobs.len(), 1, "the first waiter gets the job, the others wait for it");
+        assert_eq!(called.load(Ordering::SeqCst), 0);
+        let next: Vec<SyncJob> = jobs.into_iter().filter_map(SyncJob::run).collect();
+        assert!(next.is_empty(), "nobody is left waiting");
+        assert_eq!(called.load(Ordering::SeqCst), 3, "one fsync called every waiter back");
+        let later = file.append(b"{\"n\":3}\n").unwrap().commit;
+        assert!(later.is_pending(), "a write after the fsync needs another");
+        later.wait().unwrap();
+    }
+
+    #[test]
+    fn a_commit_waited_on_while_a_job_is_handed_out_does_not_wait_for_the_job() {
+        let (_dir, mut file) = batch_file();
+        let first = file.append(b"{\"n\":0}\n").unwrap().commit;
+        let job = first.on_durable(|r| r.unwrap()).expect("the first waiter gets the job");
+        // The job's holder may be waiting for a lock this thread holds: waiting must not depend on it.
+        let second = file.append(b"{\"n\":1}\n").unwrap().commit;
+        second.wait().unwrap();
+        assert!(job.run().is_none(), "the wait's fsync covered the job's waiter too");
+    }
 }
