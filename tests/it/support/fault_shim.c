@@ -11,6 +11,9 @@
  *                 between a check of the file and the write.
  *   stall-tmp     a write to a matching file whose name ends in ".tmp" never returns (until the process is
  *                 killed): a rewrite caught in the middle.
+ *
+ * Every fsync and fdatasync of a matching file also appends one byte to $PI_FAULT_CONTROL/fsyncs, so a test can
+ * count them.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -102,9 +105,18 @@ static int failing_sync(int fd, const char *name) {
 	sync_fn *real = strcmp(name, "fsync") == 0 ? &real_fsync : &real_fdatasync;
 	if (!*real) *real = (sync_fn)dlsym(RTLD_NEXT, name);
 	char target[4096];
-	if (matching_path(fd, target, sizeof target) && flag("fsync-eio")) {
-		errno = EIO;
-		return -1;
+	if (matching_path(fd, target, sizeof target)) {
+		char count[4096];
+		flag_path("fsyncs", count, sizeof count);
+		int c = open(count, O_WRONLY | O_APPEND | O_CREAT, 0600);
+		if (c >= 0) {
+			real_write_fn()(c, "s", 1);
+			close(c);
+		}
+		if (flag("fsync-eio")) {
+			errno = EIO;
+			return -1;
+		}
 	}
 	return (*real)(fd);
 }

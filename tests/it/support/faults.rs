@@ -62,6 +62,11 @@ impl Faults {
         }
     }
 
+    /// How many fsyncs (`fsync` and `fdatasync`) of matching files were made so far.
+    pub fn fsyncs(&self) -> usize {
+        std::fs::read(self.control.path().join("fsyncs")).map_or(0, |b| b.len())
+    }
+
     /// Before the next write to a matching file, `bytes` are appended to it by another descriptor (once).
     pub fn inject_before_next_write(&self, bytes: &[u8]) {
         let tmp = self.control.path().join("inject.part");
