@@ -388,6 +388,11 @@ pub struct Capabilities {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct NoParams {}
 
+/// The JSON `null`, as a result type.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+#[schemars(transparent)]
+pub struct Null(());
+
 // ------------------------------------------------------------------------------------------------------------------
 // Opening sessions
 
@@ -395,6 +400,9 @@ pub struct NoParams {}
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The working directory (stored in the header; picks the default session directory).
     pub cwd: String,
     /// Where to put the file (default: pi's directory for `cwd`).
@@ -409,6 +417,9 @@ pub struct CreateParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The session file.
     pub path: String,
     /// Directory for sessions made from this one (default: the file's directory).
@@ -424,6 +435,9 @@ pub struct OpenParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContinueRecentParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The working directory.
     pub cwd: String,
     /// The session directory (default: pi's directory for `cwd`).
@@ -434,6 +448,9 @@ pub struct ContinueRecentParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InMemoryParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The working directory (default: the server's).
     pub cwd: Option<String>,
     /// A session id.
@@ -446,6 +463,9 @@ pub struct InMemoryParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ForkFromParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The session to copy.
     pub source_path: String,
     /// The new session's cwd.
