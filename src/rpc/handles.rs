@@ -1,11 +1,13 @@
 //! Open sessions, their handles, and the order in which requests reach them.
 //!
-//! Every open session is a [`Slot`] with a queue of jobs. A request that names a handle is queued on its slot the
-//! moment it arrives (in the one event loop, so a queue holds arrival order), and a slot runs its queue on one
-//! worker at a time: a mutation alone, a run of consecutive reads side by side. So mutations apply in arrival
-//! order and a read sees every mutation that arrived before it. An opening request reserves its slot — and its
-//! handle's name — on arrival too, as the first job of the slot's queue: a request naming the new handle, sent
-//! before the open was answered, waits for the open instead of failing.
+//! A handle names a [`Slot`]: a queue of jobs and, once opened, a session. A request that names a handle is queued
+//! on its slot the moment it arrives (in the one event loop, so a queue holds arrival order), and a slot runs its
+//! queue on one worker at a time: a write alone, a run of consecutive reads side by side. So mutations apply in
+//! arrival order and a read sees every mutation that arrived before it. An opening request is queued on arrival
+//! too — on a new slot (reserving its name), or on the slot already named by the handle or the file it opens — so
+//! a request naming the handle, sent before the open was answered, waits for the open instead of failing, and
+//! "close, then open again under the same name" works pipelined. A slot whose session is closed (or never opened)
+//! is retired once its queue is empty.
 //!
 //! A slot's worker is one blocking task, started when a job arrives at an idle slot and ended when the queue is
 //! empty; a burst of pipelined appends is drained by one task. Under group commit ([`Job::Write`] returning an
@@ -14,7 +16,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::session::SessionManager;
 
@@ -22,21 +24,16 @@ use crate::session::SessionManager;
 pub enum Job {
     /// Reads the session; runs alongside the reads next to it in the queue.
     Read(ReadJob),
-    /// Changes the session (or the slot); runs alone.
+    /// Changes the session or the slot (opening and closing included); runs alone.
     Write(WriteJob),
-    /// Opens the session.
-    Open(OpenJob),
 }
 
 /// A read: gets the session (`None`: the handle is not open).
 pub type ReadJob = Box<dyn FnOnce(Option<&SessionManager>, &Arc<Slot>) + Send>;
 
-/// A write: gets the session (it may close it by taking it out), and may hand back an [`Ack`] to send once its
-/// write is on disk (group commit).
+/// A write: gets the session (an open puts one in, a close takes it out), and may hand back an [`Ack`] to send
+/// once its write is on disk (group commit).
 pub type WriteJob = Box<dyn FnOnce(&mut Option<SessionManager>, &Arc<Slot>) -> Option<Ack> + Send>;
-
-/// An open: what it returns becomes the slot's session; `None`: the open failed (and the job released the slot).
-pub type OpenJob = Box<dyn FnOnce(&Arc<Slot>) -> Option<SessionManager> + Send>;
 
 /// An answer held back until the writes before it are synced; it gets the sync's outcome.
 pub type Ack = Box<dyn FnOnce(&crate::session::Result<()>) + Send>;
@@ -60,6 +57,7 @@ pub struct Slot {
     pub refresh_queued: AtomicBool,
     /// The file's deletion was already reported.
     pub deleted_reported: AtomicBool,
+    registry: Weak<Mutex<Inner>>,
 }
 
 #[derive(Default)]
@@ -75,7 +73,7 @@ impl std::fmt::Debug for Slot {
 }
 
 impl Slot {
-    fn new(handle: String, path: Option<&str>) -> Arc<Slot> {
+    fn new(handle: String, path: Option<&str>, registry: Weak<Mutex<Inner>>) -> Arc<Slot> {
         Arc::new(Slot {
             handle,
             manager: Mutex::new(None),
@@ -86,7 +84,13 @@ impl Slot {
             watched: AtomicBool::new(false),
             refresh_queued: AtomicBool::new(false),
             deleted_reported: AtomicBool::new(false),
+            registry,
         })
+    }
+
+    /// A slot that is in no registry, for answering a request whose handle names nothing.
+    pub fn detached(handle: &str) -> Arc<Slot> {
+        Slot::new(handle.to_owned(), None, Weak::new())
     }
 
     /// The file the slot is registered under, if any.
@@ -109,6 +113,12 @@ impl Slot {
         self.refs.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// The session was (re)opened: one open stands for it.
+    pub fn opened(&self) {
+        self.refs.store(1, Ordering::SeqCst);
+        self.deleted_reported.store(false, Ordering::SeqCst);
+    }
+
     /// One open fewer; true when it was the last.
     pub fn drop_ref(&self) -> bool {
         self.refs.fetch_sub(1, Ordering::SeqCst) == 1
@@ -119,6 +129,20 @@ impl Slot {
         lock(&self.manager).take()
     }
 
+    /// Forgets the slot if nothing is queued on it and it holds no session (checked under the registry's lock,
+    /// which every push to a slot holds too, so no job lands on a retired slot).
+    fn retire_if_empty(self: &Arc<Self>) {
+        let Some(registry) = self.registry.upgrade() else { return };
+        let mut inner = lock(&registry);
+        let idle = {
+            let q = lock(&self.queue);
+            q.jobs.is_empty() && !q.running
+        };
+        if idle && self.manager.try_lock().is_ok_and(|m| m.is_none()) {
+            inner.forget(self);
+        }
+    }
+
     /// Closes the session unless a job is using it (the process is exiting).
     pub fn close_if_idle(&self) {
         if let Ok(mut m) = self.manager.try_lock() {
@@ -126,7 +150,9 @@ impl Slot {
         }
     }
 
-    /// Queues a job (call in arrival order); starts the slot's worker on `pool` if it is idle.
+    /// Queues a job (call in arrival order); starts the slot's worker on `pool` if it is idle. A job pushed
+    /// without the registry's lock (by a job, or for a watch) may land on a slot retired meanwhile: it then finds no
+    /// session, which is what the handle would say.
     pub fn push(self: &Arc<Self>, job: Job, pool: &tokio::runtime::Handle) {
         let mut q = lock(&self.queue);
         q.jobs.push_back(job);
@@ -147,9 +173,14 @@ impl Slot {
                 match q.jobs.front() {
                     None if acks.is_empty() => {
                         q.running = false;
+                        drop(q);
+                        self.retire_if_empty();
                         return;
                     }
-                    Some(Job::Write(_)) => Next::One(q.jobs.pop_front().expect("front")),
+                    Some(Job::Write(_)) => match q.jobs.pop_front() {
+                        Some(Job::Write(w)) => Next::One(w),
+                        _ => unreachable!("front was a write"),
+                    },
                     // Anything but a write goes after the answers held back for an fsync.
                     None => Next::Sync,
                     Some(_) if !acks.is_empty() => Next::Sync,
@@ -166,7 +197,6 @@ impl Slot {
                         }
                         Next::Reads(reads)
                     }
-                    Some(Job::Open(_)) => Next::One(q.jobs.pop_front().expect("front")),
                 }
             };
             match next {
@@ -191,26 +221,19 @@ impl Slot {
                         guarded(&slot.handle, || last(m, slot));
                     });
                 }
-                Next::One(Job::Write(write)) => {
+                Next::One(write) => {
                     let mut guard = lock(&self.manager);
                     if let Some(Some(ack)) = guarded(&self.handle, || write(&mut guard, &self)) {
                         acks.push(ack);
                     }
                 }
-                Next::One(Job::Open(open)) => {
-                    // Opening can take long (a large file); nothing else touches the session meanwhile.
-                    if let Some(Some(m)) = guarded(&self.handle, || open(&self)) {
-                        *lock(&self.manager) = Some(m);
-                    }
-                }
-                Next::One(Job::Read(_)) => unreachable!("reads are taken as a run"),
             }
         }
     }
 }
 
 enum Next {
-    One(Job),
+    One(WriteJob),
     Reads(Vec<ReadJob>),
     Sync,
 }
@@ -231,25 +254,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Why a handle could not be reserved.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Taken {
-    /// A session is open (or opening) under this handle.
-    Handle,
-    /// The file is open (or opening) under this other handle.
-    Path(String),
-}
-
 /// Every open session, by handle and by file.
 #[derive(Default)]
 pub struct Registry {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
     next_handle: AtomicU64,
 }
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry").field("open", &lock(&self.inner).by_handle.len()).finish()
+        f.debug_struct("Registry").field("slots", &lock(&self.inner).by_handle.len()).finish()
     }
 }
 
@@ -257,6 +271,15 @@ impl std::fmt::Debug for Registry {
 struct Inner {
     by_handle: HashMap<String, Arc<Slot>>,
     by_path: HashMap<String, Arc<Slot>>,
+}
+
+impl Inner {
+    fn forget(&mut self, slot: &Arc<Slot>) {
+        if self.by_handle.get(&slot.handle).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            self.by_handle.remove(&slot.handle);
+        }
+        self.by_path.retain(|_, s| !Arc::ptr_eq(s, slot));
+    }
 }
 
 impl Registry {
@@ -270,16 +293,28 @@ impl Registry {
         lock(&self.inner).by_path.get(path).cloned()
     }
 
-    /// A new slot, under `name` (the host's choice) or the next free `hN`, registered under `path` if given.
-    pub fn reserve(&self, name: Option<&str>, path: Option<&str>) -> Result<Arc<Slot>, Taken> {
-        let mut inner = lock(&self.inner);
-        if let Some(n) = name {
-            if inner.by_handle.contains_key(n) {
-                return Err(Taken::Handle);
+    /// Queues `job` on the slot named `handle`; gives the job back if there is none.
+    pub fn queue(&self, handle: &str, job: Job, pool: &tokio::runtime::Handle) -> Result<(), Job> {
+        let inner = lock(&self.inner);
+        match inner.by_handle.get(handle) {
+            Some(slot) => {
+                slot.push(job, pool);
+                Ok(())
             }
+            None => Err(job),
         }
-        if let Some(existing) = path.and_then(|p| inner.by_path.get(p)) {
-            return Err(Taken::Path(existing.handle.clone()));
+    }
+
+    /// Queues an opening job: on the slot named `name` if there is one, else (without a name) on the slot that
+    /// has `path`, else on a new slot named `name` or the next free `hN`, registered under `path`.
+    pub fn queue_open(&self, name: Option<&str>, path: Option<&str>, job: Job, pool: &tokio::runtime::Handle) {
+        let mut inner = lock(&self.inner);
+        let existing = match name {
+            Some(n) => inner.by_handle.get(n),
+            None => path.and_then(|p| inner.by_path.get(p)),
+        };
+        if let Some(slot) = existing {
+            return slot.push(job, pool);
         }
         let handle = match name {
             Some(n) => n.to_owned(),
@@ -291,21 +326,12 @@ impl Registry {
                 }
             },
         };
-        let slot = Slot::new(handle.clone(), path);
+        let slot = Slot::new(handle.clone(), path, Arc::downgrade(&self.inner));
         inner.by_handle.insert(handle, slot.clone());
         if let Some(p) = path {
-            inner.by_path.insert(p.to_owned(), slot.clone());
+            inner.by_path.entry(p.to_owned()).or_insert_with(|| slot.clone());
         }
-        Ok(slot)
-    }
-
-    /// Forgets the slot (its open failed, or its last reference was closed).
-    pub fn release(&self, slot: &Arc<Slot>) {
-        let mut inner = lock(&self.inner);
-        if inner.by_handle.get(&slot.handle).is_some_and(|s| Arc::ptr_eq(s, slot)) {
-            inner.by_handle.remove(&slot.handle);
-        }
-        inner.by_path.retain(|_, s| !Arc::ptr_eq(s, slot));
+        slot.push(job, pool);
     }
 
     /// Records that the slot now holds `path` (or no file). Returns false, changing nothing, if another slot
@@ -351,22 +377,27 @@ mod tests {
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap()
     }
 
+    fn open_job() -> Job {
+        Job::Write(Box::new(|m, _| {
+            *m = Some(manager());
+            None
+        }))
+    }
+
     #[test]
     fn jobs_queued_before_the_open_finishes_run_after_it_in_arrival_order() {
         let rt = runtime();
         let reg = Registry::default();
-        let slot = reg.reserve(None, None).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let (release_open, open_may_finish) = std::sync::mpsc::channel::<()>();
         let t = tx.clone();
-        slot.push(
-            Job::Open(Box::new(move |_| {
-                open_may_finish.recv().unwrap();
-                t.send("open".to_owned()).unwrap();
-                Some(manager())
-            })),
-            rt.handle(),
-        );
+        let open = Job::Write(Box::new(move |m, _| {
+            open_may_finish.recv().unwrap();
+            t.send("open".to_owned()).unwrap();
+            *m = Some(manager());
+            None
+        }));
+        reg.queue_open(None, None, open, rt.handle());
         for n in 0..20 {
             let t = tx.clone();
             let job: Job = if n % 3 == 0 {
@@ -377,16 +408,16 @@ mod tests {
                     None
                 }))
             };
-            slot.push(job, rt.handle());
+            assert!(reg.queue("h1", job, rt.handle()).is_ok(), "the name exists from the open's arrival");
         }
         release_open.send(()).unwrap();
         let got: Vec<String> = (0..21).map(|_| rx.recv().unwrap()).collect();
         assert_eq!(got[0], "open");
         let order: Vec<usize> = got[1..].iter().map(|s| s.split(' ').nth(1).unwrap().parse().unwrap()).collect();
         // Reads next to each other may finish in any order between them; nothing crosses a write.
-        let mut sorted_runs = order.clone();
-        sorted_runs.sort();
-        assert_eq!(sorted_runs, (0..20).collect::<Vec<_>>());
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..20).collect::<Vec<_>>());
         for (i, n) in order.iter().enumerate() {
             if n % 3 != 0 {
                 assert_eq!(*n, i, "a write runs exactly in its place: {order:?}");
@@ -399,27 +430,24 @@ mod tests {
     fn held_back_acks_are_sent_after_one_sync_before_the_next_read() {
         let rt = runtime();
         let reg = Registry::default();
-        let slot = reg.reserve(None, None).unwrap();
-        slot.push(Job::Open(Box::new(|_| Some(manager()))), rt.handle());
+        reg.queue_open(None, None, open_job(), rt.handle());
         let (tx, rx) = std::sync::mpsc::channel();
         for n in 0..3 {
             let t = tx.clone();
-            slot.push(
-                Job::Write(Box::new(move |_, _| {
-                    let t2 = t.clone();
-                    t.send(format!("wrote {n}")).unwrap();
-                    Some(Box::new(move |synced: &crate::session::Result<()>| {
-                        t2.send(format!("acked {n} {}", synced.is_ok())).unwrap()
-                    }) as Ack)
-                })),
-                rt.handle(),
-            );
+            let write = Job::Write(Box::new(move |_, _| {
+                let t2 = t.clone();
+                t.send(format!("wrote {n}")).unwrap();
+                Some(Box::new(move |synced: &crate::session::Result<()>| {
+                    t2.send(format!("acked {n} {}", synced.is_ok())).unwrap()
+                }) as Ack)
+            }));
+            reg.queue("h1", write, rt.handle()).ok().unwrap();
         }
         let t = tx.clone();
-        slot.push(Job::Read(Box::new(move |_, _| t.send("read".into()).unwrap())), rt.handle());
+        reg.queue("h1", Job::Read(Box::new(move |_, _| t.send("read".into()).unwrap())), rt.handle()).ok().unwrap();
         let got: Vec<String> = (0..7).map(|_| rx.recv().unwrap()).collect();
         let acked_at = got.iter().position(|s| s.starts_with("acked")).unwrap();
-        assert!(got[..acked_at].iter().all(|s| s.starts_with("wrote")), "{got:?}");
+        assert_eq!(acked_at, 3, "every write ran before the one sync: {got:?}");
         assert_eq!(got[6], "read", "{got:?}");
     }
 
@@ -427,25 +455,34 @@ mod tests {
     fn a_panicking_job_fails_alone_and_the_queue_goes_on() {
         let rt = runtime();
         let reg = Registry::default();
-        let slot = reg.reserve(None, None).unwrap();
-        slot.push(Job::Write(Box::new(|_, _| panic!("handler bug"))), rt.handle());
+        reg.queue_open(None, None, open_job(), rt.handle());
+        reg.queue("h1", Job::Write(Box::new(|_, _| panic!("handler bug"))), rt.handle()).ok().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
-        slot.push(Job::Read(Box::new(move |_, _| tx.send(()).unwrap())), rt.handle());
-        rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the next job ran");
+        reg.queue("h1", Job::Read(Box::new(move |m, _| tx.send(m.is_some()).unwrap())), rt.handle()).ok().unwrap();
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)), Ok(true), "the next job ran");
     }
 
     #[test]
-    fn a_reserved_name_or_path_cannot_be_reserved_twice_until_released() {
+    fn a_closed_slot_serves_the_jobs_queued_behind_it_then_is_retired_with_its_path() {
+        let rt = runtime();
         let reg = Registry::default();
-        let a = reg.reserve(Some("mine"), Some("/f")).unwrap();
-        assert_eq!(reg.reserve(Some("mine"), None).unwrap_err(), Taken::Handle);
-        assert_eq!(reg.reserve(None, Some("/f")).unwrap_err(), Taken::Path("mine".into()));
-        reg.release(&a);
-        assert!(reg.get("mine").is_none() && reg.by_path("/f").is_none());
-        assert!(reg.reserve(Some("mine"), Some("/f")).is_ok());
+        reg.queue_open(Some("mine"), Some("/f"), open_job(), rt.handle());
+        let close = Job::Write(Box::new(|m, _| {
+            drop(m.take());
+            None
+        }));
+        reg.queue("mine", close, rt.handle()).ok().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        reg.queue("mine", Job::Read(Box::new(move |m, _| tx.send(m.is_some()).unwrap())), rt.handle()).ok().unwrap();
+        assert!(!rx.recv().unwrap(), "queued behind the close: the handle is not open");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while reg.get("mine").is_some() && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert!(reg.get("mine").is_none() && reg.by_path("/f").is_none(), "retired once idle");
         // A generated name skips one the host took.
-        let reg = Registry::default();
-        reg.reserve(Some("h1"), None).unwrap();
-        assert_eq!(reg.reserve(None, None).unwrap().handle, "h2");
+        reg.queue_open(Some("h1"), None, open_job(), rt.handle());
+        reg.queue_open(None, None, open_job(), rt.handle());
+        assert!(reg.get("h2").is_some());
     }
 }

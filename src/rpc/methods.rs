@@ -288,13 +288,15 @@ where
     Routed::Dispatched
 }
 
-/// The slot the request names, or its answer that there is none.
-fn slot_of(server: &Server, handle: &str, reply: &Reply) -> Option<Arc<Slot>> {
-    let slot = server.registry.get(handle);
-    if slot.is_none() {
-        reply.error(&error::handle_not_found(handle));
+/// Queues a job on the slot the request names, or answers that there is none.
+fn queue(server: &Server, handle: &str, job: Job) {
+    if let Err(job) = server.registry.queue(handle, job, &server.pool) {
+        // The job owns the reply; run it with no session so it answers `handle_not_found` itself.
+        match job {
+            Job::Read(read) => read(None, &Slot::detached(handle)),
+            Job::Write(write) => drop(write(&mut None, &Slot::detached(handle))),
+        }
     }
-    slot
 }
 
 /// `reading`: on the session's queue, beside the reads next to it.
@@ -303,9 +305,11 @@ where
     P: NamesHandle + Send + 'static,
     R: Serialize + Send + 'static,
 {
-    let Some(slot) = slot_of(server, p.handle(), &reply) else { return Routed::Dispatched };
+    let handle = p.handle().to_owned();
     let job_server = server.clone();
-    slot.push(
+    queue(
+        server,
+        &handle,
         Job::Read(Box::new(move |m, slot| {
             if reply.is_answered() {
                 return; // cancelled while queued
@@ -318,7 +322,6 @@ where
                 None => reply.error(&error::handle_not_found(&slot.handle)),
             }
         })),
-        &server.pool,
     );
     Routed::Dispatched
 }
@@ -329,9 +332,11 @@ where
     P: NamesHandle + Send + 'static,
     R: Serialize + Send + 'static,
 {
-    let Some(slot) = slot_of(server, p.handle(), &reply) else { return Routed::Dispatched };
+    let handle = p.handle().to_owned();
     let job_server = server.clone();
-    slot.push(
+    queue(
+        server,
+        &handle,
         Job::Write(Box::new(move |session, slot| {
             let Some(m) = session.as_mut() else {
                 reply.error(&error::handle_not_found(&slot.handle));
@@ -352,7 +357,6 @@ where
             reply.answer(outcome);
             None
         })),
-        &server.pool,
     );
     Routed::Dispatched
 }

@@ -22,4 +22,5 @@ mod rpc;
 mod rpc_conformance;
 mod rpc_listing;
 mod rpc_live;
+mod rpc_order;
 mod rpc_search;

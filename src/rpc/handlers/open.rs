@@ -1,18 +1,18 @@
 //! Opening and closing sessions: the five opening methods, `session/getState` and `session/close`.
 //!
-//! An opening request has its slot (and handle) from the moment it arrives ([`start`]); its job opens the session
-//! and answers with the state. Opening a file that is already open (or being opened) under a server-chosen handle
-//! reuses that handle, in arrival order. A failed open releases its slot and drops what it opened, so its file
-//! descriptor is closed and the next open of the path starts afresh.
+//! An opening request is queued on arrival ([`start`]): on the slot its handle names, or (with no handle chosen)
+//! on the slot that already has its file, or on a new slot — so requests naming the handle wait for it. When it
+//! runs, a slot that holds a session is reused (a server-chosen handle: one more reference) or refused (a name
+//! the host chose that is already open); an empty slot gets the session. A failed open leaves the slot empty and
+//! drops what it opened, so its file descriptor is closed and the next open of the path starts afresh.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use jsonrpsee::types::ErrorObjectOwned;
 
 use super::{null, registered_path, state_of, Res, Server, WriteCx};
 use crate::rpc::error::{self, from_session, invalid_params};
-use crate::rpc::handles::{Job, Slot, Taken};
+use crate::rpc::handles::{Job, Slot};
 use crate::rpc::proto::*;
 use crate::rpc::reply::{Out, Reply};
 use crate::session::context::ContextOptions;
@@ -27,7 +27,7 @@ pub enum Opening {
         /// `session/open {watch: true}`.
         watch: bool,
     },
-    /// The file is already open in this slot: the request reuses its handle.
+    /// The file is already open in this other slot: the request reuses its handle.
     Reuse(Arc<Slot>),
 }
 
@@ -37,97 +37,88 @@ pub type OpenHandler<P> = fn(P, &Arc<Server>, &Arc<Slot>) -> Result<Opening, Err
 /// An opening handler, ready to run in the request's slot.
 pub type OpenFn = Box<dyn FnOnce(&Arc<Server>, &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> + Send>;
 
-/// Routes an opening request on arrival: a reuse of the slot that has `path` open (when the host did not name
-/// the handle), or a new slot under `name` (the host's) or the next `hN`, whose first job is `open`.
+/// Routes an opening request on arrival (see the module doc).
 pub fn start(server: &Arc<Server>, name: Option<String>, path: Option<String>, open: OpenFn, reply: Reply) {
     if let Some(n) = &name {
         if n.is_empty() {
             return reply.error(&invalid_params("handle", "a handle must not be empty"));
         }
-    }
-    if name.is_none() {
-        if let Some(existing) = path.as_deref().and_then(|p| server.registry.by_path(p)) {
-            return reuse(server, &existing, Some(open), path, reply);
-        }
-    }
-    let slot = match server.registry.reserve(name.as_deref(), path.as_deref()) {
-        Ok(s) => s,
-        Err(Taken::Handle) => {
-            let n = name.unwrap_or_default();
-            return reply.error(&invalid_params("handle", format!("handle {n} is already open; choose another")));
-        }
-        Err(Taken::Path(other)) => {
+        if let Some(other) = path.as_deref().and_then(|p| server.registry.by_path(p)).filter(|s| s.handle != *n) {
             let p = path.unwrap_or_default();
-            return reply
-                .error(&invalid_params("path", format!("{p} is already open as handle {other}; use that handle")));
+            return reply.error(&invalid_params(
+                "path",
+                format!("{p} is already open as handle {}; use that handle", other.handle),
+            ));
         }
-    };
+    }
+    let chosen = name.is_some();
     let job_server = server.clone();
-    slot.push(Job::Open(Box::new(move |slot| run_open(&job_server, slot, open, reply))), &server.pool);
+    let job = Job::Write(Box::new(move |session, slot| {
+        run_open(&job_server, session, slot, chosen, open, reply);
+        None
+    }));
+    server.registry.queue_open(name.as_deref(), path.as_deref(), job, &server.pool);
 }
 
-/// Queues a reuse of `existing` for an opening request. If the slot turns out not to hold a session when the
-/// request's turn comes (its open failed, or it was closed), the request opens the file itself.
-fn reuse(server: &Arc<Server>, existing: &Arc<Slot>, open: Option<OpenFn>, path: Option<String>, reply: Reply) {
-    let job_server = server.clone();
+/// The job that opens a slot's session. The state is built before the session is kept, so a session whose state
+/// cannot be read is dropped (closing its file) rather than left behind under a handle.
+fn run_open(
+    server: &Arc<Server>,
+    session: &mut Option<SessionManager>,
+    slot: &Arc<Slot>,
+    chosen: bool,
+    open: OpenFn,
+    reply: Reply,
+) {
+    if let Some(m) = session.as_ref() {
+        if chosen {
+            return reply
+                .error(&invalid_params("handle", format!("handle {} is already open; choose another", slot.handle)));
+        }
+        slot.add_ref();
+        return reply.answer(state_of(slot, m).map(Out::Value));
+    }
+    let opened = match open(server, slot) {
+        Ok(o) => o,
+        Err(e) => return reply.error(&e),
+    };
+    let (mut m, watch) = match opened {
+        Opening::New { manager, watch } => (*manager, watch),
+        Opening::Reuse(existing) => return reuse(server, &existing, reply),
+    };
+    m.set_context_options(ContextOptions::default());
+    m.set_durability(server.durability);
+    let state = match state_of(slot, &m) {
+        Ok(s) => s,
+        Err(e) => return reply.error(&e),
+    };
+    if !server.registry.set_path(slot, registered_path(&m)) {
+        // Another handle took the file meanwhile (continueRecent finding a file opened since it looked).
+        return reply.error(&invalid_params("path", "the file was opened under another handle meanwhile; retry"));
+    }
+    slot.opened();
+    *session = Some(m);
+    if watch {
+        super::watch::start(server, slot);
+    }
+    reply.result(&state);
+}
+
+/// Answers an opening request with a reference to another slot's session (in that slot's order).
+fn reuse(server: &Arc<Server>, existing: &Arc<Slot>, reply: Reply) {
     existing.push(
         Job::Write(Box::new(move |m, slot| {
-            match (m.as_ref(), open) {
-                (Some(m), _) => {
+            match m.as_ref() {
+                Some(m) => {
                     slot.add_ref();
                     reply.answer(state_of(slot, m).map(Out::Value));
                 }
-                (None, Some(open)) => start(&job_server, None, path, open, reply),
-                (None, None) => reply.error(&error::handle_not_found(&slot.handle)),
+                None => reply.error(&error::handle_not_found(&slot.handle)),
             }
             None
         })),
         &server.pool,
     );
-}
-
-/// The job that opens a slot's session: the state is built before the session is kept, so a session whose state
-/// cannot be read is dropped (closing its file) rather than left behind under a handle.
-fn run_open(server: &Arc<Server>, slot: &Arc<Slot>, open: OpenFn, reply: Reply) -> Option<SessionManager> {
-    let opened = match open(server, slot) {
-        Ok(o) => o,
-        Err(e) => {
-            server.registry.release(slot);
-            reply.error(&e);
-            return None;
-        }
-    };
-    match opened {
-        Opening::Reuse(existing) => {
-            server.registry.release(slot);
-            reuse(server, &existing, None, None, reply);
-            None
-        }
-        Opening::New { manager, watch } => {
-            let mut m = *manager;
-            m.set_context_options(ContextOptions::default());
-            m.set_durability(server.durability);
-            let state = match state_of(slot, &m) {
-                Ok(s) => s,
-                Err(e) => {
-                    server.registry.release(slot);
-                    reply.error(&e);
-                    return None;
-                }
-            };
-            if !server.registry.set_path(slot, registered_path(&m)) {
-                // Another slot took the file meanwhile (continueRecent finding a file opened since).
-                server.registry.release(slot);
-                reply.error(&invalid_params("path", "the file was opened under another handle meanwhile; retry"));
-                return None;
-            }
-            if watch {
-                super::watch::start(server, slot);
-            }
-            reply.result(&state);
-            Some(m)
-        }
-    }
 }
 
 fn new_env(server: &Server) -> Env {
@@ -210,10 +201,8 @@ pub fn get_state(_p: HandleParams, cx: &super::ReadCx<'_>) -> Res<SessionState> 
 /// handle closed).
 pub fn close(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
     if cx.slot.drop_ref() {
-        cx.server.registry.release(cx.slot);
         super::watch::stop(cx.server, cx.slot);
-        cx.slot.watched.store(false, Ordering::SeqCst);
-        // The session is taken out by the worker once this job returns (see `methods::write`).
+        // The session is taken out once this job returns (see `methods::writing`); the slot is retired when idle.
         cx.closed = true;
     }
     Ok(Out::Value(null()))
