@@ -159,6 +159,16 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
 struct InFlight {
     reply: Arc<ReplyState>,
     cancellable: bool,
+    /// Answered `-32800` already: its work may still run (a read cannot be stopped mid-way), but nothing waits
+    /// for it any more.
+    cancelled: bool,
+}
+
+impl InFlight {
+    fn cancel(&mut self, why: &str) {
+        self.cancelled = true;
+        self.reply.cancel(why);
+    }
 }
 
 /// A `shutdown` waiting for the requests received before it.
@@ -349,7 +359,7 @@ impl MainLoop {
                     None => Reply::direct(id, key, self.server.outbox.clone(), self.done.clone()),
                 };
                 let cancellable = methods::is_cancellable(&method);
-                self.in_flight.insert(key, InFlight { reply: reply.state(), cancellable });
+                self.in_flight.insert(key, InFlight { reply: reply.state(), cancellable, cancelled: false });
                 match methods::route(&self.server, &method, params, reply) {
                     Routed::Dispatched => {}
                     Routed::Initialize(_, reply) => self.initialize(reply),
@@ -377,11 +387,12 @@ impl MainLoop {
     /// `shutdown`: reads in flight are cancelled (their answers no longer matter); everything else received
     /// before it is waited for.
     fn begin_shutdown(&mut self, key: u64, reply: Reply) {
-        let waiting_for: HashSet<u64> = self.in_flight.keys().copied().filter(|k| *k != key).collect();
-        for k in &waiting_for {
-            let r = &self.in_flight[k];
+        let mut waiting_for = HashSet::new();
+        for (k, r) in self.in_flight.iter_mut().filter(|(k, r)| **k != key && !r.cancelled) {
             if r.cancellable {
-                r.reply.cancel("cancelled: the server is shutting down");
+                r.cancel("cancelled: the server is shutting down");
+            } else {
+                waiting_for.insert(*k);
             }
         }
         self.shutdown = Some(PendingShutdown { key, reply: Some(reply), waiting_for });
@@ -411,9 +422,9 @@ impl MainLoop {
                         || serde_json::from_str::<serde_json::Value>(id).ok()
                             == serde_json::from_str::<serde_json::Value>(wanted).ok()
                 };
-                for r in self.in_flight.values().filter(|r| r.cancellable && same(r.reply.id())) {
+                for r in self.in_flight.values_mut().filter(|r| r.cancellable && same(r.reply.id())) {
                     debug!("cancelling request {wanted}");
-                    r.reply.cancel("request cancelled");
+                    r.cancel("request cancelled");
                 }
             }
             other => debug!("ignoring notification {other}"),
