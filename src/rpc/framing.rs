@@ -406,6 +406,60 @@ mod tests {
     }
 
     #[test]
+    fn after_garbage_the_lsp_reader_finds_the_next_content_length_and_loses_nothing_after_it() {
+        let good = |body: &str| format!("Content-Length: {}\r\n\r\n{body}", body.len());
+        let input = [
+            "no colon here\r\n".to_owned(),
+            good("[1]"),
+            "Content-Length: x\r\n\r\n{\"body\":\"of unknown length\"}".to_owned(),
+            good("[2]"),
+            "Content-Length: 99999999999999999999999999\r\n\r\n[\"huge\"]".to_owned(),
+            "CONTENT-LENGTH: 3\r\n\r\n[3]".to_owned(),
+        ]
+        .concat();
+        let (f, _) = frames(input.as_bytes(), Some(Framing::Lsp));
+        let messages: Vec<&Frame> = f.iter().filter(|f| matches!(f, Frame::Message(_))).collect();
+        assert_eq!(
+            messages,
+            [&Frame::Message(b"[1]".to_vec()), &Frame::Message(b"[2]".to_vec()), &Frame::Message(b"[3]".to_vec())]
+        );
+        assert_eq!(f.len(), 6, "one error per garbage: {f:?}");
+    }
+
+    #[test]
+    fn an_lsp_body_over_the_limit_is_skipped_exactly_even_when_it_holds_headers() {
+        let inner = "Content-Length: 2\r\n\r\n{}".repeat(100);
+        let input = format!("Content-Length: {}\r\n\r\n{inner}Content-Length: 3\r\n\r\n[9]", inner.len());
+        let (f, _) = frames(input.as_bytes(), Some(Framing::Lsp));
+        assert!(matches!(&f[0], Frame::Malformed(m) if m.contains("larger than")));
+        assert_eq!(f[1..], [Frame::Message(b"[9]".to_vec())]);
+    }
+
+    #[test]
+    fn a_body_cut_by_the_end_of_input_is_reported_not_returned() {
+        let (f, _) = frames(b"Content-Length: 10\r\n\r\n[1,2", Some(Framing::Lsp));
+        assert!(matches!(&f[..], [Frame::Malformed(m)] if m.contains("ended inside a body")));
+    }
+
+    #[test]
+    fn escaping_a_stream_in_pieces_matches_escaping_it_whole() {
+        let text = "a\u{2028}b\u{2029}\u{20ac}c\u{2028}".as_bytes();
+        let mut whole = Vec::new();
+        escape_line_separators(text, &mut whole);
+        for cut in 0..=text.len() {
+            for cut2 in cut..=text.len() {
+                let mut e = StreamEscaper::default();
+                let mut out = Vec::new();
+                e.push(&text[..cut], &mut out);
+                e.push(&text[cut..cut2], &mut out);
+                e.push(&text[cut2..], &mut out);
+                e.finish(&mut out);
+                assert_eq!(out, whole, "cut at {cut} and {cut2}");
+            }
+        }
+    }
+
+    #[test]
     fn oversized_frames_are_skipped_with_an_error() {
         let mut input = vec![b'{'; 2000];
         input.extend_from_slice(b"\n{}\n");

@@ -16,7 +16,10 @@ use super::transport::{Outbox, StreamSender};
 use crate::session::render::JsonOut;
 
 /// A rendered result longer than this is streamed rather than sent as one message.
-pub const STREAM_AT: usize = 8 << 20;
+pub const STREAM_AT: usize = 4 << 20;
+
+/// The size of the pieces a streamed result travels to the writer in.
+const PIECE: usize = 256 << 10;
 
 /// A handler's successful result: a value to serialise, JSON text already written, or nothing because the answer
 /// was already sent (streamed, or cancelled). `T` is the result type the method table declares.
@@ -227,6 +230,7 @@ impl Reply {
         let mut sink = ResultSink { state: SinkState::Collecting(Vec::new()), reply: self, outbox: &outbox, framing };
         let outcome = {
             let mut out = JsonOut::streaming(&mut sink);
+            out.flush_at = PIECE;
             render(&mut out).and_then(|()| out.flush())
         };
         match (outcome, sink.state) {
@@ -255,6 +259,7 @@ impl Reply {
         let mut counter = Counter::default();
         {
             let mut out = JsonOut::streaming(&mut counter);
+            out.flush_at = PIECE;
             render(&mut out).and_then(|()| out.flush()).map_err(super::error::from_session)?;
         }
         let mut head_len = Counter::default();
@@ -267,6 +272,7 @@ impl Reply {
         let outcome = {
             let mut sink = StreamWriter(&mut stream);
             let mut out = JsonOut::streaming(&mut sink);
+            out.flush_at = PIECE;
             render(&mut out).and_then(|()| out.flush())
         };
         match outcome {

@@ -40,7 +40,9 @@ impl Connection {
     /// host does not read).
     pub fn memory() -> (Connection, MemoryHost) {
         let (to_server, from_host) = mpsc::channel();
-        let (to_host, from_server) = mpsc::sync_channel(64);
+        // One write in the channel at a time: a host that stops reading stops the writer at once, as a full pipe
+        // does.
+        let (to_host, from_server) = mpsc::sync_channel(1);
         let connection =
             Connection::new(ChannelReader { rx: from_host, buf: Vec::new(), pos: 0 }, ChannelWriter { tx: to_host });
         (connection, MemoryHost { input: Some(to_server), output: from_server, pending: Vec::new() })
@@ -242,7 +244,8 @@ impl Outbox {
     /// given, then `}`. In LSP framing `length` must be the whole body's escaped length. If the sender fails or is
     /// dropped before [`StreamSender::end`], the frame is cut off and `fallback` (a complete response) follows it.
     pub fn stream(&self, head: &[u8], length: Option<usize>, fallback: Vec<u8>) -> StreamSender {
-        let (tx, rx) = mpsc::sync_channel(4);
+        // Two chunks in flight: memory stays at a few chunks whatever the result's size.
+        let (tx, rx) = mpsc::sync_channel(2);
         let mut escaped = Vec::with_capacity(head.len());
         escape_line_separators(head, &mut escaped);
         let mut s = self.wait_for_room(self.lock());
@@ -468,6 +471,14 @@ impl MemoryHost {
     /// Ends the server's input.
     pub fn close_input(&mut self) {
         self.input = None;
+    }
+
+    /// The next bytes the server wrote (what is pending first), or None if nothing came within `timeout`.
+    pub fn read_bytes(&mut self, timeout: Duration) -> Option<Vec<u8>> {
+        if !self.pending.is_empty() {
+            return Some(std::mem::take(&mut self.pending));
+        }
+        self.output.recv_timeout(timeout).ok()
     }
 
     /// The next LF-delimited frame the server wrote (without its `\n`), or None if none came within `timeout`
