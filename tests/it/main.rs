@@ -20,6 +20,7 @@ mod protocol;
 mod reads;
 mod rpc;
 mod rpc_conformance;
+mod rpc_faults;
 mod rpc_listing;
 mod rpc_live;
 mod rpc_order;
