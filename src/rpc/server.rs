@@ -61,7 +61,7 @@ pub enum Event {
     Terminate,
 }
 
-/// After the end of input (or SIGTERM, or `exit`), how long reads still running may finish before they are
+/// After `shutdown`, the end of input, SIGTERM or `exit`: how long reads still running may finish before they are
 /// cancelled, and how long anything at all is waited for.
 const GRACE: Duration = Duration::from_secs(5);
 const GIVE_UP: Duration = Duration::from_secs(30);
@@ -176,6 +176,8 @@ struct PendingShutdown {
     key: u64,
     reply: Option<Reply>,
     waiting_for: HashSet<u64>,
+    /// Reads and listings still running then are cancelled.
+    grace_until: Instant,
 }
 
 /// The orderly end under way.
@@ -200,22 +202,20 @@ struct MainLoop {
 impl MainLoop {
     fn run(&mut self, events: &Receiver<Event>) -> i32 {
         loop {
+            self.on_time(Instant::now());
             if let Some(code) = self.finished() {
                 return code;
             }
-            let event = match &self.end {
+            let event = match self.next_deadline() {
                 None => match events.recv() {
                     Ok(e) => e,
                     Err(_) => return 0,
                 },
-                Some(end) => {
-                    let next = if end.cancelled { end.give_up_at } else { end.grace_until };
-                    match events.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                        Ok(e) => e,
-                        Err(RecvTimeoutError::Timeout) => continue,
-                        Err(RecvTimeoutError::Disconnected) => return end.code,
-                    }
-                }
+                Some(at) => match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                    Ok(e) => e,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return self.end.as_ref().map_or(0, |e| e.code),
+                },
             };
             match event {
                 Event::Frame(frame) => self.on_frame(frame),
@@ -234,24 +234,49 @@ impl MainLoop {
         }
     }
 
+    /// When the loop must look at the time again without an event: a grace period ending.
+    fn next_deadline(&self) -> Option<Instant> {
+        let end = self.end.as_ref().map(|e| if e.cancelled { e.give_up_at } else { e.grace_until });
+        let shutdown = self.shutdown.as_ref().filter(|p| p.reply.is_some()).map(|p| p.grace_until);
+        end.into_iter().chain(shutdown).min()
+    }
+
+    /// Reads and listings still running when a grace period ends are cancelled, so nothing that may never finish
+    /// (a listing stuck on a FIFO) holds the end up.
+    fn on_time(&mut self, now: Instant) {
+        let mut cancel_now = false;
+        if let Some(end) = self.end.as_mut() {
+            if !end.cancelled && now >= end.grace_until {
+                end.cancelled = true;
+                cancel_now = true;
+            }
+        }
+        if let Some(pending) = self.shutdown.as_mut() {
+            if pending.reply.is_some() && now >= pending.grace_until {
+                cancel_now = true;
+            }
+        }
+        if !cancel_now {
+            return;
+        }
+        for (key, r) in self.in_flight.iter_mut().filter(|(_, r)| r.cancellable && !r.cancelled) {
+            warn!("request {} still running at the end; cancelled", r.reply.id());
+            r.cancel("cancelled: the server is ending");
+            if let Some(p) = self.shutdown.as_mut() {
+                p.waiting_for.remove(key);
+            }
+        }
+        self.complete_shutdown_when_ready();
+    }
+
     /// The exit status, once the orderly end is complete (everything received is answered, or waited for long
     /// enough).
     fn finished(&mut self) -> Option<i32> {
-        let end = self.end.as_mut()?;
-        let now = Instant::now();
-        if !end.cancelled && now >= end.grace_until {
-            end.cancelled = true;
-            let cancellable: Vec<_> =
-                self.in_flight.values().filter(|r| r.cancellable).map(|r| r.reply.clone()).collect();
-            for reply in cancellable {
-                warn!("request {} still running at exit; cancelled", reply.id());
-                reply.cancel("cancelled: the server is exiting");
-            }
-        }
-        let waiting_for_shutdown = self.shutdown.is_some();
-        if (self.in_flight.is_empty() && !waiting_for_shutdown) || now >= end.give_up_at {
-            if !self.in_flight.is_empty() {
-                warn!("{} requests still unanswered after {GIVE_UP:?}; exiting", self.in_flight.len());
+        let end = self.end.as_ref()?;
+        let unanswered = self.in_flight.values().filter(|r| !r.cancelled).count();
+        if (unanswered == 0 && self.shutdown.is_none()) || Instant::now() >= end.give_up_at {
+            if unanswered > 0 {
+                warn!("{unanswered} requests still unanswered after {GIVE_UP:?}; exiting");
             }
             return Some(end.code);
         }
@@ -384,18 +409,12 @@ impl MainLoop {
         self.server.pool.spawn_blocking(move || reply.result(&result));
     }
 
-    /// `shutdown`: reads in flight are cancelled (their answers no longer matter); everything else received
-    /// before it is waited for.
+    /// `shutdown`: everything received before it is waited for — reads and listings for a grace period, after
+    /// which they are cancelled.
     fn begin_shutdown(&mut self, key: u64, reply: Reply) {
-        let mut waiting_for = HashSet::new();
-        for (k, r) in self.in_flight.iter_mut().filter(|(k, r)| **k != key && !r.cancelled) {
-            if r.cancellable {
-                r.cancel("cancelled: the server is shutting down");
-            } else {
-                waiting_for.insert(*k);
-            }
-        }
-        self.shutdown = Some(PendingShutdown { key, reply: Some(reply), waiting_for });
+        let waiting_for = self.in_flight.iter().filter(|(k, r)| **k != key && !r.cancelled).map(|(k, _)| *k).collect();
+        let grace_until = Instant::now() + GRACE;
+        self.shutdown = Some(PendingShutdown { key, reply: Some(reply), waiting_for, grace_until });
         self.complete_shutdown_when_ready();
     }
 

@@ -23,5 +23,6 @@ mod rpc_conformance;
 mod rpc_faults;
 mod rpc_listing;
 mod rpc_live;
+mod rpc_memory;
 mod rpc_order;
 mod rpc_search;
