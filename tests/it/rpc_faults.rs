@@ -10,7 +10,7 @@ use std::time::Duration;
 use pi_sessiond::session::json::Json;
 
 use crate::support::sidecar::{binary, Sidecar, Wire};
-use crate::support::{json, s, str_of, temp_dir};
+use crate::support::{big_session, json, s, str_of, temp_dir};
 
 fn kind_of(e: &Json) -> String {
     str_of(e.get("data").and_then(|d| d.get("kind")).expect("data.kind"))
@@ -95,27 +95,6 @@ fn request(id: u64, method: &str, params: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#)
 }
 
-/// A session file of `entries` user messages of `bytes` each, written directly.
-fn big_session(dir: &std::path::Path, entries: usize, bytes: usize) -> String {
-    let path = dir.join("big.jsonl");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    writeln!(f, r#"{{"type":"session","version":3,"id":"big","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}}"#)
-        .unwrap();
-    let body = "x".repeat(bytes);
-    let mut parent = "null".to_owned();
-    for n in 0..entries {
-        let id = format!("e{n:07}");
-        writeln!(
-            f,
-            r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":"{body}","timestamp":1}}}}"#
-        )
-        .unwrap();
-        parent = format!("\"{id}\"");
-    }
-    f.flush().unwrap();
-    s(&path)
-}
-
 /// Lines that make the server log a warning each: frames over `--max-frame-bytes 100`.
 fn warnings_and_a_request(n: usize) -> Vec<String> {
     let mut lines: Vec<String> =
@@ -173,7 +152,7 @@ fn a_stderr_pipe_nobody_reads_never_stops_the_server_issue_11() {
 #[test]
 fn a_host_that_stops_reading_holds_back_the_servers_input_not_its_memory_issue_11() {
     let dir = temp_dir();
-    let path = big_session(dir.path(), 1, 33_000);
+    let path = big_session(dir.path(), 1, 33_000, "");
     let mut raw = Raw::spawn(&["--no-index"], Stdio::inherit());
     raw.send(&request(1, "session/open", &format!(r#"{{"path":"{path}","handle":"s"}}"#)));
     assert!(raw.answer().get("result").is_some());
@@ -217,7 +196,7 @@ fn a_host_that_stops_reading_holds_back_the_servers_input_not_its_memory_issue_1
 fn results_larger_than_the_memory_they_may_take_are_streamed_from_the_file_issue_11() {
     let dir = temp_dir();
     // 32 MB of entries: each read below returns about that much.
-    let path = big_session(dir.path(), 32, 1 << 20);
+    let path = big_session(dir.path(), 32, 1 << 20, "");
     for wire in [Wire::Jsonl, Wire::Lsp] {
         let mut sc = Sidecar::spawn(wire, &["--no-index"], &[]);
         sc.call("session/open", json(&format!(r#"{{"path":"{path}","handle":"s"}}"#)));

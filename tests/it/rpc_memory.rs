@@ -1,14 +1,13 @@
 //! The server driven in-process over [`Connection::memory`]: no process, no pipes, the host's end reading as
 //! slowly as a pipe lets it. Used where a test must control exactly how much of the output the host has taken.
 
-use std::io::Write;
 use std::time::Duration;
 
 use pi_sessiond::rpc::{serve_connection, Config, Connection, MemoryHost};
 use pi_sessiond::session::json::Json;
 use pi_sessiond::session::store::Durability;
 
-use crate::support::{json, s, temp_dir, user_message};
+use crate::support::{big_session, json, s, temp_dir, user_message};
 
 struct Host {
     io: MemoryHost,
@@ -94,31 +93,10 @@ fn each_mutation_s_notification_comes_before_its_response() {
     assert_eq!(host.finish(), 0);
 }
 
-/// A session of `entries` messages of `bytes` each, with a U+2028 in each (escaped on the way out).
-fn big_session(dir: &std::path::Path, entries: usize, bytes: usize) -> String {
-    let path = dir.join("big.jsonl");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    writeln!(f, r#"{{"type":"session","version":3,"id":"big","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}}"#)
-        .unwrap();
-    let body = format!("{}\u{2028}", "x".repeat(bytes));
-    let mut parent = "null".to_owned();
-    for n in 0..entries {
-        let id = format!("e{n:07}");
-        writeln!(
-            f,
-            r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":"{body}","timestamp":1}}}}"#
-        )
-        .unwrap();
-        parent = format!("\"{id}\"");
-    }
-    f.flush().unwrap();
-    s(&path)
-}
-
 #[test]
 fn a_streamed_result_cut_short_by_a_truncated_file_is_followed_by_an_error_with_its_id() {
     let dir = temp_dir();
-    let path = big_session(dir.path(), 32, 1 << 20);
+    let path = big_session(dir.path(), 32, 1 << 20, "\u{2028}");
     let mut host = Host::start();
     host.send(1, "session/open", &format!(r#"{{"path":"{path}","handle":"s"}}"#));
     assert!(host.line().get("result").is_some());
@@ -160,7 +138,7 @@ fn lsp_body(io: &mut MemoryHost, pending: &mut Vec<u8>) -> Vec<u8> {
 #[test]
 fn a_streamed_lsp_result_announces_exactly_its_escaped_length_and_equals_the_jsonl_one() {
     let dir = temp_dir();
-    let path = big_session(dir.path(), 12, 1 << 20);
+    let path = big_session(dir.path(), 12, 1 << 20, "\u{2028}");
     let mut bodies = Vec::new();
     for lsp in [false, true] {
         let mut host = Host::start();

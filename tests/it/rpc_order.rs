@@ -151,3 +151,31 @@ fn pipelined_open_append_close_rounds_on_one_file_and_one_name_apply_in_arrival_
     let order: Vec<usize> = (0..20).map(|n| text.find(&format!("\"m{n}\"")).expect("every append")).collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "file order is request order");
 }
+
+#[test]
+fn continue_recent_right_behind_closing_the_recent_file_opens_it_again() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    for round in 0..20 {
+        let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+        let h = str_of(st.get("handle").unwrap());
+        sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("x"))));
+        let file =
+            str_of(sc.call("session/getState", json(&format!(r#"{{"handle":"{h}"}}"#))).get("sessionFile").unwrap());
+        // Pipelined: the close may or may not have run when continueRecent looks for the file.
+        let closed = sc.start("session/close", json(&format!(r#"{{"handle":"{h}"}}"#)));
+        let recent =
+            sc.start("session/continueRecent", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+        assert!(sc.response(closed).get("result").is_some());
+        let r = sc.response(recent);
+        let state = r.get("result").unwrap_or_else(|| panic!("round {round}: {}", r.to_canonical_string()));
+        assert_eq!(state.get("sessionFile"), Some(&Json::str(&file)), "round {round}");
+        let again = str_of(state.get("handle").unwrap());
+        assert_eq!(num(&sc.call("session/getEntryCount", json(&format!(r#"{{"handle":"{again}"}}"#)))), 1.0);
+        sc.call("session/close", json(&format!(r#"{{"handle":"{again}"}}"#)));
+    }
+}
+
+fn num(v: &Json) -> f64 {
+    pi_sessiond::session::js::to_number(Some(v))
+}

@@ -87,7 +87,8 @@ pub fn apply<R>(
     server.notify("session/changed", &note);
     // A writer that takes no lock (pi) may have appended around our line: publish what it wrote now.
     super::watch::follow(server, slot, m)?;
-    if let Some(path) = m.session_file().filter(|p| paths::as_path(p).exists()) {
+    // The catalog index learns of the write (without a `stat` of its own: a written session has its file).
+    if let Some(path) = m.session_file().filter(|_| m.is_persisted() && m.is_flushed()) {
         server.index.touch(path);
     }
     cx.wrote = kind != ChangeKind::Leaf;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use jsonrpsee::types::ErrorObjectOwned;
 
 use super::{null, registered_path, state_of, Res, Server, WriteCx};
-use crate::rpc::error::{self, from_session, invalid_params};
+use crate::rpc::error::{from_session, invalid_params};
 use crate::rpc::handles::{Job, Slot};
 use crate::rpc::proto::*;
 use crate::rpc::reply::{Out, Reply};
@@ -27,8 +27,9 @@ pub enum Opening {
         /// `session/open {watch: true}`.
         watch: bool,
     },
-    /// The file is already open in this other slot: the request reuses its handle.
-    Reuse(Arc<Slot>),
+    /// The file is held by this other slot (open, or closing): the request goes there, to reuse its session or,
+    /// if it has none by the request's turn, to open the file into it with this.
+    Elsewhere(Arc<Slot>, OpenFn),
 }
 
 /// An opening method's handler.
@@ -84,7 +85,14 @@ fn run_open(
     };
     let (mut m, watch) = match opened {
         Opening::New { manager, watch } => (*manager, watch),
-        Opening::Reuse(existing) => return reuse(server, &existing, reply),
+        Opening::Elsewhere(existing, open) => {
+            let job_server = server.clone();
+            let job = Job::Write(Box::new(move |session, slot| {
+                run_open(&job_server, session, slot, false, open, reply);
+                None
+            }));
+            return existing.push(job, &server.pool);
+        }
     };
     m.set_context_options(ContextOptions::default());
     m.set_durability(server.durability);
@@ -102,23 +110,6 @@ fn run_open(
         super::watch::start(server, slot);
     }
     reply.result(&state);
-}
-
-/// Answers an opening request with a reference to another slot's session (in that slot's order).
-fn reuse(server: &Arc<Server>, existing: &Arc<Slot>, reply: Reply) {
-    existing.push(
-        Job::Write(Box::new(move |m, slot| {
-            match m.as_ref() {
-                Some(m) => {
-                    slot.add_ref();
-                    reply.answer(state_of(slot, m).map(Out::Value));
-                }
-                None => reply.error(&error::handle_not_found(&slot.handle)),
-            }
-            None
-        })),
-        &server.pool,
-    );
 }
 
 fn new_env(server: &Server) -> Env {
@@ -158,7 +149,13 @@ pub fn continue_recent(
                     format!("{recent} is already open as handle {}; use that handle", existing.handle),
                 ));
             }
-            return Ok(Opening::Reuse(existing));
+            // What continueRecent does with the file it found: open it with this cwd and directory.
+            let (cwd, env) = (p.cwd, new_env(server));
+            let open: OpenFn = Box::new(move |_, _| {
+                let manager = SessionManager::open(&recent, Some(&dir), Some(&cwd), env).map_err(from_session)?;
+                Ok(Opening::New { manager: Box::new(manager), watch: false })
+            });
+            return Ok(Opening::Elsewhere(existing, open));
         }
     }
     let manager =
@@ -202,7 +199,9 @@ pub fn get_state(_p: HandleParams, cx: &super::ReadCx<'_>) -> Res<SessionState> 
 pub fn close(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
     if cx.slot.drop_ref() {
         super::watch::stop(cx.server, cx.slot);
-        // The session is taken out once this job returns (see `methods::writing`); the slot is retired when idle.
+        // The file is free at once (an open of it from now on makes a new handle); the session is taken out once
+        // this job returns (see `methods::writing`), and the slot is retired when idle.
+        cx.server.registry.set_path(cx.slot, None);
         cx.closed = true;
     }
     Ok(Out::Value(null()))
