@@ -68,7 +68,6 @@ pub struct ReplyState {
     key: u64,
     target: Target,
     answered: AtomicBool,
-    cancelled: AtomicBool,
     done: Arc<dyn Fn(u64) + Send + Sync>,
 }
 
@@ -84,10 +83,9 @@ impl ReplyState {
         &self.id
     }
 
-    /// Cancels the request: its work is told to stop (see [`Reply::is_cancelled`]) and, unless it already
-    /// answered, the host gets `-32800` now.
+    /// Cancels the request: unless it already answered, the host gets `-32800` now, and work not yet started
+    /// skips itself (see [`Reply::is_answered`]).
     pub fn cancel(&self, why: &str) {
-        self.cancelled.store(true, Ordering::SeqCst);
         let e = rpc_error(error::REQUEST_CANCELLED, "request_cancelled", why, serde_json::json!({}));
         // The event loop cancels, and it never waits on the host.
         self.deliver(error_message(&self.id, &e), false);
@@ -130,14 +128,7 @@ impl Reply {
     }
 
     fn with_target(id: &str, key: u64, target: Target, done: Arc<dyn Fn(u64) + Send + Sync>) -> Reply {
-        let state = ReplyState {
-            id: id.into(),
-            key,
-            target,
-            answered: AtomicBool::new(false),
-            cancelled: AtomicBool::new(false),
-            done,
-        };
+        let state = ReplyState { id: id.into(), key, target, answered: AtomicBool::new(false), done };
         Reply { state: Arc::new(state) }
     }
 
@@ -146,24 +137,9 @@ impl Reply {
         self.state.clone()
     }
 
-    /// The request's id, as the host wrote it.
-    pub fn id(&self) -> &str {
-        &self.state.id
-    }
-
     /// Whether the answer went out already (a cancelled request's work can skip itself).
     pub fn is_answered(&self) -> bool {
         self.state.answered.load(Ordering::SeqCst)
-    }
-
-    /// Whether the request was cancelled (work that checks it stops early).
-    pub fn is_cancelled(&self) -> bool {
-        self.state.cancelled.load(Ordering::SeqCst)
-    }
-
-    /// The flag [`Reply::is_cancelled`] reads, for work that polls it without holding the reply.
-    pub fn cancel_flag(&self) -> &AtomicBool {
-        &self.state.cancelled
     }
 
     /// Answers with a handler's outcome.
