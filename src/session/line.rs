@@ -20,6 +20,9 @@ pub enum LineOutcome {
     Blank,
     /// Not JSON: pi skips it silently; we report it.
     Malformed(SyntaxError),
+    /// Longer than [`super::store::MAX_LINE_BYTES`]: never read (pi cannot hold it in a string and fails to open
+    /// the file); we report it as malformed.
+    TooLong,
     /// Valid JSON whose value is falsy (`null`, `false`, `0`, `""`): pi skips it.
     Falsy,
     /// An entry or header.
