@@ -172,8 +172,8 @@ fn gone_from_file(e: &std::io::Error) -> bool {
 
 /// A failed body read, naming the entry.
 fn body_error(path: &str, r: &Record, e: std::io::Error) -> Error {
-    let id = r.id.to_json_text().unwrap_or_else(|| "(no id)".to_owned());
-    let what = if r.line > 0 { format!("entry {id} (line {})", r.line) } else { format!("entry {id}") };
+    let what = context::entry_name(r);
+    let what = if r.line > 0 { format!("{what} (line {})", r.line) } else { what };
     if gone_from_file(&e) {
         let message = format!(
             "{what} is no longer in the session file: the file was truncated or rewritten since it was read \
@@ -1484,7 +1484,10 @@ pub fn session_info_name(r: &Record) -> Result<Option<JsString>> {
         }
         Detail::SessionInfo(Some(_)) => Err(Error::InvalidEntry {
             line: r.line,
-            message: "session_info name is not a string (pi 1.6.0 throws a TypeError here)".into(),
+            message: format!(
+                "{}: session_info name is not a string (pi 1.6.0 throws a TypeError here)",
+                context::entry_name(r)
+            ),
         }),
         _ => Ok(None),
     }

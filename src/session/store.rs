@@ -52,6 +52,9 @@ pub enum WarningKind {
     ParentCycle,
     /// The file is an older format version; it is migrated in memory and rewritten before the first write.
     LegacyVersion,
+    /// An entry pi loads but some of whose reads throw on (a message entry without a message, a context edit
+    /// without a replacement, a session name that is not a string): those reads fail, naming it.
+    UnusableEntry,
 }
 
 impl WarningKind {
@@ -68,6 +71,7 @@ impl WarningKind {
             WarningKind::SelfParent => "self_parent",
             WarningKind::ParentCycle => "parent_cycle",
             WarningKind::LegacyVersion => "legacy_version",
+            WarningKind::UnusableEntry => "unusable_entry",
         }
     }
 }
@@ -491,6 +495,13 @@ pub fn load_from(
                             message:
                                 "line holds a JSON value that is not an object; pi treats it as an entry with no fields"
                                     .to_owned(),
+                        });
+                    }
+                    if let Some(problem) = super::line::unusable_entry(&record) {
+                        out.warnings.push(Warning {
+                            line: line_no,
+                            kind: WarningKind::UnusableEntry,
+                            message: problem.to_owned(),
                         });
                     }
                     if record.is_header() {

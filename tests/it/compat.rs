@@ -26,7 +26,7 @@ fn pi_reads(paths: &[String]) -> Vec<Json> {
 }
 
 fn our_reads(m: &SessionManager) -> Json {
-    let reads = Reads::compute(m).unwrap();
+    let reads = Reads::compute(m);
     let mut out = JsonOut::memory();
     reads.write(m, false, &mut out).unwrap();
     Json::parse(&out.into_bytes()).unwrap()

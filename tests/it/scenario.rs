@@ -47,6 +47,10 @@ struct Runner {
 }
 
 fn err(e: Error) -> String {
+    err_text(&e)
+}
+
+fn err_text(e: &Error) -> String {
     match e {
         // pi fails these with a TypeError whose wording is V8's; only the fact of failing is compared.
         Error::InvalidEntry { .. } => "<TypeError>".to_owned(),
@@ -110,7 +114,11 @@ impl Runner {
 
     fn reads(&self) -> Result<Json, String> {
         let m = self.m.as_ref().expect("open session");
-        let reads = Reads::compute(m).map_err(err)?;
+        let reads = Reads::compute(m);
+        // pi's `reads` op reads everything in one go, so one read that throws fails it whole.
+        if let Some((_, e)) = reads.errors().next() {
+            return Err(err_text(e));
+        }
         let mut out = JsonOut::memory();
         reads.write(m, false, &mut out).map_err(err)?;
         Ok(Json::parse(&out.into_bytes()).expect("reads are JSON"))
