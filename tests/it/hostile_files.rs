@@ -1,7 +1,8 @@
 //! Paths that are not session files, and session files built to exhaust a reader: named pipes, devices,
-//! directories, sparse giants and lines longer than pi can hold. Each must be refused or read with bounded memory,
-//! at once, by the engine, the command line and the sidecar alike (issue 11: a FIFO hung `session/open`;
-//! `/dev/zero`, `/dev/urandom` and a 10 GB sparse file grew the process until it aborted).
+//! directories, sparse giants, lines longer than pi can hold, and sessions whose reads are far larger than memory.
+//! Each must be refused or read with bounded memory, at once, by the engine, the command line and the sidecar
+//! alike (issue 11: a FIFO hung `session/open`; `/dev/zero`, `/dev/urandom` and a 10 GB sparse file grew the process
+//! until it aborted; the reads of a 2.6 GB image session peaked at 5 GB).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -153,4 +154,37 @@ fn a_line_longer_than_v8_can_hold_is_skipped_as_malformed_within_bounded_memory(
     let message = warnings[0].get("message").and_then(Json::as_js_str).unwrap().to_string_lossy();
     assert_eq!(warnings[0].get("line"), Some(&Json::number(2.0)));
     assert!(message.contains(&format!("longer than the {MAX_LINE_BYTES}")), "{message}");
+}
+
+#[test]
+fn inspect_streams_reads_far_larger_than_its_memory_from_the_file() {
+    use std::io::Write;
+    // 20 messages of 4 MiB each (an image session in small): inspect writes every one of them six times
+    // (entries, tree, branch, context entries, projection, context), about 670 MB, within 60 MB of address space.
+    let dir = temp_dir();
+    let path = s(&dir.path().join("images.jsonl"));
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(f, "{HEADER}").unwrap();
+    let data = "A".repeat(4 << 20);
+    let mut parent = "null".to_owned();
+    for i in 0..20 {
+        let id = format!("e{i:07}");
+        writeln!(
+            f,
+            r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":[{{"type":"image","data":"{data}","mimeType":"image/png"}}],"timestamp":{i}}}}}"#
+        )
+        .unwrap();
+        parent = format!("\"{id}\"");
+    }
+    drop(f);
+    let size = std::fs::metadata(&path).unwrap().len();
+    let out = Command::new("bash")
+        .args(["-c", r#"ulimit -v "$1" && set -o pipefail && "$2" inspect "$3" | wc -c"#, "inspect", "60000"])
+        .arg(binary())
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    let written: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(written > 6 * size, "{written} bytes written for a {size}-byte file");
 }
