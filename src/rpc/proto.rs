@@ -44,9 +44,9 @@ pub struct PiString(pub JsString);
 
 impl<'de> Deserialize<'de> for PiString {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match PiValue::deserialize(d)?.0 {
-            Json::String(s) => Ok(PiString(s)),
-            other => Err(D::Error::custom(format!("expected a string, got {}", kind_name(&other)))),
+        match PiValue::deserialize(d)?.0.into_string() {
+            Ok(s) => Ok(PiString(s)),
+            Err(other) => Err(D::Error::custom(format!("expected a string, got {}", kind_name(&other)))),
         }
     }
 }

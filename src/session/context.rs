@@ -395,9 +395,11 @@ fn project_entry(
             Some(Json::Object(o)) => o.get("content").cloned(),
             Some(_) => None,
         };
-        let content = match content {
-            Some(Json::String(text)) if matches!(role, Role::Assistant | Role::ToolResult) => Some(text_blocks(text)),
-            other => other,
+        let content = match &content {
+            Some(Json::String(text)) if matches!(role, Role::Assistant | Role::ToolResult) => {
+                Some(text_blocks(text.clone()))
+            }
+            _ => content,
         };
         out.push(ContextMessage::Value(with_content(&value, content)));
     }

@@ -984,12 +984,12 @@ impl SessionManager {
                 let bodies = self.bodies();
                 let messages: Vec<Json> =
                     projection.messages().map(|m| context::message_value(&bodies, m)).collect::<Result<_>>()?;
-                context::current_system_message(&messages)?.map(|s| match s {
-                    Json::Object(mut sm) => {
+                context::current_system_message(&messages)?.map(|s| match s.into_object() {
+                    Ok(mut sm) => {
                         sm.insert("timestamp", Json::number(ms));
                         Json::Object(sm)
                     }
-                    other => other,
+                    Err(other) => other,
                 })
             }
         };

@@ -188,3 +188,31 @@ fn inspect_streams_reads_far_larger_than_its_memory_from_the_file() {
     let written: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert!(written > 6 * size, "{written} bytes written for a {size}-byte file");
 }
+
+#[test]
+fn values_nested_far_deeper_than_a_thread_stack_are_read_without_crashing_the_sidecar() {
+    // JSON.parse accepts any depth, so pi opens this file; a recursive drop, clone or write of such a value
+    // overflowed the 2 MiB stack of the sidecar's worker thread, aborting the process and every session in it.
+    let deep = |inner: &str| format!("{}{inner}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let header = HEADER.replace(r#""cwd":"/p""#, &format!(r#""cwd":"/p","x":{}"#, deep("")));
+    let message = format!(
+        r#"{{"type":"message","id":"m1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"assistant","content":{},"provider":"p","model":"m","timestamp":1}}}}"#,
+        deep("1")
+    );
+    let label = format!(
+        r#"{{"type":"label","id":"l1","parentId":"m1","timestamp":{},"targetId":"m1","label":{}}}"#,
+        deep(""),
+        deep("\"L\"")
+    );
+    let dir = temp_dir();
+    let path = s(&dir.path().join("deep.jsonl"));
+    std::fs::write(&path, format!("{header}\n{message}\n{label}\n")).unwrap();
+    let mut sc = Sidecar::new();
+    let h = sc.call("session/open", json(&format!(r#"{{"path":"{path}"}}"#))).get("handle").cloned().unwrap();
+    let params = json(&format!(r#"{{"handle":{}}}"#, h.to_canonical_string()));
+    let Ok(tree) = sc.call("session/getTree", params.clone()).into_array() else { panic!("a tree") };
+    assert_eq!(tree[0].get("label"), json(&deep("\"L\"")).into_array().ok().map(Json::Array).as_ref());
+    let context = sc.call("session/buildSessionContext", params.clone());
+    assert_eq!(context.get("model").and_then(|m| m.get("provider")), Some(&Json::str("p")));
+    assert_eq!(sc.call("session/getEntryCount", params), Json::number(2.0));
+}

@@ -252,7 +252,7 @@ fn a_legacy_file_pi_migrates_in_place_while_we_have_it_open_is_read_again_with_p
     let mut req = pi_sessiond::session::json::Object::new();
     req.insert("command", Json::str("reads"));
     req.insert("files", Json::Array(vec![Json::str(&path)]));
-    let Json::Array(pi) = crate::support::oracle(&Json::Object(req)) else { panic!("oracle") };
+    let Ok(pi) = crate::support::oracle(&Json::Object(req)).into_array() else { panic!("oracle") };
     let pi_leaf = pi[0].get("ok").and_then(|r| r.get("leafId")).cloned().unwrap();
     assert_eq!(viewer.refresh().unwrap(), Refresh::Reset);
     assert_eq!(key_json(viewer.leaf_id()), pi_leaf, "the leaf is pi's newly assigned id");

@@ -63,9 +63,9 @@ fn pi_reads(paths: &[String]) -> Vec<Json> {
     let mut req = Object::new();
     req.insert("command", Json::str("reads"));
     req.insert("files", Json::Array(paths.iter().map(|p| Json::str(p)).collect()));
-    match oracle(&Json::Object(req)) {
-        Json::Array(a) => a,
-        other => panic!("{other:?}"),
+    match oracle(&Json::Object(req)).into_array() {
+        Ok(a) => a,
+        Err(other) => panic!("{other:?}"),
     }
 }
 
@@ -257,7 +257,7 @@ fn session_open_of_a_file_with_entries_pi_throws_on_gives_every_other_read_and_n
     let mut req = Object::new();
     req.insert("command", Json::str("eachRead"));
     req.insert("files", Json::Array(paths.iter().map(|p| Json::str(p)).collect()));
-    let Json::Array(pi) = oracle(&Json::Object(req)) else { panic!("oracle") };
+    let Ok(pi) = oracle(&Json::Object(req)).into_array() else { panic!("oracle") };
     let (mut problems, mut failed_reads) = (Vec::new(), 0);
     for ((path, ours), pi) in paths.iter().zip(ours).zip(pi) {
         let Ok(ours) = ours else { panic!("{path}: the sidecar refuses a file pi opens: {ours:?}") };

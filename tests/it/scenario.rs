@@ -26,7 +26,7 @@ pub struct Scenario {
 impl Scenario {
     /// A scenario from JSON text of its operation list.
     pub fn new(name: &str, ops: &str) -> Scenario {
-        let Json::Array(ops) = crate::support::json(ops) else { panic!("{name}: ops must be an array") };
+        let Ok(ops) = crate::support::json(ops).into_array() else { panic!("{name}: ops must be an array") };
         Scenario { name: name.to_owned(), ops }
     }
 
@@ -241,7 +241,7 @@ impl Runner {
                     .m()
                     .append_usage(need("kind"), need("provider"), need("model"), need("usage"), v("note"))
                     .map_err(err)?;
-                let Json::Array(mut one) = self.entries_json(&[i]) else { unreachable!() };
+                let Ok(mut one) = self.entries_json(&[i]).into_array() else { unreachable!() };
                 one.remove(0)
             }
             "appendCompaction" => Json::str(
@@ -315,7 +315,7 @@ impl Runner {
             }
             "getEntry" => match self.m.as_ref().unwrap().entry(&key(op, "id")) {
                 Some(i) => {
-                    let Json::Array(mut one) = self.entries_json(&[i]) else { unreachable!() };
+                    let Ok(mut one) = self.entries_json(&[i]).into_array() else { unreachable!() };
                     one.remove(0)
                 }
                 None => Json::Null,
@@ -394,7 +394,7 @@ pub fn run_and_compare(scenarios: &[Scenario]) {
     req.insert("command", Json::str("scenarios"));
     req.insert("root", Json::str(&pi_root));
     req.insert("scenarios", Json::Array(scenarios.iter().map(Scenario::to_json).collect()));
-    let Json::Array(answers) = oracle(&Json::Object(req)) else { panic!("oracle answer") };
+    let Ok(answers) = oracle(&Json::Object(req)).into_array() else { panic!("oracle answer") };
     let det = Deterministic::new();
     let mut problems = Vec::new();
     for (scenario, answer) in scenarios.iter().zip(answers) {
