@@ -12,6 +12,14 @@ use pi_sessiond::session::{Env, Error, NewSessionOptions, SessionManager};
 
 use crate::support::{json, s, temp_dir};
 
+/// A version-1 session (no version, no ids): pi migrates it, rewriting the file.
+const V1_SESSION: &str = concat!(
+    r#"{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+    "\n",
+    r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
+    "\n"
+);
+
 fn user(text: &str) -> Json {
     json(&format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#))
 }
@@ -163,16 +171,7 @@ fn a_fragment_another_writer_left_is_ended_before_our_line_and_kept_as_a_torn_li
 fn durable_appends_and_a_migration_rewrite_keep_the_file_readable_at_every_step() {
     let dir = temp_dir();
     let path = s(&dir.path().join("v1.jsonl"));
-    std::fs::write(
-        &path,
-        concat!(
-            r#"{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
-            "\n",
-            r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&path, V1_SESSION).unwrap();
     let mut m = SessionManager::open(&path, None, None, Env::system()).unwrap();
     m.set_durability(Durability::Entry);
     for n in 0..5 {
@@ -236,16 +235,7 @@ fn a_same_length_rewrite_in_place_is_read_again_not_served_from_stale_offsets_is
 fn a_legacy_file_pi_migrates_in_place_while_we_have_it_open_is_read_again_with_pis_ids() {
     let dir = temp_dir();
     let path = s(&dir.path().join("v1.jsonl"));
-    std::fs::write(
-        &path,
-        concat!(
-            r#"{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
-            "\n",
-            r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&path, V1_SESSION).unwrap();
     let mut viewer = SessionManager::open(&path, None, None, Env::system()).unwrap();
     assert!(viewer.warnings().iter().any(|w| w.kind == WarningKind::LegacyVersion));
     // pi's open rewrites the file in place (`openSync(path, "w")`) with its migration and ids of its own.
