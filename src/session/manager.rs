@@ -731,8 +731,7 @@ impl SessionManager {
         match file.state()? {
             store::FileState::Same => Ok(Refresh::Unchanged),
             store::FileState::Missing => Ok(Refresh::Deleted),
-            store::FileState::Replaced => self.reload(),
-            store::FileState::Shrunk | store::FileState::Rewritten => self.reload(),
+            store::FileState::Replaced | store::FileState::Shrunk | store::FileState::Rewritten => self.reload(),
             // Nothing of ours is in the file (it was empty when opened): what is there now is read from scratch.
             store::FileState::Grew(_) if file.is_empty() => self.reload(),
             store::FileState::Grew(_) => self.follow_appends(),

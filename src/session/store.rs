@@ -124,28 +124,32 @@ pub const MAX_LINE_BYTES: usize = (1 << 29) - 24;
 
 /// Opens `path` for reading if it is a regular file, without blocking: a named pipe with no writer, a device
 /// (`/dev/zero`, `/dev/urandom`), a socket or a directory is refused with a clear error instead of hanging the
-/// caller or feeding it bytes for ever. The file is opened `O_NONBLOCK` (so opening a FIFO returns at once) and
-/// checked with `fstat` on the descriptor itself, so a path swapped between a check and the open cannot slip
-/// through.
+/// caller or feeding it bytes for ever. The path is checked with `stat` before it is opened (so no device is
+/// even opened), then opened `O_NONBLOCK` (so a FIFO swapped in meanwhile cannot block the open) and checked
+/// again with `fstat` on the descriptor itself.
 pub fn open_regular(path: &str) -> Result<File> {
     use rustix::fs::OFlags;
     use std::os::unix::fs::OpenOptionsExt;
+    let refuse = |t: &std::fs::FileType| -> Result<()> {
+        match not_regular(t) {
+            None => Ok(()),
+            Some(what) => Err(Error::io(
+                "open",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("not a regular file ({what}); only regular files are read as sessions"),
+                ),
+            )),
+        }
+    };
+    refuse(&std::fs::metadata(path).map_err(|e| Error::io("open", path, e))?.file_type())?;
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(OFlags::NONBLOCK.bits() as i32)
         .open(path)
         .map_err(|e| Error::io("open", path, e))?;
-    let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
-    if let Some(what) = not_regular(&meta.file_type()) {
-        return Err(Error::io(
-            "open",
-            path,
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("not a regular file ({what}); only regular files are read as sessions"),
-            ),
-        ));
-    }
+    refuse(&file.metadata().map_err(|e| Error::io("stat", path, e))?.file_type())?;
     // Reads of a regular file never block anyway; clear the flag so the descriptor behaves as a plain open's.
     let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| Error::io("open", path, e.into()))?;
     rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK).map_err(|e| Error::io("open", path, e.into()))?;
