@@ -208,7 +208,7 @@ fn results_larger_than_the_memory_they_may_take_are_streamed_from_the_file_issue
                 "session/buildSessionContext" => result.get("messages").cloned().unwrap(),
                 _ => result,
             };
-            let Json::Array(entries) = entries else { panic!("{method}") };
+            let Json::Array(entries) = &entries else { panic!("{method}") };
             assert_eq!(entries.len(), 32, "{method}: the whole result came ({wire:?})");
             assert!(grown < 16 << 20, "{method} ({wire:?}): the server grew by {} MB for a 32 MB result", grown >> 20);
         }
@@ -307,8 +307,9 @@ fn three_hundred_failed_opens_under_a_256_descriptor_limit_leave_opens_and_listi
     let root = temp_dir();
     let dir = root.path().join("sessions");
     std::fs::create_dir(&dir).unwrap();
+    // Files an open refuses (no session header): each open reads it, fails, and must let its descriptor go.
     for n in 0..300 {
-        unnamed_session(&dir.join(format!("bad{n:03}.jsonl")), "5");
+        std::fs::write(dir.join(format!("bad{n:03}.jsonl")), "not a session\n").unwrap();
     }
     let good = s(&dir.join("good.jsonl"));
     std::fs::write(
