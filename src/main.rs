@@ -201,5 +201,6 @@ fn main() -> ExitCode {
         }
         None | Some(Command::Serve) => unreachable!("handled above"),
     };
+    log.flush(std::time::Duration::from_millis(200));
     ExitCode::from(status as u8)
 }
