@@ -804,3 +804,26 @@ pub fn read_all(path: &str) -> Result<Vec<u8>> {
     File::open(path).and_then(|mut f| f.read_to_end(&mut v)).map_err(|e| Error::io("read", path, e))?;
     Ok(v)
 }
+
+/// The longest line any reader of session files accepts, in bytes. pi cannot read a longer one either (V8's
+/// longest string is 2^29 - 24 UTF-16 units); the bound is what keeps a file of zeros, or a sparse file of
+/// gigabytes, from growing the process until it aborts.
+// Stand-in until the engine's read side lands its own definition (same name, same meaning).
+pub const MAX_LINE_BYTES: usize = 512 << 20;
+
+/// Opens `path` for reading if it is a regular file (after following symlinks), without blocking: a FIFO, a
+/// device or a directory is refused with an `io_error` instead of hanging the caller or feeding it without end.
+// Stand-in until the engine's read side lands its own definition (same signature).
+pub fn open_regular(path: &str) -> Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    // O_NONBLOCK: opening a FIFO without a writer would otherwise wait for one.
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| Error::io("open", path, e.into()))?;
+    let file = File::from(fd);
+    let meta = file.metadata().map_err(|e| Error::io("open", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::io("open", path, std::io::Error::other("not a regular file")));
+    }
+    rustix::fs::fcntl_setfl(&file, OFlags::empty()).map_err(|e| Error::io("open", path, e.into()))?;
+    Ok(file)
+}
