@@ -8,15 +8,14 @@
 //! case-insensitively as substrings; a token that matches nothing literally may still match the session name or
 //! cwd as pi's fuzzy subsequence.
 //!
-//! A query is bounded ([`MAX_QUERY_BYTES`], [`MAX_QUERY_WORDS`]; a longer one is refused as an invalid query),
-//! and judging an entry costs one pass over its text for all the query's words together, so a search's work
-//! grows with the query's size, never with its square.
+//! A query is bounded ([`MAX_QUERY_BYTES`], [`MAX_QUERY_WORDS`]; a longer one is refused as an invalid query).
+//! Its words are prepared once, and an entry costs at most one pass over its text per word, a session's own
+//! fields are judged once per session, and the index is asked with a bounded number of trigrams per word: a
+//! search's work grows with the query's size, never with its square.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-
-use aho_corasick::AhoCorasick;
 
 use super::catalog::{Cancel, Catalog};
 use super::error::{Error, Result};
@@ -237,80 +236,49 @@ fn session_weight(token: &Token, s: &SessionInfo) -> Option<f64> {
     }
 }
 
-/// The query's tokens prepared once for judging many entries: lowercased, words literal tokens searched for all
-/// at once.
+/// The query's tokens prepared once for judging many entries: lowercased, each word token with a substring
+/// searcher built once (not per entry).
 struct Prepared {
     /// Per token: its lowercase words (one for a word token; a phrase's words).
     words: Vec<Vec<String>>,
     /// The byte length of each token as written (for snippets).
     lens: Vec<usize>,
-    /// Every distinct lowercase word token, in one automaton; `pattern_of[k]` is token k's pattern (None: a
-    /// phrase).
-    words_automaton: Option<AhoCorasick>,
-    pattern_of: Vec<Option<usize>>,
+    /// Per token: the searcher of a word token (None: a phrase).
+    finders: Vec<Option<memchr::memmem::Finder<'static>>>,
 }
 
 impl Prepared {
     fn new(tokens: &[Token]) -> Prepared {
-        let mut patterns: Vec<String> = Vec::new();
-        let mut pattern_of = Vec::with_capacity(tokens.len());
+        let mut finders = Vec::with_capacity(tokens.len());
         let mut words = Vec::with_capacity(tokens.len());
         let mut lens = Vec::with_capacity(tokens.len());
         for t in tokens {
             match t {
                 Token::Fuzzy(v) => {
                     let lower = v.to_lowercase();
-                    let k = patterns.iter().position(|p| *p == lower).unwrap_or_else(|| {
-                        patterns.push(lower.clone());
-                        patterns.len() - 1
-                    });
-                    pattern_of.push(Some(k));
+                    finders.push(Some(memchr::memmem::Finder::new(lower.as_bytes()).into_owned()));
                     words.push(vec![lower]);
                     lens.push(v.len());
                 }
                 Token::Phrase(p) => {
-                    pattern_of.push(None);
+                    finders.push(None);
                     words.push(p.to_lowercase().split_whitespace().map(str::to_owned).collect());
                     lens.push(p.len());
                 }
             }
         }
-        let words_automaton = (!patterns.is_empty())
-            .then(|| AhoCorasick::builder().match_kind(aho_corasick::MatchKind::Standard).build(&patterns).ok())
-            .flatten();
-        Prepared { words, lens, words_automaton, pattern_of }
+        Prepared { words, lens, finders }
     }
 
-    /// Where each token occurs first in `lower` (an entry's lowercased text), as a byte offset: one pass over the
-    /// text for every word token, one per phrase.
-    fn positions(&self, lower: &str) -> Vec<Option<usize>> {
-        let mut first: Vec<Option<usize>> = Vec::new();
-        if let Some(ac) = &self.words_automaton {
-            first = vec![None; ac.patterns_len()];
-            let mut missing = first.len();
-            // Overlapping matches come by end position; a pattern's first one is its leftmost occurrence.
-            for m in ac.find_overlapping_iter(lower) {
-                let slot = &mut first[m.pattern().as_usize()];
-                if slot.is_none() {
-                    *slot = Some(m.start());
-                    missing -= 1;
-                    if missing == 0 {
-                        break;
-                    }
-                }
+    /// Where token `k` first occurs in `lower` (an entry's lowercased text), as a byte offset.
+    fn position(&self, k: usize, lower: &str) -> Option<usize> {
+        match &self.finders[k] {
+            Some(finder) => finder.find(lower.as_bytes()),
+            None => {
+                let words: Vec<&str> = self.words[k].iter().map(String::as_str).collect();
+                contains_words(lower, &words).then(|| lower.find(words.first().copied().unwrap_or("")).unwrap_or(0))
             }
         }
-        self.pattern_of
-            .iter()
-            .zip(&self.words)
-            .map(|(pattern, words)| match pattern {
-                Some(k) => first[*k],
-                None => {
-                    let words: Vec<&str> = words.iter().map(String::as_str).collect();
-                    contains_words(lower, &words).then(|| lower.find(words.first().copied().unwrap_or("")).unwrap_or(0))
-                }
-            })
-            .collect()
     }
 }
 
@@ -420,8 +388,8 @@ impl<'a> Matcher<'a> {
                 let mut score = 0.0;
                 let mut first: Option<(usize, usize)> = None;
                 let mut in_doc = 0;
-                for (k, position) in self.prepared.positions(&lower).into_iter().enumerate() {
-                    if let Some(pos) = position {
+                for k in 0..tokens.len() {
+                    if let Some(pos) = self.prepared.position(k, &lower) {
                         in_doc += 1;
                         score += 10.0;
                         let len = self.prepared.lens[k];
