@@ -594,3 +594,66 @@ fn a_search_in_progress_holds_up_no_other_catalog_call_of_its_process() {
     resume.send(()).unwrap();
     searcher.join().unwrap();
 }
+
+#[test]
+fn a_damaged_row_is_read_again_from_its_file_on_the_next_listing() {
+    // A row the index cannot trust (its text row gone, columns that do not decode or contradict each other, a
+    // generation that is not a number) must not answer for its file, even though the file's stat matches it.
+    let tmp = temp_dir();
+    let dir = tmp.path().join("sessions");
+    fs::create_dir(&dir).unwrap();
+    let mut r = Rng::new(51);
+    for i in 0..8 {
+        let f = dir.join(format!("s{i}.jsonl"));
+        fs::write(&f, to_bytes(&session_lines(&mut r, Shape { entries: 3 + i, hand_written: false }))).unwrap();
+        age(&f, 3600);
+    }
+    let d = s(&dir);
+    let expected = infos_json(&Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {}).unwrap());
+    let path = s(&tmp.path().join("index.sqlite"));
+    let through = |lean: bool| {
+        // A new connection each time, so no memo answers in the index's place.
+        let mut index = CatalogIndex::open(&path).unwrap();
+        let catalog = Catalog::new("/no-agent", Some(&mut index));
+        let mut catalog = if lean { catalog.without_text() } else { catalog };
+        infos_json(&catalog.list_all(Some(&d), &mut |_, _| {}).unwrap())
+    };
+    compare("first listing", &expected, &through(false));
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "DELETE FROM texts WHERE id = (SELECT id FROM files WHERE path = '{d}/s0.jsonl');
+             UPDATE files SET header = '{{not json' WHERE path = '{d}/s1.jsonl';
+             UPDATE files SET offset = size + 10 WHERE path = '{d}/s2.jsonl';
+             UPDATE files SET message_count = 'many' WHERE path = '{d}/s3.jsonl';
+             UPDATE files SET gen = 'soon', head = X'00' WHERE path = '{d}/s4.jsonl';
+             UPDATE files SET rejected = 1 WHERE path = '{d}/s5.jsonl';"
+        ))
+        .unwrap();
+    }
+    let stripped = Json::Array(
+        Catalog::new("/no-agent", None)
+            .list_all(Some(&d), &mut |_, _| {})
+            .unwrap()
+            .iter()
+            .map(|s| session_info_json(s, false))
+            .collect(),
+    );
+    let lean = |v: Json| match v {
+        Json::Array(items) => Json::Array(
+            items
+                .into_iter()
+                .map(|mut i| {
+                    if let Json::Object(o) = &mut i {
+                        o.remove("allMessagesText");
+                    }
+                    i
+                })
+                .collect(),
+        ),
+        other => other,
+    };
+    compare("lean listing over damaged rows", &stripped, &lean(through(true)));
+    compare("listing over damaged rows", &expected, &through(false));
+    compare("listing after the rows were replaced", &expected, &through(false));
+}
