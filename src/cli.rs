@@ -31,6 +31,7 @@ pub fn error_kind(e: &Error) -> &'static str {
         Error::AlreadyExists { .. } => "io_error",
         Error::Locked { .. } => "session_locked",
         Error::Conflict { .. } => "content_modified",
+        Error::Cancelled => "request_cancelled",
     }
 }
 
@@ -204,14 +205,15 @@ pub fn ls(
     out: &mut dyn Write,
 ) -> i32 {
     let mut catalog = Catalog::new(agent_dir, index);
-    let infos = if all {
+    let listed = if all {
         catalog.list_all(dir, &mut |_, _| {})
     } else {
         let cwd = cwd.map(str::to_owned).unwrap_or_else(crate::session::paths::process_cwd);
-        match catalog.list(&cwd, dir, &mut |_, _| {}) {
-            Ok(i) => i,
-            Err(e) => return print_error(out, &e),
-        }
+        catalog.list(&cwd, dir, &mut |_, _| {})
+    };
+    let infos = match listed {
+        Ok(i) => i,
+        Err(e) => return print_error(out, &e),
     };
     let mut bytes = render::session_infos(&infos, true);
     bytes.push(b'\n');

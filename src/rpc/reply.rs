@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::error::{self, rpc_error};
 use super::framing::{Framing, Message, StreamEscaper};
 use super::transport::{Outbox, StreamSender};
+use crate::session::catalog::Cancel;
 use crate::session::render::JsonOut;
 
 /// A rendered result longer than this is streamed rather than sent as one message.
@@ -68,6 +69,7 @@ pub struct ReplyState {
     key: u64,
     target: Target,
     answered: AtomicBool,
+    cancel: Cancel,
     done: Arc<dyn Fn(u64) + Send + Sync>,
 }
 
@@ -83,9 +85,10 @@ impl ReplyState {
         &self.id
     }
 
-    /// Cancels the request: unless it already answered, the host gets `-32800` now, and work not yet started
-    /// skips itself (see [`Reply::is_answered`]).
+    /// Cancels the request: unless it already answered, the host gets `-32800` now; work not yet started skips
+    /// itself (see [`Reply::is_answered`]) and catalog work under way stops at its next check.
     pub fn cancel(&self, why: &str) {
+        self.cancel.cancel();
         let e = rpc_error(error::REQUEST_CANCELLED, "request_cancelled", why, serde_json::json!({}));
         // The event loop cancels, and it never waits on the host.
         self.deliver(error_message(&self.id, &e), false);
@@ -128,13 +131,19 @@ impl Reply {
     }
 
     fn with_target(id: &str, key: u64, target: Target, done: Arc<dyn Fn(u64) + Send + Sync>) -> Reply {
-        let state = ReplyState { id: id.into(), key, target, answered: AtomicBool::new(false), done };
+        let state =
+            ReplyState { id: id.into(), key, target, answered: AtomicBool::new(false), cancel: Cancel::new(), done };
         Reply { state: Arc::new(state) }
     }
 
     /// What the event loop keeps to cancel the request.
     pub fn state(&self) -> Arc<ReplyState> {
         self.state.clone()
+    }
+
+    /// The request's cancellation flag, for catalog work to check.
+    pub fn cancel_token(&self) -> Cancel {
+        self.state.cancel.clone()
     }
 
     /// Whether the answer went out already (a cancelled request's work can skip itself).

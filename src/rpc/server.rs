@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 use super::dispatch::{self, Message, Parsed};
 use super::error::{self, rpc_error};
 use super::framing::{Frame, Framing};
+use super::handlers::catalog::IndexCatchUp;
 use super::handlers::{self, null, RecentListings, Server};
 use super::handles::Registry;
 use super::methods::{self, Routed, PROTOCOL_VERSION};
@@ -98,13 +99,15 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
     });
     let poll =
         if watcher.is_native() { config.poll_interval } else { config.poll_interval.min(Duration::from_millis(50)) };
+    let index = Arc::new(SharedIndex::new(config.index_path.clone()));
     let server = Arc::new(Server {
         registry: Registry::default(),
         outbox: transport.outbox.clone(),
         pool: runtime.handle().clone(),
         agent_dir: config.agent_dir.clone(),
         durability: config.durability,
-        index: Arc::new(SharedIndex::new(config.index_path.clone())),
+        index: index.clone(),
+        index_catch_up: IndexCatchUp::start(index),
         watcher,
         dir_watches: Mutex::new(HashMap::new()),
         next_watch_id: Default::default(),

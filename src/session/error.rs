@@ -85,6 +85,9 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// The caller cancelled the work (a listing, lookup or search) before it finished; nothing was changed.
+    #[error("request cancelled")]
+    Cancelled,
     /// The file to create already exists (pi's exclusive create fails with EEXIST).
     #[error("EEXIST: file already exists, open '{path}'")]
     AlreadyExists {

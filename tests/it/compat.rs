@@ -185,7 +185,8 @@ fn sessions_pi_hides_because_a_message_has_null_content_are_still_listed() {
     req.insert("calls", Json::Array(vec![json(&format!(r#"{{"kind":"listAll","dir":"{session_dir}"}}"#))]));
     let pi = oracle(&Json::Object(req));
     assert_eq!(pi, json(r#"[{"ok":[]}]"#), "pi 1.6.0 drops the file");
-    let ours = catalog::Catalog::new("/nonexistent-agent-dir", None).list_all(Some(&session_dir), &mut |_, _| {});
+    let ours =
+        catalog::Catalog::new("/nonexistent-agent-dir", None).list_all(Some(&session_dir), &mut |_, _| {}).unwrap();
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0].info.message_count, 2);
     assert_eq!(ours[0].info.first_message, JsString::from("(no messages)"));

@@ -232,7 +232,7 @@ fn our_answer(call: &Json, index: Option<&mut CatalogIndex>) -> Json {
     let mut catalog = Catalog::new(&agent, index);
     match st("kind").unwrap().as_str() {
         "list" => infos(catalog.list(&st("cwd").unwrap(), st("dir").as_deref(), &mut |_, _| {}).unwrap()),
-        "listAll" => infos(catalog.list_all(st("dir").as_deref(), &mut |_, _| {})),
+        "listAll" => infos(catalog.list_all(st("dir").as_deref(), &mut |_, _| {}).unwrap()),
         "findById" => path(catalog.find_by_id(&st("cwd").unwrap(), &st("id").unwrap(), st("dir").as_deref()).unwrap()),
         "findMostRecentSession" => path(catalog::find_most_recent_session(&st("dir").unwrap(), st("cwd").as_deref())),
         other => panic!("{other}"),

@@ -757,7 +757,8 @@ class SearchHit(TypedDict):
 class _SearchParamsRequired(TypedDict):
     #: pi's `/resume` query: space-separated words (each must match, as a substring of an entry's text or of the
     #: session's name, id or cwd; a word may also match the name or cwd fuzzily), `"exact phrases"`, or
-    #: `re:<regex>` (case-insensitive).
+    #: `re:<regex>` (case-insensitive). At most 4096 bytes and 64 words (each word of a phrase counts); a longer
+    #: query is an `invalid_params` error.
     query: str
 
 

@@ -1,15 +1,17 @@
 //! Listing, finding and searching sessions (`sessions/*`), through the shared catalog index, with LSP-style
-//! `$/progress`. These run on the blocking pool, beside everything else, and are cancellable.
+//! `$/progress`. These run on the blocking pool, beside everything else, and are cancellable: a cancelled request's
+//! catalog work stops at its next check. Also the index's catch-up on files this process wrote, on a thread of its
+//! own.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 use super::{Cx, Res};
 use crate::rpc::error::from_session;
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
 use crate::session::catalog::Catalog;
-use crate::session::index::CatalogIndex;
+use crate::session::index::{CatalogIndex, SharedIndex};
 use crate::session::info::ListedSession;
 use crate::session::render::{self, search_hit_json};
 use crate::session::search::{search_sessions, Phase, Scope};
@@ -101,9 +103,14 @@ impl<'a> ProgressReporter<'a> {
     }
 }
 
+/// The catalog for a request: its work stops when the request is cancelled.
+fn catalog<'a>(cx: &'a Cx<'_>, index: Option<&'a mut CatalogIndex>) -> Catalog<'a> {
+    Catalog::new(&cx.server.agent_dir, index).with_cancel(cx.reply.cancel_token())
+}
+
 /// The catalog for a listing request (`allMessagesText` unless the host declined it).
-fn catalog_of<'a>(agent_dir: &'a str, index: Option<&'a mut CatalogIndex>, text: Option<bool>) -> Catalog<'a> {
-    let c = Catalog::new(agent_dir, index);
+fn catalog_of<'a>(cx: &'a Cx<'_>, index: Option<&'a mut CatalogIndex>, text: Option<bool>) -> Catalog<'a> {
+    let c = catalog(cx, index);
     if text == Some(false) {
         c.without_text()
     } else {
@@ -127,7 +134,7 @@ fn listing<T>(
     let mut progress = ProgressReporter::new(cx, token);
     let infos = server
         .index
-        .with(|ix| run(&mut catalog_of(&server.agent_dir, ix, include_text), &mut |l, t| progress.report(l, t)))
+        .with(|ix| run(&mut catalog_of(cx, ix, include_text), &mut |l, t| progress.report(l, t)))
         .map_err(from_session)?;
     progress.end();
     Ok(Out::json(render(infos, include_text != Some(false))))
@@ -147,8 +154,7 @@ pub fn list(p: ListParams, cx: &Cx<'_>) -> Res<SessionInfoListJson> {
 /// `sessions/listAll`.
 pub fn list_all(p: ListAllParams, cx: &Cx<'_>) -> Res<SessionInfoListJson> {
     let dir = p.session_dir;
-    let run =
-        move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| Ok(c.list_all(dir.as_deref(), progress));
+    let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| c.list_all(dir.as_deref(), progress);
     listing(cx, p.progress_token, p.include_all_messages_text, Box::new(run), pi_listing)
 }
 
@@ -157,7 +163,7 @@ pub fn list_delta(p: ListDeltaParams, cx: &Cx<'_>) -> Res<ListingDeltaJson> {
     let (cwd, session_dir, since) = (p.cwd, p.session_dir, p.since);
     let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| match &cwd {
         Some(cwd) => c.list(cwd, session_dir.as_deref(), progress),
-        None => Ok(c.list_all(session_dir.as_deref(), progress)),
+        None => c.list_all(session_dir.as_deref(), progress),
     };
     let server = cx.server;
     let render = move |infos: Vec<Arc<ListedSession>>, with_text: bool| {
@@ -176,9 +182,41 @@ pub fn find_by_id(p: FindByIdParams, cx: &Cx<'_>) -> Res<FindResult> {
     let server = cx.server;
     let path = server
         .index
-        .with(|ix| Catalog::new(&server.agent_dir, ix).find_by_id(&p.cwd, &p.id, p.session_dir.as_deref()))
+        .with(|ix| catalog(cx, ix).find_by_id(&p.cwd, &p.id, p.session_dir.as_deref()))
         .map_err(from_session)?;
     Ok(Out::Value(FindResult { path }))
+}
+
+/// Brings the shared index up to date on the files this process wrote, on one long-lived thread: an append only
+/// notes its file and, when no catch-up is under way, wakes the thread (so a search finds what was just written
+/// without the append spawning anything).
+pub struct IndexCatchUp {
+    index: Arc<SharedIndex>,
+    wake: Mutex<mpsc::Sender<()>>,
+}
+
+impl IndexCatchUp {
+    /// Starts the thread; it ends when this is dropped.
+    pub fn start(index: Arc<SharedIndex>) -> IndexCatchUp {
+        let (wake, woken) = mpsc::channel::<()>();
+        let thread_index = index.clone();
+        let started = std::thread::Builder::new().name("pi-sessiond-index".into()).spawn(move || {
+            while woken.recv().is_ok() {
+                thread_index.catch_up_written();
+            }
+        });
+        if let Err(e) = started {
+            tracing::warn!("no index catch-up thread ({e}): searches find new writes at the next listing");
+        }
+        IndexCatchUp { index, wake: Mutex::new(wake) }
+    }
+
+    /// This process wrote `path`.
+    pub fn written(&self, path: &str) {
+        if self.index.note_written(path) {
+            let _ = self.wake.lock().unwrap_or_else(|e| e.into_inner()).send(());
+        }
+    }
 }
 
 /// Results shown when the host does not say how many it wants.
@@ -193,8 +231,7 @@ pub fn search(p: SearchParams, cx: &Cx<'_>) -> Res<Vec<SearchHitJson>> {
     let hits = server
         .index
         .with(|ix| {
-            let catalog = Catalog::new(&server.agent_dir, ix);
-            search_sessions(&p.query, scope, p.roles.as_deref(), limit, catalog, &mut |phase, l, t| {
+            search_sessions(&p.query, scope, p.roles.as_deref(), limit, catalog(cx, ix), &mut |phase, l, t| {
                 let stage = match phase {
                     Phase::Listing => ProgressStage::Listing,
                     Phase::Indexing => ProgressStage::Indexing,

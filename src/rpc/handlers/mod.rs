@@ -52,6 +52,8 @@ pub struct Server {
     pub durability: Durability,
     /// The catalog index shared by listings and searches.
     pub index: Arc<SharedIndex>,
+    /// Brings the index up to date on what this process wrote.
+    pub index_catch_up: catalog::IndexCatchUp,
     /// Watches on the directories of watched sessions and `sessions/watch` directories.
     pub watcher: FsWatcher,
     /// `sessions/watch` watches: id → directory.

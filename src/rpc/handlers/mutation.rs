@@ -58,6 +58,9 @@ pub fn apply<R>(
         Err(e @ crate::session::Error::Conflict { .. }) => {
             // Another process wrote between the check and the write: show what it wrote, refuse ours.
             super::watch::follow(server, slot, m)?;
+            if let Some(path) = m.session_file().filter(|_| m.is_persisted() && m.is_flushed()) {
+                server.index_catch_up.written(path);
+            }
             return Err(error::with_leaf(from_session(e), leaf_text(m)));
         }
         Err(e) => return Err(from_session(e)),
@@ -87,9 +90,10 @@ pub fn apply<R>(
     server.notify("session/changed", &note);
     // A writer that takes no lock (pi) may have appended around our line: publish what it wrote now.
     super::watch::follow(server, slot, m)?;
-    // The catalog index learns of the write (without a `stat` of its own: a written session has its file).
+    // The shared index catches up on the write off the request path, so a search finds it (no `stat` of its own:
+    // a written session has its file).
     if let Some(path) = m.session_file().filter(|_| m.is_persisted() && m.is_flushed()) {
-        server.index.touch(path);
+        server.index_catch_up.written(path);
     }
     cx.wrote = kind != ChangeKind::Leaf;
     Ok(result)
