@@ -89,6 +89,16 @@ pub fn modified_by_another_process(current_leaf: Option<String>, path: Option<&s
     )
 }
 
+/// A group-commit fsync failed: the entry was written but is not known to be on disk, so it is not acknowledged.
+pub fn fsync_failed(e: &Error) -> ErrorObjectOwned {
+    rpc_error(
+        IO_ERROR,
+        "io_error",
+        format!("the entry was written but could not be synced to disk ({e}); it is not acknowledged as durable"),
+        json!({}),
+    )
+}
+
 /// The one mapping from engine errors to the wire.
 pub fn from_session(e: Error) -> ErrorObjectOwned {
     let message = e.to_string();

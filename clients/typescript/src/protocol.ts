@@ -1037,6 +1037,11 @@ export interface ContinueRecentParams {
 	 */
 	cwd: string;
 	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
+	/**
 	 * The session directory (default: pi's directory for `cwd`).
 	 */
 	sessionDir?: string | null;
@@ -1125,6 +1130,11 @@ export interface CreateParams {
 	 */
 	cwd: string;
 	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
+	/**
 	 * A session id (letters, digits, `.`, `_`, `-`; default: a UUID v7).
 	 */
 	id?: string | null;
@@ -1179,6 +1189,11 @@ export interface PathResult {
  * via the `definition` "ForkFromParams".
  */
 export interface ForkFromParams {
+	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
 	/**
 	 * A session id.
 	 */
@@ -1325,6 +1340,11 @@ export interface InMemoryParams {
 	 */
 	entries?: unknown[] | null;
 	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
+	/**
 	 * A session id.
 	 */
 	id?: string | null;
@@ -1362,6 +1382,11 @@ export interface OpenParams {
 	 * Use this cwd instead of the header's.
 	 */
 	cwdOverride?: string | null;
+	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
 	/**
 	 * The session file.
 	 */
