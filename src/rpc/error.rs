@@ -64,6 +64,16 @@ pub fn handle_not_found(handle: &str) -> ErrorObjectOwned {
     )
 }
 
+/// A group-commit fsync failed: the entry was written but is not known to be on disk, so it is not acknowledged.
+pub fn fsync_failed(e: &Error) -> ErrorObjectOwned {
+    rpc_error(
+        IO_ERROR,
+        "io_error",
+        format!("the entry was written but could not be synced to disk ({e}); it is not acknowledged as durable"),
+        json!({}),
+    )
+}
+
 /// The code sent for each kind of engine error.
 pub fn code(kind: ErrorKind) -> i32 {
     match kind {
@@ -77,6 +87,7 @@ pub fn code(kind: ErrorKind) -> i32 {
         ErrorKind::SessionLocked => SESSION_LOCKED,
         ErrorKind::InvalidEntry => INVALID_ENTRY,
         ErrorKind::SessionPoisoned => SESSION_POISONED,
+        ErrorKind::Cancelled => REQUEST_CANCELLED,
     }
 }
 
@@ -93,7 +104,7 @@ pub fn from_session(e: Error) -> ErrorObjectOwned {
         | Error::Poisoned { path, .. } => json!({ "path": path }),
         Error::InvalidEntry { line, .. } => json!({ "line": line }),
         Error::EntryNotFound { id } => json!({ "id": id }),
-        Error::InvalidSessionId => json!({}),
+        Error::InvalidSessionId | Error::Cancelled => json!({}),
         Error::NotOnActiveBranch { .. } | Error::NotEditable { .. } => json!({ "path": "targetId" }),
         Error::InvalidReplacement => json!({ "path": "replacement" }),
         Error::InvalidQuery { .. } => json!({ "path": "query" }),

@@ -99,7 +99,6 @@ pub fn generate() -> (String, String) {
         json!({ "code": error::INVALID_REQUEST, "kind": "invalid_request", "meaning": "Not a JSON-RPC 2.0 request, or sent after shutdown." }),
         json!({ "code": error::METHOD_NOT_FOUND, "kind": "method_not_found", "meaning": "No such method." }),
         json!({ "code": error::INTERNAL_ERROR, "kind": "internal_error", "meaning": "The server failed; nothing was half-written." }),
-        json!({ "code": error::REQUEST_CANCELLED, "kind": "request_cancelled", "meaning": "Cancelled by $/cancelRequest." }),
         json!({ "code": error::HANDLE_NOT_FOUND, "kind": "handle_not_found", "meaning": "No open session has that handle." }),
     ];
     errors.extend(

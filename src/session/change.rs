@@ -14,7 +14,7 @@ use super::error::Result;
 use super::json::{JsString, Json};
 use super::key::Key;
 use super::manager::NewSessionOptions;
-use super::store::{SyncJob, SyncPoint};
+use super::store::SyncPoint;
 
 /// Who wrote appended records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub enum Change {
     /// again from scratch: every record may differ.
     Reloaded,
     /// The file is gone, or is no longer a session. The session stays in memory; the next write puts the whole
-    /// file back (header first) where that is safe. Reported once until the file comes back.
+    /// file back (header first) where that is safe. Reported by every follow of the file until it is back.
     Deleted,
 }
 
@@ -273,9 +273,10 @@ pub struct Outcome {
 }
 
 /// The durability of one write: [`Commit::wait`] returns once the write is on disk as the session's durability
-/// asks. Under `Durability::Batch` the fsync happens here, outside the session's lock, so a burst of writers
-/// shares one; under `None` and `Entry` there is nothing to wait for (an `Entry` write was synced before it was
-/// acknowledged to memory).
+/// asks. Under `Durability::Batch` the fsync happens there, without the session (a `&mut SessionManager` is not
+/// needed), and one fsync covers every write made before it, so a burst of writers shares one
+/// ([`SessionManager::sync`](super::SessionManager::sync) does the same for everything written). Under `None` and
+/// `Entry` there is nothing to wait for (an `Entry` write was synced before it was applied to memory).
 #[derive(Debug, Default)]
 #[must_use = "a write is not durable until its commit is waited for"]
 pub struct Commit(Option<(Arc<SyncPoint>, u64)>);
@@ -302,21 +303,6 @@ impl Commit {
         match self.0 {
             None => Ok(()),
             Some((point, generation)) => point.sync_through(generation),
-        }
-    }
-
-    /// The non-blocking [`Commit::wait`], for hosts that must not park a thread per write: `done` is called
-    /// with the same result once the write is durable (at once when nothing is owed). When no fsync is under way,
-    /// the [`SyncJob`] that makes it is returned: run it where blocking is fine, and run the job it returns until
-    /// none is left (each run is one fsync serving every waiter so far). Until it runs nothing is synced, so a
-    /// host may first let the writers already queued write, to cover more of them with one fsync.
-    pub fn on_durable(self, done: impl FnOnce(Result<()>) + Send + 'static) -> Option<SyncJob> {
-        match self.0 {
-            None => {
-                done(Ok(()));
-                None
-            }
-            Some((point, generation)) => point.on_durable(generation, Box::new(done)),
         }
     }
 }

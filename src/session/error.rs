@@ -113,6 +113,9 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// The caller cancelled the work (a listing, lookup or search) before it finished; nothing was changed.
+    #[error("request cancelled")]
+    Cancelled,
     /// The file to create already exists (pi's exclusive create fails with EEXIST).
     #[error("EEXIST: file already exists, open '{path}'")]
     AlreadyExists {
@@ -140,6 +143,7 @@ impl Error {
             Error::Locked { .. } => ErrorKind::SessionLocked,
             Error::Conflict { .. } => ErrorKind::ContentModified,
             Error::Poisoned { .. } => ErrorKind::SessionPoisoned,
+            Error::Cancelled => ErrorKind::Cancelled,
         }
     }
 
@@ -179,11 +183,13 @@ pub enum ErrorKind {
     InvalidEntry,
     /// An earlier failed fsync or write left the file's durable state unknown; writes are refused until reopened.
     SessionPoisoned,
+    /// The work was cancelled (`$/cancelRequest`) before it finished.
+    Cancelled,
 }
 
 impl ErrorKind {
     /// Every kind, in the order the protocol lists them.
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::InvalidParams,
         ErrorKind::ContentModified,
         ErrorKind::SessionNotFound,
@@ -194,6 +200,7 @@ impl ErrorKind {
         ErrorKind::SessionLocked,
         ErrorKind::InvalidEntry,
         ErrorKind::SessionPoisoned,
+        ErrorKind::Cancelled,
     ];
 
     /// The snake_case name: the CLI's `error.kind` and the wire's `data.kind`.
@@ -209,6 +216,7 @@ impl ErrorKind {
             ErrorKind::SessionLocked => "session_locked",
             ErrorKind::InvalidEntry => "invalid_entry",
             ErrorKind::SessionPoisoned => "session_poisoned",
+            ErrorKind::Cancelled => "request_cancelled",
         }
     }
 
@@ -231,6 +239,7 @@ impl ErrorKind {
             ErrorKind::SessionPoisoned => {
                 "An earlier fsync (or a failed write that could not be cut back) left what is on disk unknown: the session refuses writes until the file is opened again; reads still work. data.path names the file."
             }
+            ErrorKind::Cancelled => "Cancelled by $/cancelRequest.",
         }
     }
 }

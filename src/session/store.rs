@@ -20,6 +20,7 @@ use super::change::Commit;
 use super::entry::{Body, BodySource, Record};
 use super::error::{Error, Result};
 use super::json::patch;
+use super::json::scan::{scan_document, SyntaxError};
 use super::line::{parse_line, LineOutcome};
 
 /// Something about a file that a reader should know: a line pi would silently skip, a torn tail, a broken link
@@ -58,6 +59,9 @@ pub enum WarningKind {
     ParentCycle,
     /// The file is an older format version; it is migrated in memory and rewritten before the first write.
     LegacyVersion,
+    /// An entry pi loads but some of whose reads throw on (a message entry without a message, a context edit
+    /// without a replacement, a session name that is not a string): those reads fail, naming it.
+    UnusableEntry,
 }
 
 impl WarningKind {
@@ -74,6 +78,7 @@ impl WarningKind {
             WarningKind::SelfParent => "self_parent",
             WarningKind::ParentCycle => "parent_cycle",
             WarningKind::LegacyVersion => "legacy_version",
+            WarningKind::UnusableEntry => "unusable_entry",
         }
     }
 }
@@ -111,6 +116,67 @@ impl LoadedFile {
     }
 }
 
+/// The longest line, in bytes, that is read as an entry: V8's maximum string length (`2^29 - 24` UTF-16 code
+/// units on 64-bit builds, Node's `buffer.constants.MAX_STRING_LENGTH`). pi holds each line in one JavaScript
+/// string, and a UTF-8 line never has more code units than bytes, so every line pi 1.6.0 can read fits; a longer
+/// line makes pi's `open` throw `RangeError: Invalid string length` (when it has as many code units). Here such a
+/// line is reported as malformed and kept, and it is never held in memory whole (see `docs/compatibility.md`).
+pub const MAX_LINE_BYTES: usize = (1 << 29) - 24;
+
+/// Opens `path` for reading if it is a regular file, without blocking: a named pipe with no writer, a device
+/// (`/dev/zero`, `/dev/urandom`), a socket or a directory is refused with a clear error instead of hanging the
+/// caller or feeding it bytes for ever. The path is checked with `stat` before it is opened (so no device is
+/// even opened), then opened `O_NONBLOCK` (so a FIFO swapped in meanwhile cannot block the open) and checked
+/// again with `fstat` on the descriptor itself.
+pub fn open_regular(path: &str) -> Result<File> {
+    use rustix::fs::OFlags;
+    use std::os::unix::fs::OpenOptionsExt;
+    let refuse = |t: &std::fs::FileType| -> Result<()> {
+        match not_regular(t) {
+            None => Ok(()),
+            Some(what) => Err(Error::io(
+                "open",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("not a regular file ({what}); only regular files are read as sessions"),
+                ),
+            )),
+        }
+    };
+    refuse(&std::fs::metadata(path).map_err(|e| Error::io("open", path, e))?.file_type())?;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))?;
+    refuse(&file.metadata().map_err(|e| Error::io("stat", path, e))?.file_type())?;
+    // Reads of a regular file never block anyway; clear the flag so the descriptor behaves as a plain open's.
+    let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| Error::io("open", path, e.into()))?;
+    rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK).map_err(|e| Error::io("open", path, e.into()))?;
+    Ok(file)
+}
+
+/// What a file that is not a regular file is, for an error message (None for a regular file).
+fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a named pipe")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a file")
+    }
+}
+
 /// Where a load starts: the beginning of a file, or (when following a file another process appends to) the end
 /// of what was already read.
 #[derive(Clone, Copy, Debug, Default)]
@@ -127,6 +193,11 @@ pub struct Start {
 
 /// Splits a byte stream into lines in place: one read into a large buffer, lines handed out as slices of it, so a
 /// multi-gigabyte session is copied once (kernel to buffer) and never line by line.
+///
+/// Memory is bounded whatever the input: a line longer than the reader's limit ([`MAX_LINE_BYTES`] by default)
+/// is not buffered but skipped to its newline and handed out as [`Skipped::TooLong`], and a line longer than the
+/// buffer whose beginning already cannot be JSON (a run of zeros, binary data) is skipped as soon as that is known
+/// ([`Skipped::NotJson`]), so a multi-gigabyte line of garbage costs a few megabytes.
 pub struct LineReader<R> {
     reader: R,
     buf: Vec<u8>,
@@ -135,16 +206,49 @@ pub struct LineReader<R> {
     eof: bool,
     /// File offset of `buf[start]`.
     offset: u64,
+    limit: usize,
 }
 
+/// Why a line was not buffered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Skipped {
+    /// Longer than the reader's limit (pi cannot hold it in a string).
+    TooLong,
+    /// Its first bytes are already not JSON, whatever follows (the error is where they fail).
+    NotJson(SyntaxError),
+}
+
+/// One line as [`LineReader`] hands it out.
+#[derive(Debug)]
+pub struct RawLine<'a> {
+    /// File offset of the line.
+    pub offset: u64,
+    /// Its bytes without `\n` (empty when skipped).
+    pub bytes: &'a [u8],
+    /// Its length without `\n` (the real length, also when skipped).
+    pub len: u64,
+    /// True when it ended with `\n`.
+    pub terminated: bool,
+    /// Set when the line was not buffered.
+    pub skipped: Option<Skipped>,
+}
+
+/// How much the buffer starts with; lines longer than this make it grow (up to the limit).
+const READ_BUFFER: usize = 4 << 20;
+
 impl<R: Read> LineReader<R> {
-    /// A reader with a 4 MiB buffer (it grows for longer lines).
+    /// A reader with a 4 MiB buffer (it grows for longer lines, up to [`MAX_LINE_BYTES`]).
     pub fn new(reader: R) -> Self {
-        LineReader { reader, buf: vec![0; 4 << 20], start: 0, end: 0, eof: false, offset: 0 }
+        Self::with_limit(reader, MAX_LINE_BYTES)
     }
 
-    /// The next line: its file offset, its bytes without `\n`, and whether it had one.
-    pub fn next_line(&mut self) -> std::io::Result<Option<(u64, &[u8], bool)>> {
+    /// A reader that skips lines longer than `limit` bytes.
+    pub fn with_limit(reader: R, limit: usize) -> Self {
+        LineReader { reader, buf: vec![0; READ_BUFFER.min(limit + 1)], start: 0, end: 0, eof: false, offset: 0, limit }
+    }
+
+    /// The next line.
+    pub fn next_line(&mut self) -> std::io::Result<Option<RawLine<'_>>> {
         let mut searched = 0;
         loop {
             if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start + searched..self.end]) {
@@ -153,7 +257,7 @@ impl<R: Read> LineReader<R> {
                 let offset = self.offset;
                 self.start = line_end + 1;
                 self.offset += (line_end + 1 - line_start) as u64;
-                return Ok(Some((offset, &self.buf[line_start..line_end], true)));
+                return Ok(Some(self.line(offset, line_start..line_end, true)));
             }
             searched = self.end - self.start;
             if self.eof {
@@ -163,7 +267,7 @@ impl<R: Read> LineReader<R> {
                 let (line_start, line_end, offset) = (self.start, self.end, self.offset);
                 self.offset += (line_end - line_start) as u64;
                 self.start = self.end;
-                return Ok(Some((offset, &self.buf[line_start..line_end], false)));
+                return Ok(Some(self.line(offset, line_start..line_end, false)));
             }
             // Make room: move the partial line to the front, grow if it fills the buffer.
             if self.start > 0 {
@@ -171,9 +275,16 @@ impl<R: Read> LineReader<R> {
                 self.end -= self.start;
                 self.start = 0;
             }
+            if self.end > self.limit {
+                return self.skip_line(Skipped::TooLong).map(Some);
+            }
             if self.end == self.buf.len() {
-                let len = self.buf.len();
-                self.buf.resize(len * 2, 0);
+                if let Some(e) = certainly_not_json(&self.buf[..self.end]) {
+                    return self.skip_line(Skipped::NotJson(e)).map(Some);
+                }
+                // One byte past the limit is enough to know a line is too long.
+                let len = (self.buf.len() * 2).min(self.limit + 1);
+                self.buf.resize(len, 0);
             }
             let n = self.reader.read(&mut self.buf[self.end..])?;
             if n == 0 {
@@ -183,24 +294,56 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// Every line the buffer holds now (at least one, reading more if needed), as (file offset, range in
-    /// [`LineBatch::bytes`], had a newline), so they can be parsed together.
+    fn line(&self, offset: u64, range: std::ops::Range<usize>, terminated: bool) -> RawLine<'_> {
+        let len = range.len() as u64;
+        if range.len() > self.limit {
+            return RawLine { offset, bytes: &[], len, terminated, skipped: Some(Skipped::TooLong) };
+        }
+        RawLine { offset, bytes: &self.buf[range], len, terminated, skipped: None }
+    }
+
+    /// Reads past the rest of the partial line at the front of the buffer without keeping it.
+    fn skip_line(&mut self, why: Skipped) -> std::io::Result<RawLine<'_>> {
+        let offset = self.offset;
+        let mut len = self.end as u64;
+        self.start = 0;
+        self.end = 0;
+        loop {
+            let n = self.reader.read(&mut self.buf)?;
+            if n == 0 {
+                self.eof = true;
+                self.offset += len;
+                return Ok(RawLine { offset, bytes: &[], len, terminated: false, skipped: Some(why) });
+            }
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[..n]) {
+                len += i as u64;
+                self.start = i + 1;
+                self.end = n;
+                self.offset += len + 1;
+                return Ok(RawLine { offset, bytes: &[], len, terminated: true, skipped: Some(why) });
+            }
+            len += n as u64;
+        }
+    }
+
+    /// Every line the buffer holds now (at least one, reading more if needed), so they can be parsed together.
     pub fn next_batch(&mut self) -> std::io::Result<Option<LineBatch<'_>>> {
-        let Some((offset, first, terminated)) = self.next_line()? else { return Ok(None) };
-        let first_end = first.len();
-        // `next_line` consumed the first line; the batch starts at it.
-        let base = self.start - first_end - usize::from(terminated);
-        let mut lines = vec![(offset, 0..first_end, terminated)];
+        let Some(first) = self.next_line()? else { return Ok(None) };
+        let (offset, len, terminated, skipped) = (first.offset, first.bytes.len(), first.terminated, first.skipped);
+        let real_len = first.len;
+        // `next_line` consumed the first line; the batch starts at it (a skipped line is not in the buffer).
+        let base = if skipped.is_some() { self.start } else { self.start - len - usize::from(terminated) };
+        let mut lines = vec![BatchLine { offset, len: real_len, range: 0..len, terminated, skipped }];
         let mut at = self.start;
         let mut file_offset = self.offset;
         if terminated {
             while let Some(i) = memchr::memchr(b'\n', &self.buf[at..self.end]) {
-                lines.push((file_offset, at - base..at - base + i, true));
+                lines.push(BatchLine::buffered(file_offset, at - base..at - base + i, true));
                 file_offset += i as u64 + 1;
                 at += i + 1;
             }
             if self.eof && at < self.end {
-                lines.push((file_offset, at - base..self.end - base, false));
+                lines.push(BatchLine::buffered(file_offset, at - base..self.end - base, false));
                 file_offset += (self.end - at) as u64;
                 at = self.end;
             }
@@ -211,12 +354,45 @@ impl<R: Read> LineReader<R> {
     }
 }
 
+/// A syntax error that `prefix` has whatever bytes follow it, if any: the scanner failed well before the end
+/// (a failure caused by the end itself, such as a cut literal, escape or number, is within a few bytes of it).
+fn certainly_not_json(prefix: &[u8]) -> Option<SyntaxError> {
+    if super::line::is_blank(prefix) {
+        return None;
+    }
+    match scan_document(prefix) {
+        Err(e) if e.offset + 8 <= prefix.len() => Some(e),
+        _ => None,
+    }
+}
+
+/// One line of a [`LineBatch`].
+#[derive(Clone, Debug)]
+pub struct BatchLine {
+    /// File offset of the line.
+    pub offset: u64,
+    /// Its real length without `\n`.
+    pub len: u64,
+    /// Its bytes in [`LineBatch::bytes`] (empty when skipped).
+    pub range: std::ops::Range<usize>,
+    /// True when it ended with `\n`.
+    pub terminated: bool,
+    /// Set when the line was not buffered.
+    pub skipped: Option<Skipped>,
+}
+
+impl BatchLine {
+    fn buffered(offset: u64, range: std::ops::Range<usize>, terminated: bool) -> BatchLine {
+        BatchLine { offset, len: range.len() as u64, range, terminated, skipped: None }
+    }
+}
+
 /// Lines read together: the bytes they lie in, and each line's (file offset, range, had a newline).
 pub struct LineBatch<'a> {
     /// The bytes of every line of the batch, newlines included.
     pub bytes: &'a [u8],
     /// The lines.
-    pub lines: Vec<(u64, std::ops::Range<usize>, bool)>,
+    pub lines: Vec<BatchLine>,
 }
 
 /// Parses lines, on two threads when there are enough of them to pay for it (opening a large session is mostly
@@ -230,8 +406,14 @@ fn parse_lines(
         batch.lines[range.clone()]
             .iter()
             .zip(range)
-            .map(|((offset, r, _), i)| {
-                parse_line(&batch.bytes[r.clone()], first_line_no + i as u32, body_at(*offset, r.len() as u64))
+            .map(|(line, i)| match &line.skipped {
+                Some(Skipped::TooLong) => LineOutcome::TooLong,
+                Some(Skipped::NotJson(e)) => LineOutcome::Malformed(e.clone()),
+                None => parse_line(
+                    &batch.bytes[line.range.clone()],
+                    first_line_no + i as u32,
+                    body_at(line.offset, line.len),
+                ),
             })
             .collect()
     };
@@ -241,7 +423,7 @@ fn parse_lines(
     }
     // Split by bytes, not lines: one huge line must not leave a thread idle.
     let half_bytes = batch.bytes.len() / 2;
-    let split = batch.lines.partition_point(|(_, r, _)| r.start < half_bytes).clamp(1, n - 1);
+    let split = batch.lines.partition_point(|l| l.range.start < half_bytes).clamp(1, n - 1);
     std::thread::scope(|scope| {
         let second = scope.spawn(|| parse(split..n));
         let mut out = parse(0..split);
@@ -269,17 +451,29 @@ pub fn load_from(
     let mut seen_header = start.seen_header;
     while let Some(batch) = lines.next_batch().map_err(|e| Error::io("read", path, e))? {
         let outcomes = parse_lines(&batch, line_no + 1, &body_at);
-        for ((offset, range, terminated), outcome) in batch.lines.iter().cloned().zip(outcomes) {
-            let content = &batch.bytes[range];
+        for (line, outcome) in batch.lines.iter().zip(outcomes) {
+            let BatchLine { offset, len, terminated, .. } = *line;
+            let content = &batch.bytes[line.range.clone()];
             if !terminated && start.hold_back_partial {
                 break;
             }
             line_no += 1;
-            let len = content.len() as u64;
             let mut slot = LineSlot { offset, len, record: None };
             let mut last_outcome_malformed = false;
+            let mut too_long = false;
             match outcome {
                 LineOutcome::Blank => {}
+                LineOutcome::TooLong => {
+                    too_long = true;
+                    out.warnings.push(Warning {
+                        line: line_no,
+                        kind: WarningKind::MalformedLine,
+                        message: format!(
+                            "line is {len} bytes, longer than the {MAX_LINE_BYTES} pi can hold in a string (pi 1.6.0 \
+                             fails to open such a file); it is skipped unread and kept"
+                        ),
+                    });
+                }
                 LineOutcome::Malformed(e) => {
                     last_outcome_malformed = true;
                     let bom = content.starts_with("\u{feff}".as_bytes());
@@ -308,6 +502,13 @@ pub fn load_from(
                                     .to_owned(),
                         });
                     }
+                    if let Some(problem) = super::line::unusable_entry(&record) {
+                        out.warnings.push(Warning {
+                            line: line_no,
+                            kind: WarningKind::UnusableEntry,
+                            message: problem.to_owned(),
+                        });
+                    }
                     if record.is_header() {
                         if seen_header {
                             out.warnings.push(Warning {
@@ -326,7 +527,9 @@ pub fn load_from(
             out.len = offset + len + u64::from(terminated);
             if !terminated {
                 out.needs_final_newline = true;
-                if last_outcome_malformed {
+                if too_long {
+                    // Its warning already says what it is; the next append still starts on a new line.
+                } else if last_outcome_malformed {
                     let w = out.warnings.last_mut().expect("malformed warning");
                     w.kind = WarningKind::TornTail;
                     w.message =
@@ -347,20 +550,48 @@ pub fn load_from(
 }
 
 /// Reads the bytes of a body (with its patch applied) from `file`, the session file its offsets refer to.
+///
+/// The line is checked to still be where it was read: a file truncated since fails with `UnexpectedEof`, and one
+/// rewritten so that the line no longer ends where it did (the byte after it is not its `\n`) with
+/// `InvalidData` ([`MOVED`]), instead of handing out a short buffer or another entry's bytes.
 pub fn read_body(file: Option<&File>, body: &Body) -> std::io::Result<Vec<u8>> {
     let raw: std::borrow::Cow<'_, [u8]> = match &body.source {
         BodySource::Memory(bytes) => std::borrow::Cow::Borrowed(bytes),
         BodySource::File { offset, len } => {
             let file = file.ok_or_else(|| std::io::Error::other("the session file is not open"))?;
-            let mut buf = vec![0u8; *len as usize];
-            file.read_exact_at(&mut buf, *offset)?;
-            std::borrow::Cow::Owned(buf)
+            std::borrow::Cow::Owned(read_line_at(file, *offset, *len)?)
         }
     };
     Ok(match &body.patch {
         Some(p) => patch::apply(&raw, p),
         None => raw.into_owned(),
     })
+}
+
+/// The message of the `InvalidData` error [`read_body`] gives for a line that is no longer where it was.
+pub const MOVED: &str = "the line is no longer where it was read";
+
+/// The `len` bytes at `offset` and the byte after them, which must be the line's `\n` or the end of the file.
+fn read_line_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    let len = usize::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+    let mut buf = vec![0u8; len + 1];
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if got < len {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the line is no longer in the file"));
+    }
+    if got > len && buf[len] != b'\n' {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED));
+    }
+    buf.truncate(len);
+    Ok(buf)
 }
 
 /// How hard a write tries to reach the disk before it counts as done.
@@ -386,10 +617,66 @@ pub enum FileState {
     Grew(u64),
     /// Same file, shorter: truncated.
     Shrunk,
-    /// Another file now has the path (rewritten, or deleted and recreated).
+    /// Same file (inode), but the bytes we read are not what they were: rewritten in place (`writeFileSync`,
+    /// an editor saving over it), whatever its length now.
+    Rewritten,
+    /// Another file now has the path (renamed over it, or deleted and recreated), or something that is not a
+    /// regular file.
     Replaced,
     /// The path no longer exists.
     Missing,
+}
+
+/// What `stat` says of a file, to tell whether it changed without reading it: identity, size, and the
+/// modification and change times in nanoseconds (`ctime` moves on every write and cannot be set back by a
+/// program, unlike `mtime`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FileStamp {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// `st_mtime` in nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// `st_ctime` in nanoseconds since the epoch.
+    pub ctime_ns: i64,
+}
+
+impl FileStamp {
+    /// The stamp of `meta`.
+    pub fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            mtime_ns: meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()),
+            ctime_ns: meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()),
+        }
+    }
+
+    /// The stamp of what `path` names now (following symlinks), or None when there is nothing there.
+    pub fn of_path(path: &str) -> std::io::Result<Option<FileStamp>> {
+        match std::fs::metadata(path) {
+            Ok(m) => Ok(Some(FileStamp::of(&m))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// How long after a file's last change its timestamps cannot prove that nothing changed since: a write within the
+/// same clock tick may leave `mtime` and `ctime` as they were (ext4 without multigrain timestamps ticks every few
+/// milliseconds; FAT and some network file systems every one or two seconds). Within this window the known bytes
+/// are checked even when the stamp is unchanged.
+const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 /// Where an append landed.
@@ -403,13 +690,13 @@ pub struct Landed {
 }
 
 /// Group commit and poisoning for one append handle. Writes are numbered as they are made; one fsync covers every
-/// write numbered before it started, so the writers waiting meanwhile share it. It lives outside the session's
-/// lock (each [`Commit`] holds it), so the fsync never holds up the next writer, and a waiter needs no thread of
-/// its own: it leaves a callback, and one [`SyncJob`] at a time fsyncs and calls back every write it covered.
-/// Once an fsync fails, or a failed write cannot be cut back, what is on disk is unknown: the point is poisoned,
-/// every write it was to cover fails, and every later write is refused until the file is opened again
-/// (PostgreSQL's lesson: retrying an fsync after a failure can report success for data the kernel already
-/// dropped).
+/// write numbered before it started, so writers waiting meanwhile share it (one fsync runs at a time; a waiter
+/// whose write an fsync made since covers needs none of its own). It lives outside the session's lock (each
+/// [`Commit`] holds it), so an fsync never has to hold up the next writer. Once an fsync fails, or a failed write
+/// cannot be cut back, what is on disk is unknown: the point is poisoned, every write it was to cover fails, and
+/// every later write is refused until the file is opened again (PostgreSQL's lesson: retrying an fsync after a
+/// failure can report success for data the kernel already dropped).
+#[derive(Debug)]
 pub struct SyncPoint {
     /// A descriptor of the append handle's file, for fsync without the handle.
     file: File,
@@ -420,60 +707,14 @@ pub struct SyncPoint {
     fsync_turn: Mutex<()>,
 }
 
-/// Called once a write is durable, or with why it is not.
-type Durable = Box<dyn FnOnce(Result<()>) + Send>;
-
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct SyncState {
     /// Number of the last write made.
     written: u64,
     /// Number of the last write known durable.
     synced: u64,
-    /// A [`SyncJob`] exists (handed out, running, or about to run): nobody else starts one.
-    job: bool,
-    /// Writes waiting for an fsync: their numbers and their callbacks.
-    waiting: Vec<(u64, Durable)>,
     /// Why the file refuses writes: the failure, and its OS error code when it had one.
     poison: Option<(String, Option<i32>)>,
-}
-
-impl std::fmt::Debug for SyncPoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = self.lock();
-        f.debug_struct("SyncPoint")
-            .field("path", &self.path)
-            .field("written", &s.written)
-            .field("synced", &s.synced)
-            .field("waiting", &s.waiting.len())
-            .field("poison", &s.poison)
-            .finish()
-    }
-}
-
-/// The fsync a group of waiting writes needs. Run it where blocking is fine: it makes one fsync covering every
-/// write made so far and calls back each waiter it covered; if more waiters arrived meanwhile, it returns the job
-/// for them, so the host can first let the writers already queued write (one fsync then covers them all). Dropped
-/// unrun, it runs until nobody waits.
-#[derive(Debug)]
-#[must_use = "waiters are called back only once the job runs"]
-pub struct SyncJob(Option<Arc<SyncPoint>>);
-
-impl SyncJob {
-    /// One fsync; blocks. Returns the job for the writes that came to wait meanwhile, if any.
-    pub fn run(mut self) -> Option<SyncJob> {
-        let point = self.0.take()?;
-        point.fsync_once();
-        point.next_job()
-    }
-}
-
-impl Drop for SyncJob {
-    fn drop(&mut self) {
-        let mut next = self.0.take().map(|point| SyncJob(Some(point)));
-        while let Some(job) = next {
-            next = job.run();
-        }
-    }
 }
 
 impl SyncPoint {
@@ -500,12 +741,8 @@ impl SyncPoint {
 
     /// Records that everything written so far is durable (a synced rewrite replaced the file).
     fn all_synced(&self) {
-        let ready = {
-            let mut s = self.lock();
-            s.synced = s.written;
-            std::mem::take(&mut s.waiting)
-        };
-        ready.into_iter().for_each(|(_, done)| done(Ok(())));
+        let mut s = self.lock();
+        s.synced = s.written;
     }
 
     /// Poisons the file (see the type's doc).
@@ -520,44 +757,13 @@ impl SyncPoint {
         s.poison.as_ref().map(|(cause, _)| Error::Poisoned { path: self.path.clone(), cause: cause.clone() })
     }
 
-    /// The error of a write that a failed fsync was to cover.
-    fn not_durable(&self, poison: &(String, Option<i32>)) -> Error {
-        let source = match poison.1 {
-            Some(code) => std::io::Error::from_raw_os_error(code),
-            None => std::io::Error::other(poison.0.clone()),
-        };
-        Error::io("sync", &self.path, source)
-    }
-
     /// True when write number `generation` is durable.
     pub(crate) fn is_synced(&self, generation: u64) -> bool {
         self.lock().synced >= generation
     }
 
-    /// Calls `done` once write number `generation` is durable (at once if it is, or if it never will be). Returns
-    /// the job to run when no fsync is under way yet.
-    pub(crate) fn on_durable(self: &Arc<Self>, generation: u64, done: Durable) -> Option<SyncJob> {
-        let mut s = self.lock();
-        if s.synced >= generation {
-            drop(s);
-            done(Ok(()));
-            return None;
-        }
-        if let Some(poison) = s.poison.clone() {
-            drop(s);
-            done(Err(self.not_durable(&poison)));
-            return None;
-        }
-        s.waiting.push((generation, done));
-        if s.job {
-            return None;
-        }
-        s.job = true;
-        Some(SyncJob(Some(self.clone())))
-    }
-
-    /// Blocks until write number `generation` is durable, making the fsync on this thread if no fsync made since
-    /// covers it (never waiting for a [`SyncJob`], which may be waiting for a lock this thread holds).
+    /// Blocks until write number `generation` is durable, making the fsync on this thread unless one made since
+    /// covers it. A write an fsync failed to cover gets that failure (it is not durable).
     pub(crate) fn sync_through(&self, generation: u64) -> Result<()> {
         loop {
             {
@@ -565,66 +771,34 @@ impl SyncPoint {
                 if s.synced >= generation {
                     return Ok(());
                 }
-                if let Some(poison) = &s.poison {
-                    return Err(self.not_durable(poison));
+                if let Some((cause, os_error)) = &s.poison {
+                    let source = match os_error {
+                        Some(code) => std::io::Error::from_raw_os_error(*code),
+                        None => std::io::Error::other(cause.clone()),
+                    };
+                    return Err(Error::io("sync", &self.path, source));
                 }
             }
-            self.fsync_once();
-        }
-    }
-
-    /// The job for the writes still waiting, or None (and no job is out any more).
-    fn next_job(self: &Arc<Self>) -> Option<SyncJob> {
-        let mut s = self.lock();
-        if s.waiting.is_empty() {
-            s.job = false;
-            return None;
-        }
-        Some(SyncJob(Some(self.clone())))
-    }
-
-    /// One fsync covering every write made so far; then every waiter it covered is called back (all of them,
-    /// with the error, if it failed).
-    fn fsync_once(&self) {
-        let _turn = self.fsync_turn.lock().unwrap_or_else(|e| e.into_inner());
-        let target = {
-            let mut s = self.lock();
-            if let Some(poison) = s.poison.clone() {
-                // Poisoned meanwhile (a failed fsync, or a failed write that could not be cut back): nothing
-                // waiting will be made durable.
-                let failed = std::mem::take(&mut s.waiting);
-                drop(s);
-                for (_, done) in failed {
-                    done(Err(self.not_durable(&poison)));
+            let _turn = self.fsync_turn.lock().unwrap_or_else(|e| e.into_inner());
+            let target = {
+                let s = self.lock();
+                if s.synced >= generation || s.poison.is_some() {
+                    continue;
                 }
-                return;
-            }
-            s.written
-        };
-        let result = self.file.sync_data();
-        let (ready, outcome) = {
+                s.written
+            };
+            let result = self.file.sync_data();
             let mut s = self.lock();
             match result {
-                Ok(()) => {
-                    s.synced = s.synced.max(target);
-                    let synced = s.synced;
-                    let (ready, later): (Vec<_>, Vec<_>) =
-                        std::mem::take(&mut s.waiting).into_iter().partition(|(g, _)| *g <= synced);
-                    s.waiting = later;
-                    (ready, Ok(()))
-                }
+                Ok(()) => s.synced = s.synced.max(target),
                 Err(e) => {
                     tracing::error!(
                         "{}: fsync failed: {e}; the session refuses writes until it is opened again",
                         self.path
                     );
-                    let poison = s.poison.get_or_insert((format!("fsync failed: {e}"), e.raw_os_error())).clone();
-                    (std::mem::take(&mut s.waiting), Err(poison))
+                    s.poison.get_or_insert((format!("fsync failed: {e}"), e.raw_os_error()));
                 }
             }
-        };
-        for (_, done) in ready {
-            done(outcome.as_ref().map(|_| ()).map_err(|poison| self.not_durable(poison)));
         }
     }
 
@@ -650,10 +824,28 @@ pub struct SessionFile {
     /// The last bytes before `len`, as read or written: if they change, the file was rewritten in place (same
     /// inode), not appended to, even when it grew.
     tail: Vec<u8>,
+    /// The first bytes of the file (the header line, mostly), checked with `tail`.
+    head: Vec<u8>,
+    /// The file's stamp when we last looked, and when that was.
+    stamp: FileStamp,
+    observed_at_ns: i64,
+    /// The bytes at the offsets we read are gone or no longer ours (the file was truncated or rewritten in place
+    /// into something that is not a session): bodies are refused rather than read from wherever they now point.
+    stale: bool,
+    /// The path holds something that is not a session (its stamp when that was found); writes are refused.
+    detached: Option<FileStamp>,
 }
+
+/// Why a write to a file found holding something that is not a session is refused.
+pub const DETACHED: &str = "the session file was emptied, or replaced or overwritten by something that is not a pi \
+                            session; nothing was written (the handle reads the file again once it is a session; or \
+                            reopen it)";
 
 /// How many bytes before the known end are kept to recognise an in-place rewrite.
 const TAIL_CHECK: u64 = 64;
+
+/// How many bytes at the start are kept to recognise an in-place rewrite (a header line is about 150).
+const HEAD_CHECK: u64 = 256;
 
 fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
@@ -669,11 +861,14 @@ fn sync_dir_of(path: &str) -> std::io::Result<()> {
 
 impl SessionFile {
     /// Opens `path` and loads it from that very handle (so offsets refer to the file that was read).
+    /// Only a regular file is opened ([`open_regular`]); lines longer than [`MAX_LINE_BYTES`] are skipped unread.
     pub fn open(path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
-        let reader = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let reader = open_regular(path)?;
+        // Stamped before reading, so a change made while we read shows as a change afterwards.
+        let observed_at_ns = now_ns();
         let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
         let loaded = load_from(&reader, path, Start::default(), Body::file)?;
-        let file = SessionFile {
+        let mut file = SessionFile {
             path: path.to_owned(),
             reader,
             writer: None,
@@ -682,9 +877,13 @@ impl SessionFile {
             durability,
             sync: None,
             tail: Vec::new(),
+            head: Vec::new(),
+            stamp: FileStamp::of(&meta),
+            observed_at_ns,
+            stale: false,
+            detached: None,
         };
-        let mut file = file;
-        file.remember_tail();
+        file.remember_known_bytes();
         Ok((file, loaded))
     }
 
@@ -721,7 +920,7 @@ impl SessionFile {
                 return Err(e);
             }
         };
-        Ok(SessionFile {
+        let mut file = SessionFile {
             path: path.to_owned(),
             reader,
             writer: Some(writer),
@@ -729,13 +928,80 @@ impl SessionFile {
             id: file_id(&meta),
             durability,
             sync: Some(sync),
-            tail: content[content.len().saturating_sub(TAIL_CHECK as usize)..].to_vec(),
-        })
+            tail: Vec::new(),
+            head: Vec::new(),
+            stamp: FileStamp::of(&meta),
+            observed_at_ns: now_ns(),
+            stale: false,
+            detached: None,
+        };
+        file.remember_known_bytes();
+        Ok(file)
     }
 
-    /// Reads the bytes just before `len` into `tail`.
+    /// Reads the bytes just before `len` into `tail`, and stamps the file as it is now.
     fn remember_tail(&mut self) {
+        self.remember_stamp();
+        self.remember_known_bytes();
+    }
+
+    /// Keeps the first bytes and the bytes before `len`, to recognise a rewrite later.
+    fn remember_known_bytes(&mut self) {
         self.tail = self.bytes_before(self.len, TAIL_CHECK.min(self.len)).unwrap_or_default();
+        self.head = self.bytes_before(HEAD_CHECK.min(self.len), HEAD_CHECK.min(self.len)).unwrap_or_default();
+    }
+
+    /// Records the file's stamp as it is now (after a write or after following it).
+    fn remember_stamp(&mut self) {
+        self.observed_at_ns = now_ns();
+        if let Ok(meta) = self.reader.metadata() {
+            self.stamp = FileStamp::of(&meta);
+        }
+    }
+
+    /// True when the head and tail we kept are still what the file holds there.
+    fn known_bytes_intact(&self) -> bool {
+        let head_len = self.head.len() as u64;
+        self.bytes_before(self.len, self.tail.len() as u64).as_ref() == Some(&self.tail)
+            && self.bytes_before(head_len, head_len).as_ref() == Some(&self.head)
+    }
+
+    /// Reads a body of this file (see [`read_body`]); refused once the file is known to have been rewritten
+    /// under us.
+    pub fn read_body(&self, body: &Body) -> std::io::Result<Vec<u8>> {
+        if self.stale && matches!(body.source, BodySource::File { .. }) {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED));
+        }
+        read_body(Some(&self.reader), body)
+    }
+
+    /// Records that the path now holds `seen`, which is not a session. With `in_place` (it is the very file we
+    /// read, truncated or rewritten), what was read from it is no longer on disk: later body reads fail with
+    /// [`MOVED`] instead of reading whatever is there now. Appends are refused until the file is opened again.
+    pub fn detach(&mut self, seen: FileStamp, in_place: bool) {
+        self.detached = Some(seen);
+        self.stale |= in_place;
+    }
+
+    /// True when `stamp` is of this very file (same device and inode).
+    pub fn is_file(&self, stamp: &FileStamp) -> bool {
+        (stamp.dev, stamp.ino) == self.id
+    }
+
+    /// The path's stamp when it was found not to be a session ([`SessionFile::detach`]).
+    pub fn detached(&self) -> Option<FileStamp> {
+        self.detached
+    }
+
+    /// The path holds nothing any more: the file counts as deleted (which the next write repairs) rather than
+    /// replaced.
+    pub fn reattach(&mut self) {
+        self.detached = None;
+    }
+
+    /// True once the bytes read from this file are known to be gone ([`SessionFile::detach`]).
+    pub fn is_stale(&self) -> bool {
+        self.stale
     }
 
     fn bytes_before(&self, end: u64, n: u64) -> Option<Vec<u8>> {
@@ -775,29 +1041,34 @@ impl SessionFile {
         self.durability = durability;
     }
 
-    /// Compares the path with what we know.
+    /// Compares the path with what we know, as cheaply as that can be told: one `stat` when its stamp (identity,
+    /// size, `mtime`, `ctime` in ns) is as we left it; two small reads (the first 256 bytes and the 64 before our
+    /// known end) when it changed; and when it was written to without growing, it is [`FileState::Rewritten`]
+    /// (only reading it again can say what changed). Not detected: a rewrite that keeps the stamp (made within
+    /// the file system's clock tick of our last look, [`RACY_WINDOW_NS`]) or that grows the file, and in both
+    /// cases leaves the first 256 bytes and the 64 before our known end as they were.
     pub fn state(&self) -> Result<FileState> {
         let meta = match std::fs::metadata(&self.path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::Missing),
             Err(e) => return Err(Error::io("stat", &self.path, e)),
         };
-        let rewritten = || {
-            meta.len() >= self.len && self.bytes_before(self.len, self.tail.len() as u64).as_ref() != Some(&self.tail)
-        };
-        Ok(if file_id(&meta) != self.id {
+        let now = FileStamp::of(&meta);
+        let racy = self.stamp.mtime_ns.max(self.stamp.ctime_ns).saturating_add(RACY_WINDOW_NS) > self.observed_at_ns;
+        let grew_or_same = || if meta.len() > self.len { FileState::Grew(meta.len()) } else { FileState::Same };
+        Ok(if file_id(&meta) != self.id || !meta.is_file() {
             FileState::Replaced
         } else if meta.len() < self.len {
             FileState::Shrunk
-        } else if rewritten() {
-            // Same inode and at least as long, but not what we read: rewritten in place (`writeFileSync`).
-            FileState::Replaced
-        } else if meta.len() < self.len {
-            FileState::Shrunk
-        } else if meta.len() > self.len {
-            FileState::Grew(meta.len())
+        } else if now == self.stamp && !racy {
+            grew_or_same()
+        } else if !self.known_bytes_intact() {
+            FileState::Rewritten
+        } else if meta.len() <= self.stamp.size && now.mtime_ns != self.stamp.mtime_ns {
+            // Written to, yet no longer than when we looked: new bytes somewhere in what we read.
+            FileState::Rewritten
         } else {
-            FileState::Same
+            grew_or_same()
         })
     }
 
@@ -842,6 +1113,9 @@ impl SessionFile {
     /// is left; if that fails too, or an `Entry` fsync fails, the file is poisoned. The caller compares
     /// [`Landed::offset`] with [`SessionFile::len`] (as it was) to see whether another writer got in between.
     pub fn append(&mut self, bytes: &[u8]) -> Result<Landed> {
+        if self.detached.is_some() {
+            return Err(Error::Conflict { path: Some(self.path.clone()), leaf: None, message: DETACHED.to_owned() });
+        }
         self.lock()?;
         if let Some(refused) = self.refusal() {
             return Err(refused);
@@ -855,6 +1129,8 @@ impl SessionFile {
             Ok(start) => start,
             Err(failed) => {
                 cut_back(writer, &point, failed.landed_at, failed.lost_track);
+                // Our own cut must not look like someone else's rewrite at the next look.
+                self.remember_stamp();
                 return Err(Error::io("append to", &path, failed.error));
             }
         };
@@ -865,6 +1141,7 @@ impl SessionFile {
                 Err(e) => {
                     cut_back(writer, &point, Some(start), false);
                     point.poison(format!("fsync failed: {e}"), e.raw_os_error());
+                    self.remember_stamp();
                     return Err(Error::io("sync", &path, e));
                 }
             },
@@ -874,10 +1151,12 @@ impl SessionFile {
         self.len = start + bytes.len() as u64;
         if bytes.len() as u64 >= TAIL_CHECK {
             self.tail = bytes[bytes.len() - TAIL_CHECK as usize..].to_vec();
+            self.remember_stamp();
         } else if contiguous {
             self.tail.extend_from_slice(bytes);
             let excess = self.tail.len().saturating_sub(TAIL_CHECK as usize);
             self.tail.drain(..excess);
+            self.remember_stamp();
         } else {
             self.remember_tail();
         }
@@ -945,6 +1224,7 @@ impl SessionFile {
         self.reader = File::open(&self.path).map_err(|e| Error::io("open", &self.path, e))?;
         self.id = file_id(&meta);
         self.len = meta.len();
+        self.stale = false;
         // What was written to the old file is in the new one, which is synced.
         if let Some(old) = self.sync.take() {
             old.all_synced();
@@ -1116,50 +1396,21 @@ fn lock_holder(meta: &std::fs::Metadata) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    fn batch_file() -> (tempfile::TempDir, SessionFile) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.jsonl").to_str().unwrap().to_owned();
-        let file = SessionFile::create(&path, b"{\"type\":\"session\",\"id\":\"x\"}\n", Durability::Batch).unwrap();
-        (dir, file)
-    }
 
     #[test]
-    fn one_sync_job_serves_every_write_waiting_before_it_runs() {
-        let (_dir, mut file) = batch_file();
+    fn one_fsync_covers_every_write_made_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl").to_str().unwrap().to_owned();
+        let mut file = SessionFile::create(&path, b"{\"type\":\"session\",\"id\":\"x\"}\n", Durability::Batch).unwrap();
         let commits: Vec<Commit> =
             (0..3).map(|n| file.append(format!("{{\"n\":{n}}}\n").as_bytes()).unwrap().commit).collect();
         assert!(commits.iter().all(Commit::is_pending), "nothing is durable before an fsync");
-        let called = Arc::new(AtomicUsize::new(0));
-        let jobs: Vec<SyncJob> = commits
-            .into_iter()
-            .filter_map(|c| {
-                let called = called.clone();
-                c.on_durable(move |r| {
-                    r.unwrap();
-                    called.fetch_add(1, Ordering::SeqCst);
-                })
-            })
-            .collect();
-        assert_eq!(jobs.len(), 1, "the first waiter gets the job, the others wait for it");
-        assert_eq!(called.load(Ordering::SeqCst), 0);
-        let next: Vec<SyncJob> = jobs.into_iter().filter_map(SyncJob::run).collect();
-        assert!(next.is_empty(), "nobody is left waiting");
-        assert_eq!(called.load(Ordering::SeqCst), 3, "one fsync called every waiter back");
+        let mut commits = commits.into_iter();
+        let first = commits.next().unwrap();
+        first.wait().unwrap();
+        assert!(commits.all(|c| !c.is_pending()), "the fsync for the first write covered the later ones too");
         let later = file.append(b"{\"n\":3}\n").unwrap().commit;
         assert!(later.is_pending(), "a write after the fsync needs another");
         later.wait().unwrap();
-    }
-
-    #[test]
-    fn a_commit_waited_on_while_a_job_is_handed_out_does_not_wait_for_the_job() {
-        let (_dir, mut file) = batch_file();
-        let first = file.append(b"{\"n\":0}\n").unwrap().commit;
-        let job = first.on_durable(|r| r.unwrap()).expect("the first waiter gets the job");
-        // The job's holder may be waiting for a lock this thread holds: waiting must not depend on it.
-        let second = file.append(b"{\"n\":1}\n").unwrap().commit;
-        second.wait().unwrap();
-        assert!(job.run().is_none(), "the wait's fsync covered the job's waiter too");
     }
 }

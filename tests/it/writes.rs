@@ -269,7 +269,8 @@ fn the_cli_and_the_sidecar_name_an_entry_pi_cannot_read_with_the_same_kind_from_
     .unwrap();
     let cli = std::process::Command::new(crate::support::sidecar::binary()).args(["inspect", &path]).output().unwrap();
     let printed = Json::parse(&cli.stdout).unwrap();
-    let cli_kind = str_of(printed.get("error").and_then(|e| e.get("kind")).unwrap());
+    // pi's reads that throw on the entry are listed under `errors`, each with its kind.
+    let cli_kind = str_of(printed.get("errors").and_then(|e| e.get("context")).and_then(|e| e.get("kind")).unwrap());
     let mut sc = Sidecar::new();
     let h = str_of(sc.call("session/open", json(&format!(r#"{{"path":"{path}"}}"#))).get("handle").unwrap());
     let e = sc.call_err("session/buildSessionContext", json(&format!(r#"{{"handle":"{h}"}}"#)));

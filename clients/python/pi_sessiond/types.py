@@ -425,6 +425,9 @@ class _ContinueRecentParamsRequired(TypedDict):
 class ContinueRecentParams(_ContinueRecentParamsRequired, total=False):
     """`session/continueRecent`: the most recent session in the directory, or a new one."""
 
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: The session directory (default: pi's directory for `cwd`).
     sessionDir: Optional[str]
 
@@ -451,6 +454,9 @@ class _CreateParamsRequired(TypedDict):
 class CreateParams(_CreateParamsRequired, total=False):
     """`session/create`: a new session for `cwd` (written once it has a user or assistant message)."""
 
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: A session id (letters, digits, `.`, `_`, `-`; default: a UUID v7).
     id: Optional[str]
     #: The header's `parentSession`.
@@ -520,6 +526,9 @@ class _ForkFromParamsRequired(TypedDict):
 class ForkFromParams(_ForkFromParamsRequired, total=False):
     """`session/forkFrom`: a new session in `targetCwd` holding another session's whole history."""
 
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: A session id.
     id: Optional[str]
     #: Where to put it (default: pi's directory for `targetCwd`).
@@ -547,6 +556,9 @@ class InMemoryParams(TypedDict, total=False):
     cwd: Optional[str]
     #: Entries to start from (a header among them is adopted; older versions are migrated).
     entries: Optional[List[Any]]
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: A session id.
     id: Optional[str]
 
@@ -657,6 +669,9 @@ class OpenParams(_OpenParamsRequired, total=False):
 
     #: Use this cwd instead of the header's.
     cwdOverride: Optional[str]
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: Directory for sessions made from this one (default: the file's directory).
     sessionDir: Optional[str]
     #: Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:
@@ -744,7 +759,8 @@ class SearchHit(TypedDict):
 class _SearchParamsRequired(TypedDict):
     #: pi's `/resume` query: space-separated words (each must match, as a substring of an entry's text or of the
     #: session's name, id or cwd; a word may also match the name or cwd fuzzily), `"exact phrases"`, or
-    #: `re:<regex>` (case-insensitive).
+    #: `re:<regex>` (case-insensitive). At most 4096 bytes and 64 words (each word of a phrase counts); a longer
+    #: query is an `invalid_params` error.
     query: str
 
 
@@ -903,7 +919,9 @@ class SessionState(_SessionStateRequired, total=False):
     leafId: Optional['AnyValue']
     #: The file (`null` in memory).
     sessionFile: Optional[str]
-    #: The session name, if set.
+    #: The session name, if set. Also null when the latest `session_info`'s name is not a string: pi's
+    #: `getSessionName` throws on that file (and so does `session/getSessionName`, naming the entry), but the
+    #: session opens.
     sessionName: Optional['AnyValue']
 
 
@@ -996,7 +1014,8 @@ class WarningJson(TypedDict):
     """A problem found while loading a file."""
 
     #: `malformed_line`, `torn_tail`, `missing_final_newline`, `non_object_line`, `extra_header`, `duplicate_id`,
-    #: `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`.
+    #: `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`, `unusable_entry` (pi loads the entry but
+    #: some reads throw on it; here those reads fail with an error naming it).
     kind: str
     #: 1-based line number (0: the whole file).
     line: int

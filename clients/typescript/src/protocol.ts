@@ -1037,6 +1037,11 @@ export interface ContinueRecentParams {
 	 */
 	cwd: string;
 	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
+	/**
 	 * The session directory (default: pi's directory for `cwd`).
 	 */
 	sessionDir?: string | null;
@@ -1091,7 +1096,9 @@ export interface SessionState {
 	 */
 	sessionId: AnyValue;
 	/**
-	 * The session name, if set.
+	 * The session name, if set. Also null when the latest `session_info`'s name is not a string: pi's
+	 * `getSessionName` throws on that file (and so does `session/getSessionName`, naming the entry), but the
+	 * session opens.
 	 */
 	sessionName?: AnyValue | null;
 	[k: string]: unknown;
@@ -1122,6 +1129,11 @@ export interface CreateParams {
 	 * The working directory (stored in the header; picks the default session directory).
 	 */
 	cwd: string;
+	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
 	/**
 	 * A session id (letters, digits, `.`, `_`, `-`; default: a UUID v7).
 	 */
@@ -1177,6 +1189,11 @@ export interface PathResult {
  * via the `definition` "ForkFromParams".
  */
 export interface ForkFromParams {
+	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
 	/**
 	 * A session id.
 	 */
@@ -1293,7 +1310,8 @@ export interface SessionTreeNode {
 export interface WarningJson {
 	/**
 	 * `malformed_line`, `torn_tail`, `missing_final_newline`, `non_object_line`, `extra_header`, `duplicate_id`,
-	 * `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`.
+	 * `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`, `unusable_entry` (pi loads the entry but
+	 * some reads throw on it; here those reads fail with an error naming it).
 	 */
 	kind: string;
 	/**
@@ -1321,6 +1339,11 @@ export interface InMemoryParams {
 	 * Entries to start from (a header among them is adopted; older versions are migrated).
 	 */
 	entries?: unknown[] | null;
+	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
 	/**
 	 * A session id.
 	 */
@@ -1359,6 +1382,11 @@ export interface OpenParams {
 	 * Use this cwd instead of the header's.
 	 */
 	cwdOverride?: string | null;
+	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
 	/**
 	 * The session file.
 	 */
@@ -1579,7 +1607,8 @@ export interface SearchParams {
 	/**
 	 * pi's `/resume` query: space-separated words (each must match, as a substring of an entry's text or of the
 	 * session's name, id or cwd; a word may also match the name or cwd fuzzily), `"exact phrases"`, or
-	 * `re:<regex>` (case-insensitive).
+	 * `re:<regex>` (case-insensitive). At most 4096 bytes and 64 words (each word of a phrase counts); a longer
+	 * query is an `invalid_params` error.
 	 */
 	query: string;
 	/**

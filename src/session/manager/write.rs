@@ -19,7 +19,9 @@ use crate::session::ids;
 use crate::session::json::{JsString, Json, Object};
 use crate::session::key::Key;
 use crate::session::paths;
-use crate::session::store::{Durability, FileState, LineSlot, LoadedFile, SessionFile, Start, Warning, WarningKind};
+use crate::session::store::{
+    self, Durability, FileState, LineSlot, LoadedFile, SessionFile, Start, Warning, WarningKind,
+};
 use crate::session::tree::TreeIndex;
 
 use super::SessionManager;
@@ -113,7 +115,6 @@ impl SessionManager {
             Op::CreateBranchedSession { leaf_id } => OpValue::Path(self.create_branched_session(&leaf_id)?),
             op => return self.run_staged(op, changes),
         };
-        self.gone_reported = false;
         changes.push(Change::Rebound);
         Ok((value, Commit::done()))
     }
@@ -347,12 +348,12 @@ impl SessionManager {
                 let bodies = self.bodies();
                 let messages: Vec<Json> =
                     projection.messages().map(|m| context::message_value(&bodies, m)).collect::<Result<_>>()?;
-                context::current_system_message(&messages)?.map(|s| match s {
-                    Json::Object(mut sm) => {
+                context::current_system_message(&messages)?.map(|s| match s.into_object() {
+                    Ok(mut sm) => {
                         sm.insert("timestamp", Json::number(ms));
                         Json::Object(sm)
                     }
-                    other => other,
+                    Err(other) => other,
                 })
             }
         };
@@ -483,6 +484,10 @@ impl SessionManager {
         if let Some(refused) = self.file.as_ref().and_then(SessionFile::refusal) {
             return Err(refused);
         }
+        if self.file.as_ref().is_some_and(|f| f.detached().is_some()) {
+            // A write would land in a file another program is writing, or has emptied.
+            return Err(self.conflict(store::DETACHED, true));
+        }
         let seen = self.last_seen.take();
         let state = match (&self.file, seen) {
             (None, _) => FileState::Missing,
@@ -502,7 +507,6 @@ impl SessionManager {
                 // file.
                 tracing::warn!("{path} was deleted while open; writing it again with its header");
                 self.write_new_file(&path, self.records.len())?;
-                self.gone_reported = false;
                 return Ok((Commit::done(), staged));
             }
             _ => return Err(self.conflict("another process changed the session file since it was read", true)),

@@ -250,3 +250,26 @@ pub fn write_v1_session(path: &str) {
 pub fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
+
+/// A session file of `entries` user messages whose content is `bytes` of `x` then `tail`, written directly (as a
+/// large session pi wrote would be), in `dir`; returns its path.
+pub fn big_session(dir: &Path, entries: usize, bytes: usize, tail: &str) -> String {
+    use std::io::Write;
+    let path = dir.join("big.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(f, r#"{{"type":"session","version":3,"id":"big","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}}"#)
+        .unwrap();
+    let body = format!("{}{tail}", "x".repeat(bytes));
+    let mut parent = "null".to_owned();
+    for n in 0..entries {
+        let id = format!("e{n:07}");
+        writeln!(
+            f,
+            r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":"{body}","timestamp":1}}}}"#
+        )
+        .unwrap();
+        parent = format!("\"{id}\"");
+    }
+    f.flush().unwrap();
+    s(&path)
+}
