@@ -29,3 +29,5 @@ mod rpc_live;
 mod rpc_memory;
 mod rpc_order;
 mod rpc_search;
+mod write_faults;
+mod writes;
