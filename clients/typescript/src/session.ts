@@ -13,11 +13,10 @@ import {
 	type SessionHeader,
 	type SessionProjection,
 	type SessionState,
-	type SessionTreeFlat,
 	type SessionTreeNode,
 	type WarningJson,
 } from "./protocol.js";
-import type { ContextEditReplacement, MutationOptions, RequestOptions, SessionUpdate } from "./types.js";
+import type { ContextEditReplacement, MutationOptions, RequestOptions, SessionTreeFlatNode, SessionUpdate } from "./types.js";
 
 /** Details of a resync: which seq was expected and which arrived. */
 export interface ResyncInfo {
@@ -321,7 +320,8 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	getEntries(opts: EntriesOptions = {}): Promise<SessionEntry[]> {
 		const { offset, limit, signal } = opts;
 		const params = { handle: this.handle, ...(offset !== undefined ? { offset } : {}), ...(limit !== undefined ? { limit } : {}) };
-		return this.call("session/getEntries", params, { signal });
+		// Without `ids` or `detail` the server answers pi's entries, never nulls or skeletons.
+		return this.call("session/getEntries", params, { signal }) as Promise<SessionEntry[]>;
 	}
 
 	/**
@@ -337,8 +337,8 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	 * `{entry, parentIndex, depth, label?, labelTimestamp?}`, where `parentIndex` is the parent's position in the
 	 * array (null for a root) and `depth` is 0 for roots. Walking it needs no recursion, however deep the session.
 	 */
-	getTreeFlat(opts?: RequestOptions): Promise<SessionTreeFlat> {
-		return this.call("session/getTreeFlat", { handle: this.handle }, opts);
+	getTreeFlat(opts?: RequestOptions): Promise<SessionTreeFlatNode[]> {
+		return this.call("session/getTreeFlat", { handle: this.handle }, opts) as Promise<SessionTreeFlatNode[]>;
 	}
 
 	/** The session's name, or null. */

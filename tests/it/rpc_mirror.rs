@@ -1,0 +1,457 @@
+//! Hosts that keep a live mirror (issue 13), through the real binary: a mirror built only from an open's snapshot
+//! and the `session/changed` that follow stays equal to the server's reads — and to pi's — after every step of
+//! own writes, external appends, branching, rebinding, truncation, replacement and deletion, and after a forced
+//! gap repaired with `session/changesSince`, at both details. The mirror here is the host's side written out in
+//! Rust, from the protocol alone: it never reads a session itself.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use pi_sessiond::session::json::{Json, Object};
+
+use crate::support::sidecar::Sidecar;
+use crate::support::{finish_oracle, json, json_diff, oracle, s, spawn_oracle, str_of, temp_dir};
+
+/// A host's mirror of one handle.
+struct Mirror {
+    handle: String,
+    detail: &'static str,
+    seq: u64,
+    leaf: Json,
+    entries: Vec<Json>,
+    /// Drop the next notification (a lost message, to force a gap).
+    lose_next: bool,
+    /// How many times the mirror had to resynchronise, and how (changes given again, or a snapshot).
+    resyncs: Vec<&'static str>,
+}
+
+fn num(v: Option<&Json>) -> u64 {
+    match v {
+        Some(Json::Number(n)) => n.parse().unwrap(),
+        other => panic!("not a number: {other:?}"),
+    }
+}
+
+fn entries_of(snapshot: &Json) -> Vec<Json> {
+    match snapshot.get("entries") {
+        Some(Json::Array(e)) => e.clone(),
+        other => panic!("a snapshot has entries: {other:?}"),
+    }
+}
+
+impl Mirror {
+    /// From an opening method's result (opened with `snapshot: detail`).
+    fn from_open(state: &Json, detail: &'static str) -> Mirror {
+        let snapshot = state.get("snapshot").expect("the open returned a snapshot");
+        assert_eq!(num(snapshot.get("seq")), num(state.get("seq")), "the snapshot is the state's");
+        assert_eq!(state.get("detail"), Some(&Json::str(detail)));
+        Mirror {
+            handle: str_of(state.get("handle").unwrap()),
+            detail,
+            seq: num(state.get("seq")),
+            leaf: state.get("leafId").cloned().unwrap_or(Json::Null),
+            entries: entries_of(snapshot),
+            lose_next: false,
+            resyncs: Vec::new(),
+        }
+    }
+
+    /// Applies every `session/changed` for this handle the host has received (repairing gaps as a host would).
+    fn catch_up(&mut self, sc: &mut Sidecar) {
+        for note in sc.take_notifications("session/changed") {
+            let params = note.get("params").unwrap().clone();
+            if params.get("handle") != Some(&Json::str(&self.handle)) {
+                continue;
+            }
+            if std::mem::take(&mut self.lose_next) {
+                continue;
+            }
+            self.receive(sc, &params);
+        }
+    }
+
+    fn receive(&mut self, sc: &mut Sidecar, params: &Json) {
+        let seq = num(params.get("seq"));
+        if seq <= self.seq {
+            return;
+        }
+        if seq > self.seq + 1 {
+            self.resync(sc);
+            if seq <= self.seq {
+                return;
+            }
+            assert_eq!(seq, self.seq + 1, "after a resync the next change follows it");
+        }
+        self.apply(params);
+    }
+
+    fn apply(&mut self, params: &Json) {
+        let change = params.get("change").unwrap();
+        match str_of(change.get("kind").unwrap()).as_str() {
+            "append" => self.entries.extend(entries_of(change)),
+            "leaf" | "deleted" => {}
+            "rebind" | "reset" => {
+                let snapshot = change.get("snapshot").expect("a rebind or reset carries a snapshot at this detail");
+                assert_eq!(num(snapshot.get("seq")), num(params.get("seq")));
+                self.entries = entries_of(snapshot);
+                assert_eq!(change.get("state").unwrap().get("leafId"), params.get("leafId"));
+            }
+            other => panic!("unknown change {other}"),
+        }
+        self.leaf = params.get("leafId").cloned().unwrap_or(Json::Null);
+        self.seq = num(params.get("seq"));
+    }
+
+    /// What a host does on a gap: asks for the changes since its last one.
+    fn resync(&mut self, sc: &mut Sidecar) {
+        let since =
+            sc.call("session/changesSince", json(&format!(r#"{{"handle":"{}","seq":{}}}"#, self.handle, self.seq)));
+        match (since.get("changes"), since.get("state"), since.get("snapshot")) {
+            (Some(Json::Array(changes)), None, None) => {
+                self.resyncs.push("changes");
+                for c in changes {
+                    assert_eq!(num(c.get("seq")), self.seq + 1, "changes come in order, none missing");
+                    self.apply(c);
+                }
+            }
+            (None, Some(state), Some(snapshot)) => {
+                self.resyncs.push("snapshot");
+                self.seq = num(snapshot.get("seq"));
+                assert_eq!(self.seq, num(state.get("seq")));
+                self.leaf = state.get("leafId").cloned().unwrap_or(Json::Null);
+                self.entries = entries_of(snapshot);
+            }
+            _ => panic!("changesSince gives changes, or a state and a snapshot: {}", since.to_canonical_string()),
+        }
+    }
+
+    /// Waits until the mirror has applied `n` more changes (another process's, which arrive on their own).
+    fn wait_for(&mut self, sc: &mut Sidecar, n: u64) {
+        let target = self.seq + n;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.seq < target {
+            assert!(Instant::now() < deadline, "{}: waited for change {target}, have {}", self.detail, self.seq);
+            if let Some(m) = sc.next_message(Duration::from_millis(200)) {
+                sc.backlog.push(m);
+            }
+            self.catch_up(sc);
+        }
+    }
+
+    /// Waits until the mirror (from changes that arrive on their own) satisfies `done`.
+    fn wait_until(&mut self, sc: &mut Sidecar, done: impl Fn(&Mirror) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done(self) {
+            assert!(
+                Instant::now() < deadline,
+                "{}: the change never reached the mirror (at seq {})",
+                self.detail,
+                self.seq
+            );
+            if let Some(m) = sc.next_message(Duration::from_millis(200)) {
+                sc.backlog.push(m);
+            }
+            self.catch_up(sc);
+        }
+    }
+
+    /// True when the mirror holds an entry with this id.
+    fn has(&self, id: &str) -> bool {
+        self.entries.iter().any(|e| e.get("id") == Some(&Json::str(id)))
+    }
+
+    /// The mirror equals what the server reads now: its state, entries, leaf and tree.
+    fn check(&mut self, sc: &mut Sidecar, step: &str) {
+        self.catch_up(sc);
+        let h = &self.handle;
+        let state = sc.call("session/getState", json(&format!(r#"{{"handle":"{h}","snapshot":"{}"}}"#, self.detail)));
+        let at = format!("{} detail, after {step}", self.detail);
+        assert_eq!(num(state.get("seq")), self.seq, "{at}: the mirror has every change");
+        assert_eq!(state.get("leafId").cloned().unwrap_or(Json::Null), self.leaf, "{at}: leaf");
+        let fresh = Json::Array(entries_of(state.get("snapshot").unwrap()));
+        assert_eq!(json_diff("", &fresh, &Json::Array(self.entries.clone())), None, "{at}: entries");
+        // The skeleton's stored values are the entries' own, and its size their size.
+        let full = sc.call("session/getEntries", json(&format!(r#"{{"handle":"{h}"}}"#)));
+        let Json::Array(full) = &full else { panic!() };
+        assert_eq!(full.len(), self.entries.len(), "{at}");
+        for (f, m) in full.iter().zip(&self.entries) {
+            for key in ["id", "parentId", "type", "timestamp"] {
+                assert_eq!(f.get(key), m.get(key), "{at}: {key}");
+            }
+        }
+        let tree = sc.call("session/getTreeFlat", json(&format!(r#"{{"handle":"{h}","detail":"none"}}"#)));
+        let tree = without_label_timestamps(tree);
+        assert_eq!(json_diff("", &tree, &flat_tree(&self.entries)), None, "{at}: the tree drawn from the mirror");
+    }
+}
+
+/// pi's getTree as a flat pre-order list `{id, parentIndex, depth, label?}`, computed from entries as a host
+/// holds them (full or skeleton): roots in file order, children by timestamp (stable), labels resolved in file
+/// order. Timestamps here are all ISO strings of one format, so their order is their text's.
+fn flat_tree(entries: &[Json]) -> Json {
+    let id = |e: &Json| e.get("id").cloned().unwrap_or(Json::Null).to_canonical_string();
+    let mut labels: HashMap<String, Json> = HashMap::new();
+    for e in entries {
+        if e.get("type") == Some(&Json::str("label")) {
+            let target = e.get("targetId").unwrap().to_canonical_string();
+            match e.get("label") {
+                Some(l) if l.truthy() => labels.insert(target, l.clone()),
+                _ => labels.remove(&target),
+            };
+        }
+    }
+    let by_id: HashMap<String, usize> = entries.iter().enumerate().map(|(i, e)| (id(e), i)).collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); entries.len()];
+    let mut roots = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let parent = e.get("parentId").cloned().unwrap_or(Json::Null);
+        match by_id.get(&parent.to_canonical_string()) {
+            Some(&p) if parent != Json::Null && p != i => children[p].push(i),
+            _ => roots.push(i),
+        }
+    }
+    let stamp = |i: usize| entries[i].get("timestamp").map(Json::to_canonical_string).unwrap_or_default();
+    for c in &mut children {
+        c.sort_by_key(|&i| stamp(i));
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<(usize, Option<usize>, usize)> = roots.iter().rev().map(|&r| (r, None, 0)).collect();
+    while let Some((i, parent, depth)) = stack.pop() {
+        let position = out.len();
+        let mut node = Object::new();
+        node.insert("id", entries[i].get("id").cloned().unwrap());
+        node.insert("parentIndex", parent.map_or(Json::Null, |p| Json::number(p as f64)));
+        node.insert("depth", Json::number(depth as f64));
+        if let Some(l) = labels.get(&id(&entries[i])) {
+            node.insert("label", l.clone());
+        }
+        out.push(Json::Object(node));
+        stack.extend(children[i].iter().rev().map(|&c| (c, Some(position), depth + 1)));
+    }
+    Json::Array(out)
+}
+
+/// The server's flat tree without `labelTimestamp` (which [`flat_tree`] does not compute), for comparing.
+fn without_label_timestamps(tree: Json) -> Json {
+    let Json::Array(nodes) = &tree else { panic!("a flat tree is an array") };
+    Json::Array(
+        nodes
+            .iter()
+            .map(|n| {
+                let Json::Object(o) = n else { panic!() };
+                Json::Object(
+                    o.iter()
+                        .filter(|(k, _)| !k.eq_str("labelTimestamp"))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn line(id: &str, parent: Option<&str>, ms: u32, text: &str) -> String {
+    let parent = parent.map_or("null".to_owned(), |p| format!("\"{p}\""));
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2030-01-01T00:00:{:02}.{:03}Z","message":{{"role":"user","content":"{text}","timestamp":1}}}}"#,
+        ms / 1000,
+        ms % 1000
+    )
+}
+
+fn append_to(path: &str, text: &str) {
+    std::fs::OpenOptions::new().append(true).open(path).unwrap().write_all(text.as_bytes()).unwrap();
+}
+
+const HEADER: &str =
+    r#"{"type":"session","version":3,"id":"mirrored","timestamp":"2030-01-01T00:00:00.000Z","cwd":"/p"}"#;
+
+/// Calls a method on the mirror's handle with more params, returning its result.
+fn on(sc: &mut Sidecar, h: &str, method: &str, rest: &str) -> Json {
+    let sep = if rest.is_empty() { "" } else { "," };
+    sc.call(method, json(&format!(r#"{{"handle":"{h}"{sep}{rest}}}"#)))
+}
+
+fn id_of(v: &Json) -> String {
+    str_of(v.get("id").unwrap())
+}
+
+/// The differential scenario, at one detail.
+fn mirror_stays_equal_to_the_server(detail: &'static str) {
+    let dir = temp_dir();
+    let path = s(&dir.path().join("live.jsonl"));
+    std::fs::write(&path, format!("{HEADER}\n{}\n", line("e0", None, 0, "start"))).unwrap();
+    let mut sc = Sidecar::new();
+    let opened = sc
+        .call("session/open", json(&format!(r#"{{"path":"{path}","handle":"m","watch":true,"snapshot":"{detail}"}}"#)));
+    let mut mirror = Mirror::from_open(&opened, detail);
+    mirror.check(&mut sc, "open");
+
+    // Own writes of every kind.
+    let a = id_of(&on(
+        &mut sc,
+        "m",
+        "session/appendMessage",
+        r#""message":{"role":"user","content":"hello\nthere","timestamp":2}"#,
+    ));
+    let b = id_of(&on(
+        &mut sc,
+        "m",
+        "session/appendMessage",
+        r#""message":{"role":"assistant","content":[{"type":"text","text":"let me look"},{"type":"toolCall","id":"t1","name":"bash","arguments":{"command":"ls"}}],"stopReason":"toolUse","timestamp":3}"#,
+    ));
+    on(
+        &mut sc,
+        "m",
+        "session/appendMessage",
+        r#""message":{"role":"toolResult","toolCallId":"t1","toolName":"bash","content":[{"type":"text","text":"a\nb"}],"isError":false,"timestamp":4}"#,
+    );
+    on(&mut sc, "m", "session/appendLabelChange", &format!(r#""targetId":"{a}","label":"question""#));
+    on(&mut sc, "m", "session/appendSessionInfo", r#""name":"  mirrored   session ""#);
+    on(&mut sc, "m", "session/appendCustomEntry", r#""customType":"ext","data":{"k":[1,2]}"#);
+    on(&mut sc, "m", "session/appendThinkingLevelChange", r#""thinkingLevel":"high""#);
+    on(&mut sc, "m", "session/appendModelChange", r#""provider":"faux","modelId":"m1""#);
+    on(&mut sc, "m", "session/appendUsage", r#""kind":"turn","provider":"faux","model":"m1","usage":{"input":1}"#);
+    mirror.check(&mut sc, "own appends");
+
+    // Branching: the leaf moves, and the next appends start a branch.
+    on(&mut sc, "m", "session/branch", &format!(r#""entryId":"{b}""#));
+    mirror.check(&mut sc, "branch");
+    on(&mut sc, "m", "session/appendMessage", r#""message":{"role":"user","content":"instead","timestamp":5}"#);
+    on(&mut sc, "m", "session/branchWithSummary", &format!(r#""entryId":"{a}","summary":"tried bash""#));
+    on(&mut sc, "m", "session/appendLabelChange", &format!(r#""targetId":"{a}""#));
+    on(&mut sc, "m", "session/resetLeaf", "");
+    on(&mut sc, "m", "session/appendMessage", r#""message":{"role":"user","content":"a new root","timestamp":6}"#);
+    mirror.check(&mut sc, "branchWithSummary, a cleared label, resetLeaf");
+
+    // Another process appends (a line in two writes: held back until complete), then real pi does.
+    let leaf = str_of(&mirror.leaf);
+    let x1 = line("x1", Some(&leaf), 50_000, "from outside");
+    let (first_half, second_half) = x1.split_at(40);
+    append_to(&path, first_half);
+    std::thread::sleep(Duration::from_millis(50));
+    append_to(&path, &format!("{second_half}\n{}\n", line("x2", Some("x1"), 50_001, "and more")));
+    mirror.wait_until(&mut sc, |m| m.has("x2"));
+    mirror.check(&mut sc, "external appends");
+    let mut req = Object::new();
+    req.insert("command", Json::str("write"));
+    req.insert("file", Json::str(&path));
+    req.insert("count", Json::number(6.0));
+    req.insert("delayMs", Json::number(10.0));
+    req.insert("text", Json::str("pi writes"));
+    let Ok(written) = finish_oracle(spawn_oracle(&Json::Object(req))).into_array() else { panic!() };
+    mirror.wait_until(&mut sc, |m| written.iter().all(|w| m.has(&str_of(w))));
+    mirror.check(&mut sc, "real pi's appends");
+    same_as_pi(&mirror, &path, "real pi's appends");
+
+    // A forced gap among own writes: the changes are given again.
+    mirror.lose_next = true;
+    on(&mut sc, "m", "session/appendMessage", r#""message":{"role":"user","content":"lost","timestamp":7}"#);
+    on(&mut sc, "m", "session/appendMessage", r#""message":{"role":"user","content":"found","timestamp":8}"#);
+    mirror.check(&mut sc, "a lost notification");
+    assert_eq!(mirror.resyncs, ["changes"], "{detail}: the missed change was still kept");
+    // A change too large to keep (a 5 MB label: skeletons copy labels too) lost: the gap is repaired by a snapshot.
+    mirror.lose_next = true;
+    let big = "L".repeat(5 << 20);
+    on(&mut sc, "m", "session/appendLabelChange", &format!(r#""targetId":"{a}","label":"{big}""#));
+    on(&mut sc, "m", "session/appendLabelChange", &format!(r#""targetId":"{a}","label":"small again""#));
+    mirror.check(&mut sc, "a lost change too large to keep");
+    assert_eq!(mirror.resyncs, ["changes", "snapshot"], "{detail}");
+
+    // Truncated (read again), replaced by a rename, deleted, then written back.
+    // Cut in one step (set_len): a rewrite in two (empty, then written) may be seen half done, as "no session".
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kept: usize = text.split_inclusive('\n').take(4).map(str::len).sum();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(kept as u64).unwrap();
+    mirror.wait_for(&mut sc, 1);
+    mirror.check(&mut sc, "truncation");
+    let other = s(&dir.path().join("other.jsonl.tmp"));
+    std::fs::write(
+        &other,
+        format!("{HEADER}\n{}\n{}\n", line("r1", None, 1, "replaced"), line("r2", Some("r1"), 2, "twice")),
+    )
+    .unwrap();
+    std::fs::rename(&other, &path).unwrap();
+    mirror.wait_for(&mut sc, 1);
+    mirror.check(&mut sc, "replacement");
+    std::fs::remove_file(&path).unwrap();
+    mirror.wait_for(&mut sc, 1);
+    mirror.check(&mut sc, "deletion");
+    on(&mut sc, "m", "session/appendMessage", r#""message":{"role":"user","content":"back","timestamp":9}"#);
+    mirror.check(&mut sc, "writing a deleted file back");
+    same_as_pi(&mirror, &path, "writing a deleted file back");
+
+    // Rebinds: another file, a new session, a branched session.
+    let second = s(&dir.path().join("second.jsonl"));
+    std::fs::write(
+        &second,
+        format!("{HEADER}\n{}\n{}\n", line("s1", None, 1, "second"), line("s2", Some("s1"), 2, "file")),
+    )
+    .unwrap();
+    on(&mut sc, "m", "session/setSessionFile", &format!(r#""path":"{second}""#));
+    mirror.check(&mut sc, "setSessionFile");
+    let branched = on(&mut sc, "m", "session/createBranchedSession", r#""leafId":"s1""#);
+    mirror.check(&mut sc, "createBranchedSession");
+    on(
+        &mut sc,
+        "m",
+        "session/appendMessage",
+        r#""message":{"role":"assistant","content":[{"type":"text","text":"on the branch"}],"timestamp":10}"#,
+    );
+    mirror.check(&mut sc, "appending to the branched session");
+    same_as_pi(&mirror, &str_of(branched.get("path").unwrap()), "the branched session");
+    on(&mut sc, "m", "session/newSession", "");
+    mirror.check(&mut sc, "newSession");
+    on(&mut sc, "m", "session/appendMessage", r#""message":{"role":"user","content":"fresh","timestamp":11}"#);
+    mirror.check(&mut sc, "appending to the new session");
+}
+
+/// The mirror's entries and tree are pi's own reads of the file.
+fn same_as_pi(mirror: &Mirror, path: &str, step: &str) {
+    let mut req = Object::new();
+    req.insert("command", Json::str("reads"));
+    req.insert("files", Json::Array(vec![Json::str(path)]));
+    let Ok(answers) = oracle(&Json::Object(req)).into_array() else { panic!() };
+    let pi = answers[0].get("ok").unwrap_or_else(|| panic!("pi reads the file: {}", answers[0].to_canonical_string()));
+    let Some(Json::Array(pi_entries)) = pi.get("entries") else { panic!() };
+    let at = format!("{} detail, after {step}", mirror.detail);
+    if mirror.detail == "full" {
+        assert_eq!(json_diff("", &Json::Array(pi_entries.clone()), &Json::Array(mirror.entries.clone())), None, "{at}");
+    } else {
+        let ids = |v: &[Json]| v.iter().map(|e| e.get("id").cloned()).collect::<Vec<_>>();
+        assert_eq!(ids(pi_entries), ids(&mirror.entries), "{at}");
+    }
+    // pi's nested tree, flattened, is the tree drawn from the mirror (pi's leaf is the file's last entry, so only
+    // the tree is compared).
+    let mut flat = Vec::new();
+    let mut stack: Vec<(Json, Option<usize>, usize)> = match pi.get("tree") {
+        Some(Json::Array(roots)) => roots.iter().rev().map(|r| (r.clone(), None, 0)).collect(),
+        _ => panic!(),
+    };
+    while let Some((node, parent, depth)) = stack.pop() {
+        let position = flat.len();
+        let mut o = Object::new();
+        o.insert("id", node.get("entry").unwrap().get("id").cloned().unwrap());
+        o.insert("parentIndex", parent.map_or(Json::Null, |p| Json::number(p as f64)));
+        o.insert("depth", Json::number(depth as f64));
+        if let Some(l) = node.get("label") {
+            o.insert("label", l.clone());
+        }
+        flat.push(Json::Object(o));
+        if let Some(Json::Array(children)) = node.get("children") {
+            stack.extend(children.iter().rev().map(|c| (c.clone(), Some(position), depth + 1)));
+        }
+    }
+    assert_eq!(json_diff("", &Json::Array(flat), &flat_tree(&mirror.entries)), None, "{at}: pi's tree");
+}
+
+#[test]
+fn a_full_mirror_from_the_snapshot_and_deltas_alone_stays_equal_to_the_server_and_to_pi() {
+    mirror_stays_equal_to_the_server("full");
+}
+
+#[test]
+fn a_skeleton_mirror_from_the_snapshot_and_deltas_alone_stays_equal_to_the_server_and_to_pi() {
+    mirror_stays_equal_to_the_server("skeleton");
+}
