@@ -291,7 +291,12 @@ pub fn batch_op(method: &str, params: Option<&RawValue>, handle: &str) -> Result
     let with_handle = format!("{{\"handle\":{}{comma}{rest}", serde_json::to_string(handle).expect("JSON"));
     let raw = RawValue::from_string(with_handle).map_err(|e| invalid_params("params", e.to_string()))?;
     let raw = Some(&*raw);
-    let at_params = |e| error::within(e, "params");
+    let at_params = |e: ErrorObjectOwned| {
+        if e.message().contains("duplicate field `handle`") {
+            return invalid_params("params.handle", "an op's params have no handle: the batch's is used");
+        }
+        error::within(e, "params")
+    };
     match method {
         "session/appendMessage" => mutation::message_op(parse(raw).map_err(at_params)?),
         "session/appendThinkingLevelChange" => mutation::thinking_level_change_op(parse(raw).map_err(at_params)?),

@@ -455,3 +455,236 @@ fn a_full_mirror_from_the_snapshot_and_deltas_alone_stays_equal_to_the_server_an
 fn a_skeleton_mirror_from_the_snapshot_and_deltas_alone_stays_equal_to_the_server_and_to_pi() {
     mirror_stays_equal_to_the_server("skeleton");
 }
+
+/// The `session/changed` notifications for handle `h` received so far.
+fn changes_of(sc: &mut Sidecar, h: &str) -> Vec<Json> {
+    sc.take_notifications("session/changed")
+        .into_iter()
+        .map(|n| n.get("params").unwrap().clone())
+        .filter(|p| p.get("handle") == Some(&Json::str(h)))
+        .collect()
+}
+
+#[test]
+fn a_watch_on_a_path_with_no_file_yet_reports_pis_first_write_and_every_append_after_it() {
+    // pi reports a new session's path before it writes the file (at the first assistant message); a tree opened on
+    // that path early stayed empty forever.
+    let dir = temp_dir();
+    let path = s(&dir.path().join("not-yet.jsonl"));
+    let mut sc = Sidecar::new();
+    let opened = sc
+        .call("session/open", json(&format!(r#"{{"path":"{path}","handle":"n","watch":true,"snapshot":"skeleton"}}"#)));
+    let mut mirror = Mirror::from_open(&opened, "skeleton");
+    assert!(mirror.entries.is_empty());
+    assert!(!std::path::Path::new(&path).exists(), "opening wrote nothing");
+    let mut req = Object::new();
+    req.insert("command", Json::str("write"));
+    req.insert("file", Json::str(&path));
+    req.insert("count", Json::number(8.0));
+    req.insert("delayMs", Json::number(10.0));
+    req.insert("text", Json::str("pi's new session"));
+    let Ok(written) = finish_oracle(spawn_oracle(&Json::Object(req))).into_array() else { panic!() };
+    assert_eq!(written.len(), 8);
+    mirror.wait_until(&mut sc, |m| written.iter().all(|w| m.has(&str_of(w))));
+    mirror.check(&mut sc, "pi's first write and its appends");
+    same_as_pi(&mirror, &path, "pi's first write and its appends");
+    // The file's own session, not the one the open started in memory.
+    let state = on(&mut sc, "n", "session/getState", "");
+    let header = std::fs::read_to_string(&path).unwrap();
+    let header = json(header.lines().next().unwrap());
+    assert_eq!(state.get("sessionId"), header.get("id"));
+}
+
+#[test]
+fn get_entries_by_id_answers_in_the_order_asked_with_null_for_unknown_ids() {
+    let dir = temp_dir();
+    let path = s(&dir.path().join("ids.jsonl"));
+    std::fs::write(
+        &path,
+        format!(
+            "{HEADER}\n{}\n{}\n{}\n",
+            line("a", None, 1, "one"),
+            line("b", Some("a"), 2, "two"),
+            line("c", Some("b"), 3, "three")
+        ),
+    )
+    .unwrap();
+    let mut sc = Sidecar::new();
+    sc.call("session/open", json(&format!(r#"{{"path":"{path}","handle":"g"}}"#)));
+    let got = on(&mut sc, "g", "session/getEntries", r#""ids":["c","nope","a","c"]"#);
+    let lines: Vec<Json> = std::fs::read_to_string(&path).unwrap().lines().skip(1).map(json).collect();
+    let expected = Json::Array(vec![lines[2].clone(), Json::Null, lines[0].clone(), lines[2].clone()]);
+    assert_eq!(json_diff("", &expected, &got), None);
+    let skeletons = on(&mut sc, "g", "session/getEntries", r#""ids":["b","zz"],"detail":"skeleton""#);
+    let Ok(skeletons) = skeletons.into_array() else { panic!() };
+    assert_eq!(skeletons[0].get("id"), Some(&Json::str("b")));
+    assert_eq!(skeletons[0].get("parentId"), Some(&Json::str("a")));
+    assert!(skeletons[0].get("message").is_none(), "a skeleton has no body");
+    assert_eq!(skeletons[1], Json::Null);
+    // Bad combinations are refused, naming the member.
+    let e = sc.call_err("session/getEntries", json(r#"{"handle":"g","ids":["a"],"limit":1}"#));
+    assert_eq!(e.get("data").unwrap().get("path"), Some(&Json::str("ids")));
+    // Without ids, the default is pi's getEntries, unchanged.
+    assert_eq!(json_diff("", &Json::Array(lines), &on(&mut sc, "g", "session/getEntries", "")), None);
+}
+
+#[test]
+fn get_tree_flat_pages_at_detail_none_join_into_the_whole_tree_with_positions_in_the_whole_list() {
+    let dir = temp_dir();
+    let path = s(&dir.path().join("flat.jsonl"));
+    let mut text = format!("{HEADER}\n");
+    // Two roots, a fork under the first, and a label.
+    for (id, parent, ms) in [("r1", None, 1), ("k1", Some("r1"), 2), ("k2", Some("r1"), 3), ("g1", Some("k2"), 4)] {
+        text.push_str(&line(id, parent, ms, id));
+        text.push('\n');
+    }
+    text.push_str(&line("r2", None, 5, "second root"));
+    text.push('\n');
+    text.push_str(r#"{"type":"label","id":"l1","parentId":"r2","timestamp":"2030-01-01T00:00:06.000Z","targetId":"k1","label":"kept"}"#);
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+    let mut sc = Sidecar::new();
+    sc.call("session/open", json(&format!(r#"{{"path":"{path}","handle":"t"}}"#)));
+    let whole = on(&mut sc, "t", "session/getTreeFlat", "");
+    let Ok(whole) = whole.into_array() else { panic!() };
+    assert_eq!(whole.len(), 6);
+    let bare = on(&mut sc, "t", "session/getTreeFlat", r#""detail":"none""#);
+    let mut pages = Vec::new();
+    for offset in (0..8).step_by(2) {
+        let page = on(&mut sc, "t", "session/getTreeFlat", &format!(r#""detail":"none","offset":{offset},"limit":2"#));
+        let Ok(page) = page.into_array() else { panic!() };
+        assert!(page.len() <= 2);
+        pages.extend(page);
+    }
+    assert_eq!(json_diff("", &bare, &Json::Array(pages)), None, "pages join into the whole list");
+    // Each bare node is the full node without its entry, with the entry's id instead.
+    let Ok(bare) = bare.into_array() else { panic!() };
+    for (full, bare) in whole.iter().zip(&bare) {
+        assert_eq!(bare.get("id"), full.get("entry").unwrap().get("id"));
+        assert!(bare.get("entry").is_none());
+        for key in ["parentIndex", "depth", "label", "labelTimestamp"] {
+            assert_eq!(bare.get(key), full.get(key), "{key}");
+        }
+    }
+    let skeleton = on(&mut sc, "t", "session/getTreeFlat", r#""detail":"skeleton","offset":3,"limit":1"#);
+    let node = &skeleton.into_array().unwrap()[0];
+    assert_eq!(node.get("entry").unwrap().get("id"), whole[3].get("entry").unwrap().get("id"));
+    assert_eq!(node.get("parentIndex"), whole[3].get("parentIndex"), "a page keeps positions in the whole list");
+}
+
+const USER: &str = r#"{"role":"user","content":"batched","timestamp":1}"#;
+
+#[test]
+fn append_batch_writes_every_op_as_one_change_and_answers_each_as_its_method_would() {
+    let dir = temp_dir();
+    let path = s(&dir.path().join("batch.jsonl"));
+    std::fs::write(&path, format!("{HEADER}\n{}\n", line("e0", None, 0, "start"))).unwrap();
+    let mut sc = Sidecar::new();
+    sc.call("session/open", json(&format!(r#"{{"path":"{path}","handle":"b","snapshot":"full"}}"#)));
+    let ops = format!(
+        r#""ops":[
+            {{"method":"session/appendMessage","params":{{"message":{USER}}}}},
+            {{"method":"session/appendLabelChange","params":{{"targetId":"e0","label":"first"}}}},
+            {{"method":"session/appendUsage","params":{{"kind":"turn","provider":"p","model":"m","usage":{{"input":3}}}}}},
+            {{"method":"session/branch","params":{{"entryId":"e0"}}}},
+            {{"method":"session/appendMessage","params":{{"message":{{"role":"assistant","content":[],"timestamp":2}}}}}},
+            {{"method":"session/branchWithSummary","params":{{"entryId":"e0","summary":"left it"}}}},
+            {{"method":"session/appendModelChange","params":{{"provider":"p","modelId":"m2"}}}}
+        ]"#
+    );
+    let result = on(&mut sc, "b", "session/appendBatch", &ops);
+    let Some(Json::Array(results)) = result.get("results") else { panic!("{}", result.to_canonical_string()) };
+    assert_eq!(results.len(), 7);
+    let lines: Vec<Json> = std::fs::read_to_string(&path).unwrap().lines().skip(2).map(json).collect();
+    assert_eq!(lines.len(), 6, "every append reached the file (branch appends nothing)");
+    // Results in order, each as its method answers alone.
+    let appended = [0, 1, 2, 4, 5, 6];
+    for (line, &op) in lines.iter().zip(&appended) {
+        match op {
+            2 => assert_eq!(json_diff("", line, results[2].get("entry").unwrap()), None, "appendUsage: {{entry}}"),
+            _ => assert_eq!(results[op].get("id"), line.get("id"), "op {op}: {{id}}"),
+        }
+    }
+    assert_eq!(results[3], Json::Null, "branch answers null");
+    // The ops see each other: the branch moved the leaf under the next message.
+    assert_eq!(lines[3].get("parentId"), Some(&Json::str("e0")));
+    // One notification: every entry, as the file has them.
+    let changes = changes_of(&mut sc, "b");
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    let change = changes[0].get("change").unwrap();
+    assert_eq!(change.get("kind"), Some(&Json::str("append")));
+    assert_eq!(json_diff("", &Json::Array(lines.clone()), change.get("entries").unwrap()), None);
+    assert_eq!(changes[0].get("leafId"), lines[5].get("id"));
+    // What the batch wrote is what a fresh open reads.
+    let reread = on(&mut sc, "b", "session/getEntries", r#""offset":1"#);
+    assert_eq!(json_diff("", &Json::Array(lines), &reread), None);
+}
+
+#[test]
+fn a_batch_with_a_bad_op_writes_nothing_notifies_nothing_and_names_the_op() {
+    let dir = temp_dir();
+    let path = s(&dir.path().join("refused.jsonl"));
+    std::fs::write(&path, format!("{HEADER}\n{}\n", line("e0", None, 0, "start"))).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let mut sc = Sidecar::new();
+    sc.call("session/open", json(&format!(r#"{{"path":"{path}","handle":"r"}}"#)));
+    let good = format!(r#"{{"method":"session/appendMessage","params":{{"message":{USER}}}}}"#);
+    let cases = [
+        // The engine refuses op 2 (its target does not exist) after staging ops 0 and 1.
+        (
+            format!(
+                r#"[{good},{good},{{"method":"session/appendLabelChange","params":{{"targetId":"nope","label":"x"}}}}]"#
+            ),
+            "entry_not_found",
+            None,
+        ),
+        (
+            format!(r#"[{good},{{"method":"session/appendMessage","params":{{}}}}]"#),
+            "invalid_params",
+            Some("ops[1].params.message"),
+        ),
+        (format!(r#"[{{"method":"session/getTree","params":{{}}}}]"#), "invalid_params", Some("ops[0].method")),
+        (
+            format!(r#"[{{"method":"session/appendMessage","params":{{"handle":"r","message":{USER}}}}}]"#),
+            "invalid_params",
+            Some("ops[0].params.handle"),
+        ),
+        (
+            format!(r#"[{{"method":"session/appendMessage","params":{{"expectedLeafId":"e0","message":{USER}}}}}]"#),
+            "invalid_params",
+            Some("ops[0].params.expectedLeafId"),
+        ),
+        ("[]".to_owned(), "invalid_params", Some("ops")),
+    ];
+    for (ops, kind, path_named) in cases {
+        let e = sc.call_err("session/appendBatch", json(&format!(r#"{{"handle":"r","ops":{ops}}}"#)));
+        let data = e.get("data").unwrap();
+        assert_eq!(data.get("kind"), Some(&Json::str(kind)), "{}", e.to_canonical_string());
+        if let Some(p) = path_named {
+            assert_eq!(data.get("path"), Some(&Json::str(p)), "{}", e.to_canonical_string());
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{ops}: nothing written");
+        assert_eq!(on(&mut sc, "r", "session/getEntryCount", ""), Json::number(1.0), "{ops}: nothing in memory");
+        assert_eq!(on(&mut sc, "r", "session/getLeafId", ""), Json::str("e0"));
+    }
+    // A stale expectedLeafId on the batch refuses all of it.
+    let e = sc
+        .call_err("session/appendBatch", json(&format!(r#"{{"handle":"r","expectedLeafId":"other","ops":[{good}]}}"#)));
+    assert_eq!(e.get("data").unwrap().get("kind"), Some(&Json::str("content_modified")));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert!(changes_of(&mut sc, "r").is_empty(), "a refused batch sends no session/changed");
+}
+
+#[test]
+fn a_mirror_that_asks_for_changes_since_a_seq_after_the_last_is_refused() {
+    let mut sc = Sidecar::new();
+    sc.call("session/inMemory", json(r#"{"handle":"q","snapshot":"skeleton"}"#));
+    on(&mut sc, "q", "session/appendMessage", &format!(r#""message":{USER}"#));
+    let none = on(&mut sc, "q", "session/changesSince", r#""seq":1"#);
+    assert_eq!(none.get("changes"), Some(&Json::Array(Vec::new())));
+    let one = on(&mut sc, "q", "session/changesSince", r#""seq":0"#);
+    let Some(Json::Array(one)) = one.get("changes") else { panic!() };
+    assert_eq!(one.len(), 1);
+    let e = sc.call_err("session/changesSince", json(r#"{"handle":"q","seq":5}"#));
+    assert_eq!(e.get("data").unwrap().get("path"), Some(&Json::str("seq")));
+}
