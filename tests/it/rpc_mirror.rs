@@ -334,13 +334,7 @@ fn mirror_stays_equal_to_the_server(detail: &'static str) {
     append_to(&path, &format!("{second_half}\n{}\n", line("x2", Some("x1"), 50_001, "and more")));
     mirror.wait_until(&mut sc, |m| m.has("x2"));
     mirror.check(&mut sc, "external appends");
-    let mut req = Object::new();
-    req.insert("command", Json::str("write"));
-    req.insert("file", Json::str(&path));
-    req.insert("count", Json::number(6.0));
-    req.insert("delayMs", Json::number(10.0));
-    req.insert("text", Json::str("pi writes"));
-    let Ok(written) = finish_oracle(spawn_oracle(&Json::Object(req))).into_array() else { panic!() };
+    let written = pi_writes(&path, 6, "pi writes");
     mirror.wait_until(&mut sc, |m| written.iter().all(|w| m.has(&str_of(w))));
     mirror.check(&mut sc, "real pi's appends");
     same_as_pi(&mirror, &path, "real pi's appends");
@@ -405,6 +399,18 @@ fn mirror_stays_equal_to_the_server(detail: &'static str) {
     mirror.check(&mut sc, "newSession");
     on(&mut sc, "m", "session/appendMessage", r#""message":{"role":"user","content":"fresh","timestamp":11}"#);
     mirror.check(&mut sc, "appending to the new session");
+}
+
+/// Real pi appends `count` messages to the session at `path` (10 ms apart), as a live pi does; returns their ids.
+fn pi_writes(path: &str, count: usize, text: &str) -> Vec<Json> {
+    let mut req = Object::new();
+    req.insert("command", Json::str("write"));
+    req.insert("file", Json::str(path));
+    req.insert("count", Json::number(count as f64));
+    req.insert("delayMs", Json::number(10.0));
+    req.insert("text", Json::str(text));
+    let Ok(written) = finish_oracle(spawn_oracle(&Json::Object(req))).into_array() else { panic!() };
+    written
 }
 
 /// The mirror's entries and tree are pi's own reads of the file.
@@ -477,13 +483,7 @@ fn a_watch_on_a_path_with_no_file_yet_reports_pis_first_write_and_every_append_a
     let mut mirror = Mirror::from_open(&opened, "skeleton");
     assert!(mirror.entries.is_empty());
     assert!(!std::path::Path::new(&path).exists(), "opening wrote nothing");
-    let mut req = Object::new();
-    req.insert("command", Json::str("write"));
-    req.insert("file", Json::str(&path));
-    req.insert("count", Json::number(8.0));
-    req.insert("delayMs", Json::number(10.0));
-    req.insert("text", Json::str("pi's new session"));
-    let Ok(written) = finish_oracle(spawn_oracle(&Json::Object(req))).into_array() else { panic!() };
+    let written = pi_writes(&path, 8, "pi's new session");
     assert_eq!(written.len(), 8);
     mirror.wait_until(&mut sc, |m| written.iter().all(|w| m.has(&str_of(w))));
     mirror.check(&mut sc, "pi's first write and its appends");
@@ -643,7 +643,7 @@ fn a_batch_with_a_bad_op_writes_nothing_notifies_nothing_and_names_the_op() {
             "invalid_params",
             Some("ops[1].params.message"),
         ),
-        (format!(r#"[{{"method":"session/getTree","params":{{}}}}]"#), "invalid_params", Some("ops[0].method")),
+        (r#"[{"method":"session/getTree","params":{}}]"#.to_owned(), "invalid_params", Some("ops[0].method")),
         (
             format!(r#"[{{"method":"session/appendMessage","params":{{"handle":"r","message":{USER}}}}}]"#),
             "invalid_params",
