@@ -20,13 +20,17 @@ export class Sidecar {
     this.pending = new Map();
     this.listeners = [];
     this.next = 1;
+    /** Bytes received from the sidecar so far (frames and their newlines). */
+    this.bytesIn = 0;
     let chunks = [];
     this.child.stdout.on("data", (chunk) => {
+      this.bytesIn += chunk.length;
       let start = 0;
       let nl;
       while ((nl = chunk.indexOf(10, start)) !== -1) {
         chunks.push(chunk.subarray(start, nl));
-        this.onMessage(JSON.parse(Buffer.concat(chunks).toString("utf8")));
+        const frame = Buffer.concat(chunks);
+        this.onMessage(JSON.parse(frame.toString("utf8")), frame.length + 1);
         chunks = [];
         start = nl + 1;
       }
@@ -34,9 +38,9 @@ export class Sidecar {
     });
   }
 
-  onMessage(msg) {
+  onMessage(msg, bytes) {
     if (msg.method !== undefined) {
-      for (const l of this.listeners) l(msg);
+      for (const l of this.listeners) l(msg, bytes);
       return;
     }
     const p = this.pending.get(msg.id);
@@ -54,7 +58,7 @@ export class Sidecar {
     });
   }
 
-  /** Calls `f(message)` for every notification. */
+  /** Calls `f(message, bytes)` for every notification (`bytes`: the size of its frame on the pipe). */
   onNotification(f) {
     this.listeners.push(f);
   }
