@@ -43,6 +43,8 @@ export interface CallOutcome<T> {
 }
 
 const decoder = new TextDecoder();
+/** `PI_SESSIOND_TRACE=1` writes every synchronous call and its answer to stderr (shortened), for debugging. */
+const trace = process.env.PI_SESSIOND_TRACE ? (text: string) => process.stderr.write(`pi-sessiond bridge: ${text}`) : undefined;
 
 function parseFrame(frame: Frame): unknown {
 	return JSON.parse(typeof frame === "string" ? frame : decoder.decode(frame));
@@ -122,6 +124,7 @@ export class SyncBridge {
 		const frames = message.frames.map(parseFrame) as { id?: number; result?: T; error?: RpcError; params?: Changed }[];
 		const answer = frames.pop() ?? {};
 		const changes = frames.map((f) => f.params as Changed);
+		if (trace) trace(`${line.slice(0, 300)}\n  <- ${JSON.stringify(answer).slice(0, 300)} after ${changes.length} change(s)\n`);
 		return answer.error ? { error: answer.error, changes } : { result: answer.result as T, changes };
 	}
 

@@ -495,8 +495,14 @@ export class SessionManager extends SessionView {
 		if (path.length === 0) throw new Error(`Entry ${leafId} not found`);
 		if (!this.persist) return this.branchLocal(path);
 		const previousFile = this.sessionFile;
-		const result = this.callOnHandle<{ path: string | null }>("session/createBranchedSession", { leafId });
-		const state = this.callOnHandle<ServerState>("session/getState", {});
+		const handle = this.ensureHandle();
+		const outcome = bridge().call<{ path: string | null }>("session/createBranchedSession", { handle, leafId });
+		const changes = this.track(handle, outcome.changes);
+		const result = unwrap(outcome, this.sessionFile);
+		// The handle now holds the branched session; its rebind notification carries the state (read it directly
+		// otherwise: this instance no longer matches what the handle holds, so callOnHandle would reopen the old file).
+		const rebind = changes.find((c) => c.change.kind === "rebind");
+		const state = rebind ? (rebind.change.state as ServerState) : unwrap(bridge().call<ServerState>("session/getState", { handle }), previousFile);
 		this.adopt(state, undefined, previousFile);
 		return result.path ?? undefined;
 	}
