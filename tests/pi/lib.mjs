@@ -2,7 +2,7 @@
 // pi-sessiond-client/register hook, in a throwaway HOME and agent directory; and read session files back with
 // pi's own SessionManager, ids and timestamps replaced by their order of appearance, so two runs compare equal.
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,8 +31,8 @@ function env(box) {
 	return { ...process.env, HOME: box.home, PI_CODING_AGENT_DIR: box.agentDir, PI_OFFLINE: "1", NO_COLOR: "1" };
 }
 
-function argv(sessiond, args) {
-	return [...(sessiond ? ["--import", register] : []), piCli, "-e", faux, "--model", "faux/faux-1", ...args];
+function argv(sessiond, args, extensions = []) {
+	return [...(sessiond ? ["--import", register] : []), piCli, "-e", faux, ...extensions.flatMap((e) => ["-e", e]), "--model", "faux/faux-1", ...args];
 }
 
 /** pi in print mode: resolves with its exit code and output. */
@@ -49,8 +49,14 @@ export function printPi(box, { sessiond, args }) {
 
 /** pi in RPC mode, driven one command at a time. */
 export class RpcPi {
-	constructor(box, { sessiond, args = [] }) {
-		this.child = spawn(process.execPath, argv(sessiond, ["--mode", "rpc", ...args]), { cwd: box.cwd, env: env(box), stdio: ["pipe", "pipe", "pipe"] });
+	constructor(box, { sessiond, args = [], extensions = [] }) {
+		this.child = spawn(process.execPath, argv(sessiond, ["--mode", "rpc", ...args], extensions), {
+			cwd: box.cwd,
+			env: env(box),
+			stdio: ["pipe", "pipe", "pipe"],
+		});
+		this.widgets = [];
+		this.widgetWaiters = [];
 		this.pid = this.child.pid;
 		this.nextId = 0;
 		this.waiters = new Map();
@@ -72,6 +78,9 @@ export class RpcPi {
 			this.waiters.delete(message.id);
 		} else if (message.type === "agent_settled") {
 			this.settled.shift()?.();
+		} else if (message.type === "extension_ui_request" && message.method === "setWidget") {
+			this.widgets.push(message);
+			for (const waiter of this.widgetWaiters.splice(0)) waiter();
 		}
 	}
 
@@ -100,6 +109,20 @@ export class RpcPi {
 			return;
 		}
 		await settled;
+	}
+
+	/**
+	 * Resolves with the first widget update (an extension's `setWidget`) at or after index `from` of `widgets`
+	 * whose lines satisfy `test`.
+	 */
+	async widget(test, from = 0) {
+		for (let seen = from; ; ) {
+			while (seen < this.widgets.length) {
+				const w = this.widgets[seen++];
+				if (test(w.widgetLines ?? [])) return w.widgetLines;
+			}
+			await new Promise((resolve) => this.widgetWaiters.push(resolve));
+		}
 	}
 
 	/** Ends pi (end of input) and resolves with its exit code. */
@@ -161,4 +184,29 @@ export function normalise(value, names = new Map()) {
 		return v;
 	};
 	return walk(value);
+}
+
+/**
+ * A copy of one of the client's examples inside this package, so its imports (`@earendil-works/pi-coding-agent`,
+ * `pi-sessiond-client`) resolve to what is installed here; `edit` may change its text first.
+ */
+export function exampleCopy(relative, name, edit = (text) => text) {
+	const source = fileURLToPath(new URL(`../../clients/typescript/examples/${relative}`, import.meta.url));
+	const dir = join(fileURLToPath(new URL(".", import.meta.url)), ".run");
+	mkdirSync(dir, { recursive: true });
+	const target = join(dir, name);
+	writeFileSync(target, edit(readFileSync(source, "utf8")));
+	return target;
+}
+
+/** Runs a node script with pi's environment for `box`; resolves with its exit code and output. */
+export function runNode(box, script, args) {
+	return new Promise((resolve) => {
+		const child = spawn(process.execPath, [script, ...args], { cwd: box.cwd, env: env(box), stdio: ["ignore", "pipe", "pipe"] });
+		let stdout = "";
+		let stderr = "";
+		child.stdout.on("data", (d) => (stdout += d));
+		child.stderr.on("data", (d) => (stderr += d));
+		child.on("close", (code) => resolve({ code, stdout, stderr }));
+	});
 }

@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { normalise, printPi, readsOf, RpcPi, sandbox, sessionFiles } from "./lib.mjs";
+import { exampleCopy, normalise, printPi, readsOf, RpcPi, runNode, sandbox, sessionFiles } from "./lib.mjs";
 
 /** The script: what a user does in one pi session, through pi's RPC commands and an extension command. */
 async function script(pi) {
@@ -74,4 +74,38 @@ test("a second pi on a session pi-sessiond holds for the first is refused, namin
 	equal(await first.close(), 0, first.stderr);
 	const texts = readsOf(file).entries.flatMap((e) => (e.type === "message" && e.message.role === "user" ? [e.message.content[0].text] : []));
 	deepStrictEqual(texts, ["hello from the first pi", "the first pi goes on"]);
+});
+
+test("pi's SDK with the drop-in writes the session pi's SDK writes with its own manager", async () => {
+	const cwd = mkdtempSync(join(tmpdir(), "pi-real-sdk-cwd-"));
+	const runs = [];
+	for (const [name, edit] of [
+		["own", (text) => text.replace('from "pi-sessiond-client/pi"', 'from "@earendil-works/pi-coding-agent"')],
+		["sessiond", (text) => text],
+	]) {
+		const box = sandbox(`sdk-${name}`, cwd);
+		const script = exampleCopy("pi-sdk/index.mjs", `sdk-${name}.mjs`, edit);
+		const result = await runNode(box, script, ["--faux", "hello", "run echo from the sdk", "bye"]);
+		equal(result.code, 0, result.stderr);
+		match(result.stdout, /done: bash/);
+		runs.push(normalise(sessionFiles(box.agentDir).map(readsOf)));
+	}
+	equal(runs[0].length, 1);
+	deepStrictEqual(runs[1], runs[0]);
+});
+
+test("the example extension shows the session tree inside real pi and redraws it as pi appends", async () => {
+	const box = sandbox("extension");
+	const extension = exampleCopy("pi-extension/index.ts", "extension.ts");
+	const pi = new RpcPi(box, { sessiond: false, extensions: [extension] });
+	await pi.prompt("first question");
+	await pi.prompt("/sessiond tree");
+	const drawn = await pi.widget((lines) => lines.some((l) => l.includes("first question")));
+	ok(drawn.some((l) => l.includes("← leaf")), drawn.join("\n"));
+	const mark = pi.widgets.length;
+	await pi.prompt("second question");
+	// pi's own appends reach the extension's watched handle and the tree is drawn again with them.
+	const redrawn = await pi.widget((lines) => lines.some((l) => l.includes("second question")), mark);
+	ok(redrawn.some((l) => l.includes("first question")), redrawn.join("\n"));
+	equal(await pi.close(), 0, pi.stderr);
 });
