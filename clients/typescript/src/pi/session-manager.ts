@@ -253,8 +253,12 @@ export class SessionManager extends SessionView {
 		abort?.throwIfAborted();
 		const sidecar = bridge();
 		// The server's root is the agent directory it was started with; pi reads the variable on every call.
-		const params = customDir ? { sessionDir: customDir } : pathsEqual(getSessionsDir(), join(sidecar.agentDir, "sessions")) ? {} : undefined;
-		if (!params) return [];
+		if (!customDir && !pathsEqual(getSessionsDir(), join(sidecar.agentDir, "sessions"))) {
+			throw new Error(
+				`pi-sessiond lists the sessions of ${sidecar.agentDir} (PI_CODING_AGENT_DIR when it started); it is now ${getSessionsDir()}: pass the directory to listAll`,
+			);
+		}
+		const params = customDir ? { sessionDir: customDir } : {};
 		const sessions = await sidecar.request<unknown[]>("sessions/listAll", params, progress ? (l, t) => progress(l, t) : undefined);
 		abort?.throwIfAborted();
 		return sessions.map(reviveInfo);
@@ -777,8 +781,22 @@ export class SessionManager extends SessionView {
 	}
 }
 
-/** A listing entry with pi's `Date`s. */
+/**
+ * A listing entry in pi's shape: its members in pi's order (`name` and `parentSessionPath` present, undefined when
+ * the server left them out), dates as `Date`s.
+ */
 function reviveInfo(info: unknown): unknown {
-	const value = info as { created: string; modified: string };
-	return { ...value, created: new Date(value.created), modified: new Date(value.modified) };
+	const v = info as Record<string, unknown>;
+	return {
+		path: v.path,
+		id: v.id,
+		cwd: v.cwd,
+		name: v.name,
+		parentSessionPath: v.parentSessionPath,
+		created: new Date(v.created as string),
+		modified: new Date(v.modified as string),
+		messageCount: v.messageCount,
+		firstMessage: v.firstMessage,
+		allMessagesText: v.allMessagesText,
+	};
 }
