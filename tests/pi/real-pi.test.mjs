@@ -94,18 +94,21 @@ test("pi's SDK with the drop-in writes the session pi's SDK writes with its own 
 	deepStrictEqual(runs[1], runs[0]);
 });
 
-test("the example extension shows the session tree inside real pi and redraws it as pi appends", async () => {
+test("the example extension shows the tree around the leaf inside real pi, from the first message on", async () => {
 	const box = sandbox("extension");
 	const extension = exampleCopy("pi-extension/index.ts", "extension.ts");
 	const pi = new RpcPi(box, { sessiond: false, extensions: [extension] });
-	await pi.prompt("first question");
+	// Before the first message pi has not written the session file yet.
 	await pi.prompt("/sessiond tree");
+	await pi.widget((lines) => lines[0] === "(the tree appears with the first message)");
+	await pi.prompt("first question");
 	const drawn = await pi.widget((lines) => lines.some((l) => l.includes("first question")));
 	ok(drawn.some((l) => l.includes("← leaf")), drawn.join("\n"));
+	ok(drawn.length <= 10, "pi shows at most 10 lines of a widget");
 	const mark = pi.widgets.length;
 	await pi.prompt("second question");
-	// pi's own appends reach the extension's watched handle and the tree is drawn again with them.
-	const redrawn = await pi.widget((lines) => lines.some((l) => l.includes("second question")), mark);
+	// pi's own appends reach the extension's watched mirror and the tree is drawn again from it.
+	const redrawn = await pi.widget((lines) => lines.some((l) => l.includes("echo: second question ← leaf")), mark);
 	ok(redrawn.some((l) => l.includes("first question")), redrawn.join("\n"));
 	equal(await pi.close(), 0, pi.stderr);
 });

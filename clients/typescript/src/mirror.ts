@@ -48,6 +48,7 @@ export class MirroredSession extends SessionView {
 	private loading: Promise<void> | undefined;
 	private queued: SessionChanged[] = [];
 	private readonly unsubscribe: (() => void)[] = [];
+	private readonly updateListeners = new Set<() => void>();
 	private snapshots = 0;
 
 	private constructor(remote: RemoteSession) {
@@ -115,6 +116,27 @@ export class MirroredSession extends SessionView {
 		return this.remote.isPersisted();
 	}
 
+	/**
+	 * Calls `listener` each time the mirror changed (a change applied, a snapshot taken), after the change: a view
+	 * redraws from the mirror's reads, with no request. Returns a function that removes it.
+	 */
+	onUpdate(listener: () => void): () => void {
+		this.updateListeners.add(listener);
+		return () => this.updateListeners.delete(listener);
+	}
+
+	private updated(): void {
+		for (const listener of [...this.updateListeners]) {
+			try {
+				listener();
+			} catch (error) {
+				queueMicrotask(() => {
+					throw error;
+				});
+			}
+		}
+	}
+
 	/** Stops following and closes the remote session. */
 	async close(): Promise<void> {
 		for (const off of this.unsubscribe.splice(0)) off();
@@ -151,6 +173,7 @@ export class MirroredSession extends SessionView {
 				break;
 		}
 		this.seqApplied = n.seq;
+		this.updated();
 	}
 
 	private resnapshot(): void {
@@ -168,6 +191,7 @@ export class MirroredSession extends SessionView {
 				this.leafId = (snapshot.state.leafId as string | null | undefined) ?? null;
 				this.seqApplied = snapshot.seq;
 				this.snapshots++;
+				this.updated();
 			} finally {
 				this.loading = undefined;
 				const queued = this.queued.splice(0);
