@@ -7,7 +7,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { normalise, PiSessionManager } from "./lib.mjs";
+import { normalise, PiSessionManager, readsOfManager } from "./lib.mjs";
 
 const { SessionManager: DropIn, buildSessionContext } = await import(new URL("../../clients/typescript/dist/pi/index.js", import.meta.url).href);
 
@@ -25,21 +25,7 @@ function scenario(Manager, dir) {
 		} catch (error) {
 			value = { error: error.message };
 		}
-		log.push({
-			name,
-			value,
-			entries: m.getEntries(),
-			leafId: m.getLeafId(),
-			leafEntry: m.getLeafEntry(),
-			tree: m.getTree(),
-			branch: m.getBranch(),
-			contextEntries: m.buildContextEntries(),
-			projection: m.buildSessionProjection(),
-			context: m.buildSessionContext(),
-			sessionName: m.getSessionName(),
-			header: m.getHeader(),
-			count: m.getEntryCount(),
-		});
+		log.push({ name, value, ...readsOfManager(m) });
 		return value;
 	};
 	step("model", () => m.appendModelChange("p", "m"));

@@ -145,13 +145,13 @@ export function sessionFiles(agentDir) {
 	return files.sort((a, b) => header(a).localeCompare(header(b)));
 }
 
-/** pi's reads of a file (its own SessionManager, opened fresh). */
-export function readsOf(file) {
-	const m = PiSessionManager.open(file);
+/** Every read pi's SessionManager has (of pi's own class or the drop-in), at its leaf. */
+export function readsOfManager(m) {
 	return {
 		header: m.getHeader(),
 		entries: m.getEntries(),
 		leafId: m.getLeafId(),
+		leafEntry: m.getLeafEntry(),
 		tree: m.getTree(),
 		branch: m.getBranch(),
 		contextEntries: m.buildContextEntries(),
@@ -160,6 +160,11 @@ export function readsOf(file) {
 		sessionName: m.getSessionName(),
 		entryCount: m.getEntryCount(),
 	};
+}
+
+/** pi's reads of a file (its own SessionManager, opened fresh). */
+export function readsOf(file) {
+	return readsOfManager(PiSessionManager.open(file));
 }
 
 /**
