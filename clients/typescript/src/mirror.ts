@@ -8,8 +8,8 @@
  * Changes that arrive while a snapshot is being taken wait, and only those after its `seq` are applied, so the
  * mirror never applies a change twice or misses one.
  *
- * How a snapshot is taken is the one seam that follows the server: today `session/getState`, `session/getEntries`,
- * `session/getState` (equal seqs prove the entries are the state's); a server that sends `snapshot` with the state
+ * How a snapshot is taken is the one seam that follows the server: today `session/getState`, `session/getEntries`
+ * in pages, `session/getState` (equal seqs prove the entries are the state's); a server that sends `snapshot` with the state
  * (`snapshot: "full"`, PLAN.md) is used as is.
  */
 
@@ -30,11 +30,21 @@ export async function takeSnapshot(session: RemoteSession): Promise<Snapshot> {
 	for (;;) {
 		const before = (await session.getState()) as SessionState & { snapshot?: { seq: number; entries: Entry[] } };
 		if (before.snapshot) return { seq: before.snapshot.seq, state: before, entries: before.snapshot.entries };
-		const [entries, after] = await Promise.all([session.getEntries(), session.getState()]);
-		// Both reads ran after `before` and no change came between them: the entries are the state at that seq.
-		if (after.seq === before.seq) return { seq: after.seq, state: after, entries: entries as Entry[] };
+		const entries: Entry[] = [];
+		for (let offset = 0; ; offset += PAGE) {
+			const page = await session.getEntries({ offset, limit: PAGE });
+			for (const entry of page) entries.push(entry);
+			if (page.length < PAGE) break;
+		}
+		const after = await session.getState();
+		// Every page was read after `before` and before `after`, and no change came between them: the entries are the
+		// state at that seq.
+		if (after.seq === before.seq) return { seq: after.seq, state: after, entries };
 	}
 }
+
+/** Entries per page of a snapshot: smaller answers parse faster than one of tens of megabytes, and peak lower. */
+const PAGE = 1000;
 
 /**
  * A `RemoteSession` with a local mirror. Reads are pi's, from the mirror; writes go through `remote` (the mirror
@@ -46,10 +56,14 @@ export class MirroredSession extends SessionView {
 	private header: Entry | null = null;
 	private seqApplied = 0;
 	private loading: Promise<void> | undefined;
+	/** Set from the moment the client saw a gap until its resync (and so the new snapshot) has started. */
+	private awaitingResync: Promise<void> | undefined;
+	private endAwaitingResync: (() => void) | undefined;
 	private queued: SessionChanged[] = [];
 	private readonly unsubscribe: (() => void)[] = [];
 	private readonly updateListeners = new Set<() => void>();
 	private snapshots = 0;
+	private snapshotError: Error | undefined;
 
 	private constructor(remote: RemoteSession) {
 		super();
@@ -64,16 +78,47 @@ export class MirroredSession extends SessionView {
 		const mirror = new MirroredSession(remote);
 		mirror.unsubscribe.push(
 			remote.on("changed", (n) => mirror.onChanged(n)),
-			remote.on("resync", () => mirror.resnapshot()),
+			remote.on("resyncStarted", () => mirror.gapSeen()),
+			remote.on("resync", () => {
+				mirror.resnapshot();
+				mirror.gapClosed();
+			}),
+			remote.on("resyncFailed", () => {
+				// Without the state the client goes on from the notification that revealed the gap; so does the mirror,
+				// from a snapshot of its own.
+				mirror.resnapshot();
+				mirror.gapClosed();
+			}),
 		);
 		mirror.resnapshot();
 		await mirror.ready();
 		return mirror;
 	}
 
-	/** Resolves when no snapshot is being taken (and every change received so far is applied). */
+	/**
+	 * Resolves when no snapshot is being taken or due (every change received so far is applied; after a gap, the
+	 * snapshot that repairs it is in). Rejects when the last snapshot failed (the session or the process ended).
+	 */
 	async ready(): Promise<void> {
-		while (this.loading) await this.loading;
+		for (;;) {
+			const pending = this.awaitingResync ?? this.loading;
+			if (!pending) break;
+			await pending;
+		}
+		if (this.snapshotError) throw this.snapshotError;
+	}
+
+	private gapSeen(): void {
+		this.awaitingResync ??= new Promise<void>((resolve) => {
+			this.endAwaitingResync = resolve;
+		});
+	}
+
+	private gapClosed(): void {
+		const end = this.endAwaitingResync;
+		this.awaitingResync = undefined;
+		this.endAwaitingResync = undefined;
+		end?.();
 	}
 
 	/** The `seq` of the last change the mirror holds. */
@@ -191,7 +236,12 @@ export class MirroredSession extends SessionView {
 				this.leafId = (snapshot.state.leafId as string | null | undefined) ?? null;
 				this.seqApplied = snapshot.seq;
 				this.snapshots++;
+				this.snapshotError = undefined;
 				this.updated();
+			} catch (error) {
+				// The session closed or the process ended while the snapshot was taken: the mirror keeps what it had, and
+				// ready() reports why it is not current.
+				this.snapshotError = error instanceof Error ? error : new Error(String(error));
 			} finally {
 				this.loading = undefined;
 				const queued = this.queued.splice(0);

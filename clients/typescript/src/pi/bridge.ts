@@ -107,6 +107,7 @@ export class SyncBridge {
 	/** Sends one request and blocks until it is answered. */
 	call<T>(method: string, params: object): CallOutcome<T> {
 		const id = ++this.nextId;
+		const started = trace ? performance.now() : 0;
 		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
 		Atomics.store(this.flag, 0, 0);
 		this.syncPort.postMessage({ id, line });
@@ -124,7 +125,10 @@ export class SyncBridge {
 		const frames = message.frames.map(parseFrame) as { id?: number; result?: T; error?: RpcError; params?: Changed }[];
 		const answer = frames.pop() ?? {};
 		const changes = frames.map((f) => f.params as Changed);
-		if (trace) trace(`${line.slice(0, 300)}\n  <- ${JSON.stringify(answer).slice(0, 300)} after ${changes.length} change(s)\n`);
+		if (trace) {
+			const ms = (performance.now() - started).toFixed(1);
+			trace(`${line.slice(0, 300)}\n  <- ${JSON.stringify(answer).slice(0, 300)} after ${changes.length} change(s), ${ms} ms\n`);
+		}
 		return answer.error ? { error: answer.error, changes } : { result: answer.result as T, changes };
 	}
 
