@@ -1,9 +1,9 @@
 // The drop-in against pi's own SessionManager, in one process: the same operations on a persisted session give the
 // same return values and reads (ids and times aside, which pi-sessiond makes), the live instance equals pi's live
 // instance value for value (undefined members included: entries are rebuilt in pi's in-memory shape), and listings
-// of one directory are identical, Dates and all.
-import { deepStrictEqual, equal, throws } from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+// of one directory are identical, Dates and all; and the module has every export and public method of pi's.
+import { deepStrictEqual, equal, ok, throws } from "node:assert/strict";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -84,4 +84,22 @@ test("list and listAll of one directory are pi's, Dates and key order included",
 	deepStrictEqual(await DropIn.listAll(dir), await PiSessionManager.listAll(dir));
 	deepStrictEqual(await DropIn.list("/work/a", dir), await PiSessionManager.list("/work/a", dir));
 	deepStrictEqual(DropIn.findById("/work/a", (await PiSessionManager.list("/work/a", dir))[0].id, dir), (await PiSessionManager.list("/work/a", dir))[0].path);
+});
+
+test("the drop-in module exports everything pi's session-manager module exports", async () => {
+	const piModule = await import(new URL("./node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js", import.meta.url).href);
+	const ours = await import(new URL("../../clients/typescript/dist/pi/index.js", import.meta.url).href);
+	for (const name of Object.keys(piModule)) equal(typeof ours[name], typeof piModule[name], name);
+	for (const name of Object.getOwnPropertyNames(PiSessionManager)) {
+		if (!["length", "name", "prototype"].includes(name)) equal(typeof DropIn[name], typeof PiSessionManager[name], `static ${name}`);
+	}
+	// pi's declarations say which members are private (its internals); every other one must be there.
+	const declarations = readFileSync(new URL("./node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.d.ts", import.meta.url), "utf8");
+	const privates = new Set([...declarations.matchAll(/^\s+private (\w+)/gm)].map((m) => m[1]));
+	ok(privates.has("_appendEntry"), "pi's private members were found");
+	for (const name of Object.getOwnPropertyNames(PiSessionManager.prototype)) {
+		if (privates.has(name)) continue;
+		const inherited = (proto) => (proto ? Object.getOwnPropertyNames(proto).includes(name) || inherited(Object.getPrototypeOf(proto)) : false);
+		equal(inherited(DropIn.prototype), true, `method ${name}`);
+	}
 });
