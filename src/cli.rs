@@ -51,6 +51,9 @@ pub fn inspect(path: &str, options: ContextOptions, out: &mut dyn Write) -> i32 
 }
 
 /// [`inspect`] with a chosen source of ids and time (a legacy file gets new ids when it is migrated).
+///
+/// Exit status: 0 when every read answered; 1 when the file cannot be opened (`{"error": …}` alone) or when some
+/// reads failed on an entry (pi's throw too: those reads are left out and listed in `errors`, the rest printed).
 pub fn inspect_with(path: &str, options: ContextOptions, env: Env, out: &mut dyn Write) -> i32 {
     let resolved = crate::session::paths::resolve_path(path);
     if !std::path::Path::new(&resolved).exists() {
@@ -62,13 +65,11 @@ pub fn inspect_with(path: &str, options: ContextOptions, env: Env, out: &mut dyn
         Err(e) => return print_error(out, &e),
     };
     m.set_context_options(options);
-    let reads = match Reads::compute(&m) {
-        Ok(r) => r,
-        Err(e) => return print_error(out, &e),
-    };
+    let reads = Reads::compute(&m);
     let mut o = JsonOut::streaming(out);
     let written = reads.write(&m, true, &mut o).and_then(|()| o.raw(b"\n")).and_then(|()| o.flush());
     match written {
+        Ok(()) if reads.errors().next().is_some() => 1,
         Ok(()) => 0,
         Err(e) => {
             eprintln!("pi-sessiond: {e}");
@@ -77,30 +78,44 @@ pub fn inspect_with(path: &str, options: ContextOptions, env: Env, out: &mut dyn
     }
 }
 
-/// Everything `inspect` reports that can fail, computed before the first byte is written so that a failure is
-/// one clean error rather than half an object.
+/// Everything `inspect` reports that needs more than the index, computed before the first byte is written.
+/// Each read that pi's own throws on fails alone (see [`Reads::errors`]); the others are still given.
 pub struct Reads {
     tree: crate::session::tree::Tree,
     branch: Vec<usize>,
-    context_entries: Vec<usize>,
-    projection: crate::session::context::Projection,
-    name: Option<JsString>,
+    context_entries: crate::session::Result<Vec<usize>>,
+    projection: crate::session::Result<crate::session::context::Projection>,
+    name: crate::session::Result<Option<JsString>>,
 }
 
 impl Reads {
     /// Runs pi's reads on `m`.
-    pub fn compute(m: &SessionManager) -> crate::session::Result<Reads> {
-        Ok(Reads {
+    pub fn compute(m: &SessionManager) -> Reads {
+        Reads {
             tree: m.tree(),
             branch: m.branch_path(None),
-            context_entries: m.build_context_entries()?,
-            projection: m.build_session_projection()?,
-            name: m.session_name()?,
-        })
+            context_entries: m.build_context_entries(),
+            projection: m.build_session_projection(),
+            name: m.session_name(),
+        }
+    }
+
+    /// The reads that failed, by the name of their member in [`Reads::write`]'s output.
+    pub fn errors(&self) -> impl Iterator<Item = (&'static str, &Error)> {
+        let projection = self.projection.as_ref().err();
+        [
+            ("contextEntries", self.context_entries.as_ref().err()),
+            ("projection", projection),
+            ("context", projection),
+            ("sessionName", self.name.as_ref().err()),
+        ]
+        .into_iter()
+        .filter_map(|(read, e)| e.map(|e| (read, e)))
     }
 
     /// Writes `{header, entries, leafId, tree, branch, contextEntries, projection, context, sessionName,
-    /// sessionId, cwd, entryCount[, warnings]}` (members pi leaves undefined are omitted).
+    /// sessionId, cwd, entryCount[, warnings][, errors]}`: members pi leaves undefined are omitted, and so are
+    /// reads that failed, which are `errors: {member: {kind, message}}` instead.
     pub fn write(&self, m: &SessionManager, with_warnings: bool, o: &mut JsonOut<'_>) -> crate::session::Result<()> {
         let mut w = ObjectWriter::open(o)?;
         w.key(o, "header")?;
@@ -118,13 +133,17 @@ impl Reads {
         render::tree(m, &self.tree, o)?;
         w.key(o, "branch")?;
         render::records(m, &self.branch, o)?;
-        w.key(o, "contextEntries")?;
-        render::records(m, &self.context_entries, o)?;
-        w.key(o, "projection")?;
-        render::projection(m, &self.projection, o)?;
-        w.key(o, "context")?;
-        render::context(m, &self.projection, o)?;
-        if let Some(n) = &self.name {
+        if let Ok(entries) = &self.context_entries {
+            w.key(o, "contextEntries")?;
+            render::records(m, entries, o)?;
+        }
+        if let Ok(projection) = &self.projection {
+            w.key(o, "projection")?;
+            render::projection(m, projection, o)?;
+            w.key(o, "context")?;
+            render::context(m, projection, o)?;
+        }
+        if let Ok(Some(n)) = &self.name {
             w.key(o, "sessionName")?;
             o.string(n)?;
         }
@@ -137,6 +156,20 @@ impl Reads {
         if with_warnings {
             w.key(o, "warnings")?;
             warnings_json(m.warnings(), o)?;
+        }
+        if self.errors().next().is_some() {
+            w.key(o, "errors")?;
+            let mut ew = ObjectWriter::open(o)?;
+            for (read, e) in self.errors() {
+                ew.key(o, read)?;
+                let mut one = ObjectWriter::open(o)?;
+                one.key(o, "kind")?;
+                o.str(error_kind(e))?;
+                one.key(o, "message")?;
+                o.str(&e.to_string())?;
+                one.close(o)?;
+            }
+            ew.close(o)?;
         }
         w.close(o)
     }

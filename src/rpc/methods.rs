@@ -428,7 +428,8 @@ fn state_at(handle: &str, m: &SessionManager, seq: u64) -> Result<SessionState, 
         header: m.header().map(|h| rendered(|o| render::record(m, h, o)).map(HeaderJson)).transpose()?,
         leaf_id: key_json(m.leaf_id()),
         entry_count: m.entry_count(),
-        session_name: m.session_name().map_err(from_session)?.map(|n| any(&Json::String(n))),
+        // A name pi's getSessionName throws on must not make the whole session unopenable (issue 11).
+        session_name: m.session_name().ok().flatten().map(|n| any(&Json::String(n))),
         is_persisted: m.is_persisted(),
     })
 }

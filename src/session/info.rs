@@ -226,8 +226,8 @@ impl InfoState {
         let entry_id = || member("id").map_or_else(|| "null".to_owned(), |v| String::from_utf8_lossy(v).into_owned());
         let entry_time = || new_date_ms(member("timestamp").and_then(|v| Json::parse(v).ok()).as_ref());
         if kind == EntryType::SessionInfo {
-            self.name = match member("name").map(|v| Json::parse(v).ok()) {
-                Some(Some(Json::String(s))) => Some(s.trim()).filter(|t| !t.is_empty()),
+            self.name = match member("name").and_then(|v| Json::parse(v).ok()).as_ref() {
+                Some(Json::String(s)) => Some(s.trim()).filter(|t| !t.is_empty()),
                 _ => None,
             };
             if let (Some(d), Some(n)) = (docs, &self.name) {

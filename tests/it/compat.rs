@@ -19,14 +19,14 @@ fn pi_reads(paths: &[String]) -> Vec<Json> {
     let mut req = Object::new();
     req.insert("command", Json::str("reads"));
     req.insert("files", Json::Array(paths.iter().map(|p| Json::str(p)).collect()));
-    match oracle(&Json::Object(req)) {
-        Json::Array(a) => a,
-        other => panic!("{other:?}"),
+    match oracle(&Json::Object(req)).into_array() {
+        Ok(a) => a,
+        Err(other) => panic!("{other:?}"),
     }
 }
 
 fn our_reads(m: &SessionManager) -> Json {
-    let reads = Reads::compute(m).unwrap();
+    let reads = Reads::compute(m);
     let mut out = JsonOut::memory();
     reads.write(m, false, &mut out).unwrap();
     Json::parse(&out.into_bytes()).unwrap()

@@ -11,6 +11,7 @@ mod scenario;
 mod compat;
 mod corpus;
 mod fuzz_ops;
+mod hostile_files;
 mod index;
 mod js_date;
 mod js_sort;

@@ -13,9 +13,9 @@ fn user(text: &str) -> String {
 }
 
 fn hits(v: Json) -> Vec<Json> {
-    match v {
-        Json::Array(h) => h,
-        other => panic!("not an array: {}", other.to_canonical_string()),
+    match v.into_array() {
+        Ok(h) => h,
+        Err(other) => panic!("not an array: {}", other.to_canonical_string()),
     }
 }
 
@@ -187,7 +187,9 @@ fn the_search_command_prints_hits_for_people_and_for_programs() {
     };
     let text = run(&["grep"]);
     assert!(text.contains(&file) && text.contains("#t1") && text.contains("grep: parser.rs: 12 matches"), "{text}");
-    let Json::Array(h) = Json::parse(run(&["--json", "parser", "--limit", "2"]).as_bytes()).unwrap() else { panic!() };
+    let Ok(h) = Json::parse(run(&["--json", "parser", "--limit", "2"]).as_bytes()).unwrap().into_array() else {
+        panic!()
+    };
     assert_eq!(h.len(), 2);
     assert!(run(&["nothing-like-this"]).contains("no matches"));
 }

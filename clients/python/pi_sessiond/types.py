@@ -901,7 +901,9 @@ class SessionState(_SessionStateRequired, total=False):
     leafId: Optional['AnyValue']
     #: The file (`null` in memory).
     sessionFile: Optional[str]
-    #: The session name, if set.
+    #: The session name, if set. Also null when the latest `session_info`'s name is not a string: pi's
+    #: `getSessionName` throws on that file (and so does `session/getSessionName`, naming the entry), but the
+    #: session opens.
     sessionName: Optional['AnyValue']
 
 
@@ -994,7 +996,8 @@ class WarningJson(TypedDict):
     """A problem found while loading a file."""
 
     #: `malformed_line`, `torn_tail`, `missing_final_newline`, `non_object_line`, `extra_header`, `duplicate_id`,
-    #: `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`.
+    #: `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`, `unusable_entry` (pi loads the entry but
+    #: some reads throw on it; here those reads fail with an error naming it).
     kind: str
     #: 1-based line number (0: the whole file).
     line: int

@@ -1091,7 +1091,9 @@ export interface SessionState {
 	 */
 	sessionId: AnyValue;
 	/**
-	 * The session name, if set.
+	 * The session name, if set. Also null when the latest `session_info`'s name is not a string: pi's
+	 * `getSessionName` throws on that file (and so does `session/getSessionName`, naming the entry), but the
+	 * session opens.
 	 */
 	sessionName?: AnyValue | null;
 	[k: string]: unknown;
@@ -1293,7 +1295,8 @@ export interface SessionTreeNode {
 export interface WarningJson {
 	/**
 	 * `malformed_line`, `torn_tail`, `missing_final_newline`, `non_object_line`, `extra_header`, `duplicate_id`,
-	 * `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`.
+	 * `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`, `unusable_entry` (pi loads the entry but
+	 * some reads throw on it; here those reads fail with an error naming it).
 	 */
 	kind: string;
 	/**
