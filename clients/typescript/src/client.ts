@@ -578,6 +578,7 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	private resync(tracker: HandleTracker, n: SessionChanged): void {
 		const info = { expectedSeq: tracker.lastSeq + 1, receivedSeq: n.seq };
 		tracker.resyncing = true;
+		for (const session of [...tracker.sessions]) session._onResyncStarted(info);
 		const hold = this.testHooks.holdResync;
 		this.request("session/getState", { handle: n.handle })
 			.then(async (state) => {
