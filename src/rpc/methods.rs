@@ -318,7 +318,7 @@ methods! {
     "shutdown", "lifecycle", shutdown(NoParams) -> Null, "Closes every session and answers; send the `exit` notification next.";
 
     "session/create", "open", create(CreateParams) -> SessionState, "A new session for cwd; the file is written once it has a user or assistant message (pi's SessionManager.create).";
-    "session/open", "open", open(OpenParams) -> SessionState, "Opens a session file without writing to it; a missing file starts a new session there. A file already open returns its handle (reference-counted).";
+    "session/open", "open", open(OpenParams) -> SessionState, "Opens a session file without writing to it (with repair: true, applying pi's load-time repairs at once, as pi's open does); a missing file starts a new session there. A file already open returns its handle (reference-counted).";
     "session/continueRecent", "open", continue_recent(ContinueRecentParams) -> SessionState, "The most recent session in the directory, or a new one (pi's continueRecent).";
     "session/inMemory", "open", in_memory(InMemoryParams) -> SessionState, "A session that never touches the disk, optionally from entries (pi's inMemory).";
     "session/forkFrom", "open", fork_from(ForkFromParams) -> SessionState, "A new session in targetCwd with another session's whole history (migrated first).";
@@ -717,14 +717,42 @@ async fn open(p: OpenParams, cx: Cx) -> Result<SessionState, ErrorObjectOwned> {
     let resolved = paths::resolve_path(&p.path);
     let env = new_env(&cx.state);
     let watch = p.watch.unwrap_or(false);
-    let state = opened(&cx, Some(resolved.clone()), move || {
+    let repair = p.repair.unwrap_or(false);
+    let mut state = opened(&cx, Some(resolved.clone()), move || {
         SessionManager::open(&resolved, p.session_dir.as_deref(), p.cwd_override.as_deref(), env)
     })
     .await?;
+    if repair {
+        state = repair_now(&cx.state, state.handle).await?;
+    }
     if watch {
         start_watch(&cx.state, &state.handle);
     }
     Ok(state)
+}
+
+/// `session/open {repair: true}`: applies the held-back load repairs of the handle just opened (or reused: an
+/// earlier open without `repair` may have left them pending), so the file is what pi's open leaves. Appends
+/// another process made since are taken in first, so a rewrite never drops them. If the repairs cannot be
+/// written, this open's reference is dropped again and the error returned: nothing says opened-and-repaired
+/// when the file was not repaired.
+async fn repair_now(state: &Arc<ServerState>, handle: String) -> Result<SessionState, ErrorObjectOwned> {
+    let state = state.clone();
+    blocking(move || {
+        let session = state.registry.get(&handle).ok_or_else(|| error::handle_not_found(&handle))?;
+        let repaired = {
+            let mut guard = session.manager.blocking_write();
+            publish_refresh(&state, &session, &mut guard)
+                .and_then(|_| guard.apply_pending_repairs().map_err(from_session))
+        };
+        if let Err(e) = repaired {
+            state.registry.close(&handle);
+            return Err(e);
+        }
+        let guard = session.manager.blocking_read();
+        state_of(&session, &guard)
+    })
+    .await
 }
 
 /// Marks a handle as following its file and watches the file's directory.

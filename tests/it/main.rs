@@ -25,4 +25,5 @@ mod rpc;
 mod rpc_conformance;
 mod rpc_listing;
 mod rpc_live;
+mod rpc_open_repair;
 mod rpc_search;
