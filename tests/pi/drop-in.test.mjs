@@ -3,7 +3,7 @@
 // instance value for value (undefined members included: entries are rebuilt in pi's in-memory shape), and listings
 // of one directory are identical, Dates and all; and the module has every export and public method of pi's.
 import { deepStrictEqual, equal, ok, throws } from "node:assert/strict";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -102,4 +102,23 @@ test("the drop-in module exports everything pi's session-manager module exports"
 		const inherited = (proto) => (proto ? Object.getOwnPropertyNames(proto).includes(name) || inherited(Object.getPrototypeOf(proto)) : false);
 		equal(inherited(DropIn.prototype), true, `method ${name}`);
 	}
+});
+
+test("a refused write says why: another process's appends (then a retry goes on after them), or a file gone", () => {
+	const dir = mkdtempSync(join(tmpdir(), "dropin-refused-"));
+	const m = DropIn.create("/work/project", dir);
+	m.appendMessage(user("mine"));
+	const file = m.getSessionFile();
+	const other = PiSessionManager.open(file, dir);
+	const theirs = other.appendMessage(user("pi, without the sidecar"));
+	throws(() => m.appendMessage(user("refused")), (e) => e.kind === "content_modified" && /appended to by another process/.test(e.message));
+	ok(m.getEntry(theirs), "the other process's entry joined the session");
+	m.appendMessage(user("retried"));
+
+	renameSync(file, `${file}.aside`);
+	mkdirSync(file);
+	throws(
+		() => m.appendMessage(user("nowhere to go")),
+		(e) => e.kind === "content_modified" && !/appended to/.test(e.message) && e.message.includes(file),
+	);
 });

@@ -96,7 +96,11 @@ export class SessiondSessionError extends Error {
 	}
 }
 
-function errorOf(error: RpcError, file: string | undefined): SessiondSessionError {
+/**
+ * The error pi's code would see for a pi-sessiond error. `appended`: the refusal came with other processes'
+ * appends, which the caller has just added to the session (a retry continues after them).
+ */
+function errorOf(error: RpcError, file: string | undefined, appended = false): SessiondSessionError {
 	const kind = error.data?.kind;
 	if (kind === "session_locked") {
 		const pid = typeof error.data?.pid === "number" ? error.data.pid : undefined;
@@ -107,11 +111,16 @@ function errorOf(error: RpcError, file: string | undefined): SessiondSessionErro
 			`Session file ${error.data?.path ?? file ?? ""} is being written by ${owner}; not writing to it from here, so the file is never interleaved. Close the other pi or open another session.`,
 		);
 	}
-	if (kind === "content_modified") {
+	if (kind === "content_modified" && appended) {
 		return new SessiondSessionError(
 			error,
 			`Session file ${file ?? ""} was appended to by another process since it was read; nothing was written. Its entries are now part of this session: retry to continue after them.`,
 		);
+	}
+	if (kind === "content_modified") {
+		// Not another process's appends (the file was emptied, replaced, or is not a session any more): say what
+		// pi-sessiond found.
+		return new SessiondSessionError(error, `Session file ${file ?? ""}: ${error.message}`);
 	}
 	return new SessiondSessionError(error);
 }
@@ -269,18 +278,18 @@ export class SessionManager extends SessionView {
 
 	// ----- Identity -----
 
-	/** Switches to another session file (used for resume and branching). */
+	/**
+	 * Switches to another session file (used for resume and branching). pi reads the file as its open does,
+	 * repairs included, keeping this manager's cwd and session directory; so does this, by opening the file
+	 * (the handle of the file left is released).
+	 */
 	setSessionFile(sessionFile: string): void {
 		const path = resolvePath(sessionFile);
 		if (!this.persist) {
 			this.setLocalFile(path);
 			return;
 		}
-		if (this.handle === undefined || !this.ownsHandle()) {
-			this.openFile(path);
-			return;
-		}
-		this.adopt(this.callOnHandle<ServerState>("session/setSessionFile", { path, snapshot: "full" }));
+		this.openFile(path);
 	}
 
 	/** Starts a new, empty session (the old file is untouched); returns the new file (undefined in memory). */
@@ -669,7 +678,10 @@ export class SessionManager extends SessionView {
 		const expected = this.leafId === null ? {} : { expectedLeafId: this.leafId };
 		const outcome = bridge().call<unknown>(method, { handle, ...expected, ...params });
 		const changes = this.track(handle, outcome.changes);
-		if (outcome.error) throw errorOf(outcome.error, this.sessionFile);
+		if (outcome.error) {
+			const appended = changes.some((c) => c.origin === "external" && c.change.kind === "append");
+			throw errorOf(outcome.error, this.sessionFile, appended);
+		}
 		return changes;
 	}
 
@@ -742,11 +754,25 @@ export class SessionManager extends SessionView {
 		this.adopt(state, options ?? {});
 	}
 
+	/**
+	 * Opens `path` as pi's open does: with `repair`, the server writes pi's load-time repairs at once (a header into
+	 * a 0-byte file, a v1/v2 file rewritten migrated, a missing final newline), where its plain open would wait
+	 * for the first write.
+	 */
 	private openFile(path: string): void {
+		const previous = this.handle;
 		const state = unwrap(
-			bridge().call<ServerState>("session/open", { path, sessionDir: this.sessionDir, cwdOverride: this.cwd, snapshot: "full" }),
+			bridge().call<ServerState>("session/open", {
+				path,
+				sessionDir: this.sessionDir,
+				cwdOverride: this.cwd,
+				repair: true,
+				snapshot: "full",
+			}),
 			path,
 		);
+		// Opening a file this instance already holds counted one more reference to the same handle: give it back.
+		if (previous !== undefined && previous === state.handle) bridge().send("session/close", { handle: previous });
 		this.adopt(state);
 	}
 
