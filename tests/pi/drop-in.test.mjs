@@ -122,3 +122,15 @@ test("a refused write says why: another process's appends (then a retry goes on 
 		(e) => e.kind === "content_modified" && !/appended to/.test(e.message) && e.message.includes(file),
 	);
 });
+
+test("in-memory session ids are UUID v7s of the current time that sort in the order they were made, as pi's", () => {
+	const before = Date.now();
+	const ids = Array.from({ length: 3000 }, () => DropIn.inMemory("/work").getSessionId());
+	const after = Date.now();
+	for (const id of ids) ok(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id), id);
+	deepStrictEqual([...ids].sort(), ids, "made in order, sorted in order");
+	equal(new Set(ids).size, ids.length);
+	const ms = (id) => Number.parseInt(id.replaceAll("-", "").slice(0, 12), 16);
+	// Within a millisecond the counter may carry into the next, so the last id can run a little ahead of the clock.
+	ok(ms(ids[0]) >= before && ms(ids.at(-1)) <= after + ids.length / 2048 + 1, `${ms(ids[0])}..${ms(ids.at(-1))} vs ${before}..${after}`);
+});

@@ -6,7 +6,7 @@
  * arbitrary files).
  */
 
-import { randomUUID } from "crypto";
+import { randomBytes, randomInt, randomUUID } from "node:crypto";
 import { appendFileSync, closeSync, existsSync, openSync, readdirSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { StringDecoder } from "node:string_decoder";
@@ -34,34 +34,30 @@ export function generateId(taken: { has(id: string): boolean }): string {
 	return randomUUID();
 }
 
-let lastTimestamp = -1;
-let sequence: bigint | undefined;
+/** The millisecond and counter of the last UUID v7 made in this process. */
+const lastV7 = { ms: -1, counter: 0 };
 
 /**
- * A time-ordered UUID v7, as pi-ai's `uuidv7()` makes session ids: 48 bits of milliseconds, then a random sequence
- * that counts up within the process, so ids made in one millisecond still sort in creation order.
+ * A time-ordered UUID v7 (RFC 9562), the format of pi's session ids: 48 bits of Unix milliseconds, the version,
+ * a 12-bit counter, the variant, 62 random bits. The counter (RFC 9562 section 6.2, method 1) starts at a random
+ * value in its lower half each new millisecond and counts up within one, carrying into the millisecond when full,
+ * so the ids one process makes sort in the order it made them, as pi's do, even if the clock steps back.
  */
 export function uuidv7(): string {
-	const now = Math.max(Date.now(), lastTimestamp);
-	lastTimestamp = now;
-	const bytes = new Uint8Array(16);
-	globalThis.crypto.getRandomValues(bytes);
-	if (sequence === undefined) {
-		sequence = (BigInt(bytes[1] ?? 0) << 32n) | (BigInt(bytes[2] ?? 0) << 24n) | (BigInt(bytes[3] ?? 0) << 16n);
-		sequence |= (BigInt(bytes[4] ?? 0) << 8n) | BigInt(bytes[5] ?? 0);
-	} else {
-		sequence++;
+	const now = Date.now();
+	if (now > lastV7.ms) {
+		lastV7.ms = now;
+		lastV7.counter = randomInt(0, 0x800);
+	} else if (++lastV7.counter > 0xfff) {
+		lastV7.ms += 1;
+		lastV7.counter = 0;
 	}
-	const time = BigInt(now);
-	for (let i = 5; i >= 0; i--) bytes[i] = Number(time >> BigInt((5 - i) * 8)) & 0xff;
-	bytes[6] = 0x70 | Number((sequence >> 37n) & 0x0fn);
-	bytes[7] = Number((sequence >> 29n) & 0xffn);
-	bytes[8] = 0x80 | Number((sequence >> 23n) & 0x3fn);
-	bytes[9] = Number((sequence >> 15n) & 0xffn);
-	bytes[10] = Number((sequence >> 7n) & 0xffn);
-	bytes[11] = Number((sequence & 0x7fn) << 1n) | ((bytes[11] ?? 0) & 0x01);
-	const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0"));
-	return `${hex.slice(0, 4).join("")}-${hex.slice(4, 6).join("")}-${hex.slice(6, 8).join("")}-${hex.slice(8, 10).join("")}-${hex.slice(10).join("")}`;
+	const bytes = randomBytes(16);
+	bytes.writeUIntBE(lastV7.ms, 0, 6);
+	bytes.writeUInt16BE(0x7000 | lastV7.counter, 6);
+	bytes.writeUInt8(0x80 | (bytes.readUInt8(8) & 0x3f), 8);
+	const hex = bytes.toString("hex");
+	return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 function migrateV1ToV2(entries: Entry[]): void {
