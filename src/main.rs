@@ -118,10 +118,6 @@ enum Command {
 }
 
 fn serve(args: ServeArgs) -> i32 {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
-    // stdout carries the protocol; logs must never go there.
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
     let framing = match args.framing.as_str() {
         "jsonl" => Some(Framing::Jsonl),
         "lsp" => Some(Framing::Lsp),
@@ -142,7 +138,7 @@ fn serve(args: ServeArgs) -> i32 {
         index_path,
         poll_interval: std::time::Duration::from_millis(args.poll_ms.max(1)),
     };
-    pi_sessiond::rpc::serve(config, std::io::stdin(), std::io::stdout())
+    pi_sessiond::rpc::serve_connection(config, pi_sessiond::rpc::Connection::stdio())
 }
 
 fn agent_dir_of(args: &ServeArgs) -> String {
@@ -158,14 +154,14 @@ fn index_path_of(args: &ServeArgs, agent_dir: &str) -> Option<String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // stdout carries the protocol (or a tool's output); logs go to stderr only, and never block or fail a request.
+    let log = pi_sessiond::rpc::log::init(&args.serve.log_level);
     if matches!(args.command, None | Some(Command::Serve)) {
         let code = serve(args.serve);
+        log.flush(std::time::Duration::from_millis(200));
         // The reader thread may still be blocked on stdin; everything is flushed, so leave now.
         std::process::exit(code);
     }
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.serve.log_level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
     let agent_dir = agent_dir_of(&args.serve);
     let index = SharedIndex::new(index_path_of(&args.serve, &agent_dir));
     let mut stdout = std::io::stdout().lock();
@@ -205,5 +201,6 @@ fn main() -> ExitCode {
         }
         None | Some(Command::Serve) => unreachable!("handled above"),
     };
+    log.flush(std::time::Duration::from_millis(200));
     ExitCode::from(status as u8)
 }
