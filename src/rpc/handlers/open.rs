@@ -38,12 +38,12 @@ pub type OpenHandler<P> = fn(P, &Arc<Server>, &Arc<Slot>) -> Result<Opening, Err
 /// An opening handler, ready to run in the request's slot.
 pub type OpenFn = Box<dyn FnOnce(&Arc<Server>, &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> + Send>;
 
-/// Routes an opening request on arrival (see the module doc); `snapshot` is the detail it asked for.
+/// Routes an opening request on arrival (see the module doc).
 pub fn start(
     server: &Arc<Server>,
     name: Option<String>,
     path: Option<String>,
-    snapshot: Option<Detail>,
+    request: Request,
     open: OpenFn,
     reply: Reply,
 ) {
@@ -59,22 +59,23 @@ pub fn start(
             ));
         }
     }
-    let chosen = name.is_some();
     let job_server = server.clone();
     let job = Job::Write(Box::new(move |session, slot| {
-        run_open(&job_server, session, slot, Request { chosen, snapshot }, open, reply);
+        run_open(&job_server, session, slot, request, open, reply);
         None
     }));
     server.registry.queue_open(name.as_deref(), path.as_deref(), job, &server.pool);
 }
 
 /// What an opening request asked for, beside what to open.
-#[derive(Clone, Copy)]
-struct Request {
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
     /// The host named the handle.
-    chosen: bool,
+    pub chosen: bool,
     /// The snapshot (and detail) asked for.
-    snapshot: Option<Detail>,
+    pub snapshot: Option<Detail>,
+    /// Write pi's load-time repairs as the session opens.
+    pub repair: bool,
 }
 
 /// The detail of the entries a handle at `detail` sends in `session/changed`.
@@ -110,7 +111,8 @@ pub fn answer_state(
 }
 
 /// The job that opens a slot's session. The state is built before the session is kept, so a session whose state
-/// cannot be read is dropped (closing its file) rather than left behind under a handle.
+/// cannot be read, or whose repairs (`repair`) cannot be written, is dropped (closing its file) rather than left
+/// behind under a handle.
 fn run_open(
     server: &Arc<Server>,
     session: &mut Option<SessionManager>,
@@ -119,7 +121,7 @@ fn run_open(
     open: OpenFn,
     reply: Reply,
 ) {
-    if let Some(m) = session.as_ref() {
+    if let Some(m) = session.as_mut() {
         if request.chosen {
             return reply
                 .error(&invalid_params("handle", format!("handle {} is already open; choose another", slot.handle)));
@@ -140,6 +142,14 @@ fn run_open(
                     asked.as_str()
                 ),
             ));
+        }
+        if request.repair {
+            // An earlier plain open may have left repairs pending. What another process appended since is taken
+            // in (and published) first, so the rewrite keeps it; a failed repair adds no reference.
+            super::watch::follow(server, slot, m);
+            if let Err(e) = m.apply_pending_repairs() {
+                return reply.error(&from_session(e));
+            }
         }
         if request.snapshot == Some(Detail::Full) && have == Detail::None {
             // The same entries, and now snapshots after rebinds and resets too: nothing a host at `none` relies
@@ -173,6 +183,11 @@ fn run_open(
     };
     m.set_context_options(ContextOptions::default());
     m.set_durability(server.durability);
+    if request.repair {
+        if let Err(e) = m.apply_pending_repairs() {
+            return reply.error(&from_session(e));
+        }
+    }
     slot.set_detail(request.snapshot.unwrap_or_default());
     let state = match state_of(slot, &m) {
         Ok(s) => s,
