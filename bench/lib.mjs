@@ -98,3 +98,18 @@ export function quantile(xs, p) {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))];
 }
+
+/** One turn's messages: a user message, an assistant message with a tool call, the tool's result. */
+export function turn(i) {
+  const ts = 1767225600000 + i * 3;
+  return [
+    { role: "user", content: `turn ${i}: list the files`, timestamp: ts },
+    {
+      role: "assistant",
+      content: [{ type: "toolCall", id: `call${i}`, name: "bash", arguments: { command: "ls" } }],
+      api: "faux", provider: "faux", model: "faux-1", stopReason: "toolUse", timestamp: ts + 1,
+      usage: { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, totalTokens: 15, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+    },
+    { role: "toolResult", toolCallId: `call${i}`, toolName: "bash", content: [{ type: "text", text: "a.txt\nb.txt" }], isError: false, timestamp: ts + 2 },
+  ];
+}

@@ -8,8 +8,8 @@ import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
 import { join } from "node:path";
-import { Sidecar, median, piSessionManager, quantile, time } from "./lib.mjs";
-import { spawnSessiond } from "../clients/typescript/dist/index.js";
+import { Sidecar, median, piSessionManager, quantile, time, turn } from "./lib.mjs";
+import { MirroredSession, spawnSessiond } from "../clients/typescript/dist/index.js";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -483,6 +483,41 @@ if (wanted("mirror")) {
   row("mirror", "(b) live tree per external append, p99", piGetTreeMs, quantile(perAppend, 0.99), "ms");
   row("mirror", "(b) bytes on the pipe per external append, max", undefined, Math.max(...deltaBytes), "B", "target ≤ 64 KiB; every tenth append holds 1 MB");
   row("mirror", "(b) before: getTree over the pipe again per change", piGetTreeMs, rereadMs, "ms", `${fmt(rereadBytes, "B")} per change`);
+
+  // (c) A host's per-turn work through a mirror: append a user message, an assistant message with a tool call and
+  // its tool result (one appendBatch), then build the context from the TypeScript MirroredSession (no read over the
+  // pipe). pi: the same three appendMessage calls and buildSessionContext(), in-process, on its own copy.
+  const turns = quick ? 10 : 30;
+  const copyOf = (name) => {
+    const p = join(dir, name);
+    execFileSync("cp", [session40, p]);
+    return p;
+  };
+  const mirrored = (durability) => async () => {
+    const host = await spawnSessiond({ binary: bin, args: ["--no-index", "--durability", durability], stderr: "ignore" });
+    const remote = await host.openSession(copyOf(`turns-${durability}.jsonl`));
+    const m = await MirroredSession.attach(remote);
+    const start = m.getEntries().length;
+    const turnMs = [];
+    for (let i = 0; i < turns; i++) {
+      const t = performance.now();
+      await host.request("session/appendBatch", { handle: remote.handle, ops: turn(i).map((message) => ({ method: "session/appendMessage", params: { message } })) });
+      await m.ready();
+      m.buildSessionContext();
+      turnMs.push(performance.now() - t);
+    }
+    if (m.getEntries().length !== start + 3 * turns) throw new Error("the mirror missed a turn");
+    await m.close();
+    await host.close();
+    return { turnMs: median(turnMs.slice(1)) };
+  };
+  const [piTurns, [mirrorNone, mirrorEntry]] = await interleaved(
+    Math.min(reps, 3),
+    () => ({ turnMs: median(json("node", [piOps, "turns", copyOf("turns-pi.jsonl"), String(turns)]).turnMs.slice(1)) }),
+    [mirrored("none"), mirrored("entry")],
+  );
+  row("mirror", "(c) per turn (3 appends + buildSessionContext) on the 40 MB session: pi in-process vs appendBatch + MirroredSession, --durability none", pick(piTurns, "turnMs"), pick(mirrorNone, "turnMs"), "ms", "target ≥ 1× (at least pi's speed); no fsync, like pi");
+  row("mirror", "(c) the same, --durability entry", pick(piTurns, "turnMs"), pick(mirrorEntry, "turnMs"), "ms", "one fsync per turn");
 
   // (d) 10,000 appends in batches of 100 and 1,000 (all batches sent at once), against pi's appendMessage loop.
   const count = quick ? 2000 : 10000;
