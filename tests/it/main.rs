@@ -29,5 +29,6 @@ mod rpc_live;
 mod rpc_memory;
 mod rpc_order;
 mod rpc_search;
+mod tidy;
 mod write_faults;
 mod writes;
