@@ -365,10 +365,14 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 
 	/**
 	 * Opens a session file (pi's `SessionManager.open`) without writing to it; a missing file starts a new session
-	 * at that path. `watch` follows appends other processes make to the file. Opening a file that is already open
-	 * returns another RemoteSession on the same handle.
+	 * at that path. `watch` follows appends other processes make to the file; `repair` writes pi's load-time repairs
+	 * at once (a header into a 0-byte file, a v1/v2 file migrated, a missing final newline), as pi's own open does.
+	 * Opening a file that is already open returns another RemoteSession on the same handle.
 	 */
-	openSession(path: string, opts: { watch?: boolean; sessionDir?: string; cwdOverride?: string } = {}): Promise<RemoteSession> {
+	openSession(
+		path: string,
+		opts: { watch?: boolean; sessionDir?: string; cwdOverride?: string; repair?: boolean } = {},
+	): Promise<RemoteSession> {
 		return this.open("session/open", { path, ...opts });
 	}
 
@@ -578,6 +582,7 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	private resync(tracker: HandleTracker, n: SessionChanged): void {
 		const info = { expectedSeq: tracker.lastSeq + 1, receivedSeq: n.seq };
 		tracker.resyncing = true;
+		for (const session of [...tracker.sessions]) session._onResyncStarted(info);
 		const hold = this.testHooks.holdResync;
 		this.request("session/getState", { handle: n.handle })
 			.then(async (state) => {
