@@ -236,6 +236,12 @@ fn use_tree(tokens: &[String], mut i: usize, mut prefix: Vec<String>, out: &mut 
 
 /// The module a path in `module` refers to: the longest module named by a prefix of it.
 fn resolve(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<String> {
+    let segments = from_root(module, path)?;
+    (0..=segments.len()).map(|n| segments[..n].join("::")).filter(|name| modules.contains(name)).last()
+}
+
+/// `path` (starting `crate`, `super` or `self`, written in `module`) as segments from the crate root.
+fn from_root(module: &str, path: &[String]) -> Option<Vec<String>> {
     let mut base: Vec<String> =
         if module.is_empty() { Vec::new() } else { module.split("::").map(str::to_owned).collect() };
     let mut rest = path;
@@ -253,15 +259,8 @@ fn resolve(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<
         }
         _ => return None,
     }
-    let mut best = None;
-    for n in 0..=rest.len() {
-        let candidate: Vec<String> = base.iter().chain(&rest[..n]).cloned().collect();
-        let name = candidate.join("::");
-        if modules.contains(&name) {
-            best = Some(name);
-        }
-    }
-    best
+    base.extend(rest.iter().cloned());
+    Some(base)
 }
 
 /// The module graph: which modules each module's (non-test) code refers to. A module referring to its own
@@ -373,7 +372,8 @@ fn forbidden_imports(files: &[SourceFile], dir: &str, forbidden: &[&str]) -> Vec
     for f in files.iter().filter(|f| f.rel.starts_with(&format!("{dir}/"))) {
         let module = module_of(&f.rel);
         for path in crate_paths(non_test_code(&f.code)) {
-            let absolute = absolute_path(&module, &path);
+            let Some(segments) = from_root(&module, &path) else { continue };
+            let absolute = format!("crate::{}", segments.join("::"));
             if let Some(root) =
                 forbidden.iter().find(|root| absolute == **root || absolute.starts_with(&format!("{root}::")))
             {
@@ -403,31 +403,6 @@ fn forbidden_imports(files: &[SourceFile], dir: &str, forbidden: &[&str]) -> Vec
     found.sort();
     found.dedup();
     found
-}
-
-/// `path` (starting `crate`, `super` or `self`) written from the crate root.
-fn absolute_path(module: &str, path: &[String]) -> String {
-    let mut base: Vec<String> =
-        if module.is_empty() { Vec::new() } else { module.split("::").map(str::to_owned).collect() };
-    let mut rest = path;
-    match rest.first().map(String::as_str) {
-        Some("crate") => {
-            base.clear();
-            rest = &rest[1..];
-        }
-        Some("self") => rest = &rest[1..],
-        Some("super") => {
-            while rest.first().is_some_and(|s| s == "super") {
-                base.pop();
-                rest = &rest[1..];
-            }
-        }
-        _ => {}
-    }
-    let mut all = vec!["crate".to_owned()];
-    all.extend(base);
-    all.extend(rest.iter().cloned());
-    all.join("::")
 }
 
 #[test]
