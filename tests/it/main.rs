@@ -30,5 +30,6 @@ mod rpc_memory;
 mod rpc_open_repair;
 mod rpc_order;
 mod rpc_search;
+mod tidy;
 mod write_faults;
 mod writes;
