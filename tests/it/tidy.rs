@@ -237,7 +237,7 @@ fn use_tree(tokens: &[String], mut i: usize, mut prefix: Vec<String>, out: &mut 
 /// The module a path in `module` refers to: the longest module named by a prefix of it.
 fn resolve(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<String> {
     let segments = from_root(module, path)?;
-    (0..=segments.len()).map(|n| segments[..n].join("::")).filter(|name| modules.contains(name)).last()
+    (0..=segments.len()).map(|n| segments[..n].join("::")).rfind(|name| modules.contains(name))
 }
 
 /// `path` (starting `crate`, `super` or `self`, written in `module`) as segments from the crate root.
