@@ -836,7 +836,8 @@ class Session:
         ``session/branch``, ``session/resetLeaf`` or ``session/branchWithSummary``, with its params but no
         ``handle``) as one write: one fsync under ``--durability entry``, one change event, all or nothing.
         Returns what each method returns alone, in order (``{"id"}``, ``{"entry"}`` for appendUsage, ``None``
-        for branch and resetLeaf). ``expected_leaf_id`` is checked before the first op."""
+        for branch and resetLeaf). ``expected_leaf_id`` is checked before the first op. A ``targetId`` or
+        ``entryId`` given as ``{"op": n}`` names the entry that op ``n`` of the batch appends."""
         return self._call("session/appendBatch", {"ops": list(ops), "expectedLeafId": expected_leaf_id})["results"]
 
     def create_branched_session(self, leaf_id: str, *, expected_leaf_id: Optional[str] = None) -> Optional[str]:

@@ -5,7 +5,10 @@ import type { ImageContent, SystemMessage, TextContent, Usage } from "@earendil-
 import { SessiondError } from "./errors.js";
 import { AsyncQueue, TypedEmitter } from "./events.js";
 import {
+	type BatchOp,
+	type ChangesSinceResult,
 	ERROR_CODES,
+	type EntryAtDetail,
 	type ProtocolRequests,
 	type SessionChanged,
 	type SessionContext,
@@ -258,6 +261,29 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 			...mutation(opts),
 		};
 		return (await this.call("session/branchWithSummary", params)).id;
+	}
+
+	/**
+	 * Applies `ops` (each `{method, params}`: any `session/append…` method, `session/branch`, `session/resetLeaf` or
+	 * `session/branchWithSummary`, with its params but no `handle`) as one write: one fsync under
+	 * `--durability entry`, one `changed` event, all or nothing. `targetId` and `entryId` may be `{op: n}`, the entry
+	 * op `n` of this batch appends. Resolves with what each method returns alone, in order.
+	 */
+	async appendBatch(ops: BatchOp[], opts?: MutationOptions): Promise<unknown[]> {
+		return (await this.call("session/appendBatch", { handle: this.handle, ops, ...mutation(opts) })).results;
+	}
+
+	/**
+	 * What a mirror that applied changes up to `seq` missed: `{changes}` (the `session/changed` params, in order)
+	 * while the server keeps them all, else `{state, snapshot}`, a fresh start at the handle's detail.
+	 */
+	changesSince(seq: number, opts?: RequestOptions): Promise<ChangesSinceResult> {
+		return this.call("session/changesSince", { handle: this.handle, seq }, opts);
+	}
+
+	/** The entries with these ids, in the order given (null for an id no entry has), full (default) or skeleton. */
+	getEntriesById(ids: string[], detail?: "full" | "skeleton", opts?: RequestOptions): Promise<(EntryAtDetail | null)[]> {
+		return this.call("session/getEntries", { handle: this.handle, ids, ...(detail ? { detail } : {}) }, opts);
 	}
 
 	/**
