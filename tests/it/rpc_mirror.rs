@@ -792,3 +792,21 @@ fn a_batched_op_may_name_the_entry_an_earlier_op_of_the_batch_appends() {
         assert_eq!(std::fs::read(&path).unwrap(), before, "{ops}");
     }
 }
+
+#[test]
+fn an_append_right_after_the_file_was_read_again_arrives_in_the_reset_and_is_not_sent_twice() {
+    // The append's follow of the file finds it rewritten (same length, same last entry, so the leaf stands and the
+    // append goes ahead): the host hears one reset holding the append, not a reset and then the append again.
+    let dir = temp_dir();
+    let path = s(&dir.path().join("rewritten.jsonl"));
+    let text = format!("{HEADER}\n{}\n{}\n", line("e0", None, 0, "start"), line("e1", Some("e0"), 1, "again"));
+    std::fs::write(&path, &text).unwrap();
+    let mut sc = Sidecar::new();
+    let opened = sc.call("session/open", json(&format!(r#"{{"path":"{path}","handle":"w","snapshot":"full"}}"#)));
+    let mut mirror = Mirror::from_open(&opened, "full");
+    std::fs::write(&path, text.replace("start", "START")).unwrap();
+    on(&mut sc, "w", "session/appendMessage", &format!(r#""message":{USER}"#));
+    mirror.check(&mut sc, "an append right after a rewrite");
+    assert_eq!(mirror.entries.len(), 3);
+    assert_eq!(mirror.entries[0].get("message").unwrap().get("content"), Some(&Json::str("START")));
+}
