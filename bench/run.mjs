@@ -75,7 +75,7 @@ if (wanted("open")) {
     reps,
     () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
     [
-      () => json(bin, ["stats", "--reads", session40]),
+      () => json(bin, ["stats", "--reads", "--json", session40]),
       async () => {
         const sc = new Sidecar(bin, ["--no-index"]);
         const [openMs, st] = await time(() => sc.call("session/open", { path: session40 }));
@@ -240,7 +240,7 @@ if (wanted("rss") && !quick) {
   console.error("open a 2.6 GB session of base64 images (pi #9613)");
   const huge = join(data, "images-2.6GB.jsonl");
   if (!existsSync(huge)) execFileSync(join(gen, "gen_session"), [huge, "--bytes", "2600000000", "--image-kib", "400"], { stdio: "inherit" });
-  const ours = json(bin, ["stats", huge]);
+  const ours = json(bin, ["stats", "--timing", "--json", huge]);
   // pi gets 3 minutes; its peak is read from /proc while it runs, so a kill still leaves a figure.
   const child = spawn("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", huge], { stdio: ["ignore", "pipe", "pipe"] });
   let peak = 0;

@@ -8,3 +8,4 @@
 pub mod cli;
 pub mod rpc;
 pub mod session;
+pub mod web;

@@ -100,9 +100,65 @@ impl Error {
         matches!(self, Error::Io { op, source, .. } if source.kind() == io::ErrorKind::NotFound && *op != "create directory")
     }
 
+    /// What kind of failure this is, for machines (the RPC layer's `data.kind`, the CLI's `--json` errors).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Io { .. } if self.is_not_found() => ErrorKind::SessionNotFound,
+            Error::Io { .. } | Error::AlreadyExists { .. } => ErrorKind::IoError,
+            Error::InvalidSessionFile { .. } | Error::InvalidForkSource { .. } | Error::InvalidEntry { .. } => {
+                ErrorKind::InvalidSessionFile
+            }
+            Error::EntryNotFound { .. } => ErrorKind::EntryNotFound,
+            Error::NotOnActiveBranch { .. }
+            | Error::NotEditable { .. }
+            | Error::InvalidReplacement
+            | Error::InvalidQuery { .. } => ErrorKind::InvalidParams,
+            Error::InvalidSessionId => ErrorKind::InvalidSessionId,
+            Error::Locked { .. } => ErrorKind::SessionLocked,
+            Error::Conflict { .. } => ErrorKind::ContentModified,
+        }
+    }
+
     /// An I/O error with its context.
     pub fn io(op: &'static str, path: impl Into<String>, source: io::Error) -> Error {
         Error::Io { op, path: path.into(), source }
+    }
+}
+
+/// The kinds of failure a caller can tell apart, each with a stable name (`as_str`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// No such session file (or directory).
+    SessionNotFound,
+    /// Any other file system failure.
+    IoError,
+    /// The file is not a pi session (or holds an entry pi would crash on).
+    InvalidSessionFile,
+    /// No entry has the id.
+    EntryNotFound,
+    /// An argument the operation cannot take.
+    InvalidParams,
+    /// A caller-chosen session id breaks pi's rule.
+    InvalidSessionId,
+    /// Another process holds the write lock.
+    SessionLocked,
+    /// The file changed under us.
+    ContentModified,
+}
+
+impl ErrorKind {
+    /// The stable name (`session_not_found`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::SessionNotFound => "session_not_found",
+            ErrorKind::IoError => "io_error",
+            ErrorKind::InvalidSessionFile => "invalid_session_file",
+            ErrorKind::EntryNotFound => "entry_not_found",
+            ErrorKind::InvalidParams => "invalid_params",
+            ErrorKind::InvalidSessionId => "invalid_session_id",
+            ErrorKind::SessionLocked => "session_locked",
+            ErrorKind::ContentModified => "content_modified",
+        }
     }
 }
 

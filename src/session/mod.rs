@@ -28,5 +28,5 @@ pub mod search;
 pub mod store;
 pub mod tree;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use manager::{Env, NewSessionOptions, SessionManager};
