@@ -10,8 +10,11 @@ use crate::session::json::Json;
 pub struct Summary {
     /// The message role (`user`, `assistant`, `toolResult`, …) or the entry type (`compaction`, `label`, …).
     pub what: String,
-    /// The text, on one line, at most `max_chars` characters.
+    /// The text, on one line, cut after `max_chars` characters.
     pub preview: String,
+    /// The whole description as the terminal tree (and the Python client's `format_tree`) prints it after the
+    /// id: `user: hello`, `label e1 → start`, `model → anthropic/claude`, …
+    pub phrase: String,
 }
 
 /// The text of a message's `content` (a string, or blocks: text, tool calls as `→ name`, images as `[image]`).
@@ -35,66 +38,69 @@ pub fn content_text(content: Option<&Json>) -> String {
     }
 }
 
-/// `text` with runs of white space made one space, cut to `max_chars` characters (with `…`).
+/// `text` with runs of white space made one space, cut after `max_chars` characters (with `…`).
 pub fn one_line(text: &str, max_chars: usize) -> String {
-    let mut out = String::new();
-    let mut count = 0;
-    for word in text.split_whitespace() {
-        if count > 0 {
-            out.push(' ');
-            count += 1;
-        }
-        for c in word.chars() {
-            if count >= max_chars {
-                out.pop();
-                out.push('…');
-                return out;
-            }
-            out.push(c);
-            count += 1;
-        }
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() > max_chars {
+        format!("{}…", joined.chars().take(max_chars).collect::<String>())
+    } else {
+        joined
     }
-    out
 }
 
 fn string_of(v: Option<&Json>) -> String {
     v.map(|v| to_js_string(v).to_string_lossy()).unwrap_or_default()
 }
 
-/// Describes `entry` (a session entry as stored).
+/// Describes `entry` (a session entry as stored), previews cut at `max_chars`.
 pub fn summarize(entry: &Json, max_chars: usize) -> Summary {
     let s = |k: &str| string_of(entry.get(k));
+    let preview = |v: Option<&Json>| one_line(&content_text(v), max_chars);
+    let summary_text = |v: Option<&Json>| match v {
+        Some(Json::String(t)) => one_line(&t.to_string_lossy(), max_chars),
+        _ => String::new(),
+    };
     let kind = s("type");
-    let (what, text) = match kind.as_str() {
+    let (what, preview, phrase) = match kind.as_str() {
         "message" => {
             let msg = entry.get("message");
             let role = msg.and_then(|m| m.get("role")).and_then(Json::as_js_str).map(|r| r.to_string_lossy());
             let role = role.unwrap_or_else(|| "message".into());
-            let mut text = content_text(msg.and_then(|m| m.get("content")));
-            if role == "bashExecution" {
-                text = format!("$ {}", string_of(msg.and_then(|m| m.get("command"))));
-            }
-            if text.is_empty() {
-                if let Some(err) = msg.and_then(|m| m.get("errorMessage")).and_then(Json::as_js_str) {
-                    text = format!("error: {}", err.to_string_lossy());
-                }
-            }
-            (role, text)
+            let text = preview(msg.and_then(|m| m.get("content")));
+            let phrase = format!("{role}: {text}");
+            (role, text, phrase)
         }
-        "thinking_level_change" => (kind.clone(), format!("thinking level → {}", s("thinkingLevel"))),
-        "model_change" => (kind.clone(), format!("model → {}/{}", s("provider"), s("modelId"))),
-        "compaction" => (kind.clone(), s("summary")),
-        "branch_summary" => (kind.clone(), s("summary")),
-        "custom_message" => (kind.clone(), format!("({}) {}", s("customType"), content_text(entry.get("content")))),
-        "custom" => (kind.clone(), format!("({})", s("customType"))),
-        "label" => (kind.clone(), format!("{} → {}", s("targetId"), s("label"))),
-        "session_info" => (kind.clone(), format!("name: {}", s("name"))),
-        "usage" => (kind.clone(), format!("{} {}/{}", s("kind"), s("provider"), s("model"))),
-        "context_edit" => (kind.clone(), format!("edit of {}", s("targetId"))),
-        "" => ("entry".to_owned(), String::new()),
-        _ => (kind.clone(), String::new()),
+        "thinking_level_change" => {
+            let t = format!("thinking level → {}", s("thinkingLevel"));
+            (kind.clone(), t.clone(), t)
+        }
+        "model_change" => {
+            let t = format!("model → {}/{}", s("provider"), s("modelId"));
+            (kind.clone(), t.clone(), t)
+        }
+        "compaction" => {
+            let t = summary_text(entry.get("summary"));
+            (kind.clone(), t.clone(), format!("compaction: {t}"))
+        }
+        "branch_summary" => {
+            let t = summary_text(entry.get("summary"));
+            (kind.clone(), t.clone(), format!("branch summary: {t}"))
+        }
+        "custom_message" => {
+            let t = preview(entry.get("content"));
+            (kind.clone(), t.clone(), format!("custom message ({}): {t}", s("customType")))
+        }
+        "custom" => (kind.clone(), s("customType"), format!("custom ({})", s("customType"))),
+        "label" => {
+            let t = format!("{} → {}", s("targetId"), s("label"));
+            (kind.clone(), t.clone(), format!("label {t}"))
+        }
+        "session_info" => (kind.clone(), s("name"), format!("name: {}", s("name"))),
+        "usage" => (kind.clone(), s("kind"), format!("usage ({})", s("kind"))),
+        "context_edit" => (kind.clone(), s("targetId"), format!("context edit of {}", s("targetId"))),
+        _ => (if kind.is_empty() { "entry".to_owned() } else { kind.clone() }, String::new(), kind.clone()),
     };
-    Summary { what, preview: one_line(&text, max_chars) }
+    Summary { what, preview, phrase }
 }
 
 #[cfg(test)]
@@ -108,7 +114,11 @@ mod tests {
     #[test]
     fn a_message_is_described_by_its_role_and_text_on_one_line() {
         let e = parse(r#"{"type":"message","id":"a","message":{"role":"user","content":"hello\n  world"}}"#);
-        assert_eq!(summarize(&e, 80), Summary { what: "user".into(), preview: "hello world".into() });
+        let s = summarize(&e, 80);
+        assert_eq!(
+            (s.what.as_str(), s.preview.as_str(), s.phrase.as_str()),
+            ("user", "hello world", "user: hello world")
+        );
     }
 
     #[test]
@@ -117,12 +127,13 @@ mod tests {
             r#"{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"abcdefghij"},{"type":"toolCall","name":"bash"},{"type":"image"}]}}"#,
         );
         assert_eq!(summarize(&e, 100).preview, "abcdefghij → bash [image]");
-        assert_eq!(summarize(&e, 5).preview, "abcd…");
+        assert_eq!(summarize(&e, 5).preview, "abcde…");
     }
 
     #[test]
     fn entries_that_are_not_messages_are_described_by_their_type() {
         let e = parse(r#"{"type":"label","targetId":"x1","label":"keep"}"#);
-        assert_eq!(summarize(&e, 80), Summary { what: "label".into(), preview: "x1 → keep".into() });
+        let s = summarize(&e, 80);
+        assert_eq!((s.what.as_str(), s.preview.as_str(), s.phrase.as_str()), ("label", "x1 → keep", "label x1 → keep"));
     }
 }

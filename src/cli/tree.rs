@@ -102,13 +102,14 @@ fn kind_color(what: &str) -> &'static str {
     }
 }
 
-/// The session as text: a title line, then one line per shown entry.
+/// The session as text: its name (when it has one), then one line per shown entry.
 pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<String, Failure> {
     let tree = m.tree();
     let bodies = m.bodies();
     let n = tree.nodes.len();
     let mut lines_of: Vec<Option<String>> = vec![None; n];
-    // Previews: as long as the terminal allows (lines are cut to it), else a fixed length for pipes.
+    // Previews: as long as the terminal allows (lines are cut to it), else 72 characters, as the Python client's
+    // format_tree draws them.
     let preview_chars = style.width.map_or(72, |w| w.max(20));
     for (k, node) in tree.nodes.iter().enumerate() {
         let body = bodies.json(node.record).unwrap_or(Json::Null);
@@ -119,12 +120,10 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
     let active: HashSet<usize> = m.branch_path(None).into_iter().collect();
     let visible = VisibleTree::new(&tree, &|k| lines_of[k].is_some());
     let mut text = String::new();
-    let title = match m.session_name() {
-        Ok(Some(name)) => name.to_string_lossy(),
-        _ => m.session_file().unwrap_or("(in memory)").to_owned(),
-    };
-    text.push_str(&style.fit(&style.paint("1", &title)));
-    text.push('\n');
+    if let Ok(Some(name)) = m.session_name() {
+        text.push_str(&style.fit(&style.paint("1", &name.to_string_lossy())));
+        text.push('\n');
+    }
     // (visible node, prefix of its line, prefix of its children, is last sibling, is on the main line, level)
     let mut stack: Vec<(usize, String, bool, bool, usize)> =
         visible.roots.iter().rev().map(|&k| (k, String::new(), true, true, 0)).collect();

@@ -59,7 +59,8 @@ export default function sessiondExtension(pi: ExtensionAPI): void {
 		await hideTree(ctx);
 		const sessiond = await sidecar();
 		// Opening never writes, and pi-sessiond takes no lock until its first write: pi keeps writing the file as usual.
-		const session = await sessiond.openSession(file, { watch: true });
+		// pi writes the file at the first message, so it may not exist yet: `create` accepts that.
+		const session = await sessiond.openSession(file, { watch: true, create: true });
 		const render = async () => {
 			// The flat tree: a long session is thousands of levels deep as getTree's nesting.
 			const [tree, leafId] = await Promise.all([session.getTreeFlat(), session.getLeafId()]);
