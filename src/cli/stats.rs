@@ -340,32 +340,20 @@ impl Report {
         t.push('\n');
         let tok = |v: f64| thousands(v.max(0.0).round() as u64);
         let header = ["model", "responses", "input", "output", "cache read", "cache write", "cost"];
-        let mut rows: Vec<[String; 7]> = self
-            .by_model
-            .iter()
-            .map(|(model, u)| {
-                [
-                    model.clone(),
-                    thousands(u.responses),
-                    tok(u.input),
-                    tok(u.output),
-                    tok(u.cache_read),
-                    tok(u.cache_write),
-                    format!("${:.4}", u.cost),
-                ]
-            })
-            .collect();
-        if self.by_model.len() > 1 {
-            let u = self.total();
-            rows.push([
-                "total".into(),
+        let cells = |name: &str, u: &Usage| -> [String; 7] {
+            [
+                name.to_owned(),
                 thousands(u.responses),
                 tok(u.input),
                 tok(u.output),
                 tok(u.cache_read),
                 tok(u.cache_write),
                 format!("${:.4}", u.cost),
-            ]);
+            ]
+        };
+        let mut rows: Vec<[String; 7]> = self.by_model.iter().map(|(model, u)| cells(model, u)).collect();
+        if self.by_model.len() > 1 {
+            rows.push(cells("total", &self.total()));
         }
         let mut widths = header.map(str::len);
         for r in &rows {

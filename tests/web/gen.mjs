@@ -12,7 +12,9 @@ export function bigSession(n, bigId) {
   for (let i = 0; i < n; i++) {
     const id = `e${i.toString(16).padStart(7, "0")}`;
     let entry;
-    if (i % 700 === 699) {
+    if (i === 2) {
+      entry = { type: "session_info", id, parentId: parent, timestamp: ts(i), name: "Tokenizer edge cases" };
+    } else if (i % 700 === 699) {
       entry = { type: "label", id, parentId: parent, timestamp: ts(i), targetId: parent, label: `milestone ${i}` };
     } else if (i % 4 === 0) {
       entry = { type: "message", id, parentId: parent, timestamp: ts(i), message: { role: "user", content: `question ${i}: how does the tokenizer handle case ${i}?`, timestamp: t0 + i * 1000 } };

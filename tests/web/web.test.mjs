@@ -118,6 +118,7 @@ test("the page lists the sessions, opens one of 5,200 entries, shows its tree an
   await page.goto(url);
   await page.waitForSelector(`.session[data-path="${bigFile}"]`);
   assert.equal(await page.locator(".session").count(), 4);
+  assert.match(await page.textContent(`.session[data-path="${bigFile}"]`), /Tokenizer edge cases/);
 
   const clicked = Date.now();
   await page.click(`.session[data-path="${bigFile}"]`);
@@ -162,7 +163,15 @@ test("the page lists the sessions, opens one of 5,200 entries, shows its tree an
   await page.click('#tabs button[data-tab="tree"]');
   await page.click(`.row[data-id="${leafId}"]`);
   await page.waitForSelector("#detail pre.text");
-  if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT });
+  if (process.env.SCREENSHOT) {
+    // A picture of a branch point: open a search hit just before one, so the tree scrolls to it.
+    await page.fill("#search", '"question 4996"');
+    await page.click(".hit");
+    await page.waitForSelector(`.row.sel[data-id="e${(4996).toString(16).padStart(7, "0")}"]`);
+    await page.fill("#search", "");
+    await page.waitForSelector(".session.on");
+    await page.screenshot({ path: process.env.SCREENSHOT });
+  }
   assert.deepEqual(errors, []);
   await page.close();
 });

@@ -262,7 +262,9 @@
       if (!active.has(r.id)) row.classList.add("off");
       if (r.id === state.selected) row.classList.add("sel");
       if (r.fresh) row.classList.add("fresh");
-      row.append(el("span", "gutter", line.gutter));
+      // Deeply nested branches would push the text off the row: past 8 levels the gutter keeps its last ones.
+      const gutter = line.gutter.length > 24 ? line.gutter.slice(-24) : line.gutter;
+      row.append(el("span", "gutter", gutter));
       if (line.branch) {
         const fold = el("span", "fold", line.folded ? `▸ ${line.branch}` : `▾ ${line.branch}`);
         fold.title = line.folded ? "Unfold this branch point" : "Fold this branch point";
@@ -294,8 +296,9 @@
       if (kids.length === 0) tips++;
       if (kids.length > 1) points++;
     }
-    const name = cur.state.sessionName || cur.path;
-    $("title").textContent = name;
+    const info = state.sessions.find((s) => s.path === cur.path);
+    $("title").textContent = cur.state.sessionName || (info ? sessionTitle(info) : cur.path);
+    $("title").title = cur.path;
     $("summary").textContent = `${num(cur.rows.length)} entries · ${tips} branch tips · ${points} branch points · ${cur.labels.size} labels`;
   }
 
