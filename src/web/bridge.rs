@@ -24,8 +24,10 @@ pub struct Bridge {
 }
 
 impl Bridge {
-    /// Starts a sidecar for `agent_dir` (JSON lines; watches polled every `poll_ms` as a safety net).
-    pub fn start(agent_dir: &str, index_path: Option<String>) -> std::io::Result<Arc<Bridge>> {
+    /// Starts a sidecar for `agent_dir` (JSON lines; watches polled every 500 ms as a safety net). With
+    /// `exit_with_it`, the process ends when the sidecar does: the sidecar takes SIGTERM as its orderly end, and the
+    /// web server must not outlive it.
+    pub fn start(agent_dir: &str, index_path: Option<String>, exit_with_it: bool) -> std::io::Result<Arc<Bridge>> {
         let (to_server_read, to_server_write) = std::io::pipe()?;
         let (from_server_read, from_server_write) = std::io::pipe()?;
         let config = Config {
@@ -37,7 +39,10 @@ impl Bridge {
             poll_interval: std::time::Duration::from_millis(500),
         };
         std::thread::Builder::new().name("pi-sessiond-web-sidecar".into()).spawn(move || {
-            crate::rpc::serve(config, to_server_read, from_server_write);
+            let status = crate::rpc::serve(config, to_server_read, from_server_write);
+            if exit_with_it {
+                std::process::exit(status);
+            }
         })?;
         let bridge = Arc::new(Bridge {
             input: Mutex::new(to_server_write),

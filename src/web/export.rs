@@ -37,7 +37,7 @@ pub fn export_html(path: &str, agent_dir: &str, output: Option<&str>) -> Result<
 
 /// The page for `path`.
 pub fn render(path: &str, agent_dir: &str) -> Result<String, Failure> {
-    let bridge = Bridge::start(agent_dir, None)
+    let bridge = Bridge::start(agent_dir, None, false)
         .map_err(|e| Failure::new("io_error", format!("cannot start the sidecar: {}", describe_io(&e))))?;
     let view = View::new(bridge);
     let snapshot = view.open(path, false)?;

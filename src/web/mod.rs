@@ -74,7 +74,7 @@ pub fn serve(config: WebConfig) -> Result<u8, Failure> {
         Failure::new("io_error", format!("cannot listen on 127.0.0.1:{}: {}", config.port, describe_io(&e)))
     })?;
     let port = listener.local_addr().map_err(|e| Failure::new("io_error", describe_io(&e)))?.port();
-    let bridge = bridge::Bridge::start(&config.agent_dir, config.index_path.clone())
+    let bridge = bridge::Bridge::start(&config.agent_dir, config.index_path.clone(), true)
         .map_err(|e| Failure::new("io_error", format!("cannot start the sidecar: {}", describe_io(&e))))?;
     let guard = Arc::new(Guard { port, token: uuid::Uuid::new_v4().simple().to_string() });
     let view = View::new(bridge.clone());

@@ -78,8 +78,13 @@ before(async () => {
 after(async () => {
   await browser?.close();
   server?.removeAllListeners("exit");
-  server?.kill();
+  // SIGTERM is how a person's `kill` (and a service manager) stops it: it must end, not linger.
+  const ended = new Promise((ok) => server.on("exit", (code, signal) => ok({ code, signal })));
+  server?.kill("SIGTERM");
+  const end = await Promise.race([ended, new Promise((ok) => setTimeout(() => ok(null), 5000))]);
+  if (!end) server.kill("SIGKILL");
   rmSync(work, { recursive: true, force: true });
+  assert.ok(end, "pi-sessiond web ended within 5 s of SIGTERM");
 });
 
 /** GET `path` on the server with these headers; resolves to the status code. */
@@ -170,6 +175,7 @@ test("the page lists the sessions, opens one of 5,200 entries, shows its tree an
     await page.waitForSelector(`.row.sel[data-id="e${(4996).toString(16).padStart(7, "0")}"]`);
     await page.fill("#search", "");
     await page.waitForSelector(".session.on");
+    await page.setViewportSize({ width: 1100, height: 600 });
     await page.screenshot({ path: process.env.SCREENSHOT });
   }
   assert.deepEqual(errors, []);

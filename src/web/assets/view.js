@@ -262,8 +262,8 @@
       if (!active.has(r.id)) row.classList.add("off");
       if (r.id === state.selected) row.classList.add("sel");
       if (r.fresh) row.classList.add("fresh");
-      // Deeply nested branches would push the text off the row: past 8 levels the gutter keeps its last ones.
-      const gutter = line.gutter.length > 24 ? line.gutter.slice(-24) : line.gutter;
+      // Deeply nested branches would push the text off the row: past 4 levels the gutter keeps its last ones.
+      const gutter = line.gutter.length > 12 ? line.gutter.slice(-12) : line.gutter;
       row.append(el("span", "gutter", gutter));
       if (line.branch) {
         const fold = el("span", "fold", line.folded ? `▸ ${line.branch}` : `▾ ${line.branch}`);
