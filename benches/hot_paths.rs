@@ -110,14 +110,17 @@ fn warm_listing(c: &mut Criterion) {
     let d = sessions.to_string_lossy().into_owned();
     let index_path = dir.path().join("index.sqlite").to_string_lossy().into_owned();
     let mut index = CatalogIndex::open(&index_path).unwrap();
-    Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {});
+    Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {}).unwrap();
     let mut g = c.benchmark_group("catalog");
     g.bench_function("warm listAll of 500 sessions without text", |b| {
         b.iter_batched(
             || (),
             |()| {
                 std::hint::black_box(
-                    Catalog::new("/no-agent", Some(&mut index)).without_text().list_all(Some(&d), &mut |_, _| {}),
+                    Catalog::new("/no-agent", Some(&mut index))
+                        .without_text()
+                        .list_all(Some(&d), &mut |_, _| {})
+                        .unwrap(),
                 )
             },
             BatchSize::SmallInput,

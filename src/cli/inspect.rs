@@ -46,7 +46,9 @@ pub struct InspectOptions {
 }
 
 /// `pi-sessiond inspect FILE`, for the conformance tests: pi's exact shapes (nested tree), compact; a failure is
-/// printed to `out` as `{"error": …}`. Returns the exit status.
+/// printed to `out` as `{"error": …}`. Returns the exit status: 0 when every read answered; 1 when some reads
+/// failed on an entry (pi's throw too: those reads are left out and listed in `errors`, the rest printed); 2 when
+/// the file cannot be opened.
 pub fn inspect_with(path: &str, options: ContextOptions, env: Env, out: &mut dyn Write) -> i32 {
     let options = InspectOptions { context: options, nested: true, ..Default::default() };
     match run(path, &options, env, out) {
@@ -67,7 +69,13 @@ pub fn run(path: &str, options: &InspectOptions, env: Env, out: &mut dyn Write) 
     }
     let mut m = SessionManager::open(path, None, None, env)?;
     m.set_context_options(options.context);
-    let reads = Reads::compute(&m)?;
+    let reads = Reads::compute(&m);
+    if let Some(member) = &options.only {
+        // One member asked for and that read failed: nothing else to show, so it is the command's failure.
+        if let Some((_, e)) = reads.errors().find(|(read, _)| read == member) {
+            return Err(Failure::from_session_ref(e));
+        }
+    }
     let write = |sink: &mut dyn Write| -> crate::session::Result<()> {
         let mut o = JsonOut::streaming(sink);
         match &options.only {
@@ -84,36 +92,51 @@ pub fn run(path: &str, options: &InspectOptions, env: Env, out: &mut dyn Write) 
         write(out)
     };
     match written {
+        Ok(()) if options.only.is_none() && reads.errors().next().is_some() => Ok(super::output::EXIT_NO_MATCH),
         Ok(()) => Ok(EXIT_OK),
         Err(Error::Io { path, source, .. }) if path == "output" => write_failed(source),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Everything `inspect` reports that can fail, computed before the first byte is written so that a failure is
-/// one clean error rather than half an object.
+/// Everything `inspect` reports that needs more than the index, computed before the first byte is written.
+/// Each read that pi's own throws on fails alone (see [`Reads::errors`]); the others are still given.
 pub struct Reads {
     tree: crate::session::tree::Tree,
     branch: Vec<usize>,
-    context_entries: Vec<usize>,
-    projection: crate::session::context::Projection,
-    name: Option<JsString>,
+    context_entries: crate::session::Result<Vec<usize>>,
+    projection: crate::session::Result<crate::session::context::Projection>,
+    name: crate::session::Result<Option<JsString>>,
 }
 
 impl Reads {
     /// Runs pi's reads on `m`.
-    pub fn compute(m: &SessionManager) -> crate::session::Result<Reads> {
-        Ok(Reads {
+    pub fn compute(m: &SessionManager) -> Reads {
+        Reads {
             tree: m.tree(),
             branch: m.branch_path(None),
-            context_entries: m.build_context_entries()?,
-            projection: m.build_session_projection()?,
-            name: m.session_name()?,
-        })
+            context_entries: m.build_context_entries(),
+            projection: m.build_session_projection(),
+            name: m.session_name(),
+        }
+    }
+
+    /// The reads that failed, by the name of their member in [`Reads::write`]'s output.
+    pub fn errors(&self) -> impl Iterator<Item = (&'static str, &Error)> {
+        let projection = self.projection.as_ref().err();
+        [
+            ("contextEntries", self.context_entries.as_ref().err()),
+            ("projection", projection),
+            ("context", projection),
+            ("sessionName", self.name.as_ref().err()),
+        ]
+        .into_iter()
+        .filter_map(|(read, e)| e.map(|e| (read, e)))
     }
 
     /// Writes `{header, entries, leafId, tree, branch, contextEntries, projection, context, sessionName,
-    /// sessionId, cwd, entryCount[, warnings]}` with pi's nested tree (members pi leaves undefined are omitted).
+    /// sessionId, cwd, entryCount[, warnings][, errors]}` with pi's nested tree: members pi leaves undefined are
+    /// omitted, and so are reads that failed, which are `errors: {member: {kind, message}}` instead.
     pub fn write(&self, m: &SessionManager, with_warnings: bool, o: &mut JsonOut<'_>) -> crate::session::Result<()> {
         self.write_as(m, with_warnings, false, o)
     }
@@ -130,14 +153,28 @@ impl Reads {
         for member in MEMBERS {
             let present = match member {
                 "leafId" => *m.leaf_id() != Key::Undefined,
-                "sessionName" => self.name.is_some(),
+                "sessionName" => matches!(self.name, Ok(Some(_))),
                 "warnings" => with_warnings,
-                _ => true,
+                _ => !self.errors().any(|(read, _)| read == member),
             };
             if present {
                 w.key(o, member)?;
                 self.write_member(m, member, flat, o)?;
             }
+        }
+        if self.errors().next().is_some() {
+            w.key(o, "errors")?;
+            let mut ew = ObjectWriter::open(o)?;
+            for (read, e) in self.errors() {
+                ew.key(o, read)?;
+                let mut one = ObjectWriter::open(o)?;
+                one.key(o, "kind")?;
+                o.str(e.kind().as_str())?;
+                one.key(o, "message")?;
+                o.str(&e.to_string())?;
+                one.close(o)?;
+            }
+            ew.close(o)?;
         }
         w.close(o)
     }
@@ -160,10 +197,10 @@ impl Reads {
             "tree" if flat => render::tree_flat(m, &self.tree, o),
             "tree" => render::tree(m, &self.tree, o),
             "branch" => render::records(m, &self.branch, o),
-            "contextEntries" => render::records(m, &self.context_entries, o),
-            "projection" => render::projection(m, &self.projection, o),
-            "context" => render::context(m, &self.projection, o),
-            "sessionName" => match &self.name {
+            "contextEntries" => render::records(m, self.context_entries.as_ref().map_err(clone_error)?, o),
+            "projection" => render::projection(m, self.projection.as_ref().map_err(clone_error)?, o),
+            "context" => render::context(m, self.projection.as_ref().map_err(clone_error)?, o),
+            "sessionName" => match self.name.as_ref().map_err(clone_error)? {
                 Some(n) => o.string(n),
                 None => o.raw(b"null"),
             },
@@ -173,6 +210,15 @@ impl Reads {
             "warnings" => warnings_json(m.warnings(), o),
             other => Err(Error::InvalidQuery { message: format!("inspect has no member {other}") }),
         }
+    }
+}
+
+/// A read's failure again, for a caller that asked for that read alone (errors hold an `io::Error`, so they are
+/// not `Clone`; the kind and the message are what is reported).
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::EntryNotFound { id } => Error::EntryNotFound { id: id.clone() },
+        other => Error::InvalidEntry { line: 0, message: other.to_string() },
     }
 }
 

@@ -33,7 +33,7 @@ pub fn listing(
 ) -> Result<Vec<Arc<ListedSession>>, Failure> {
     let mut catalog = Catalog::new(agent_dir, index);
     if request.all {
-        return Ok(catalog.list_all(request.dir.as_deref(), &mut |_, _| {}));
+        return Ok(catalog.list_all(request.dir.as_deref(), &mut |_, _| {})?);
     }
     let cwd = request.cwd.clone().unwrap_or_else(paths::process_cwd);
     // pi's list() creates the project's directory when it is missing; a listing must not.

@@ -247,14 +247,21 @@ pub fn known_kind(kind: &str) -> &'static str {
     KINDS.iter().find(|k| **k == kind).copied().unwrap_or("internal_error")
 }
 
-impl From<crate::session::Error> for Failure {
-    fn from(e: crate::session::Error) -> Failure {
+impl Failure {
+    /// The failure an engine error means to the user.
+    pub fn from_session_ref(e: &crate::session::Error) -> Failure {
         use crate::session::Error as E;
-        let message = match &e {
+        let message = match e {
             E::Io { path, source, .. } => format!("{path}: {}", describe_io(source)),
             _ => e.to_string(),
         };
         Failure { kind: e.kind().as_str(), message }
+    }
+}
+
+impl From<crate::session::Error> for Failure {
+    fn from(e: crate::session::Error) -> Failure {
+        Failure::from_session_ref(&e)
     }
 }
 

@@ -116,5 +116,6 @@ pub fn from_session(e: Error) -> ErrorObjectOwned {
         Error::Conflict { path, .. } => {
             rpc_error(CONTENT_MODIFIED, "content_modified", message, json!({ "path": path }))
         }
+        Error::Cancelled => rpc_error(REQUEST_CANCELLED, "request_cancelled", message, json!({})),
     }
 }

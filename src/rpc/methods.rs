@@ -428,7 +428,8 @@ fn state_at(handle: &str, m: &SessionManager, seq: u64) -> Result<SessionState, 
         header: m.header().map(|h| rendered(|o| render::record(m, h, o)).map(HeaderJson)).transpose()?,
         leaf_id: key_json(m.leaf_id()),
         entry_count: m.entry_count(),
-        session_name: m.session_name().map_err(from_session)?.map(|n| any(&Json::String(n))),
+        // A name pi's getSessionName throws on must not make the whole session unopenable (issue 11).
+        session_name: m.session_name().ok().flatten().map(|n| any(&Json::String(n))),
         is_persisted: m.is_persisted(),
     })
 }
@@ -542,6 +543,13 @@ async fn mutate<R: Send + 'static>(
             Err(e @ crate::session::Error::Conflict { .. }) => {
                 // Another process wrote between the check and the write: show what it wrote, refuse ours.
                 publish_refresh(&state, &session, m)?;
+                // The shared index catches up on what was just written off the request path, so a search finds it.
+                if let Some(path) = m.session_file().filter(|p| paths::as_path(p).exists()) {
+                    if state.index.note_written(path) {
+                        let index = state.index.clone();
+                        tokio::task::spawn_blocking(move || index.catch_up_written());
+                    }
+                }
                 return Err(error::with_leaf(from_session(e), leaf_text(m)));
             }
             Err(e) => return Err(from_session(e)),
@@ -577,8 +585,12 @@ async fn mutate<R: Send + 'static>(
         state.notify("session/changed", &note);
         // A writer that takes no lock (pi) may have appended around our line: publish what it wrote now.
         publish_refresh(&state, &session, m)?;
+        // The shared index catches up on what was just written off the request path, so a search finds it.
         if let Some(path) = m.session_file().filter(|p| paths::as_path(p).exists()) {
-            state.index.touch(path);
+            if state.index.note_written(path) {
+                let index = state.index.clone();
+                tokio::task::spawn_blocking(move || index.catch_up_written());
+            }
         }
         let generation = session.written.fetch_add(1, Ordering::SeqCst) + 1;
         Ok((result, generation))
@@ -1183,7 +1195,7 @@ async fn list(p: ListParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectO
 
 async fn list_all(p: ListAllParams, cx: Cx) -> Result<SessionInfoListJson, ErrorObjectOwned> {
     let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| {
-        Ok(c.list_all(p.session_dir.as_deref(), progress))
+        c.list_all(p.session_dir.as_deref(), progress)
     };
     let (cx, json) = listing(cx, p.progress_token, p.include_all_messages_text, run, pi_listing).await?;
     cx.rendered_result(json, SessionInfoListJson)
@@ -1194,7 +1206,7 @@ async fn list_delta(p: ListDeltaParams, cx: Cx) -> Result<ListingDeltaJson, Erro
     let (cwd, session_dir, since) = (p.cwd, p.session_dir, p.since);
     let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| match &cwd {
         Some(cwd) => c.list(cwd, session_dir.as_deref(), progress),
-        None => Ok(c.list_all(session_dir.as_deref(), progress)),
+        None => c.list_all(session_dir.as_deref(), progress),
     };
     let render = move |infos: Vec<Arc<ListedSession>>, with_text: bool| {
         let infos = Arc::new(infos);

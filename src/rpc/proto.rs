@@ -44,9 +44,9 @@ pub struct PiString(pub JsString);
 
 impl<'de> Deserialize<'de> for PiString {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match PiValue::deserialize(d)?.0 {
-            Json::String(s) => Ok(PiString(s)),
-            other => Err(D::Error::custom(format!("expected a string, got {}", kind_name(&other)))),
+        match PiValue::deserialize(d)?.0.into_string() {
+            Ok(s) => Ok(PiString(s)),
+            Err(other) => Err(D::Error::custom(format!("expected a string, got {}", kind_name(&other)))),
         }
     }
 }
@@ -556,7 +556,9 @@ pub struct SessionState {
     pub leaf_id: Option<AnyJson>,
     /// Distinct entry ids.
     pub entry_count: usize,
-    /// The session name, if set.
+    /// The session name, if set. Also null when the latest `session_info`'s name is not a string: pi's
+    /// `getSessionName` throws on that file (and so does `session/getSessionName`, naming the entry), but the
+    /// session opens.
     pub session_name: Option<AnyJson>,
     /// False for in-memory sessions.
     pub is_persisted: bool,
@@ -867,7 +869,8 @@ pub struct WarningJson {
     /// 1-based line number (0: the whole file).
     pub line: u32,
     /// `malformed_line`, `torn_tail`, `missing_final_newline`, `non_object_line`, `extra_header`, `duplicate_id`,
-    /// `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`.
+    /// `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`, `unusable_entry` (pi loads the entry but
+    /// some reads throw on it; here those reads fail with an error naming it).
     pub kind: String,
     /// For a person.
     pub message: String,
@@ -938,7 +941,8 @@ pub struct FindByIdParams {
 pub struct SearchParams {
     /// pi's `/resume` query: space-separated words (each must match, as a substring of an entry's text or of the
     /// session's name, id or cwd; a word may also match the name or cwd fuzzily), `"exact phrases"`, or
-    /// `re:<regex>` (case-insensitive).
+    /// `re:<regex>` (case-insensitive). At most 4096 bytes and 64 words (each word of a phrase counts); a longer
+    /// query is an `invalid_params` error.
     pub query: String,
     /// Search this project's sessions only (as `sessions/list` finds them); default: every session.
     pub cwd: Option<String>,

@@ -4,9 +4,13 @@
 //! Orders matter as much as contents: `list` loads files in filename-descending order (`localeCompare`, i.e. ICU
 //! root collation, not byte order) and then sorts by `modified` descending with V8's stable sort, so ties keep
 //! the load order; `listAll` orders candidates by mtime then basename. The same comparators are used here.
+//!
+//! Only regular files are read (a FIFO or a device named `*.jsonl` is skipped, where pi hangs or reads without
+//! end), and every loop checks a [`Cancel`] flag, so a host that gives up on a listing stops its work.
 
 use std::collections::HashMap;
 use std::fs;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use icu_collator::options::CollatorOptions;
@@ -14,11 +18,78 @@ use icu_collator::{Collator, CollatorBorrowed};
 
 use super::dirscan::{self, FileStat};
 use super::error::{Error, Result};
-use super::index::{CatalogIndex, FileToIndex};
+use super::index::{CatalogIndex, FileToIndex, IndexError};
 use super::info::{read_header_bounded, session_info, ListedSession};
 use super::js::sort::sort_like_v8;
 use super::json::{JsString, Json};
 use super::paths;
+
+/// A request's cancellation flag, cheap to check in every loop of catalog work: whoever runs the request (the
+/// RPC layer on `$/cancelRequest` or at shutdown) sets it, and the listing, lookup or search stops at its next
+/// check with [`Error::Cancelled`]. Clones share the flag.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A flag nobody has set yet.
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Asks every holder of the flag to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the work was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Error::Cancelled)` once the work was cancelled.
+    pub fn check(&self) -> Result<()> {
+        if self.is_cancelled() {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `reader`, failing its next refill once the work is cancelled: a single file of gigabytes stops too.
+    pub fn reader<R: std::io::BufRead>(&self, reader: R) -> CancellableRead<'_, R> {
+        CancellableRead { reader, cancel: self }
+    }
+}
+
+/// See [`Cancel::reader`]. The check sits in `fill_buf`, so the buffered reader underneath keeps reading straight
+/// into its buffer.
+pub struct CancellableRead<'a, R> {
+    reader: R,
+    cancel: &'a Cancel,
+}
+
+impl<R: std::io::BufRead> std::io::Read for CancellableRead<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let available = std::io::BufRead::fill_buf(self)?;
+        let n = available.len().min(buf.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        self.reader.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for CancellableRead<'_, R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.cancel.is_cancelled() {
+            return Err(std::io::Error::other("cancelled"));
+        }
+        self.reader.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.reader.consume(amount)
+    }
+}
 
 /// pi's exported `getDefaultSessionDir(cwd, agentDir)`: the default directory for `cwd`, created if missing.
 pub fn default_session_dir(cwd: &str, agent_dir: &str) -> Result<String> {
@@ -55,9 +126,12 @@ pub fn locale_compare(collator: &CollatorBorrowed<'_>, a: &str, b: &str) -> f64 
     }
 }
 
-/// A file's listing entry, read from the file.
-fn listed(path: &str, stat: &FileStat, with_text: bool) -> Option<Arc<ListedSession>> {
-    session_info(path, stat.mtime_ms(), with_text).map(|i| Arc::new(ListedSession::new(i)))
+/// A file's listing entry, read from the file (None: not a session, or not a regular file).
+fn listed(path: &str, stat: &FileStat, with_text: bool, cancel: &Cancel) -> Option<Arc<ListedSession>> {
+    if !stat.regular {
+        return None;
+    }
+    session_info(path, stat.mtime_ms(), with_text, cancel).map(|i| Arc::new(ListedSession::new(i)))
 }
 
 /// Sorts infos by `modified` descending, V8-stably (ties keep their order).
@@ -93,12 +167,24 @@ pub struct Catalog<'a> {
     agent_dir: &'a str,
     index: Option<&'a mut CatalogIndex>,
     with_text: bool,
+    cancel: Cancel,
 }
 
 impl<'a> Catalog<'a> {
     /// Listings of `agent_dir`'s sessions, through `index` if given, with every `SessionInfo` field.
     pub fn new(agent_dir: &'a str, index: Option<&'a mut CatalogIndex>) -> Catalog<'a> {
-        Catalog { agent_dir, index, with_text: true }
+        Catalog { agent_dir, index, with_text: true, cancel: Cancel::new() }
+    }
+
+    /// Stops every call at its next check once `cancel` is set, with [`Error::Cancelled`].
+    pub fn with_cancel(mut self, cancel: Cancel) -> Catalog<'a> {
+        self.cancel = cancel;
+        self
+    }
+
+    /// The cancellation flag the calls check.
+    pub fn cancel(&self) -> &Cancel {
+        &self.cancel
     }
 
     /// Leaves `allMessagesText` out of the listings: it is most of their size (every user and assistant text),
@@ -113,10 +199,31 @@ impl<'a> Catalog<'a> {
         self.index.as_deref_mut()
     }
 
+    /// Answers through the index with `run`, or says (once per call, in the log) why it cannot and gives None:
+    /// the caller then reads the files. A cancellation is not a reason to read the files.
+    fn through_index<T>(
+        &mut self,
+        what: &str,
+        run: impl FnOnce(&mut CatalogIndex, &Cancel) -> Result<T, IndexError>,
+    ) -> Result<Option<T>> {
+        let cancel = self.cancel.clone();
+        let Some(index) = self.index() else { return Ok(None) };
+        match run(index, &cancel) {
+            Ok(v) => Ok(Some(v)),
+            Err(IndexError::Cancelled) => Err(Error::Cancelled),
+            Err(e) => {
+                tracing::warn!("catalog index unavailable ({e}); reading {what} directly");
+                cancel.check()?;
+                Ok(None)
+            }
+        }
+    }
+
     /// pi's `listSessionsFromDir`: every `*.jsonl` session in `dir`, loaded in filename-descending order.
-    fn list_dir(&mut self, dir: &str, on_progress: &mut dyn FnMut(usize, usize)) -> Vec<Arc<ListedSession>> {
+    fn list_dir(&mut self, dir: &str, on_progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Arc<ListedSession>>> {
+        self.cancel.check()?;
         if !paths::as_path(dir).exists() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         // The names in load order: from the index's snapshot while the directory is unchanged (collating
         // thousands of names is a large part of a warm listing), else read now.
@@ -124,28 +231,32 @@ impl<'a> Catalog<'a> {
             Some(ix) => ix.load_order(dir, || read_load_order(dir)),
             None => read_load_order(dir).map(Arc::new),
         };
-        let Some(names) = names else { return Vec::new() };
+        let Some(names) = names else { return Ok(Vec::new()) };
         let stats = dirscan::stat_names(dir, &names);
         let ordered: Vec<(&String, Option<FileStat>)> = names.iter().zip(stats).collect();
         let with_text = self.with_text;
-        if let Some(index) = self.index() {
-            let files: Vec<FileToIndex<'_>> = ordered
-                .iter()
-                .filter_map(|&(name, stat)| Some(FileToIndex { path: paths::join(&[dir, name]), dir, stat: stat? }))
-                .collect();
-            match index.refresh(&[dir.to_owned()], &files, with_text, on_progress) {
-                Ok(infos) => return infos.into_iter().flatten().collect(),
-                Err(e) => tracing::warn!("catalog index unavailable ({e}); reading {dir} directly"),
-            }
+        let files: Vec<FileToIndex<'_>> = ordered
+            .iter()
+            .filter_map(|&(name, stat)| {
+                Some(FileToIndex { path: paths::join(&[dir, name]), dir, stat: stat.filter(|s| s.regular)? })
+            })
+            .collect();
+        let dirs = [dir.to_owned()];
+        let indexed =
+            self.through_index(dir, |ix, cancel| ix.refresh(&dirs, &files, with_text, cancel, on_progress))?;
+        if let Some(infos) = indexed {
+            return Ok(infos.into_iter().flatten().collect());
         }
         let total = ordered.len();
         let mut out = Vec::new();
         for (i, (name, meta)) in ordered.iter().enumerate() {
+            self.cancel.check()?;
             let path = paths::join(&[dir, name]);
-            out.extend(meta.as_ref().and_then(|m| listed(&path, m, with_text)));
+            out.extend(meta.as_ref().and_then(|m| listed(&path, m, with_text, &self.cancel)));
             on_progress(i + 1, total);
         }
-        out
+        self.cancel.check()?;
+        Ok(out)
     }
 
     /// `SessionManager.list(cwd, sessionDir?)`: the sessions of `cwd`, newest activity first.
@@ -160,7 +271,7 @@ impl<'a> Catalog<'a> {
         // A project's sessions mostly share one cwd: resolve each distinct one once.
         let mut matches: HashMap<JsString, bool> = HashMap::new();
         let mut infos: Vec<Arc<ListedSession>> = self
-            .list_dir(&dir, on_progress)
+            .list_dir(&dir, on_progress)?
             .into_iter()
             .filter(|s| {
                 !filter
@@ -180,17 +291,19 @@ impl<'a> Catalog<'a> {
         &mut self,
         session_dir: Option<&str>,
         on_progress: &mut dyn FnMut(usize, usize),
-    ) -> Vec<Arc<ListedSession>> {
+    ) -> Result<Vec<Arc<ListedSession>>> {
+        self.cancel.check()?;
         if let Some(d) = session_dir.filter(|d| !d.is_empty()) {
-            let mut infos = self.list_dir(&paths::normalize_path(d), on_progress);
+            let mut infos = self.list_dir(&paths::normalize_path(d), on_progress)?;
             sort_infos(&mut infos);
-            return infos;
+            return Ok(infos);
         }
         let root = paths::join(&[self.agent_dir, "sessions"]);
-        let Ok(entries) = fs::read_dir(&root) else { return Vec::new() };
+        let Ok(entries) = fs::read_dir(&root) else { return Ok(Vec::new()) };
         let mut dirs = Vec::new();
         let mut candidates: Vec<(String, String, Option<FileStat>)> = Vec::new();
         for entry in entries.flatten() {
+            self.cancel.check()?;
             let Ok(ft) = entry.file_type() else { continue };
             if !(ft.is_dir() || ft.is_symlink()) {
                 continue;
@@ -212,52 +325,50 @@ impl<'a> Catalog<'a> {
             }
         });
         let with_text = self.with_text;
-        if let Some(index) = self.index() {
-            let files: Vec<FileToIndex<'_>> = candidates
-                .iter()
-                .filter_map(|(path, dir, stat)| stat.map(|stat| FileToIndex { path: path.clone(), dir, stat }))
-                .collect();
-            match index.refresh(&dirs, &files, with_text, on_progress) {
-                Ok(infos) => {
-                    let mut infos: Vec<Arc<ListedSession>> = infos.into_iter().flatten().collect();
-                    sort_infos(&mut infos);
-                    return infos;
+        let files: Vec<FileToIndex<'_>> = candidates
+            .iter()
+            .filter_map(|(path, dir, stat)| {
+                stat.filter(|s| s.regular).map(|stat| FileToIndex { path: path.clone(), dir, stat })
+            })
+            .collect();
+        let indexed =
+            self.through_index(&root, |ix, cancel| ix.refresh(&dirs, &files, with_text, cancel, on_progress))?;
+        let mut infos: Vec<Arc<ListedSession>> = match indexed {
+            Some(infos) => infos.into_iter().flatten().collect(),
+            None => {
+                let total = candidates.len();
+                let mut infos = Vec::new();
+                for (i, (path, _, meta)) in candidates.iter().enumerate() {
+                    self.cancel.check()?;
+                    if let Some(m) = meta {
+                        infos.extend(listed(path, m, with_text, &self.cancel));
+                    }
+                    on_progress(i + 1, total);
                 }
-                Err(e) => tracing::warn!("catalog index unavailable ({e}); reading {root} directly"),
+                self.cancel.check()?;
+                infos
             }
-        }
-        let total = candidates.len();
-        let mut infos = Vec::new();
-        for (i, (path, _, meta)) in candidates.iter().enumerate() {
-            if let Some(m) = meta {
-                infos.extend(listed(path, m, with_text));
-            }
-            on_progress(i + 1, total);
-        }
+        };
         sort_infos(&mut infos);
-        infos
+        Ok(infos)
     }
 
     /// `SessionManager.findById(cwd, id, sessionDir?)`: the first file (directory order) whose header id is
-    /// exactly `id`.
+    /// exactly `id`. Like pi, it looks in that one directory only (not below it), and reads at most the first MiB
+    /// of each file; files that are not regular are skipped (pi would wait on a FIFO for ever).
     pub fn find_by_id(&mut self, cwd: &str, id: &str, session_dir: Option<&str>) -> Result<Option<String>> {
+        self.cancel.check()?;
         let (dir, filter) = directory_for(cwd, session_dir, self.agent_dir)?;
         let resolved_cwd = paths::resolve_path(cwd);
         let Ok(names) = dirscan::jsonl_names(&dir) else { return Ok(None) };
         // Headers of files unchanged since they were indexed need no reading.
-        let cached = match self.index().map(|ix| ix.cached_headers(&dir)) {
-            Some(Ok(c)) => c,
-            Some(Err(e)) => {
-                tracing::warn!("catalog index unavailable ({e}); reading {dir} directly");
-                Default::default()
-            }
-            None => Default::default(),
-        };
-        for name in names {
-            let path = paths::join(&[&dir, &name]);
-            let known = cached
-                .get(&path)
-                .and_then(|c| dirscan::stat(&path).and_then(|m| c.header_if_current(&m).map(|h| h.cloned())));
+        let cached = self.through_index(&dir, |ix, _| ix.cached_headers(&dir))?.unwrap_or_default();
+        let stats = dirscan::stat_names(&dir, &names);
+        for (name, stat) in names.iter().zip(stats) {
+            self.cancel.check()?;
+            let Some(stat) = stat.filter(|s| s.regular) else { continue };
+            let path = paths::join(&[&dir, name]);
+            let known = cached.get(&path).and_then(|c| c.header_if_current(&stat).map(|h| h.cloned()));
             let Some(header) = known.unwrap_or_else(|| read_header_bounded(&path)) else { continue };
             if !header.get("id").and_then(Json::as_js_str).is_some_and(|h| h.eq_str(id)) {
                 continue;
@@ -281,11 +392,13 @@ pub fn find_most_recent_session(dir: &str, cwd: Option<&str>) -> Option<String> 
     let resolved_cwd = cwd.map(paths::resolve_path);
     let mut files = Vec::new();
     for (name, meta) in jsonl_entries(&dir).ok()? {
-        // pi's statSync throws on a vanished file, and the whole lookup gives up.
-        files.push((paths::join(&[&dir, &name]), meta?.mtime_ms()));
+        // pi's statSync throws on a vanished file, and the whole lookup gives up. A file that is not regular keeps
+        // its place in the order but is never read (pi would wait on a FIFO for ever).
+        let meta = meta?;
+        files.push((paths::join(&[&dir, &name]), meta.regular, meta.mtime_ms()));
     }
-    sort_like_v8(&mut files, |a, b| b.1 - a.1);
-    files.into_iter().map(|(p, _)| p).find(|p| {
+    sort_like_v8(&mut files, |a, b| b.2 - a.2);
+    files.into_iter().filter(|(_, regular, _)| *regular).map(|(p, _, _)| p).find(|p| {
         let Some(header) = read_header_bounded(p) else { return false };
         match &resolved_cwd {
             None => true,

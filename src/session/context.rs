@@ -90,8 +90,20 @@ impl Default for ContextOptions {
     }
 }
 
+/// The error for a read pi's JavaScript throws on because of entry `r`, naming it.
 fn type_error(r: &Record, what: &str) -> Error {
-    Error::InvalidEntry { line: r.line, message: format!("{what} (pi 1.6.0 throws a TypeError here)") }
+    Error::InvalidEntry {
+        line: r.line,
+        message: format!("{}: {what} (pi 1.6.0 throws a TypeError here)", entry_name(r)),
+    }
+}
+
+/// `entry "id"` (or `entry (no id)`), for messages.
+pub fn entry_name(r: &Record) -> String {
+    match r.id.to_json_text() {
+        Some(id) => format!("entry {id}"),
+        None => "entry (no id)".to_owned(),
+    }
 }
 
 /// Reading `entry.message.role` as pi does: a TypeError when the message is null or missing.
@@ -173,7 +185,7 @@ pub fn projection(
     let entries = entries_for_path(records, &path, bodies, options)?;
     let mut edits: IndexMap<Key, usize> = IndexMap::new();
     for &i in &entries {
-        if let Detail::ContextEdit(target) = &records[i].detail {
+        if let Detail::ContextEdit { target, .. } = &records[i].detail {
             edits.insert(target.clone(), i);
         }
     }
@@ -383,9 +395,11 @@ fn project_entry(
             Some(Json::Object(o)) => o.get("content").cloned(),
             Some(_) => None,
         };
-        let content = match content {
-            Some(Json::String(text)) if matches!(role, Role::Assistant | Role::ToolResult) => Some(text_blocks(text)),
-            other => other,
+        let content = match &content {
+            Some(Json::String(text)) if matches!(role, Role::Assistant | Role::ToolResult) => {
+                Some(text_blocks(text.clone()))
+            }
+            _ => content,
         };
         out.push(ContextMessage::Value(with_content(&value, content)));
     }

@@ -8,7 +8,7 @@
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 
-use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 /// What the catalog keeps of a file's `stat`: enough to tell whether the file changed, and pi's `mtime`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub struct FileStat {
     pub dev: u64,
     /// See `dev`.
     pub ino: u64,
+    /// A regular file (after following symlinks). Only regular files are listed or read: opening a FIFO blocks
+    /// until a writer comes, and a device can be read without end.
+    pub regular: bool,
 }
 
 impl FileStat {
@@ -40,6 +43,7 @@ impl From<&fs::Metadata> for FileStat {
             mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
             dev: meta.dev(),
             ino: meta.ino(),
+            regular: meta.is_file(),
         }
     }
 }
@@ -66,6 +70,7 @@ pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStat>
                 mtime_ns: st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64,
                 dev: st.st_dev as u64,
                 ino: st.st_ino as u64,
+                regular: FileType::from_raw_mode(st.st_mode as _) == FileType::RegularFile,
             })
         })
         .collect()
@@ -101,11 +106,24 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_or_a_directory_is_stated_as_not_regular_without_being_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, dir.path().join("pipe.jsonl"), Mode::RUSR | Mode::WUSR).unwrap();
+        fs::create_dir(dir.path().join("dir.jsonl")).unwrap();
+        fs::write(dir.path().join("file.jsonl"), b"x").unwrap();
+        let got: Vec<bool> =
+            stat_names(d, &["pipe.jsonl", "dir.jsonl", "file.jsonl"]).into_iter().map(|s| s.unwrap().regular).collect();
+        assert_eq!(got, vec![false, false, true]);
+        assert!(!stat(&format!("{d}/pipe.jsonl")).unwrap().regular);
+    }
+
+    #[test]
     fn mtime_ms_is_nodes_sum_of_seconds_and_nanoseconds() {
         let meta = fs::metadata("/").unwrap();
         let expected = meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6;
         assert_eq!(FileStat::from(&meta).mtime_ms(), expected);
-        let st = FileStat { len: 0, mtime_ns: 1_767_225_600_123_456_789, dev: 0, ino: 0 };
+        let st = FileStat { len: 0, mtime_ns: 1_767_225_600_123_456_789, dev: 0, ino: 0, regular: true };
         assert_eq!(st.mtime_ms(), 1_767_225_600.0 * 1000.0 + 123_456_789.0 / 1e6);
     }
 }

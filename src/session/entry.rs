@@ -191,8 +191,13 @@ pub enum Detail {
         /// `firstKeptEntryIndex` when it is a number (a v1 compaction awaiting migration).
         first_kept_index: Option<f64>,
     },
-    /// A `context_edit` entry's `targetId`.
-    ContextEdit(Key),
+    /// A `context_edit` entry.
+    ContextEdit {
+        /// `targetId`.
+        target: Key,
+        /// False when the entry has no `replacement` member: pi's projection throws on it.
+        has_replacement: bool,
+    },
 }
 
 /// One parsed line: the skeleton of an entry (or header) and where its body is.

@@ -85,6 +85,9 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// The caller cancelled the work (a listing, lookup or search) before it finished; nothing was changed.
+    #[error("request cancelled")]
+    Cancelled,
     /// The file to create already exists (pi's exclusive create fails with EEXIST).
     #[error("EEXIST: file already exists, open '{path}'")]
     AlreadyExists {
@@ -116,6 +119,7 @@ impl Error {
             Error::InvalidSessionId => ErrorKind::InvalidSessionId,
             Error::Locked { .. } => ErrorKind::SessionLocked,
             Error::Conflict { .. } => ErrorKind::ContentModified,
+            Error::Cancelled => ErrorKind::RequestCancelled,
         }
     }
 
@@ -144,6 +148,8 @@ pub enum ErrorKind {
     SessionLocked,
     /// The file changed under us.
     ContentModified,
+    /// The caller cancelled the work.
+    RequestCancelled,
 }
 
 impl ErrorKind {
@@ -158,6 +164,7 @@ impl ErrorKind {
             ErrorKind::InvalidSessionId => "invalid_session_id",
             ErrorKind::SessionLocked => "session_locked",
             ErrorKind::ContentModified => "content_modified",
+            ErrorKind::RequestCancelled => "request_cancelled",
         }
     }
 }

@@ -6,15 +6,16 @@
 //! that is not a string) it silently drops the whole file from the listing; we list the file and skip only the
 //! broken field (see `docs/compatibility.md`).
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 
+use super::catalog::Cancel;
 use super::entry::{EntryType, Role};
 use super::js::{convert, date};
 use super::json::scan::{find_member, scan_document, Kind};
 use super::json::value::decode_string_literal;
 use super::json::{JsString, Json};
 use super::line::{is_blank, is_falsy, new_date_ms};
+use super::store;
 
 /// One session in a listing (pi's `SessionInfo`).
 #[derive(Clone, Debug, PartialEq)]
@@ -105,17 +106,25 @@ impl ListedSession {
 }
 
 /// Splits a stream into lines as Node's `readline` does with `crlfDelay: Infinity`: on `\n`, `\r\n` or a lone
-/// `\r`, with the final unterminated fragment as a line too.
+/// `\r`, with the final unterminated fragment as a line too. A line longer than [`store::MAX_LINE_BYTES`] is
+/// given as an empty line (which every reader skips, as pi skips a line it cannot parse): its bytes are read
+/// past, never held, so a file of zeros or a huge sparse file costs time but not memory.
 pub struct ReadlineLines<R> {
     reader: R,
     pending_cr: bool,
     done: bool,
+    max_line: usize,
 }
 
 impl<R: BufRead> ReadlineLines<R> {
     /// Lines of `reader`.
     pub fn new(reader: R) -> Self {
-        ReadlineLines { reader, pending_cr: false, done: false }
+        Self::with_max_line(reader, store::MAX_LINE_BYTES)
+    }
+
+    /// Lines of `reader`, lines over `max_line` bytes given as empty ones.
+    pub fn with_max_line(reader: R, max_line: usize) -> Self {
+        ReadlineLines { reader, pending_cr: false, done: false, max_line }
     }
 
     /// The next line (without its terminator) into `buf`; false at the end.
@@ -124,11 +133,13 @@ impl<R: BufRead> ReadlineLines<R> {
         if self.done {
             return Ok(false);
         }
+        // Bytes of the current line seen (held in `buf` only while within the bound).
+        let mut seen = 0usize;
         loop {
             let available = self.reader.fill_buf()?;
             if available.is_empty() {
                 self.done = true;
-                return Ok(!buf.is_empty());
+                return Ok(seen > 0);
             }
             let mut start = 0;
             if self.pending_cr {
@@ -137,10 +148,16 @@ impl<R: BufRead> ReadlineLines<R> {
                     start = 1;
                 }
             }
-            match memchr::memchr2(b'\n', b'\r', &available[start..]) {
-                Some(i) => {
-                    let end = start + i;
-                    buf.extend_from_slice(&available[start..end]);
+            let found = memchr::memchr2(b'\n', b'\r', &available[start..]);
+            let end = found.map_or(available.len(), |i| start + i);
+            seen = seen.saturating_add(end - start);
+            if seen <= self.max_line {
+                buf.extend_from_slice(&available[start..end]);
+            } else {
+                buf.clear();
+            }
+            match found {
+                Some(_) => {
                     let is_cr = available[end] == b'\r';
                     self.reader.consume(end + 1);
                     if is_cr {
@@ -150,7 +167,6 @@ impl<R: BufRead> ReadlineLines<R> {
                 }
                 None => {
                     let n = available.len();
-                    buf.extend_from_slice(&available[start..]);
                     self.reader.consume(n);
                 }
             }
@@ -226,8 +242,8 @@ impl InfoState {
         let entry_id = || member("id").map_or_else(|| "null".to_owned(), |v| String::from_utf8_lossy(v).into_owned());
         let entry_time = || new_date_ms(member("timestamp").and_then(|v| Json::parse(v).ok()).as_ref());
         if kind == EntryType::SessionInfo {
-            self.name = match member("name").map(|v| Json::parse(v).ok()) {
-                Some(Some(Json::String(s))) => Some(s.trim()).filter(|t| !t.is_empty()),
+            self.name = match member("name").and_then(|v| Json::parse(v).ok()).as_ref() {
+                Some(Json::String(s)) => Some(s.trim()).filter(|t| !t.is_empty()),
                 _ => None,
             };
             if let (Some(d), Some(n)) = (docs, &self.name) {
@@ -361,10 +377,11 @@ fn capped(text: JsString) -> String {
 }
 
 /// pi's `buildSessionInfo` for the file at `path`; None when the file is not a session (its first parsed line is
-/// not a header) or cannot be read. `mtime_ms` is the file's modification time (for sessions with no activity).
-pub fn session_info(path: &str, mtime_ms: f64, with_text: bool) -> Option<SessionInfo> {
-    let file = File::open(path).ok()?;
-    let mut lines = ReadlineLines::new(BufReader::with_capacity(1 << 20, file));
+/// not a header), is not a regular file, cannot be read, or `cancel` was set. `mtime_ms` is the file's
+/// modification time (for sessions with no activity).
+pub fn session_info(path: &str, mtime_ms: f64, with_text: bool, cancel: &Cancel) -> Option<SessionInfo> {
+    let file = store::open_regular(path).ok()?;
+    let mut lines = ReadlineLines::new(cancel.reader(BufReader::with_capacity(1 << 20, file)));
     let mut buf = Vec::new();
     let mut state = InfoState::default();
     while lines.next_line(&mut buf).ok()? {
@@ -382,7 +399,7 @@ pub const HEADER_SCAN_LIMIT: u64 = 1024 * 1024;
 /// The header a discovery scan finds: the first parsed line, if it is a header with a string id and it lies
 /// within the first MiB (pi's bounded `readSessionHeader`).
 pub fn read_header_bounded(path: &str) -> Option<Json> {
-    let mut f = File::open(path).ok()?;
+    let mut f = store::open_regular(path).ok()?;
     let mut buf = Vec::with_capacity(16 * 1024);
     let mut start = 0;
     let mut searched = 0;
@@ -476,5 +493,20 @@ mod tests {
         assert_eq!(lines(b"a\nb\r\nc\rd"), vec!["a", "b", "c", "d"]);
         assert_eq!(lines(b"a\r\n\r\nb\n"), vec!["a", "", "b"]);
         assert_eq!(lines(b""), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_read_past_as_an_empty_line_and_the_next_lines_are_kept() {
+        let split = |input: &[u8]| {
+            let mut r = ReadlineLines::with_max_line(std::io::BufReader::with_capacity(3, input), 5);
+            let mut buf = Vec::new();
+            let mut out = Vec::new();
+            while r.next_line(&mut buf).unwrap() {
+                out.push(String::from_utf8(buf.clone()).unwrap());
+            }
+            out
+        };
+        assert_eq!(split(b"12345\n123456\r\nabc\n0123456789"), vec!["12345", "", "abc", ""]);
+        assert_eq!(split(b"0123456789\rx"), vec!["", "x"]);
     }
 }

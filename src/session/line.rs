@@ -20,6 +20,9 @@ pub enum LineOutcome {
     Blank,
     /// Not JSON: pi skips it silently; we report it.
     Malformed(SyntaxError),
+    /// Longer than [`super::store::MAX_LINE_BYTES`]: never read (pi cannot hold it in a string and fails to open
+    /// the file); we report it as malformed.
+    TooLong,
     /// Valid JSON whose value is falsy (`null`, `false`, `0`, `""`): pi skips it.
     Falsy,
     /// An entry or header.
@@ -129,11 +132,38 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
             }
         }
         EntryType::ContextEdit => {
-            record.detail = Detail::ContextEdit(member("targetId").map(Key::from_raw).unwrap_or(Key::Undefined))
+            record.detail = Detail::ContextEdit {
+                target: member("targetId").map(Key::from_raw).unwrap_or(Key::Undefined),
+                has_replacement: member("replacement").is_some(),
+            }
         }
         _ => {}
     }
     LineOutcome::Record(Box::new(record))
+}
+
+/// What is wrong with an entry that pi loads but some of whose reads throw on it (a `TypeError` in pi 1.6.0), for
+/// a load warning; None for an entry every read can use. Such entries do not stop a file from opening: only the
+/// reads that meet them fail, and they fail naming the entry.
+pub fn unusable_entry(record: &Record) -> Option<&'static str> {
+    match (&record.kind, &record.detail) {
+        (EntryType::Message, _) if record.message.property_access_throws() => Some(
+            "message entry has no message object: pi 1.6.0's buildSessionProjection and buildSessionContext (and \
+             buildContextEntries after a compaction) throw while it is on the active path, and so does the first \
+             write of a session holding it; those fail here with an error naming it",
+        ),
+        (EntryType::ContextEdit, Detail::ContextEdit { has_replacement: false, .. }) => Some(
+            "context edit has no replacement: pi 1.6.0's buildSessionProjection and buildSessionContext throw while \
+             it applies to a message on the active path; those fail here with an error naming it",
+        ),
+        (EntryType::SessionInfo, Detail::SessionInfo(Some(name))) if !matches!(name, Json::Null | Json::String(_)) => {
+            Some(
+                "session_info name is not a string: pi 1.6.0's getSessionName throws while it is the latest \
+                 session_info; it fails here with an error naming it",
+            )
+        }
+        _ => None,
+    }
 }
 
 fn message_shape(bytes: &[u8], message: Option<&[u8]>, members: &[Member]) -> (MessageShape, Role) {

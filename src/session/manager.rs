@@ -91,7 +91,7 @@ pub struct PendingRepairs {
 
 /// What a constructor already read: a file (and its handle), or entries given in memory.
 enum Preloaded {
-    File(SessionFile, LoadedFile),
+    File(Box<SessionFile>, LoadedFile),
     Entries(LoadedFile),
 }
 
@@ -111,9 +111,12 @@ pub enum Refresh {
     Unchanged,
     /// Another process appended these records (indices), in file order.
     Appended(Vec<usize>),
-    /// The file was truncated or replaced; the session was read again from scratch.
+    /// The file was truncated, rewritten or replaced (or appeared where there was none) and was read again as an
+    /// open reads it.
     Reset,
-    /// The file is gone (the session stays in memory; the next write puts it back, header and all).
+    /// The file is gone, or is no longer a session (emptied into something else, replaced by a file without a
+    /// header or by something that is not a regular file). The session stays in memory; see
+    /// [`SessionManager::refresh`] for what reads and writes do then.
     Deleted,
 }
 
@@ -139,14 +142,46 @@ pub struct SessionManager {
 
 struct RecordBodies<'a> {
     records: &'a [Record],
-    file: Option<&'a File>,
+    file: Option<&'a SessionFile>,
+    path: &'a str,
 }
 
 impl Bodies for RecordBodies<'_> {
     fn bytes(&self, record: usize) -> Result<Vec<u8>> {
         let r = &self.records[record];
-        store::read_body(self.file, &r.body).map_err(|e| Error::io("read", "session file", e))
+        let read = match self.file {
+            Some(f) => f.read_body(&r.body),
+            None => store::read_body(None, &r.body),
+        };
+        read.or_else(|e| match r.header() {
+            // The header's value is in memory: a header whose line is gone is still shown (in its parsed form).
+            Some(h) if gone_from_file(&e) => {
+                let mut bytes = Vec::new();
+                h.write_preserving(&mut bytes);
+                Ok(bytes)
+            }
+            _ => Err(body_error(self.path, r, e)),
+        })
     }
+}
+
+/// True for the errors [`store::read_body`] gives for a line that is no longer where it was read.
+fn gone_from_file(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData)
+}
+
+/// A failed body read, naming the entry.
+fn body_error(path: &str, r: &Record, e: std::io::Error) -> Error {
+    let what = context::entry_name(r);
+    let what = if r.line > 0 { format!("{what} (line {})", r.line) } else { what };
+    if gone_from_file(&e) {
+        let message = format!(
+            "{what} is no longer in the session file: the file was truncated or rewritten since it was read \
+             (it is read again when the handle next follows the file, or reopen it)"
+        );
+        return Error::io("read", path, std::io::Error::new(e.kind(), message));
+    }
+    Error::io("read", path, std::io::Error::new(e.kind(), format!("{what}: {e}")))
 }
 
 fn record_from_bytes(bytes: Vec<u8>) -> Record {
@@ -192,7 +227,7 @@ impl SessionManager {
             std::fs::create_dir_all(&m.session_dir).map_err(|e| Error::io("create directory", &m.session_dir, e))?;
         }
         match (session_file, preloaded) {
-            (Some(file), Some(Preloaded::File(f, loaded))) => m.set_session_file_inner(file, Some((f, loaded)))?,
+            (Some(file), Some(Preloaded::File(f, loaded))) => m.set_session_file_inner(file, Some((*f, loaded)))?,
             (Some(file), _) => m.set_session_file_inner(file, None)?,
             (None, Some(Preloaded::Entries(loaded))) if !loaded.records.is_empty() => {
                 m.load_records(loaded, options)?
@@ -223,7 +258,7 @@ impl SessionManager {
             if loaded.has_valid_header() {
                 header_cwd = loaded.records[0].header().and_then(|h| h.get("cwd")).and_then(Json::as_js_str).cloned();
             }
-            preloaded = Some(Preloaded::File(file, loaded));
+            preloaded = Some(Preloaded::File(Box::new(file), loaded));
         }
         let cwd = match cwd_override {
             Some(c) => c.to_owned(),
@@ -344,16 +379,25 @@ impl SessionManager {
             self.pending.rewrite = true;
             return Ok(());
         }
-        self.session_file = Some(resolved);
-        self.pending.final_newline = loaded.needs_final_newline;
-        self.file = Some(file);
+        let final_newline = loaded.needs_final_newline;
         self.load_records(loaded, NewSessionOptions::default())?;
+        self.session_file = Some(resolved);
+        self.pending.final_newline = final_newline;
+        self.file = Some(file);
         self.flushed = true;
         Ok(())
     }
 
+    /// Makes `loaded` this session's records. A failure (a file pi cannot migrate, an invalid session id in
+    /// `options`) leaves the session as it was.
     fn load_records(&mut self, loaded: LoadedFile, options: NewSessionOptions) -> Result<()> {
         let LoadedFile { mut records, lines, warnings, needs_final_newline, .. } = loaded;
+        let session_id = records.iter().find(|r| r.is_header()).and_then(Record::header).map(|h| h.get("id").cloned());
+        let version = migrate::file_version(&records);
+        let migrated = session_id.is_some() && migrate::migrate(&mut records, self.env.ids.as_mut())?;
+        if session_id.is_none() {
+            self.new_session(options)?;
+        }
         // An unterminated last line may be a write still in progress: remember what it contributed, so that
         // following the file can read it again once it is complete.
         self.tail = match lines.last() {
@@ -365,11 +409,10 @@ impl SessionManager {
             _ => None,
         };
         self.warnings = warnings;
-        match records.iter().find(|r| r.is_header()).and_then(Record::header) {
-            Some(header) => {
-                self.session_id = header.get("id").cloned().unwrap_or(Json::Null);
-                let version = migrate::file_version(&records);
-                if migrate::migrate(&mut records, self.env.ids.as_mut())? {
+        match session_id {
+            Some(id) => {
+                self.session_id = id.unwrap_or(Json::Null);
+                if migrated {
                     self.warnings.push(Warning {
                         line: 0,
                         kind: WarningKind::LegacyVersion,
@@ -386,10 +429,7 @@ impl SessionManager {
                 self.records = records;
                 self.lines = lines;
             }
-            None => {
-                self.new_session(options)?;
-                self.records.extend(records);
-            }
+            None => self.records.extend(records),
         }
         self.index = TreeIndex::build(&self.records);
         let tree_warnings = self.index.diagnose(&self.records);
@@ -657,34 +697,111 @@ impl SessionManager {
     /// Follows the file as another process (pi itself) writes it: new complete lines become records, in file
     /// order, as a fresh open would read them (a line still being written is left for later). If the leaf was at
     /// the last entry it moves to the new last entry, as a fresh open would put it; a leaf the host moved
-    /// elsewhere stays. A truncated or replaced file is read again from scratch.
+    /// elsewhere stays.
+    ///
+    /// A file truncated, rewritten in place or replaced is read again as an open would read it ([`Refresh::Reset`])
+    /// when it is still a session (a shorter one, another one). A session file that appears where this session had
+    /// nothing on disk yet (a new session, an empty file) is read the same way. When the path no longer holds a
+    /// session ([`Refresh::Deleted`]: removed, emptied, or holding something else), the session stays in memory:
+    /// bodies are still read from the old file if it was deleted or renamed over (its descriptor is kept), and
+    /// fail with an error naming the entry if its bytes were overwritten or truncated in place; a write to a
+    /// deleted file puts the whole session back, a write over anything else is refused (it would land in a file
+    /// another program is writing, or has emptied). Each later refresh looks again (without reading the path
+    /// while it stays as it was) and reads it as soon as it is a session again.
     pub fn refresh(&mut self) -> Result<Refresh> {
-        if !self.persist || !self.flushed {
+        if !self.persist {
             return Ok(Refresh::Unchanged);
         }
-        let Some(file) = self.file.as_ref() else { return Ok(Refresh::Unchanged) };
+        if !self.flushed {
+            return self.follow_appearance();
+        }
+        let Some(file) = self.file.as_mut() else { return Ok(Refresh::Unchanged) };
+        if let Some(seen) = file.detached() {
+            let path = self.session_file.as_deref().expect("a flushed session has a file");
+            return match store::FileStamp::of_path(path).map_err(|e| Error::io("stat", path, e))? {
+                None => {
+                    // Gone altogether now: a deleted session file, which the next write puts back.
+                    file.reattach();
+                    Ok(Refresh::Deleted)
+                }
+                Some(now) if now == seen => Ok(Refresh::Deleted),
+                Some(_) => self.reload(),
+            };
+        }
         match file.state()? {
             store::FileState::Same => Ok(Refresh::Unchanged),
             store::FileState::Missing => Ok(Refresh::Deleted),
-            store::FileState::Replaced | store::FileState::Shrunk => {
-                self.reload()?;
-                Ok(Refresh::Reset)
-            }
+            store::FileState::Replaced | store::FileState::Shrunk | store::FileState::Rewritten => self.reload(),
+            // Nothing of ours is in the file (it was empty when opened): what is there now is read from scratch.
+            store::FileState::Grew(_) if file.is_empty() => self.reload(),
             store::FileState::Grew(_) => self.follow_appends(),
         }
     }
 
-    /// Reads the file again from scratch (it was replaced or truncated under us).
-    fn reload(&mut self) -> Result<()> {
-        let path = self.session_file.clone().expect("a flushed session has a file");
-        let (file, loaded) = SessionFile::open(&path, self.durability)?;
-        if !loaded.has_valid_header() {
-            return Err(Error::InvalidSessionFile { path });
+    /// A new session that wrote nothing yet, watching its path: once another process writes a session there,
+    /// it is read as an open would read it.
+    fn follow_appearance(&mut self) -> Result<Refresh> {
+        let Some(path) = self.session_file.clone() else { return Ok(Refresh::Unchanged) };
+        let has_entries = self.records.iter().any(|r| !r.is_header());
+        if has_entries || self.file.is_some() || !paths::as_path(&path).is_file() {
+            return Ok(Refresh::Unchanged);
         }
-        self.pending = PendingRepairs { rewrite: false, final_newline: loaded.needs_final_newline };
-        self.lines.clear();
-        self.file = Some(file);
-        self.load_records(loaded, NewSessionOptions::default())
+        match SessionFile::open(&path, self.durability) {
+            Ok((file, loaded)) if loaded.has_valid_header() => {
+                self.lines.clear();
+                self.pending = PendingRepairs::default();
+                self.set_session_file_inner(&path, Some((file, loaded)))?;
+                Ok(Refresh::Reset)
+            }
+            // Not (yet) a session: pi may be in the middle of writing it.
+            Ok(_) => Ok(Refresh::Unchanged),
+            Err(e) if e.is_not_found() => Ok(Refresh::Unchanged),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads the file again from scratch, as an open reads it (it was truncated, rewritten or replaced under us).
+    fn reload(&mut self) -> Result<Refresh> {
+        let path = self.session_file.clone().expect("a flushed session has a file");
+        let Some(seen) = store::FileStamp::of_path(&path).map_err(|e| Error::io("stat", &path, e))? else {
+            return Ok(Refresh::Deleted);
+        };
+        let opened =
+            if paths::as_path(&path).is_file() { Some(SessionFile::open(&path, self.durability)) } else { None };
+        let read_again = match opened {
+            Some(Ok((file, loaded))) if loaded.has_valid_header() => {
+                let pending = std::mem::take(&mut self.pending);
+                let result = self.set_session_file_inner(&path, Some((file, loaded)));
+                if result.is_err() {
+                    self.pending = pending;
+                }
+                result
+            }
+            Some(Ok(_)) => Err(Error::InvalidSessionFile { path: path.clone() }),
+            Some(Err(e)) => Err(e),
+            None => Err(Error::InvalidSessionFile { path: path.clone() }),
+        };
+        match read_again {
+            Ok(()) => Ok(Refresh::Reset),
+            Err(e) if e.is_not_found() => Ok(Refresh::Deleted),
+            // Reading failed for another reason than what is in the file: try again at the next refresh.
+            Err(e @ Error::Io { op: "read", .. }) => Err(e),
+            // Not a session: no header, not a regular file, unreadable, or a legacy file pi cannot migrate.
+            Err(e) => {
+                tracing::warn!("{path} is no longer a pi session ({e}); the handle keeps what it read");
+                if let Some(f) = self.file.as_mut() {
+                    // Still the inode we read, yet no longer a session: our bytes were overwritten in place.
+                    let in_place = f.is_file(&seen);
+                    f.detach(seen, in_place);
+                }
+                Ok(Refresh::Deleted)
+            }
+        }
+    }
+
+    /// True when the path held something that is not this session when it was last followed.
+    pub fn is_detached(&self) -> bool {
+        self.file.as_ref().is_some_and(|f| f.detached().is_some())
     }
 
     fn follow_appends(&mut self) -> Result<Refresh> {
@@ -866,12 +983,12 @@ impl SessionManager {
                 let bodies = self.bodies();
                 let messages: Vec<Json> =
                     projection.messages().map(|m| context::message_value(&bodies, m)).collect::<Result<_>>()?;
-                context::current_system_message(&messages)?.map(|s| match s {
-                    Json::Object(mut sm) => {
+                context::current_system_message(&messages)?.map(|s| match s.into_object() {
+                    Ok(mut sm) => {
                         sm.insert("timestamp", Json::number(ms));
                         Json::Object(sm)
                     }
-                    other => other,
+                    Err(other) => other,
                 })
             }
         };
@@ -1206,7 +1323,11 @@ impl SessionManager {
 
     /// Entry bodies of this session.
     pub fn bodies(&self) -> impl Bodies + '_ {
-        RecordBodies { records: &self.records, file: self.file.as_ref().map(SessionFile::reader) }
+        RecordBodies {
+            records: &self.records,
+            file: self.file.as_ref(),
+            path: self.session_file.as_deref().unwrap_or("session file"),
+        }
     }
 
     /// Every record (headers included), in file order.
@@ -1362,7 +1483,10 @@ pub fn session_info_name(r: &Record) -> Result<Option<JsString>> {
         }
         Detail::SessionInfo(Some(_)) => Err(Error::InvalidEntry {
             line: r.line,
-            message: "session_info name is not a string (pi 1.6.0 throws a TypeError here)".into(),
+            message: format!(
+                "{}: session_info name is not a string (pi 1.6.0 throws a TypeError here)",
+                context::entry_name(r)
+            ),
         }),
         _ => Ok(None),
     }

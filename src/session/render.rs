@@ -45,12 +45,21 @@ impl<'w> JsonOut<'w> {
         self.maybe_flush()
     }
 
-    /// Appends stored bytes, replacing invalid UTF-8 as Node's decoder does.
+    /// Appends stored bytes, replacing invalid UTF-8 as Node's decoder does. Bytes at least as long as the
+    /// flush threshold go straight to the sink (after what is buffered), so streaming a multi-megabyte entry
+    /// does not hold a second copy of it.
     pub fn stored(&mut self, bytes: &[u8]) -> Result<()> {
-        match std::str::from_utf8(bytes) {
-            Ok(_) => self.buf.extend_from_slice(bytes),
-            Err(_) => self.buf.extend_from_slice(String::from_utf8_lossy(bytes).as_bytes()),
+        let lossy = match std::str::from_utf8(bytes) {
+            Ok(_) => None,
+            Err(_) => Some(String::from_utf8_lossy(bytes)),
+        };
+        let bytes = lossy.as_ref().map_or(bytes, |s| s.as_bytes());
+        if self.sink.is_some() && bytes.len() >= self.flush_at {
+            self.flush()?;
+            let sink = self.sink.as_mut().expect("checked");
+            return sink.write_all(bytes).map_err(|e| Error::io("write", "output", e));
         }
+        self.buf.extend_from_slice(bytes);
         self.maybe_flush()
     }
 

@@ -7,13 +7,19 @@
 //! whose name, id or cwd alone satisfies the query is a hit too (`role: "session"`). Literal tokens match
 //! case-insensitively as substrings; a token that matches nothing literally may still match the session name or
 //! cwd as pi's fuzzy subsequence.
+//!
+//! A query is bounded ([`MAX_QUERY_BYTES`], [`MAX_QUERY_WORDS`]; a longer one is refused as an invalid query).
+//! Its words are prepared once, and an entry costs at most one pass over its text per word, a session's own
+//! fields are judged once per session, and the index is asked with a bounded number of trigrams per word: a
+//! search's work grows with the query's size, never with its square.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::catalog::Catalog;
+use super::catalog::{Cancel, Catalog};
 use super::error::{Error, Result};
-use super::index::{CatalogIndex, IndexResult};
+use super::index::{CatalogIndex, IndexError, IndexResult};
 use super::info::{Doc, InfoState, ListedSession, ReadlineLines, SessionInfo};
 use super::json::Json;
 
@@ -35,8 +41,18 @@ pub enum Query {
     Regex(regex::Regex),
 }
 
-/// pi's `parseSearchQuery`. An empty or invalid regex is an error.
+/// The longest query accepted, in bytes of UTF-8: far more than anyone types into pi's `/resume` box.
+pub const MAX_QUERY_BYTES: usize = 4096;
+
+/// The most words a query may have (each word of a quoted phrase counts).
+pub const MAX_QUERY_WORDS: usize = 64;
+
+/// pi's `parseSearchQuery`. An empty or invalid regex is an error, and so is a query over [`MAX_QUERY_BYTES`] or
+/// [`MAX_QUERY_WORDS`].
 pub fn parse_query(query: &str) -> Result<Query, String> {
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(format!("the query is {} bytes long; at most {MAX_QUERY_BYTES} are accepted", query.len()));
+    }
     let trimmed = query.trim();
     if let Some(pattern) = trimmed.strip_prefix("re:") {
         let pattern = pattern.trim();
@@ -73,9 +89,20 @@ pub fn parse_query(query: &str) -> Result<Query, String> {
     }
     if in_quote {
         // Unbalanced quotes: plain white-space tokens, as pi does.
-        return Ok(Query::Tokens(trimmed.split_whitespace().map(|t| Token::Fuzzy(t.to_owned())).collect()));
+        tokens = trimmed.split_whitespace().map(|t| Token::Fuzzy(t.to_owned())).collect();
+    } else {
+        flush(&mut buf, &mut tokens, false);
     }
-    flush(&mut buf, &mut tokens, false);
+    let words: usize = tokens
+        .iter()
+        .map(|t| match t {
+            Token::Fuzzy(_) => 1,
+            Token::Phrase(p) => p.split_whitespace().count(),
+        })
+        .sum();
+    if words > MAX_QUERY_WORDS {
+        return Err(format!("the query has {words} words; at most {MAX_QUERY_WORDS} are accepted"));
+    }
     Ok(Query::Tokens(tokens))
 }
 
@@ -209,14 +236,48 @@ fn session_weight(token: &Token, s: &SessionInfo) -> Option<f64> {
     }
 }
 
-/// Where a token occurs in an entry's text (byte offset in the lowercased text), if it does.
-fn doc_position(token: &Token, lower: &str) -> Option<usize> {
-    match token {
-        Token::Fuzzy(v) => lower.find(&v.to_lowercase()),
-        Token::Phrase(p) => {
-            let p = p.to_lowercase();
-            let words: Vec<&str> = p.split_whitespace().collect();
-            contains_words(lower, &words).then(|| lower.find(words.first().copied().unwrap_or("")).unwrap_or(0))
+/// The query's tokens prepared once for judging many entries: lowercased, each word token with a substring
+/// searcher built once (not per entry).
+struct Prepared {
+    /// Per token: its lowercase words (one for a word token; a phrase's words).
+    words: Vec<Vec<String>>,
+    /// The byte length of each token as written (for snippets).
+    lens: Vec<usize>,
+    /// Per token: the searcher of a word token (None: a phrase).
+    finders: Vec<Option<memchr::memmem::Finder<'static>>>,
+}
+
+impl Prepared {
+    fn new(tokens: &[Token]) -> Prepared {
+        let mut finders = Vec::with_capacity(tokens.len());
+        let mut words = Vec::with_capacity(tokens.len());
+        let mut lens = Vec::with_capacity(tokens.len());
+        for t in tokens {
+            match t {
+                Token::Fuzzy(v) => {
+                    let lower = v.to_lowercase();
+                    finders.push(Some(memchr::memmem::Finder::new(lower.as_bytes()).into_owned()));
+                    words.push(vec![lower]);
+                    lens.push(v.len());
+                }
+                Token::Phrase(p) => {
+                    finders.push(None);
+                    words.push(p.to_lowercase().split_whitespace().map(str::to_owned).collect());
+                    lens.push(p.len());
+                }
+            }
+        }
+        Prepared { words, lens, finders }
+    }
+
+    /// Where token `k` first occurs in `lower` (an entry's lowercased text), as a byte offset.
+    fn position(&self, k: usize, lower: &str) -> Option<usize> {
+        match &self.finders[k] {
+            Some(finder) => finder.find(lower.as_bytes()),
+            None => {
+                let words: Vec<&str> = self.words[k].iter().map(String::as_str).collect();
+                contains_words(lower, &words).then(|| lower.find(words.first().copied().unwrap_or("")).unwrap_or(0))
+            }
         }
     }
 }
@@ -274,12 +335,28 @@ struct Matcher<'a> {
     sessions: &'a [Arc<ListedSession>],
     by_path: HashMap<&'a str, &'a SessionInfo>,
     roles: Option<&'a [String]>,
+    prepared: Prepared,
+    /// Each session's weight for each token ([`session_weight`]), computed on first need: a session has many
+    /// entries.
+    weights: RefCell<HashMap<&'a str, Vec<Option<f64>>>>,
 }
 
 impl<'a> Matcher<'a> {
     fn new(query: &'a Query, sessions: &'a [Arc<ListedSession>], roles: Option<&'a [String]>) -> Self {
         let by_path = sessions.iter().map(|s| (s.info.path.as_str(), &s.info)).collect();
-        Matcher { query, sessions, by_path, roles }
+        let tokens: &[Token] = match query {
+            Query::Tokens(t) => t,
+            Query::Regex(_) => &[],
+        };
+        let prepared = Prepared::new(tokens);
+        Matcher { query, sessions, by_path, roles, prepared, weights: RefCell::default() }
+    }
+
+    /// `session_weight(tokens[k], session)`, remembered.
+    fn weight(&self, path: &'a str, session: &SessionInfo, tokens: &[Token], k: usize) -> Option<f64> {
+        let mut weights = self.weights.borrow_mut();
+        let all = weights.entry(path).or_insert_with(|| tokens.iter().map(|t| session_weight(t, session)).collect());
+        all[k]
     }
 
     fn wants(&self, role: &str) -> bool {
@@ -296,7 +373,7 @@ impl<'a> Matcher<'a> {
 
     /// The hit `doc` (an entry of the session at `path`) makes, if any.
     fn entry_hit(&self, path: &str, doc: &Doc) -> Option<Hit> {
-        let session = self.by_path.get(path)?;
+        let (&path, &session) = self.by_path.get_key_value(path)?;
         if !self.wants(doc.role) {
             return None;
         }
@@ -311,18 +388,16 @@ impl<'a> Matcher<'a> {
                 let mut score = 0.0;
                 let mut first: Option<(usize, usize)> = None;
                 let mut in_doc = 0;
-                for t in tokens {
-                    if let Some(pos) = doc_position(t, &lower) {
+                for k in 0..tokens.len() {
+                    if let Some(pos) = self.prepared.position(k, &lower) {
                         in_doc += 1;
                         score += 10.0;
-                        let len = match t {
-                            Token::Fuzzy(v) | Token::Phrase(v) => v.len(),
-                        };
+                        let len = self.prepared.lens[k];
                         if first.is_none_or(|(p, _)| pos < p) {
                             first = Some((pos, len));
                         }
                     } else {
-                        score += session_weight(t, session)?;
+                        score += self.weight(path, session, tokens, k)?;
                     }
                 }
                 if in_doc == 0 {
@@ -455,26 +530,31 @@ pub fn search_sessions(
     let mut catalog = catalog.without_text();
     let sessions = match scope.cwd {
         Some(cwd) => catalog.list(cwd, scope.session_dir, &mut listing)?,
-        None => catalog.list_all(scope.session_dir, &mut listing),
+        None => catalog.list_all(scope.session_dir, &mut listing)?,
     };
     let paths: Vec<String> = sessions.iter().map(|s| s.info.path.clone()).collect();
+    let cancel = catalog.cancel().clone();
     if let Some(ix) = catalog.index() {
-        match search_index(ix, &parsed, &sessions, &paths, roles, limit, on_progress) {
+        match search_index(ix, &parsed, &sessions, &paths, roles, limit, &cancel, on_progress) {
             Ok(hits) => return Ok(hits),
+            Err(IndexError::Cancelled) => return Err(Error::Cancelled),
             Err(e) => tracing::warn!("catalog index unavailable ({e}); reading the sessions directly"),
         }
     }
     let mut docs = Vec::new();
     for (i, path) in paths.iter().enumerate() {
-        docs.extend(read_docs(path).into_iter().map(|d| (path.clone(), d)));
+        cancel.check()?;
+        docs.extend(read_docs(path, &cancel).into_iter().map(|d| (path.clone(), d)));
         on_progress(Phase::Indexing, i + 1, paths.len());
     }
+    cancel.check()?;
     Ok(search(&parsed, &sessions, &docs, roles, limit))
 }
 
 /// The search through the index. Entries containing every token are the best hits, so they are visited newest
 /// first and the walk stops once `limit` of them are found: a common word costs `limit` entries, not every
 /// entry that has it. Only when fewer exist is every candidate (any token) judged.
+#[allow(clippy::too_many_arguments)]
 fn search_index(
     ix: &mut CatalogIndex,
     query: &Query,
@@ -482,13 +562,14 @@ fn search_index(
     paths: &[String],
     roles: Option<&[String]>,
     limit: usize,
+    cancel: &Cancel,
     on_progress: &mut dyn FnMut(Phase, usize, usize),
 ) -> IndexResult<Vec<Hit>> {
-    ix.catch_up_docs(paths, &mut |l, t| on_progress(Phase::Indexing, l, t))?;
+    ix.catch_up_docs(paths, cancel, &mut |l, t| on_progress(Phase::Indexing, l, t))?;
     let matcher = Matcher::new(query, sessions, roles);
     let full = matcher.full_score();
     let mut hits: Vec<Hit> =
-        ix.fragment_docs(paths)?.iter().filter_map(|(path, doc)| matcher.entry_hit(path, doc)).collect();
+        ix.fragment_docs(paths, cancel)?.iter().filter_map(|(path, doc)| matcher.entry_hit(path, doc)).collect();
     // Only hits of the newest-first walk count towards stopping it: the unterminated lines judged above are in
     // no particular order, and the final ranking merges them in.
     let mut best = 0;
@@ -496,7 +577,7 @@ fn search_index(
         Query::Regex(_) => Vec::new(),
         Query::Tokens(_) => query.needles(),
     };
-    let exhausted = ix.for_each_doc_newest_first(paths, &every_token, &mut |path, doc| {
+    let exhausted = ix.for_each_doc_newest_first(paths, &every_token, cancel, &mut |path, doc| {
         if let Some(h) = matcher.entry_hit(path, &doc) {
             best += usize::from(h.score >= full);
             hits.push(h);
@@ -510,16 +591,17 @@ fn search_index(
     if exhausted && !single {
         // Entries holding only some tokens (the rest matched by the session's name, id or cwd) rank lower but
         // still count: judge every entry holding any token.
-        let docs = ix.docs(paths, &query.needles())?;
+        let docs = ix.docs(paths, &query.needles(), cancel)?;
         return Ok(search(query, sessions, &docs, roles, limit));
     }
     Ok(matcher.finish(hits, limit))
 }
 
-/// Every searchable entry of the file at `path`, read directly.
-pub fn read_docs(path: &str) -> Vec<Doc> {
-    let Ok(file) = std::fs::File::open(path) else { return Vec::new() };
-    let mut lines = ReadlineLines::new(std::io::BufReader::with_capacity(1 << 20, file));
+/// Every searchable entry of the file at `path`, read directly (nothing when it is not a regular file; what was
+/// read when `cancel` was set).
+pub fn read_docs(path: &str, cancel: &Cancel) -> Vec<Doc> {
+    let Ok(file) = super::store::open_regular(path) else { return Vec::new() };
+    let mut lines = ReadlineLines::new(cancel.reader(std::io::BufReader::with_capacity(1 << 20, file)));
     let mut buf = Vec::new();
     let mut state = InfoState::default();
     let mut docs = Vec::new();

@@ -13,6 +13,7 @@ use std::os::unix::fs::FileExt;
 use super::entry::{Body, BodySource, Record};
 use super::error::{Error, Result};
 use super::json::patch;
+use super::json::scan::{scan_document, SyntaxError};
 use super::line::{parse_line, LineOutcome};
 
 /// Something about a file that a reader should know: a line pi would silently skip, a torn tail, a broken link
@@ -51,6 +52,9 @@ pub enum WarningKind {
     ParentCycle,
     /// The file is an older format version; it is migrated in memory and rewritten before the first write.
     LegacyVersion,
+    /// An entry pi loads but some of whose reads throw on (a message entry without a message, a context edit
+    /// without a replacement, a session name that is not a string): those reads fail, naming it.
+    UnusableEntry,
 }
 
 impl WarningKind {
@@ -67,6 +71,7 @@ impl WarningKind {
             WarningKind::SelfParent => "self_parent",
             WarningKind::ParentCycle => "parent_cycle",
             WarningKind::LegacyVersion => "legacy_version",
+            WarningKind::UnusableEntry => "unusable_entry",
         }
     }
 }
@@ -106,8 +111,69 @@ impl LoadedFile {
 
 /// Reads and classifies every line of `path`. Never writes.
 pub fn load(path: &str) -> Result<LoadedFile> {
-    let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    let file = open_regular(path)?;
     load_from(file, path, Start::default(), Body::file)
+}
+
+/// The longest line, in bytes, that is read as an entry: V8's maximum string length (`2^29 - 24` UTF-16 code
+/// units on 64-bit builds, Node's `buffer.constants.MAX_STRING_LENGTH`). pi holds each line in one JavaScript
+/// string, and a UTF-8 line never has more code units than bytes, so every line pi 1.6.0 can read fits; a longer
+/// line makes pi's `open` throw `RangeError: Invalid string length` (when it has as many code units). Here such a
+/// line is reported as malformed and kept, and it is never held in memory whole (see `docs/compatibility.md`).
+pub const MAX_LINE_BYTES: usize = (1 << 29) - 24;
+
+/// Opens `path` for reading if it is a regular file, without blocking: a named pipe with no writer, a device
+/// (`/dev/zero`, `/dev/urandom`), a socket or a directory is refused with a clear error instead of hanging the
+/// caller or feeding it bytes for ever. The path is checked with `stat` before it is opened (so no device is
+/// even opened), then opened `O_NONBLOCK` (so a FIFO swapped in meanwhile cannot block the open) and checked
+/// again with `fstat` on the descriptor itself.
+pub fn open_regular(path: &str) -> Result<File> {
+    use rustix::fs::OFlags;
+    use std::os::unix::fs::OpenOptionsExt;
+    let refuse = |t: &std::fs::FileType| -> Result<()> {
+        match not_regular(t) {
+            None => Ok(()),
+            Some(what) => Err(Error::io(
+                "open",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("not a regular file ({what}); only regular files are read as sessions"),
+                ),
+            )),
+        }
+    };
+    refuse(&std::fs::metadata(path).map_err(|e| Error::io("open", path, e))?.file_type())?;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))?;
+    refuse(&file.metadata().map_err(|e| Error::io("stat", path, e))?.file_type())?;
+    // Reads of a regular file never block anyway; clear the flag so the descriptor behaves as a plain open's.
+    let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| Error::io("open", path, e.into()))?;
+    rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK).map_err(|e| Error::io("open", path, e.into()))?;
+    Ok(file)
+}
+
+/// What a file that is not a regular file is, for an error message (None for a regular file).
+fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a named pipe")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a file")
+    }
 }
 
 /// Where a load starts: the beginning of a file, or (when following a file another process appends to) the end
@@ -126,6 +192,11 @@ pub struct Start {
 
 /// Splits a byte stream into lines in place: one read into a large buffer, lines handed out as slices of it, so a
 /// multi-gigabyte session is copied once (kernel to buffer) and never line by line.
+///
+/// Memory is bounded whatever the input: a line longer than the reader's limit ([`MAX_LINE_BYTES`] by default)
+/// is not buffered but skipped to its newline and handed out as [`Skipped::TooLong`], and a line longer than the
+/// buffer whose beginning already cannot be JSON (a run of zeros, binary data) is skipped as soon as that is known
+/// ([`Skipped::NotJson`]), so a multi-gigabyte line of garbage costs a few megabytes.
 pub struct LineReader<R> {
     reader: R,
     buf: Vec<u8>,
@@ -134,16 +205,49 @@ pub struct LineReader<R> {
     eof: bool,
     /// File offset of `buf[start]`.
     offset: u64,
+    limit: usize,
 }
 
+/// Why a line was not buffered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Skipped {
+    /// Longer than the reader's limit (pi cannot hold it in a string).
+    TooLong,
+    /// Its first bytes are already not JSON, whatever follows (the error is where they fail).
+    NotJson(SyntaxError),
+}
+
+/// One line as [`LineReader`] hands it out.
+#[derive(Debug)]
+pub struct RawLine<'a> {
+    /// File offset of the line.
+    pub offset: u64,
+    /// Its bytes without `\n` (empty when skipped).
+    pub bytes: &'a [u8],
+    /// Its length without `\n` (the real length, also when skipped).
+    pub len: u64,
+    /// True when it ended with `\n`.
+    pub terminated: bool,
+    /// Set when the line was not buffered.
+    pub skipped: Option<Skipped>,
+}
+
+/// How much the buffer starts with; lines longer than this make it grow (up to the limit).
+const READ_BUFFER: usize = 4 << 20;
+
 impl<R: Read> LineReader<R> {
-    /// A reader with a 4 MiB buffer (it grows for longer lines).
+    /// A reader with a 4 MiB buffer (it grows for longer lines, up to [`MAX_LINE_BYTES`]).
     pub fn new(reader: R) -> Self {
-        LineReader { reader, buf: vec![0; 4 << 20], start: 0, end: 0, eof: false, offset: 0 }
+        Self::with_limit(reader, MAX_LINE_BYTES)
     }
 
-    /// The next line: its file offset, its bytes without `\n`, and whether it had one.
-    pub fn next_line(&mut self) -> std::io::Result<Option<(u64, &[u8], bool)>> {
+    /// A reader that skips lines longer than `limit` bytes.
+    pub fn with_limit(reader: R, limit: usize) -> Self {
+        LineReader { reader, buf: vec![0; READ_BUFFER.min(limit + 1)], start: 0, end: 0, eof: false, offset: 0, limit }
+    }
+
+    /// The next line.
+    pub fn next_line(&mut self) -> std::io::Result<Option<RawLine<'_>>> {
         let mut searched = 0;
         loop {
             if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start + searched..self.end]) {
@@ -152,7 +256,7 @@ impl<R: Read> LineReader<R> {
                 let offset = self.offset;
                 self.start = line_end + 1;
                 self.offset += (line_end + 1 - line_start) as u64;
-                return Ok(Some((offset, &self.buf[line_start..line_end], true)));
+                return Ok(Some(self.line(offset, line_start..line_end, true)));
             }
             searched = self.end - self.start;
             if self.eof {
@@ -162,7 +266,7 @@ impl<R: Read> LineReader<R> {
                 let (line_start, line_end, offset) = (self.start, self.end, self.offset);
                 self.offset += (line_end - line_start) as u64;
                 self.start = self.end;
-                return Ok(Some((offset, &self.buf[line_start..line_end], false)));
+                return Ok(Some(self.line(offset, line_start..line_end, false)));
             }
             // Make room: move the partial line to the front, grow if it fills the buffer.
             if self.start > 0 {
@@ -170,9 +274,16 @@ impl<R: Read> LineReader<R> {
                 self.end -= self.start;
                 self.start = 0;
             }
+            if self.end > self.limit {
+                return self.skip_line(Skipped::TooLong).map(Some);
+            }
             if self.end == self.buf.len() {
-                let len = self.buf.len();
-                self.buf.resize(len * 2, 0);
+                if let Some(e) = certainly_not_json(&self.buf[..self.end]) {
+                    return self.skip_line(Skipped::NotJson(e)).map(Some);
+                }
+                // One byte past the limit is enough to know a line is too long.
+                let len = (self.buf.len() * 2).min(self.limit + 1);
+                self.buf.resize(len, 0);
             }
             let n = self.reader.read(&mut self.buf[self.end..])?;
             if n == 0 {
@@ -182,24 +293,56 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// Every line the buffer holds now (at least one, reading more if needed), as (file offset, range in
-    /// [`LineBatch::bytes`], had a newline), so they can be parsed together.
+    fn line(&self, offset: u64, range: std::ops::Range<usize>, terminated: bool) -> RawLine<'_> {
+        let len = range.len() as u64;
+        if range.len() > self.limit {
+            return RawLine { offset, bytes: &[], len, terminated, skipped: Some(Skipped::TooLong) };
+        }
+        RawLine { offset, bytes: &self.buf[range], len, terminated, skipped: None }
+    }
+
+    /// Reads past the rest of the partial line at the front of the buffer without keeping it.
+    fn skip_line(&mut self, why: Skipped) -> std::io::Result<RawLine<'_>> {
+        let offset = self.offset;
+        let mut len = self.end as u64;
+        self.start = 0;
+        self.end = 0;
+        loop {
+            let n = self.reader.read(&mut self.buf)?;
+            if n == 0 {
+                self.eof = true;
+                self.offset += len;
+                return Ok(RawLine { offset, bytes: &[], len, terminated: false, skipped: Some(why) });
+            }
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[..n]) {
+                len += i as u64;
+                self.start = i + 1;
+                self.end = n;
+                self.offset += len + 1;
+                return Ok(RawLine { offset, bytes: &[], len, terminated: true, skipped: Some(why) });
+            }
+            len += n as u64;
+        }
+    }
+
+    /// Every line the buffer holds now (at least one, reading more if needed), so they can be parsed together.
     pub fn next_batch(&mut self) -> std::io::Result<Option<LineBatch<'_>>> {
-        let Some((offset, first, terminated)) = self.next_line()? else { return Ok(None) };
-        let first_end = first.len();
-        // `next_line` consumed the first line; the batch starts at it.
-        let base = self.start - first_end - usize::from(terminated);
-        let mut lines = vec![(offset, 0..first_end, terminated)];
+        let Some(first) = self.next_line()? else { return Ok(None) };
+        let (offset, len, terminated, skipped) = (first.offset, first.bytes.len(), first.terminated, first.skipped);
+        let real_len = first.len;
+        // `next_line` consumed the first line; the batch starts at it (a skipped line is not in the buffer).
+        let base = if skipped.is_some() { self.start } else { self.start - len - usize::from(terminated) };
+        let mut lines = vec![BatchLine { offset, len: real_len, range: 0..len, terminated, skipped }];
         let mut at = self.start;
         let mut file_offset = self.offset;
         if terminated {
             while let Some(i) = memchr::memchr(b'\n', &self.buf[at..self.end]) {
-                lines.push((file_offset, at - base..at - base + i, true));
+                lines.push(BatchLine::buffered(file_offset, at - base..at - base + i, true));
                 file_offset += i as u64 + 1;
                 at += i + 1;
             }
             if self.eof && at < self.end {
-                lines.push((file_offset, at - base..self.end - base, false));
+                lines.push(BatchLine::buffered(file_offset, at - base..self.end - base, false));
                 file_offset += (self.end - at) as u64;
                 at = self.end;
             }
@@ -210,12 +353,45 @@ impl<R: Read> LineReader<R> {
     }
 }
 
+/// A syntax error that `prefix` has whatever bytes follow it, if any: the scanner failed well before the end
+/// (a failure caused by the end itself, such as a cut literal, escape or number, is within a few bytes of it).
+fn certainly_not_json(prefix: &[u8]) -> Option<SyntaxError> {
+    if super::line::is_blank(prefix) {
+        return None;
+    }
+    match scan_document(prefix) {
+        Err(e) if e.offset + 8 <= prefix.len() => Some(e),
+        _ => None,
+    }
+}
+
+/// One line of a [`LineBatch`].
+#[derive(Clone, Debug)]
+pub struct BatchLine {
+    /// File offset of the line.
+    pub offset: u64,
+    /// Its real length without `\n`.
+    pub len: u64,
+    /// Its bytes in [`LineBatch::bytes`] (empty when skipped).
+    pub range: std::ops::Range<usize>,
+    /// True when it ended with `\n`.
+    pub terminated: bool,
+    /// Set when the line was not buffered.
+    pub skipped: Option<Skipped>,
+}
+
+impl BatchLine {
+    fn buffered(offset: u64, range: std::ops::Range<usize>, terminated: bool) -> BatchLine {
+        BatchLine { offset, len: range.len() as u64, range, terminated, skipped: None }
+    }
+}
+
 /// Lines read together: the bytes they lie in, and each line's (file offset, range, had a newline).
 pub struct LineBatch<'a> {
     /// The bytes of every line of the batch, newlines included.
     pub bytes: &'a [u8],
     /// The lines.
-    pub lines: Vec<(u64, std::ops::Range<usize>, bool)>,
+    pub lines: Vec<BatchLine>,
 }
 
 /// Parses lines, on two threads when there are enough of them to pay for it (opening a large session is mostly
@@ -229,8 +405,14 @@ fn parse_lines(
         batch.lines[range.clone()]
             .iter()
             .zip(range)
-            .map(|((offset, r, _), i)| {
-                parse_line(&batch.bytes[r.clone()], first_line_no + i as u32, body_at(*offset, r.len() as u64))
+            .map(|(line, i)| match &line.skipped {
+                Some(Skipped::TooLong) => LineOutcome::TooLong,
+                Some(Skipped::NotJson(e)) => LineOutcome::Malformed(e.clone()),
+                None => parse_line(
+                    &batch.bytes[line.range.clone()],
+                    first_line_no + i as u32,
+                    body_at(line.offset, line.len),
+                ),
             })
             .collect()
     };
@@ -240,7 +422,7 @@ fn parse_lines(
     }
     // Split by bytes, not lines: one huge line must not leave a thread idle.
     let half_bytes = batch.bytes.len() / 2;
-    let split = batch.lines.partition_point(|(_, r, _)| r.start < half_bytes).clamp(1, n - 1);
+    let split = batch.lines.partition_point(|l| l.range.start < half_bytes).clamp(1, n - 1);
     std::thread::scope(|scope| {
         let second = scope.spawn(|| parse(split..n));
         let mut out = parse(0..split);
@@ -268,17 +450,29 @@ pub fn load_from(
     let mut seen_header = start.seen_header;
     while let Some(batch) = lines.next_batch().map_err(|e| Error::io("read", path, e))? {
         let outcomes = parse_lines(&batch, line_no + 1, &body_at);
-        for ((offset, range, terminated), outcome) in batch.lines.iter().cloned().zip(outcomes) {
-            let content = &batch.bytes[range];
+        for (line, outcome) in batch.lines.iter().zip(outcomes) {
+            let BatchLine { offset, len, terminated, .. } = *line;
+            let content = &batch.bytes[line.range.clone()];
             if !terminated && start.hold_back_partial {
                 break;
             }
             line_no += 1;
-            let len = content.len() as u64;
             let mut slot = LineSlot { offset, len, record: None };
             let mut last_outcome_malformed = false;
+            let mut too_long = false;
             match outcome {
                 LineOutcome::Blank => {}
+                LineOutcome::TooLong => {
+                    too_long = true;
+                    out.warnings.push(Warning {
+                        line: line_no,
+                        kind: WarningKind::MalformedLine,
+                        message: format!(
+                            "line is {len} bytes, longer than the {MAX_LINE_BYTES} pi can hold in a string (pi 1.6.0 \
+                             fails to open such a file); it is skipped unread and kept"
+                        ),
+                    });
+                }
                 LineOutcome::Malformed(e) => {
                     last_outcome_malformed = true;
                     let bom = content.starts_with("\u{feff}".as_bytes());
@@ -307,6 +501,13 @@ pub fn load_from(
                                     .to_owned(),
                         });
                     }
+                    if let Some(problem) = super::line::unusable_entry(&record) {
+                        out.warnings.push(Warning {
+                            line: line_no,
+                            kind: WarningKind::UnusableEntry,
+                            message: problem.to_owned(),
+                        });
+                    }
                     if record.is_header() {
                         if seen_header {
                             out.warnings.push(Warning {
@@ -325,7 +526,9 @@ pub fn load_from(
             out.len = offset + len + u64::from(terminated);
             if !terminated {
                 out.needs_final_newline = true;
-                if last_outcome_malformed {
+                if too_long {
+                    // Its warning already says what it is; the next append still starts on a new line.
+                } else if last_outcome_malformed {
                     let w = out.warnings.last_mut().expect("malformed warning");
                     w.kind = WarningKind::TornTail;
                     w.message =
@@ -346,20 +549,48 @@ pub fn load_from(
 }
 
 /// Reads the bytes of a body (with its patch applied) from `file`, the session file its offsets refer to.
+///
+/// The line is checked to still be where it was read: a file truncated since fails with `UnexpectedEof`, and one
+/// rewritten so that the line no longer ends where it did (the byte after it is not its `\n`) with
+/// `InvalidData` ([`MOVED`]), instead of handing out a short buffer or another entry's bytes.
 pub fn read_body(file: Option<&File>, body: &Body) -> std::io::Result<Vec<u8>> {
     let raw: std::borrow::Cow<'_, [u8]> = match &body.source {
         BodySource::Memory(bytes) => std::borrow::Cow::Borrowed(bytes),
         BodySource::File { offset, len } => {
             let file = file.ok_or_else(|| std::io::Error::other("the session file is not open"))?;
-            let mut buf = vec![0u8; *len as usize];
-            file.read_exact_at(&mut buf, *offset)?;
-            std::borrow::Cow::Owned(buf)
+            std::borrow::Cow::Owned(read_line_at(file, *offset, *len)?)
         }
     };
     Ok(match &body.patch {
         Some(p) => patch::apply(&raw, p),
         None => raw.into_owned(),
     })
+}
+
+/// The message of the `InvalidData` error [`read_body`] gives for a line that is no longer where it was.
+pub const MOVED: &str = "the line is no longer where it was read";
+
+/// The `len` bytes at `offset` and the byte after them, which must be the line's `\n` or the end of the file.
+fn read_line_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    let len = usize::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+    let mut buf = vec![0u8; len + 1];
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if got < len {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the line is no longer in the file"));
+    }
+    if got > len && buf[len] != b'\n' {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED));
+    }
+    buf.truncate(len);
+    Ok(buf)
 }
 
 /// How hard a write tries to reach the disk before it counts as done.
@@ -383,10 +614,66 @@ pub enum FileState {
     Grew(u64),
     /// Same file, shorter: truncated.
     Shrunk,
-    /// Another file now has the path (rewritten, or deleted and recreated).
+    /// Same file (inode), but the bytes we read are not what they were: rewritten in place (`writeFileSync`,
+    /// an editor saving over it), whatever its length now.
+    Rewritten,
+    /// Another file now has the path (renamed over it, or deleted and recreated), or something that is not a
+    /// regular file.
     Replaced,
     /// The path no longer exists.
     Missing,
+}
+
+/// What `stat` says of a file, to tell whether it changed without reading it: identity, size, and the
+/// modification and change times in nanoseconds (`ctime` moves on every write and cannot be set back by a
+/// program, unlike `mtime`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FileStamp {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// `st_mtime` in nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// `st_ctime` in nanoseconds since the epoch.
+    pub ctime_ns: i64,
+}
+
+impl FileStamp {
+    /// The stamp of `meta`.
+    pub fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            mtime_ns: meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()),
+            ctime_ns: meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()),
+        }
+    }
+
+    /// The stamp of what `path` names now (following symlinks), or None when there is nothing there.
+    pub fn of_path(path: &str) -> std::io::Result<Option<FileStamp>> {
+        match std::fs::metadata(path) {
+            Ok(m) => Ok(Some(FileStamp::of(&m))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// How long after a file's last change its timestamps cannot prove that nothing changed since: a write within the
+/// same clock tick may leave `mtime` and `ctime` as they were (ext4 without multigrain timestamps ticks every few
+/// milliseconds; FAT and some network file systems every one or two seconds). Within this window the known bytes
+/// are checked even when the stamp is unchanged.
+const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 /// What an append did besides writing the line.
@@ -415,10 +702,23 @@ pub struct SessionFile {
     /// The last bytes before `len`, as read or written: if they change, the file was rewritten in place (same
     /// inode), not appended to, even when it grew.
     tail: Vec<u8>,
+    /// The first bytes of the file (the header line, mostly), checked with `tail`.
+    head: Vec<u8>,
+    /// The file's stamp when we last looked, and when that was.
+    stamp: FileStamp,
+    observed_at_ns: i64,
+    /// The bytes at the offsets we read are gone or no longer ours (the file was truncated or rewritten in place
+    /// into something that is not a session): bodies are refused rather than read from wherever they now point.
+    stale: bool,
+    /// The path holds something that is not a session (its stamp when that was found); writes are refused.
+    detached: Option<FileStamp>,
 }
 
 /// How many bytes before the known end are kept to recognise an in-place rewrite.
 const TAIL_CHECK: u64 = 64;
+
+/// How many bytes at the start are kept to recognise an in-place rewrite (a header line is about 150).
+const HEAD_CHECK: u64 = 256;
 
 fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
@@ -434,11 +734,14 @@ fn sync_dir_of(path: &str) -> std::io::Result<()> {
 
 impl SessionFile {
     /// Opens `path` and loads it from that very handle (so offsets refer to the file that was read).
+    /// Only a regular file is opened ([`open_regular`]); lines longer than [`MAX_LINE_BYTES`] are skipped unread.
     pub fn open(path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
-        let reader = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let reader = open_regular(path)?;
+        // Stamped before reading, so a change made while we read shows as a change afterwards.
+        let observed_at_ns = now_ns();
         let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
         let loaded = load_from(&reader, path, Start::default(), Body::file)?;
-        let file = SessionFile {
+        let mut file = SessionFile {
             path: path.to_owned(),
             reader,
             writer: None,
@@ -448,9 +751,13 @@ impl SessionFile {
             dirty: false,
             reread: false,
             tail: Vec::new(),
+            head: Vec::new(),
+            stamp: FileStamp::of(&meta),
+            observed_at_ns,
+            stale: false,
+            detached: None,
         };
-        let mut file = file;
-        file.remember_tail();
+        file.remember_known_bytes();
         Ok((file, loaded))
     }
 
@@ -473,7 +780,7 @@ impl SessionFile {
         }
         let reader = File::open(path).map_err(|e| Error::io("open", path, e))?;
         let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
-        Ok(SessionFile {
+        let mut file = SessionFile {
             path: path.to_owned(),
             reader,
             writer: Some(writer),
@@ -482,13 +789,80 @@ impl SessionFile {
             durability,
             dirty: false,
             reread: false,
-            tail: content[content.len().saturating_sub(TAIL_CHECK as usize)..].to_vec(),
-        })
+            tail: Vec::new(),
+            head: Vec::new(),
+            stamp: FileStamp::of(&meta),
+            observed_at_ns: now_ns(),
+            stale: false,
+            detached: None,
+        };
+        file.remember_known_bytes();
+        Ok(file)
     }
 
-    /// Reads the bytes just before `len` into `tail`.
+    /// Reads the bytes just before `len` into `tail`, and stamps the file as it is now.
     fn remember_tail(&mut self) {
+        self.remember_stamp();
+        self.remember_known_bytes();
+    }
+
+    /// Keeps the first bytes and the bytes before `len`, to recognise a rewrite later.
+    fn remember_known_bytes(&mut self) {
         self.tail = self.bytes_before(self.len, TAIL_CHECK.min(self.len)).unwrap_or_default();
+        self.head = self.bytes_before(HEAD_CHECK.min(self.len), HEAD_CHECK.min(self.len)).unwrap_or_default();
+    }
+
+    /// Records the file's stamp as it is now (after a write or after following it).
+    fn remember_stamp(&mut self) {
+        self.observed_at_ns = now_ns();
+        if let Ok(meta) = self.reader.metadata() {
+            self.stamp = FileStamp::of(&meta);
+        }
+    }
+
+    /// True when the head and tail we kept are still what the file holds there.
+    fn known_bytes_intact(&self) -> bool {
+        let head_len = self.head.len() as u64;
+        self.bytes_before(self.len, self.tail.len() as u64).as_ref() == Some(&self.tail)
+            && self.bytes_before(head_len, head_len).as_ref() == Some(&self.head)
+    }
+
+    /// Reads a body of this file (see [`read_body`]); refused once the file is known to have been rewritten
+    /// under us.
+    pub fn read_body(&self, body: &Body) -> std::io::Result<Vec<u8>> {
+        if self.stale && matches!(body.source, BodySource::File { .. }) {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED));
+        }
+        read_body(Some(&self.reader), body)
+    }
+
+    /// Records that the path now holds `seen`, which is not a session. With `in_place` (it is the very file we
+    /// read, truncated or rewritten), what was read from it is no longer on disk: later body reads fail with
+    /// [`MOVED`] instead of reading whatever is there now. Appends are refused until the file is opened again.
+    pub fn detach(&mut self, seen: FileStamp, in_place: bool) {
+        self.detached = Some(seen);
+        self.stale |= in_place;
+    }
+
+    /// True when `stamp` is of this very file (same device and inode).
+    pub fn is_file(&self, stamp: &FileStamp) -> bool {
+        (stamp.dev, stamp.ino) == self.id
+    }
+
+    /// The path's stamp when it was found not to be a session ([`SessionFile::detach`]).
+    pub fn detached(&self) -> Option<FileStamp> {
+        self.detached
+    }
+
+    /// The path holds nothing any more: the file counts as deleted (which the next write repairs) rather than
+    /// replaced.
+    pub fn reattach(&mut self) {
+        self.detached = None;
+    }
+
+    /// True once the bytes read from this file are known to be gone ([`SessionFile::detach`]).
+    pub fn is_stale(&self) -> bool {
+        self.stale
     }
 
     fn bytes_before(&self, end: u64, n: u64) -> Option<Vec<u8>> {
@@ -528,29 +902,34 @@ impl SessionFile {
         self.durability = durability;
     }
 
-    /// Compares the path with what we know.
+    /// Compares the path with what we know, as cheaply as that can be told: one `stat` when its stamp (identity,
+    /// size, `mtime`, `ctime` in ns) is as we left it; two small reads (the first 256 bytes and the 64 before our
+    /// known end) when it changed; and when it was written to without growing, it is [`FileState::Rewritten`]
+    /// (only reading it again can say what changed). Not detected: a rewrite that keeps the stamp (made within
+    /// the file system's clock tick of our last look, [`RACY_WINDOW_NS`]) or that grows the file, and in both
+    /// cases leaves the first 256 bytes and the 64 before our known end as they were.
     pub fn state(&self) -> Result<FileState> {
         let meta = match std::fs::metadata(&self.path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::Missing),
             Err(e) => return Err(Error::io("stat", &self.path, e)),
         };
-        let rewritten = || {
-            meta.len() >= self.len && self.bytes_before(self.len, self.tail.len() as u64).as_ref() != Some(&self.tail)
-        };
-        Ok(if file_id(&meta) != self.id || self.reread {
+        let now = FileStamp::of(&meta);
+        let racy = self.stamp.mtime_ns.max(self.stamp.ctime_ns).saturating_add(RACY_WINDOW_NS) > self.observed_at_ns;
+        let grew_or_same = || if meta.len() > self.len { FileState::Grew(meta.len()) } else { FileState::Same };
+        Ok(if file_id(&meta) != self.id || self.reread || !meta.is_file() {
             FileState::Replaced
         } else if meta.len() < self.len {
             FileState::Shrunk
-        } else if rewritten() {
-            // Same inode and at least as long, but not what we read: rewritten in place (`writeFileSync`).
-            FileState::Replaced
-        } else if meta.len() < self.len {
-            FileState::Shrunk
-        } else if meta.len() > self.len {
-            FileState::Grew(meta.len())
+        } else if now == self.stamp && !racy {
+            grew_or_same()
+        } else if !self.known_bytes_intact() {
+            FileState::Rewritten
+        } else if meta.len() <= self.stamp.size && now.mtime_ns != self.stamp.mtime_ns {
+            // Written to, yet no longer than when we looked: new bytes somewhere in what we read.
+            FileState::Rewritten
         } else {
-            FileState::Same
+            grew_or_same()
         })
     }
 
@@ -578,6 +957,15 @@ impl SessionFile {
     /// last looked. A fragment another writer left unterminated (and that does not grow) is ended first, so the
     /// line is never fused with it.
     pub fn append_line(&mut self, line: &[u8]) -> Result<Appended> {
+        if self.detached.is_some() {
+            return Err(Error::Conflict {
+                path: self.path.clone(),
+                message: "the session file was emptied, or replaced or overwritten by something that is not a pi \
+                          session; nothing was written (the handle reads the file again once it is a session; or \
+                          reopen it)"
+                    .to_owned(),
+            });
+        }
         self.lock()?;
         let mut out = Appended { offset: self.len, terminated_fragment: None };
         let mut bytes = std::borrow::Cow::Borrowed(line);
@@ -618,6 +1006,7 @@ impl SessionFile {
         }
         if bytes.len() as u64 >= TAIL_CHECK {
             self.tail = bytes[bytes.len() - TAIL_CHECK as usize..].to_vec();
+            self.remember_stamp();
         } else {
             self.remember_tail();
         }
@@ -691,6 +1080,7 @@ impl SessionFile {
         self.len = meta.len();
         self.writer = Some(new);
         self.reread = false;
+        self.stale = false;
         self.remember_tail();
         Ok(self.len)
     }
@@ -803,4 +1193,119 @@ pub fn read_all(path: &str) -> Result<Vec<u8>> {
     let mut v = Vec::new();
     File::open(path).and_then(|mut f| f.read_to_end(&mut v)).map_err(|e| Error::io("read", path, e))?;
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (offset, bytes, len, terminated, skipped) of one line.
+    type Seen = (u64, Vec<u8>, u64, bool, Option<Skipped>);
+
+    /// Every line `reader` hands out.
+    fn lines_of(input: &[u8], limit: usize) -> Vec<Seen> {
+        let mut reader = LineReader::with_limit(input, limit);
+        let mut out = Vec::new();
+        while let Some(l) = reader.next_line().unwrap() {
+            out.push((l.offset, l.bytes.to_vec(), l.len, l.terminated, l.skipped));
+        }
+        out
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_is_skipped_to_its_newline_and_the_next_line_is_whole() {
+        let long = "x".repeat(50);
+        let input = format!("{{\"a\":1}}\n\"{long}\"\n{{\"b\":2}}\n");
+        let lines = lines_of(input.as_bytes(), 20);
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0], (0, b"{\"a\":1}".to_vec(), 7, true, None));
+        assert_eq!(lines[1], (8, Vec::new(), 52, true, Some(Skipped::TooLong)));
+        assert_eq!(lines[2], (61, b"{\"b\":2}".to_vec(), 7, true, None));
+    }
+
+    #[test]
+    fn an_unterminated_over_long_last_line_is_skipped_to_the_end() {
+        let input = format!("{{}}\n\"{}", "y".repeat(100));
+        let lines = lines_of(input.as_bytes(), 30);
+        assert_eq!(lines[1], (3, Vec::new(), 101, false, Some(Skipped::TooLong)));
+    }
+
+    #[test]
+    fn a_line_exactly_at_the_limit_is_read() {
+        let line = format!("\"{}\"", "z".repeat(18));
+        let lines = lines_of(format!("{line}\n").as_bytes(), 20);
+        assert_eq!(lines, vec![(0, line.into_bytes(), 20, true, None)]);
+    }
+
+    #[test]
+    fn a_long_line_of_garbage_is_skipped_as_soon_as_its_start_cannot_be_json() {
+        // A buffer's worth of zeros: far below the limit, but already no JSON, so it is not buffered further.
+        let mut input = vec![0u8; READ_BUFFER * 3];
+        input.extend_from_slice(b"\n{}\n");
+        let mut reader = LineReader::new(&input[..]);
+        let first = reader.next_line().unwrap().unwrap();
+        assert_eq!((first.len, first.terminated), (READ_BUFFER as u64 * 3, true));
+        assert!(matches!(first.skipped, Some(Skipped::NotJson(SyntaxError { offset: 0, .. }))), "{first:?}");
+        assert_eq!(reader.buf.len(), READ_BUFFER, "the buffer did not grow");
+        let next = reader.next_line().unwrap().unwrap();
+        assert_eq!((next.offset, next.bytes), (READ_BUFFER as u64 * 3 + 1, &b"{}"[..]));
+    }
+
+    #[test]
+    fn a_long_line_that_may_still_be_json_is_buffered_whole() {
+        let mut line = b"{\"text\":\"".to_vec();
+        line.resize(READ_BUFFER * 2, b'a');
+        line.extend_from_slice(b"\"}");
+        let mut input = line.clone();
+        input.push(b'\n');
+        let mut reader = LineReader::new(&input[..]);
+        let l = reader.next_line().unwrap().unwrap();
+        assert_eq!((l.bytes, l.skipped), (&line[..], None));
+    }
+
+    #[test]
+    fn a_long_run_of_white_space_is_not_taken_for_garbage() {
+        // pi trims a line before parsing it: spaces then JSON is an entry.
+        let mut line = vec![b' '; READ_BUFFER + 10];
+        line.extend_from_slice(b"{}");
+        let input = [&line[..], b"\n"].concat();
+        let l = LineReader::new(&input[..]).next_line().unwrap().unwrap().skipped;
+        assert_eq!(l, None);
+    }
+
+    #[test]
+    fn batches_keep_file_offsets_across_a_skipped_line() {
+        let input = format!("{{}}\n\"{}\"\n[1]\n[2]\n", "q".repeat(40));
+        let mut reader = LineReader::with_limit(input.as_bytes(), 16);
+        let mut seen = Vec::new();
+        while let Some(batch) = reader.next_batch().unwrap() {
+            for l in &batch.lines {
+                seen.push((l.offset, batch.bytes[l.range.clone()].to_vec(), l.skipped.is_some()));
+            }
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (0, b"{}".to_vec(), false),
+                (3, vec![], true),
+                (46, b"[1]".to_vec(), false),
+                (50, b"[2]".to_vec(), false)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_body_read_after_its_line_moved_fails_instead_of_returning_other_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, "{\"id\":\"aaaa\"}\n{\"id\":\"bbbb\"}\n").unwrap();
+        let file = File::open(&path).unwrap();
+        let second = Body::file(14, 13);
+        assert_eq!(read_body(Some(&file), &second).unwrap(), b"{\"id\":\"bbbb\"}");
+        std::fs::write(&path, "{\"id\":\"aaaa\",\"x\":1}\n{\"id\":\"bbbb\"}\n").unwrap();
+        let moved = read_body(Some(&file), &second).unwrap_err();
+        assert_eq!((moved.kind(), moved.to_string()), (std::io::ErrorKind::InvalidData, MOVED.to_owned()));
+        std::fs::write(&path, "{}\n").unwrap();
+        assert_eq!(read_body(Some(&file), &second).unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+    }
 }

@@ -127,8 +127,11 @@ fn outcome(response: Json) -> Result<Json, Failure> {
         let message = text(error.get("message")).unwrap_or_else(|| "error".into());
         return Err(Failure::new(crate::cli::output::known_kind(&kind), message));
     }
-    let Json::Object(mut o) = response else { return Ok(Json::Null) };
-    Ok(o.remove("result").unwrap_or(Json::Null))
+    let mut response = response;
+    match &mut response {
+        Json::Object(o) => Ok(o.remove("result").unwrap_or(Json::Null)),
+        _ => Ok(Json::Null),
+    }
 }
 
 /// `{k: v, …}` as params.

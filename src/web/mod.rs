@@ -162,7 +162,8 @@ fn route(request: &Request, view: &View) -> Response {
         ("GET", "/api/snapshot") => Some(view.snapshot(request.param("handle").unwrap_or(""))),
         ("POST", "/api/close") => Some(view.close(request.param("handle").unwrap_or(""))),
         ("POST", "/api/entries") => {
-            let ids: Vec<String> = match Json::parse(&request.body) {
+            let body = Json::parse(&request.body);
+            let ids: Vec<String> = match &body {
                 Ok(Json::Array(ids)) => ids.iter().filter_map(|i| i.as_js_str().map(|s| s.to_string_lossy())).collect(),
                 _ => return Response::text(400, "the body must be a JSON array of entry ids"),
             };

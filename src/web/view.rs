@@ -67,8 +67,8 @@ impl View {
     /// `{state, rows}` of an open handle: its state and every entry as a skeleton row, in tree pre-order.
     pub fn snapshot(&self, handle: &str) -> Result<Json, Failure> {
         let state = self.bridge.call("session/getState", obj(vec![("handle", Json::str(handle))]))?;
-        let Json::Array(nodes) = self.bridge.call("session/getTreeFlat", obj(vec![("handle", Json::str(handle))]))?
-        else {
+        let tree = self.bridge.call("session/getTreeFlat", obj(vec![("handle", Json::str(handle))]))?;
+        let Json::Array(nodes) = &tree else {
             return Err(Failure::new("internal_error", "getTreeFlat did not return a list"));
         };
         let rows = nodes
@@ -131,8 +131,8 @@ impl View {
                     ("limit", Json::number(PAGE as f64)),
                 ]),
             )?;
-            let Json::Array(entries) = page else { break };
-            for e in &entries {
+            let Json::Array(entries) = &page else { break };
+            for e in entries {
                 add_entry_usage(e, &mut by_model);
                 *types.entry(summarize(e, 0).what).or_default() += 1;
             }

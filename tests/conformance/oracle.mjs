@@ -2,6 +2,8 @@
 //
 // Reads a JSON request on stdin and prints a JSON answer on stdout:
 //   {"command": "reads", "files": [...]}                 -> pi's reads after SessionManager.open(file), per file
+//   {"command": "eachRead", "files": [...]}              -> the same, each read on its own: {open: {error}} when the
+//        open throws, else {reads: {name: {ok: value} | {undefined: true} | {error}}}
 //   {"command": "list", "calls": [{kind, cwd, dir, agentDir}]} -> list / listAll / findById / findMostRecentSession
 //   {"command": "write", "file": f, "count": n, "delayMs": d, "text": t}
 //        -> pi appends n messages to an existing session file, one every d ms (a live pi writing a session)
@@ -71,21 +73,35 @@ const { SessionManager, getDefaultSessionDir, findMostRecentSession } = await im
 );
 
 // ---- reads ----------------------------------------------------------------------------------------------------
+const READS = {
+  header: (m) => m.getHeader(),
+  entries: (m) => m.getEntries(),
+  leafId: (m) => m.getLeafId(),
+  tree: (m) => m.getTree(),
+  branch: (m) => m.getBranch(),
+  contextEntries: (m) => m.buildContextEntries(),
+  projection: (m) => m.buildSessionProjection(),
+  context: (m) => m.buildSessionContext(),
+  sessionName: (m) => m.getSessionName(),
+  sessionId: (m) => m.getSessionId(),
+  cwd: (m) => m.getCwd(),
+  entryCount: (m) => m.getEntryCount(),
+};
 function readsOf(m) {
-  return {
-    header: m.getHeader(),
-    entries: m.getEntries(),
-    leafId: m.getLeafId(),
-    tree: m.getTree(),
-    branch: m.getBranch(),
-    contextEntries: m.buildContextEntries(),
-    projection: m.buildSessionProjection(),
-    context: m.buildSessionContext(),
-    sessionName: m.getSessionName(),
-    sessionId: m.getSessionId(),
-    cwd: m.getCwd(),
-    entryCount: m.getEntryCount(),
-  };
+  return Object.fromEntries(Object.entries(READS).map(([name, read]) => [name, read(m)]));
+}
+// Each read on its own: {ok: value}, {undefined: true}, or {error} when that read throws.
+function eachReadOf(m) {
+  const out = {};
+  for (const [name, read] of Object.entries(READS)) {
+    try {
+      const value = read(m);
+      out[name] = value === undefined ? { undefined: true } : { ok: value };
+    } catch (e) {
+      out[name] = { error: String(e?.message ?? e) };
+    }
+  }
+  return out;
 }
 function attempt(fn) {
   try {
@@ -243,6 +259,12 @@ let answer;
 switch (request.command) {
   case "reads":
     answer = request.files.map((f) => attempt(() => readsOf(SessionManager.open(f))));
+    break;
+  case "eachRead":
+    answer = request.files.map((f) => {
+      const opened = attempt(() => SessionManager.open(f));
+      return opened.error !== undefined ? { open: opened } : { reads: eachReadOf(opened.ok) };
+    });
     break;
   case "list":
     answer = [];

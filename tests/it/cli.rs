@@ -279,7 +279,8 @@ fn ls_prints_a_table_for_people_and_pis_listing_with_json() {
     assert!(t.contains(APP_ID) && t.contains(APP_ID2) && !t.contains(OTHER_ID), "{t}");
     assert!(t.contains("how do I parse a tokenizer") && t.contains("/work/app"), "{t}");
     let all = run(&a.dir, &["ls", "--all", "--json"]);
-    let Json::Array(infos) = Json::parse(&all.stdout).unwrap() else { panic!("an array") };
+    let listing = Json::parse(&all.stdout).unwrap();
+    let Json::Array(infos) = &listing else { panic!("an array") };
     assert_eq!(infos.len(), 3);
     assert!(infos.iter().all(|i| i.get("allMessagesText").is_some() && i.get("firstMessage").is_some()));
 }
@@ -497,7 +498,7 @@ fn inspect_of_a_long_session_stays_shallow_enough_for_any_json_tool_and_only_pri
     let only = run(tmp.path(), &["inspect", &s(&file), "--only", "leafId"]);
     assert_eq!(text(&only.stdout), "\"e2999\"\n");
     let tree = Json::parse(&run(tmp.path(), &["inspect", &s(&file), "--only", "tree"]).stdout).unwrap();
-    let Json::Array(nodes) = tree else { panic!("a flat list") };
+    let Json::Array(nodes) = &tree else { panic!("a flat list") };
     assert_eq!(nodes.len(), 3000);
     assert_eq!(nodes[2999].get("depth"), Some(&Json::number(2999.0)));
     assert_eq!(nodes[2999].get("parentIndex"), Some(&Json::number(2998.0)));

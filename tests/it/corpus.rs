@@ -539,3 +539,39 @@ pub fn damage(r: &mut Rng, kind: &str, bytes: Vec<u8>) -> Vec<u8> {
         _ => unreachable!("{kind}"),
     }
 }
+
+/// Entries pi 1.6.0 loads but some of whose reads throw on (a `TypeError` in pi): a context edit without
+/// `replacement` (the private corpus's h27), a message entry without `message` or with `message: null`, a
+/// session name that is not a string. Kept out of [`session_lines`], so the other corpora stay as they are.
+pub const UNUSABLE: &[&str] =
+    &["context-edit-without-replacement", "message-without-message", "null-message", "non-string-name"];
+
+/// Adds one entry of `kind` (one of [`UNUSABLE`]) to a session's lines: appended as the new leaf, or put in the
+/// middle of the chain (its successor re-parented under it), so it is on the active path about half the time.
+pub fn with_unusable_entry(r: &mut Rng, kind: &str, mut lines: Vec<Json>) -> Vec<Json> {
+    let ids: Vec<Json> = lines.iter().skip(1).filter_map(|l| l.get("id").cloned()).collect();
+    let id = st(&format!("u{}", &r.hex8()[..7]));
+    let at = if r.chance(50) { lines.len() } else { 1 + r.below(lines.len()) };
+    let parent = lines[at - 1].get("id").cloned().filter(|_| at > 1).unwrap_or(Json::Null);
+    let timestamp = lines[at - 1].get("timestamp").cloned().unwrap_or_else(|| st("2025-01-01T00:00:00.000Z"));
+    let mut m = vec![("type", st("message")), ("id", id.clone()), ("parentId", parent), ("timestamp", timestamp)];
+    match kind {
+        "context-edit-without-replacement" => {
+            m[0].1 = st("context_edit");
+            m.push(("targetId", if ids.is_empty() { st("x") } else { r.pick(&ids) }));
+        }
+        "message-without-message" => {}
+        "null-message" => m.push(("message", Json::Null)),
+        "non-string-name" => {
+            m[0].1 = st("session_info");
+            let name = r.pick(&[num(5.0), Json::Bool(true), obj(vec![("a", num(1.0))]), Json::Array(vec![st("x")])]);
+            m.push(("name", name));
+        }
+        _ => unreachable!("{kind}"),
+    }
+    if let Some(Json::Object(next)) = lines.get_mut(at) {
+        next.insert("parentId", id);
+    }
+    lines.insert(at, obj(m));
+    lines
+}

@@ -5,15 +5,17 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use pi_sessiond::session::catalog::Catalog;
-use pi_sessiond::session::index::{CatalogIndex, SharedIndex};
+use pi_sessiond::session::catalog::{Cancel, Catalog};
+use pi_sessiond::session::index::{CatalogIndex, IndexError, SharedIndex};
 use pi_sessiond::session::info::ListedSession;
 use pi_sessiond::session::json::Json;
 use pi_sessiond::session::render::{search_hit_json, session_info_json};
-use pi_sessiond::session::search::{search_sessions, Hit, Scope};
+use pi_sessiond::session::search::{search_sessions, Hit, Phase, Scope};
+use pi_sessiond::session::Error;
 
 use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape, DAMAGE};
 use crate::support::{json_diff, s, temp_dir};
@@ -122,12 +124,13 @@ fn listings_from_the_index_equal_reading_the_files_after_every_kind_of_change() 
     let mut index = CatalogIndex::open(&s(&tmp.path().join("index.sqlite"))).unwrap();
     let mut history = Vec::new();
     for round in 0..120 {
-        let direct = Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {});
-        let indexed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {});
+        let direct = Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {}).unwrap();
+        let indexed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {}).unwrap();
         compare(&format!("round {round} after {history:?}: listAll"), &infos_json(&direct), &infos_json(&indexed));
         // Without allMessagesText (alternating, so rows are read and continued both ways): the same listing,
         // minus that one field.
-        let lean = Catalog::new("/no-agent", Some(&mut index)).without_text().list_all(Some(&d), &mut |_, _| {});
+        let lean =
+            Catalog::new("/no-agent", Some(&mut index)).without_text().list_all(Some(&d), &mut |_, _| {}).unwrap();
         let stripped = Json::Array(direct.iter().map(|s| session_info_json(s, false)).collect());
         // (The entries may keep their text, shared with listings that return it: rendering leaves it out.)
         let lean = Json::Array(lean.iter().map(|s| session_info_json(s, false)).collect());
@@ -188,47 +191,52 @@ fn listings_from_the_index_equal_reading_the_files_after_every_kind_of_change() 
     }
 }
 
-#[test]
-fn a_damaged_foreign_or_unusable_index_never_fails_a_listing() {
-    let tmp = temp_dir();
-    let dir = tmp.path().join("sessions");
+/// A directory of six generated sessions under `tmp`, and its listing read from the files.
+fn six_sessions(tmp: &Path) -> (String, Json) {
+    let dir = tmp.join("sessions");
     fs::create_dir(&dir).unwrap();
     let mut r = Rng::new(9);
     for i in 0..6 {
         fs::write(dir.join(format!("s{i}.jsonl")), new_session(&mut r)).unwrap();
     }
     let d = s(&dir);
-    let expected = infos_json(&Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {}));
+    let expected = infos_json(&Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {}).unwrap());
+    (d, expected)
+}
+
+#[test]
+fn a_damaged_or_unusable_index_never_fails_a_listing() {
+    let tmp = temp_dir();
+    let (d, expected) = six_sessions(tmp.path());
     let list_with = |index: &mut CatalogIndex| {
-        infos_json(&Catalog::new("/no-agent", Some(index)).list_all(Some(&d), &mut |_, _| {}))
+        infos_json(&Catalog::new("/no-agent", Some(index)).list_all(Some(&d), &mut |_, _| {}).unwrap())
     };
     let path = s(&tmp.path().join("index.sqlite"));
-
-    // Not a database at all.
-    fs::write(&path, b"this is not an index, it is a grocery list\n".repeat(200)).unwrap();
     let mut index = CatalogIndex::open(&path).unwrap();
-    compare("garbage index", &expected, &list_with(&mut index));
+    compare("new index", &expected, &list_with(&mut index));
     drop(index);
 
     // An index written by another version: its rows are not trusted, it is rebuilt.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute("UPDATE meta SET value = 'from-the-future' WHERE key = 'schema'", []).unwrap();
+        conn.execute("UPDATE pi_sessiond_catalog SET value = 'from-the-future' WHERE key = 'schema'", []).unwrap();
         conn.execute("UPDATE files SET message_count = 4242", []).unwrap();
     }
     let mut index = CatalogIndex::open(&path).unwrap();
     compare("other schema version", &expected, &list_with(&mut index));
     drop(index);
 
-    // A damaged header page.
+    // A damaged header page: still ours (its schema says so), so it is reset in place and rebuilt.
     let mut bytes = fs::read(&path).unwrap();
     for b in bytes.iter_mut().take(100) {
         *b ^= 0x5a;
     }
     fs::write(&path, bytes).unwrap();
+    let inode = fs::metadata(&path).unwrap().ino();
     let mut index = CatalogIndex::open(&path).unwrap();
     compare("damaged header", &expected, &list_with(&mut index));
     drop(index);
+    assert_eq!(fs::metadata(&path).unwrap().ino(), inode, "the damaged index was reset in place, not replaced");
 
     // Somewhere no index can be created: the listing reads the files.
     let blocked = s(&tmp.path().join("a-file").join("index.sqlite"));
@@ -236,9 +244,93 @@ fn a_damaged_foreign_or_unusable_index_never_fails_a_listing() {
     let shared = SharedIndex::new(Some(blocked));
     let listed = shared.with(|ix| {
         assert!(ix.is_none(), "an index under a regular file cannot exist");
-        infos_json(&Catalog::new("/no-agent", ix).list_all(Some(&d), &mut |_, _| {}))
+        infos_json(&Catalog::new("/no-agent", ix).list_all(Some(&d), &mut |_, _| {}).unwrap())
     });
     compare("no index possible", &expected, &listed);
+}
+
+#[test]
+fn an_index_path_holding_someone_elses_file_is_refused_and_left_as_it_is() {
+    // Issue 11: `--index PATH` turned a text file into a SQLite database and dropped another application's
+    // `files` table.
+    let tmp = temp_dir();
+    let (d, expected) = six_sessions(tmp.path());
+    let listed_through = |path: &str| {
+        let shared = SharedIndex::new(Some(path.to_owned()));
+        shared.with(|ix| {
+            assert!(ix.is_none(), "{path} is not ours: no index");
+            infos_json(&Catalog::new("/no-agent", ix).list_all(Some(&d), &mut |_, _| {}).unwrap())
+        })
+    };
+
+    let text = s(&tmp.path().join("notes.txt"));
+    let grocery_list = b"this is not an index, it is a grocery list\n".repeat(200);
+    fs::write(&text, &grocery_list).unwrap();
+    let refused = CatalogIndex::open(&text).unwrap_err();
+    assert!(matches!(refused, IndexError::Foreign { .. }), "{refused}");
+    compare("a text file", &expected, &listed_through(&text));
+    assert_eq!(fs::read(&text).unwrap(), grocery_list, "the text file is unchanged");
+
+    let theirs = s(&tmp.path().join("their.db"));
+    {
+        let conn = rusqlite::Connection::open(&theirs).unwrap();
+        conn.execute_batch("CREATE TABLE files(name TEXT); INSERT INTO files VALUES ('keep me');").unwrap();
+    }
+    let before = fs::read(&theirs).unwrap();
+    let refused = CatalogIndex::open(&theirs).unwrap_err();
+    assert!(refused.to_string().contains("another application's database"), "{refused}");
+    compare("another application's database", &expected, &listed_through(&theirs));
+    assert_eq!(fs::read(&theirs).unwrap(), before, "their database is unchanged");
+    let siblings: Vec<String> = fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("notes.txt") || n.starts_with("their.db"))
+        .collect();
+    assert_eq!(siblings.len(), 2, "no journal, WAL or shared-memory file was made beside them: {siblings:?}");
+
+    let marked = s(&tmp.path().join("marked.db"));
+    {
+        let conn = rusqlite::Connection::open(&marked).unwrap();
+        conn.execute_batch("PRAGMA application_id = 42;").unwrap();
+    }
+    assert!(matches!(CatalogIndex::open(&marked), Err(IndexError::Foreign { .. })), "an empty database of theirs");
+
+    // Damaged, and nothing says it was ever ours: left alone too.
+    let damaged = s(&tmp.path().join("damaged.db"));
+    let mut bytes = before.clone();
+    for b in bytes.iter_mut().take(100) {
+        *b ^= 0x5a;
+    }
+    fs::write(&damaged, &bytes).unwrap();
+    assert!(matches!(CatalogIndex::open(&damaged), Err(IndexError::Foreign { .. })));
+    assert_eq!(fs::read(&damaged).unwrap(), bytes);
+
+    // An empty file, and an index of the first schema (before databases were marked), are ours to use.
+    let empty = s(&tmp.path().join("empty.sqlite"));
+    fs::write(&empty, b"").unwrap();
+    let mut index = CatalogIndex::open(&empty).unwrap();
+    compare(
+        "an empty file",
+        &expected,
+        &infos_json(&Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {}).unwrap()),
+    );
+    let legacy = s(&tmp.path().join("legacy.sqlite"));
+    {
+        let conn = rusqlite::Connection::open(&legacy).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES ('schema', '1');
+             CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT); CREATE TABLE texts(id INTEGER PRIMARY KEY);
+             CREATE TABLE docs(id INTEGER PRIMARY KEY);
+             CREATE VIRTUAL TABLE docs_fts USING fts5(text, content = '', tokenize = 'trigram');",
+        )
+        .unwrap();
+    }
+    let mut index = CatalogIndex::open(&legacy).unwrap();
+    compare(
+        "a schema 1 index",
+        &expected,
+        &infos_json(&Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {}).unwrap()),
+    );
 }
 
 #[test]
@@ -296,12 +388,12 @@ fn a_same_size_rewrite_within_one_mtime_tick_is_still_noticed() {
     let mtime = fs::metadata(&file).unwrap().modified().unwrap();
     let d = s(&dir);
     let mut index = CatalogIndex::open(&s(&tmp.path().join("index.sqlite"))).unwrap();
-    let listed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {});
+    let listed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {}).unwrap();
     assert_eq!(listed[0].info.first_message.to_string_lossy(), "first draft");
     // Rewritten in place to the same size, and the clock has not ticked: size, mtime and inode all match.
     fs::write(&file, format!("{header}\n{}\n", user("final draft"))).unwrap();
     fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
-    let listed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {});
+    let listed = Catalog::new("/no-agent", Some(&mut index)).list_all(Some(&d), &mut |_, _| {}).unwrap();
     assert_eq!(listed[0].info.first_message.to_string_lossy(), "final draft");
 }
 
@@ -355,10 +447,213 @@ fn a_directorys_remembered_names_are_used_only_while_its_mtime_is_unchanged() {
     }
     let names: Vec<String> = Catalog::new("/no-agent", Some(&mut index))
         .list_all(Some(&d), &mut |_, _| {})
+        .unwrap()
         .iter()
         .map(|s| s.info.path.rsplit('/').next().unwrap().to_owned())
         .collect();
     assert!(names.contains(&"2026-03-01T00-00-00-000Z_s0.jsonl".to_owned()), "{names:?}");
     assert!(!names.iter().any(|n| n.ends_with("_s2.jsonl") || n == "2026-01-01T00-00-00-000Z_s0.jsonl"), "{names:?}");
     assert_eq!(names.len(), 5);
+}
+
+#[test]
+fn an_index_is_kept_when_another_process_holds_its_write_lock_or_the_disk_is_full() {
+    // Issue 11: the index was deleted on lock contention or a full disk, while other processes held it open.
+    let tmp = temp_dir();
+    let (d, _) = six_sessions(tmp.path());
+    let dir = tmp.path().join("sessions");
+    let direct = || infos_json(&Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {}).unwrap());
+    let through = |ix: &mut CatalogIndex| {
+        infos_json(&Catalog::new("/no-agent", Some(ix)).list_all(Some(&d), &mut |_, _| {}).unwrap())
+    };
+    let path = s(&tmp.path().join("index.sqlite"));
+    let mut index = CatalogIndex::open(&path).unwrap();
+    compare("first listing", &direct(), &through(&mut index));
+    let inode = fs::metadata(&path).unwrap().ino();
+    let other = rusqlite::Connection::open(&path).unwrap();
+    let rows = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row("SELECT count(*) FROM files", [], |r| r.get(0)).unwrap()
+    };
+    assert_eq!(rows(&other), 6);
+    let mut r = Rng::new(31);
+
+    // Another process holds the write lock for longer than this one waits.
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    index.set_busy_timeout(std::time::Duration::from_millis(20)).unwrap();
+    fs::write(dir.join("s6.jsonl"), new_session(&mut r)).unwrap();
+    compare("while another process holds the write lock", &direct(), &through(&mut index));
+    assert_eq!(rows(&other), 6, "the other process's view of the index is intact");
+    // A process starting meanwhile opens the index as it is (it needs no write to do so).
+    let mut late = CatalogIndex::open(&path).unwrap();
+    late.set_busy_timeout(std::time::Duration::from_millis(20)).unwrap();
+    compare("a process opening the index meanwhile", &direct(), &through(&mut late));
+    assert_eq!(fs::metadata(&path).unwrap().ino(), inode, "the index file was not replaced");
+    other.execute_batch("COMMIT").unwrap();
+    compare("after the lock is released", &direct(), &through(&mut index));
+    assert_eq!(rows(&other), 7);
+
+    // The disk is full: the database cannot grow by a page.
+    let conn = index.connection_for_tests();
+    let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+    conn.pragma_update(None, "max_page_count", pages).unwrap();
+    for i in 0..40 {
+        fs::write(dir.join(format!("more{i}.jsonl")), new_session(&mut r)).unwrap();
+    }
+    compare("with the disk full", &direct(), &through(&mut index));
+    assert_eq!(rows(&other), 7, "nothing was lost or deleted");
+    index.connection_for_tests().pragma_update(None, "max_page_count", 1 << 30).unwrap();
+    compare("with space again", &direct(), &through(&mut index));
+    assert_eq!(rows(&other), 47);
+    assert_eq!(fs::metadata(&path).unwrap().ino(), inode, "the index file was never replaced");
+}
+
+#[test]
+fn a_cancelled_listing_lookup_or_search_stops_at_its_next_check() {
+    let tmp = temp_dir();
+    let dir = tmp.path().join("sessions");
+    fs::create_dir(&dir).unwrap();
+    let mut r = Rng::new(41);
+    for i in 0..30 {
+        fs::write(dir.join(format!("s{i:02}.jsonl")), new_session(&mut r)).unwrap();
+    }
+    let d = s(&dir);
+    let expected = infos_json(&Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {}).unwrap());
+    for with_index in [false, true] {
+        let mut index = with_index.then(|| CatalogIndex::open(&s(&tmp.path().join("index.sqlite"))).unwrap());
+        fn catalog<'a>(index: &'a mut Option<CatalogIndex>, cancel: &Cancel) -> Catalog<'a> {
+            Catalog::new("/no-agent", index.as_mut()).with_cancel(cancel.clone())
+        }
+        // Cancelled at the first progress report: no further file is read, and the answer is an error.
+        let cancel = Cancel::new();
+        let mut reports = 0;
+        let got = catalog(&mut index, &cancel).list_all(Some(&d), &mut |_, _| {
+            reports += 1;
+            cancel.cancel();
+        });
+        assert!(matches!(got, Err(Error::Cancelled)), "index {with_index}: listAll");
+        assert_eq!(reports, 1, "index {with_index}: files read after the cancel");
+        let cancel = Cancel::new();
+        let got = catalog(&mut index, &cancel).list("/home/u/proj", Some(&d), &mut |_, _| cancel.cancel());
+        assert!(matches!(got, Err(Error::Cancelled)), "index {with_index}: list");
+        let cancel = Cancel::new();
+        let scope = Scope { cwd: None, session_dir: Some(&d) };
+        let got =
+            search_sessions("hello", scope, None, 10, catalog(&mut index, &cancel), &mut |_, _, _| cancel.cancel());
+        assert!(matches!(got, Err(Error::Cancelled)), "index {with_index}: search");
+        let cancel = Cancel::new();
+        cancel.cancel();
+        let got = catalog(&mut index, &cancel).find_by_id("/home/u/proj", "x", Some(&d));
+        assert!(matches!(got, Err(Error::Cancelled)), "index {with_index}: findById");
+        // What the cancelled work left behind does not change the next listing.
+        let listed = infos_json(&catalog(&mut index, &Cancel::new()).list_all(Some(&d), &mut |_, _| {}).unwrap());
+        compare(&format!("index {with_index}: after cancelled work"), &expected, &listed);
+    }
+}
+
+#[test]
+fn a_search_in_progress_holds_up_no_other_catalog_call_of_its_process() {
+    // Issue 11: a search held the process's one index handle for its whole run, so every other listing,
+    // lookup and search of the process waited for it.
+    let tmp = temp_dir();
+    let (d, expected) = six_sessions(tmp.path());
+    let shared = Arc::new(SharedIndex::new(Some(s(&tmp.path().join("index.sqlite")))));
+    let (paused_tx, paused) = std::sync::mpsc::channel();
+    let (resume, resume_rx) = std::sync::mpsc::channel::<()>();
+    let searcher = {
+        let (shared, d) = (shared.clone(), d.clone());
+        std::thread::spawn(move || {
+            shared.with(|ix| {
+                let scope = Scope { cwd: None, session_dir: Some(&d) };
+                let mut paused_once = false;
+                search_sessions("hello", scope, None, 10, Catalog::new("/no-agent", ix), &mut |phase, _, _| {
+                    if phase == Phase::Indexing && !paused_once {
+                        paused_once = true;
+                        paused_tx.send(()).unwrap();
+                        resume_rx.recv().unwrap();
+                    }
+                })
+                .unwrap()
+            })
+        })
+    };
+    paused.recv_timeout(std::time::Duration::from_secs(60)).expect("the search reached its indexing phase");
+    let (listed_tx, listed) = std::sync::mpsc::channel();
+    {
+        let (shared, d) = (shared.clone(), d.clone());
+        std::thread::spawn(move || {
+            let json = shared.with(|ix| {
+                assert!(ix.is_some(), "the listing has an index connection of its own");
+                infos_json(&Catalog::new("/no-agent", ix).list_all(Some(&d), &mut |_, _| {}).unwrap())
+            });
+            listed_tx.send(json).unwrap();
+        });
+    }
+    let got =
+        listed.recv_timeout(std::time::Duration::from_secs(60)).expect("a listing ran while the search was paused");
+    compare("listing beside a search", &expected, &got);
+    resume.send(()).unwrap();
+    searcher.join().unwrap();
+}
+
+#[test]
+fn a_damaged_row_is_read_again_from_its_file_on_the_next_listing() {
+    // A row the index cannot trust (its text row gone, columns that do not decode or contradict each other, a
+    // generation that is not a number) must not answer for its file, even though the file's stat matches it.
+    let tmp = temp_dir();
+    let dir = tmp.path().join("sessions");
+    fs::create_dir(&dir).unwrap();
+    let mut r = Rng::new(51);
+    for i in 0..8 {
+        let f = dir.join(format!("s{i}.jsonl"));
+        fs::write(&f, to_bytes(&session_lines(&mut r, Shape { entries: 3 + i, hand_written: false }))).unwrap();
+        age(&f, 3600);
+    }
+    let d = s(&dir);
+    let expected = infos_json(&Catalog::new("/no-agent", None).list_all(Some(&d), &mut |_, _| {}).unwrap());
+    let path = s(&tmp.path().join("index.sqlite"));
+    let through = |lean: bool| {
+        // A new connection each time, so no memo answers in the index's place.
+        let mut index = CatalogIndex::open(&path).unwrap();
+        let catalog = Catalog::new("/no-agent", Some(&mut index));
+        let mut catalog = if lean { catalog.without_text() } else { catalog };
+        infos_json(&catalog.list_all(Some(&d), &mut |_, _| {}).unwrap())
+    };
+    compare("first listing", &expected, &through(false));
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "DELETE FROM texts WHERE id = (SELECT id FROM files WHERE path = '{d}/s0.jsonl');
+             UPDATE files SET header = '{{not json' WHERE path = '{d}/s1.jsonl';
+             UPDATE files SET offset = size + 10 WHERE path = '{d}/s2.jsonl';
+             UPDATE files SET message_count = 'many' WHERE path = '{d}/s3.jsonl';
+             UPDATE files SET gen = 'soon', head = X'00' WHERE path = '{d}/s4.jsonl';
+             UPDATE files SET rejected = 1 WHERE path = '{d}/s5.jsonl';"
+        ))
+        .unwrap();
+    }
+    let stripped = Json::Array(
+        Catalog::new("/no-agent", None)
+            .list_all(Some(&d), &mut |_, _| {})
+            .unwrap()
+            .iter()
+            .map(|s| session_info_json(s, false))
+            .collect(),
+    );
+    let lean = |v: Json| match v.into_array() {
+        Ok(items) => Json::Array(
+            items
+                .into_iter()
+                .map(|mut i| {
+                    if let Json::Object(o) = &mut i {
+                        o.remove("allMessagesText");
+                    }
+                    i
+                })
+                .collect(),
+        ),
+        Err(other) => other,
+    };
+    compare("lean listing over damaged rows", &stripped, &lean(through(true)));
+    compare("listing over damaged rows", &expected, &through(false));
+    compare("listing after the rows were replaced", &expected, &through(false));
 }

@@ -9,7 +9,7 @@ use pi_sessiond::session::json::{Json, Object};
 use pi_sessiond::session::store::WarningKind;
 use pi_sessiond::session::{Env, SessionManager};
 
-use crate::corpus::{as_v1, as_v2, damage, session_lines, to_bytes, Rng, Shape, DAMAGE};
+use crate::corpus::{as_v1, as_v2, damage, session_lines, to_bytes, with_unusable_entry, Rng, Shape, DAMAGE, UNUSABLE};
 use crate::support::{json_diff, oracle, replace_in_strings, s, temp_dir, Deterministic};
 
 /// pi 1.6.0's own context (it ignores `retainedTail`).
@@ -29,8 +29,11 @@ fn corpus(seed: u32, count: usize, make: impl Fn(&mut Rng, usize) -> (String, Ve
     (0..count).map(|i| make(&mut r, i)).collect()
 }
 
-/// Compares inspect with pi's reads on every file; panics listing every difference.
-fn compare_reads(files: &[(String, Vec<u8>)]) {
+/// Compares inspect with pi's reads on every file, read by read; panics listing every difference. Where pi's
+/// `open` throws, ours must fail too (and refuse a file pi calls invalid as invalid); where pi opens the file,
+/// every read pi answers must give pi's value, and every read pi throws on must fail alone, listed in
+/// `errors`, while the others still answer. Returns how many files pi opened but failed some read on.
+fn compare_reads(files: &[(String, Vec<u8>)]) -> usize {
     let tmp = temp_dir();
     let ours_dir = tmp.path().join("ours");
     let pi_dir = tmp.path().join("pi");
@@ -46,11 +49,12 @@ fn compare_reads(files: &[(String, Vec<u8>)]) {
         names.push(name.clone());
     }
     let mut req = Object::new();
-    req.insert("command", Json::str("reads"));
+    req.insert("command", Json::str("eachRead"));
     req.insert("files", Json::Array(names.iter().map(|n| Json::str(&s(&pi_dir.join(n)))).collect()));
-    let Json::Array(answers) = oracle(&Json::Object(req)) else { panic!("oracle") };
+    let Ok(answers) = oracle(&Json::Object(req)).into_array() else { panic!("oracle") };
     let det = Deterministic::new();
     let mut problems = Vec::new();
+    let mut partly_read = 0;
     for (name, pi) in names.iter().zip(answers) {
         let path = s(&ours_dir.join(name));
         let before = std::fs::read(&path).unwrap();
@@ -59,17 +63,36 @@ fn compare_reads(files: &[(String, Vec<u8>)]) {
         assert_eq!(std::fs::read(&path).unwrap(), before, "{name}: inspect must not modify the file");
         let mut ours = Json::parse(&out).unwrap_or_else(|e| panic!("{name}: inspect printed invalid JSON: {e}"));
         let pi = replace_in_strings(&pi, &s(&pi_dir), &s(&ours_dir));
-        match (pi.get("ok"), ours.get("error")) {
+        match (pi.get("reads").and_then(Json::as_object), ours.get("error")) {
             (Some(pi_reads), None) => {
-                if let Json::Object(o) = &mut ours {
-                    o.remove("warnings");
+                let our_errors = match &mut ours {
+                    Json::Object(o) => {
+                        o.remove("warnings");
+                        o.remove("errors")
+                    }
+                    _ => None,
+                };
+                // pi's answers, as the one object inspect prints when every read answers.
+                partly_read += usize::from(pi_reads.iter().any(|(_, a)| a.get("error").is_some()));
+                let mut expected = Object::new();
+                for (read, answer) in pi_reads.iter() {
+                    let failed_here = our_errors.as_ref().and_then(|e| e.get(read.to_string_lossy().as_str()));
+                    match (answer.get("ok"), answer.get("error"), failed_here) {
+                        (Some(v), _, None) => expected.insert(read.clone(), v.clone()),
+                        (None, None, None) => {} // undefined: the member is left out
+                        (_, Some(_), Some(_)) => {}
+                        (_, Some(e), None) => problems
+                            .push(format!("{name}: {read}: pi throws ({}), ours answers", e.to_canonical_string())),
+                        (_, None, Some(e)) => problems
+                            .push(format!("{name}: {read}: pi answers, ours fails: {}", e.to_canonical_string())),
+                    }
                 }
-                if let Some(d) = json_diff("", pi_reads, &ours) {
+                if let Some(d) = json_diff("", &Json::Object(expected), &ours) {
                     problems.push(format!("{name}: {d}"));
                 }
             }
             (None, Some(_)) => {
-                let pi_msg = pi.get("error").map(Json::to_canonical_string).unwrap_or_default();
+                let pi_msg = pi.get("open").map(Json::to_canonical_string).unwrap_or_default();
                 let ours_kind = ours.get("error").and_then(|e| e.get("kind")).map(Json::to_canonical_string);
                 if pi_msg.contains("not a valid pi session") && ours_kind.as_deref() != Some("\"invalid_session_file\"")
                 {
@@ -77,11 +100,11 @@ fn compare_reads(files: &[(String, Vec<u8>)]) {
                 }
             }
             (Some(_), Some(e)) => {
-                problems.push(format!("{name}: pi reads it, ours fails: {}", e.to_canonical_string()))
+                problems.push(format!("{name}: pi opens it, ours fails: {}", e.to_canonical_string()))
             }
             (None, None) => problems.push(format!(
-                "{name}: pi fails ({}), ours reads it",
-                pi.get("error").map(Json::to_canonical_string).unwrap_or_default()
+                "{name}: pi fails to open it ({}), ours reads it",
+                pi.get("open").map(Json::to_canonical_string).unwrap_or_default()
             )),
         }
     }
@@ -98,6 +121,7 @@ fn compare_reads(files: &[(String, Vec<u8>)]) {
         names.len(),
         files.len()
     );
+    partly_read
 }
 
 #[test]
@@ -177,4 +201,54 @@ fn files_pi_refuses_or_cannot_read_fail_here_too() {
     .map(|(n, c)| (n.to_owned(), c.into_bytes()))
     .collect();
     compare_reads(&files);
+}
+
+#[test]
+fn sessions_with_entries_some_reads_throw_on_open_and_give_pis_other_reads() {
+    let partly_read = compare_reads(&corpus(15, 80, |r, i| {
+        let lines = {
+            let entries = 1 + r.below(25);
+            let hand_written = r.chance(20);
+            session_lines(r, Shape { entries, hand_written })
+        };
+        let kind = UNUSABLE[i % UNUSABLE.len()];
+        let mut lines = with_unusable_entry(r, kind, lines);
+        if r.chance(30) {
+            let second = UNUSABLE[r.below(UNUSABLE.len())];
+            lines = with_unusable_entry(r, second, lines);
+        }
+        (format!("unusable-{i}-{kind}.jsonl"), to_bytes(&lines))
+    }));
+    assert!(partly_read >= 20, "only {partly_read} of 80 files have a read pi throws on");
+}
+
+#[test]
+fn a_context_edit_without_replacement_opens_and_only_the_reads_pi_throws_on_fail_h27() {
+    let header = r#"{"type":"session","version":3,"id":"h27","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"}"#;
+    let user = r#"{"type":"message","id":"aaaa","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}"#;
+    let edit = r#"{"type":"context_edit","id":"bbbb","parentId":"aaaa","timestamp":"2025-01-01T00:00:02.000Z","targetId":"aaaa"}"#;
+    let file = ("h27.jsonl".to_owned(), format!("{header}\n{user}\n{edit}\n").into_bytes());
+    assert_eq!(compare_reads(std::slice::from_ref(&file)), 1);
+    let dir = temp_dir();
+    let path = s(&dir.path().join(&file.0));
+    std::fs::write(&path, &file.1).unwrap();
+    let mut out = Vec::new();
+    assert_eq!(inspect_with(&path, PI_CONTEXT, Env::system(), &mut out), 1, "not every read answered");
+    let reads = Json::parse(&out).unwrap();
+    assert_eq!(reads.get("leafId"), Some(&Json::str("bbbb")));
+    let Some(Json::Array(warnings)) = reads.get("warnings") else { panic!() };
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].get("line"), Some(&Json::number(3.0)));
+    assert_eq!(warnings[0].get("kind"), Some(&Json::str(WarningKind::UnusableEntry.as_str())));
+    let message = |read: &str| {
+        let e = reads.get("errors").and_then(|e| e.get(read)).unwrap_or_else(|| panic!("{read} did not fail"));
+        e.get("message").and_then(Json::as_js_str).unwrap().to_string_lossy()
+    };
+    for read in ["projection", "context"] {
+        assert!(
+            message(read).starts_with(r#"line 3: entry "bbbb": context edit has no replacement"#),
+            "{}",
+            message(read)
+        );
+    }
 }

@@ -72,7 +72,9 @@ fn shutdown_then_exit_ends_with_status_0_and_exit_alone_with_1() {
         br#"[{"jsonrpc":"2.0","id":1,"method":"session/inMemory","params":{}},{"jsonrpc":"2.0","id":2,"method":"shutdown"}]
 "#,
     );
-    let Some(Json::Array(batch)) = sc.next_message(Duration::from_secs(30)) else { panic!("a batch answer") };
+    let Some(Ok(batch)) = sc.next_message(Duration::from_secs(30)).map(Json::into_array) else {
+        panic!("a batch answer")
+    };
     assert_eq!(batch.len(), 2);
     sc.notify("exit", json("{}"));
     assert_eq!(sc.wait(), 0);
@@ -215,7 +217,7 @@ fn malformed_frames_and_bad_requests_get_json_rpc_errors_and_the_process_lives_o
     // A mixed batch: one array, notifications omitted, errors per element.
     sc.send_raw(b"[{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"initialize\"},{\"jsonrpc\":\"2.0\",\"method\":\"initialized\"},7]\n");
     let m = sc.next_message(Duration::from_secs(20)).unwrap();
-    let Json::Array(items) = m else { panic!("batch answer is an array: {}", m.to_canonical_string()) };
+    let items = m.into_array().unwrap_or_else(|m| panic!("batch answer is an array: {}", m.to_canonical_string()));
     assert_eq!(items.len(), 2);
     assert!(items[0].get("result").is_some());
     assert_eq!(code_of(items[1].get("error").unwrap()), -32600.0);
@@ -376,14 +378,14 @@ fn opening_never_writes_and_every_read_method_answers() {
     assert_eq!(sc.call("session/getBranch", hp("")), entries);
     assert_eq!(sc.call("session/getHeader", hp("")).get("version"), Some(&Json::number(3.0)), "migrated in memory");
     assert_eq!(num_of(&sc.call("session/getEntryCount", hp(""))), 2.0);
-    let Json::Array(tree) = sc.call("session/getTree", hp("")) else { panic!() };
+    let Ok(tree) = sc.call("session/getTree", hp("")).into_array() else { panic!() };
     assert_eq!(tree.len(), 1);
     assert_eq!(sc.call("session/getSessionName", hp("")), Json::Null);
-    let Json::Array(warnings) = sc.call("session/getWarnings", hp("")) else { panic!() };
+    let Ok(warnings) = sc.call("session/getWarnings", hp("")).into_array() else { panic!() };
     assert!(warnings
         .iter()
         .any(|w| w.get("line") == Some(&Json::number(3.0)) && w.get("kind") == Some(&Json::str("malformed_line"))));
-    let Json::Array(ctx_entries) = sc.call("session/buildContextEntries", hp("")) else { panic!() };
+    let Ok(ctx_entries) = sc.call("session/buildContextEntries", hp("")).into_array() else { panic!() };
     assert_eq!(ctx_entries.len(), 2);
     let projection = sc.call("session/buildSessionProjection", hp(""));
     assert!(projection.get("entries").is_some());
@@ -492,7 +494,7 @@ fn list_reports_progress_with_the_callers_token() {
     let mut sc = Sidecar::new();
     let r = sc
         .call("sessions/listAll", json(&format!(r#"{{"sessionDir":"{}","progressToken":"tok"}}"#, s(sessions.path()))));
-    let Json::Array(infos) = r else { panic!() };
+    let Ok(infos) = r.into_array() else { panic!() };
     assert_eq!(infos.len(), 30);
     let progress = sc.take_notifications("$/progress");
     let kinds: Vec<String> =
@@ -515,10 +517,12 @@ fn large_sessions_come_back_whole() {
     assert!(status.success());
     let mut sc = Sidecar::new();
     let h = str_of(sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&path)))).get("handle").unwrap());
-    let Json::Array(entries) = sc.call("session/getEntries", json(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
+    let Ok(entries) = sc.call("session/getEntries", json(&format!(r#"{{"handle":"{h}"}}"#))).into_array() else {
+        panic!()
+    };
     let lines = std::fs::read_to_string(&path).unwrap().lines().count();
     assert_eq!(entries.len(), lines - 1);
-    let Json::Array(tree) = sc.call("session/getTree", json(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
+    let Ok(tree) = sc.call("session/getTree", json(&format!(r#"{{"handle":"{h}"}}"#))).into_array() else { panic!() };
     assert!(!tree.is_empty());
 }
 
@@ -534,20 +538,21 @@ fn catalog_and_the_remaining_open_methods_work_through_the_sidecar() {
     assert!(file.starts_with(&format!("{agent}/sessions/--work-proj--/")), "{file}");
     assert!(file.ends_with("_my-id.jsonl"));
     sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("find me"))));
-    let Json::Array(listed) = sc.call("sessions/list", json(r#"{"cwd":"/work/proj"}"#)) else { panic!() };
+    let Ok(listed) = sc.call("sessions/list", json(r#"{"cwd":"/work/proj"}"#)).into_array() else { panic!() };
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].get("firstMessage"), Some(&Json::str("find me")));
     assert_eq!(listed[0].get("path"), Some(&Json::str(&file)));
     assert_eq!(listed[0].get("allMessagesText"), Some(&Json::str("find me")));
     // A host that searches with sessions/search can leave the bulk out.
-    let Json::Array(lean) = sc.call("sessions/list", json(r#"{"cwd":"/work/proj","includeAllMessagesText":false}"#))
+    let Ok(lean) =
+        sc.call("sessions/list", json(r#"{"cwd":"/work/proj","includeAllMessagesText":false}"#)).into_array()
     else {
         panic!()
     };
-    let Json::Object(mut full) = listed[0].clone() else { panic!() };
+    let Ok(mut full) = listed[0].clone().into_object() else { panic!() };
     full.remove("allMessagesText");
     assert_eq!(lean, vec![Json::Object(full)]);
-    let Json::Array(all) = sc.call("sessions/listAll", json("{}")) else { panic!() };
+    let Ok(all) = sc.call("sessions/listAll", json("{}")).into_array() else { panic!() };
     assert_eq!(all.len(), 1);
     assert_eq!(
         sc.call("sessions/findById", json(r#"{"cwd":"/work/proj","id":"my-id"}"#)).get("path"),
@@ -629,7 +634,9 @@ fn the_flat_tree_is_the_same_tree_without_nesting() {
     sc.call("session/resetLeaf", json(&format!(r#"{{"handle":"{h}"}}"#)));
     append(&mut sc, "a second root");
     let nested = sc.call("session/getTree", json(&format!(r#"{{"handle":"{h}"}}"#)));
-    let Json::Array(flat) = sc.call("session/getTreeFlat", json(&format!(r#"{{"handle":"{h}"}}"#))) else { panic!() };
+    let Ok(flat) = sc.call("session/getTreeFlat", json(&format!(r#"{{"handle":"{h}"}}"#))).into_array() else {
+        panic!()
+    };
     // Rebuild pi's nesting from parent positions; it must be getTree exactly.
     let mut nodes: Vec<(Json, Vec<usize>)> = Vec::new();
     let mut roots = Vec::new();

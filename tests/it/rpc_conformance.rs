@@ -3,12 +3,26 @@
 
 use pi_sessiond::session::json::{Json, Object};
 
-use crate::corpus::{as_v2, damage, session_lines, to_bytes, Rng, Shape, DAMAGE};
+use crate::corpus::{as_v2, damage, session_lines, to_bytes, with_unusable_entry, Rng, Shape, DAMAGE, UNUSABLE};
 use crate::support::sidecar::{Sidecar, Wire};
 use crate::support::{json, json_diff, oracle, s, temp_dir};
 
-/// pi's reads, as the oracle reports them, gathered through the sidecar's methods.
+/// pi's reads, as the oracle reports them, gathered through the sidecar's methods: Err when the open fails or
+/// any read does.
 fn sidecar_reads(sc: &mut Sidecar, path: &str) -> Result<Json, Json> {
+    let mut out = Object::new();
+    for (read, answer) in sidecar_each_read(sc, path)? {
+        if let Some(v) = answer? {
+            out.insert(read, v);
+        }
+    }
+    Ok(Json::Object(out))
+}
+
+/// Each of pi's reads on its own, through the sidecar's methods, by the oracle's name for it: Ok(None) where pi's
+/// value is undefined (a null leaf or name), Err(error) where that method fails. Err when the open fails.
+#[allow(clippy::type_complexity)]
+fn sidecar_each_read(sc: &mut Sidecar, path: &str) -> Result<Vec<(&'static str, Result<Option<Json>, Json>)>, Json> {
     let id = sc.start("session/open", json(&format!(r#"{{"path":{}}}"#, Json::str(path).to_canonical_string())));
     let r = sc.response(id);
     let state = match (r.get("result"), r.get("error")) {
@@ -17,7 +31,6 @@ fn sidecar_reads(sc: &mut Sidecar, path: &str) -> Result<Json, Json> {
         _ => panic!("{}", r.to_canonical_string()),
     };
     let h = state.get("handle").unwrap().to_canonical_string();
-    let mut out = Object::new();
     let mut get = |method: &str| -> Result<Json, Json> {
         let id = sc.start(method, json(&format!(r#"{{"handle":{h}}}"#)));
         let r = sc.response(id);
@@ -27,35 +40,32 @@ fn sidecar_reads(sc: &mut Sidecar, path: &str) -> Result<Json, Json> {
             _ => panic!(),
         }
     };
-    out.insert("header", get("session/getHeader")?);
-    out.insert("entries", get("session/getEntries")?);
-    let leaf = get("session/getLeafId")?;
-    if leaf != Json::Null {
-        out.insert("leafId", leaf);
-    }
-    out.insert("tree", get("session/getTree")?);
-    out.insert("branch", get("session/getBranch")?);
-    out.insert("contextEntries", get("session/buildContextEntries")?);
-    out.insert("projection", get("session/buildSessionProjection")?);
-    out.insert("context", get("session/buildSessionContext")?);
-    let name = get("session/getSessionName")?;
-    if name != Json::Null {
-        out.insert("sessionName", name);
-    }
-    out.insert("sessionId", state.get("sessionId").unwrap().clone());
-    out.insert("cwd", state.get("cwd").unwrap().clone());
-    out.insert("entryCount", get("session/getEntryCount")?);
-    get("session/close")?;
-    Ok(Json::Object(out))
+    let defined = |v: Result<Json, Json>| v.map(|v| (v != Json::Null).then_some(v));
+    let reads = vec![
+        ("header", get("session/getHeader").map(Some)),
+        ("entries", get("session/getEntries").map(Some)),
+        ("leafId", defined(get("session/getLeafId"))),
+        ("tree", get("session/getTree").map(Some)),
+        ("branch", get("session/getBranch").map(Some)),
+        ("contextEntries", get("session/buildContextEntries").map(Some)),
+        ("projection", get("session/buildSessionProjection").map(Some)),
+        ("context", get("session/buildSessionContext").map(Some)),
+        ("sessionName", defined(get("session/getSessionName"))),
+        ("sessionId", Ok(state.get("sessionId").cloned())),
+        ("cwd", Ok(state.get("cwd").cloned())),
+        ("entryCount", get("session/getEntryCount").map(Some)),
+    ];
+    get("session/close").expect("close");
+    Ok(reads)
 }
 
 fn pi_reads(paths: &[String]) -> Vec<Json> {
     let mut req = Object::new();
     req.insert("command", Json::str("reads"));
     req.insert("files", Json::Array(paths.iter().map(|p| Json::str(p)).collect()));
-    match oracle(&Json::Object(req)) {
-        Json::Array(a) => a,
-        other => panic!("{other:?}"),
+    match oracle(&Json::Object(req)).into_array() {
+        Ok(a) => a,
+        Err(other) => panic!("{other:?}"),
     }
 }
 
@@ -223,4 +233,61 @@ fn sessions_written_through_the_sidecar_open_in_pi_to_the_same_reads() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn session_open_of_a_file_with_entries_pi_throws_on_gives_every_other_read_and_names_the_entry_issue_11() {
+    let tmp = temp_dir();
+    let mut r = Rng::new(32);
+    let mut paths = Vec::new();
+    for i in 0..16 {
+        let entries = 1 + r.below(12);
+        let lines = session_lines(&mut r, Shape { entries, hand_written: false });
+        let bytes = to_bytes(&with_unusable_entry(&mut r, UNUSABLE[i % UNUSABLE.len()], lines));
+        if String::from_utf8_lossy(&bytes).contains("retainedTail") {
+            continue;
+        }
+        let path = s(&tmp.path().join(format!("u{i}.jsonl")));
+        std::fs::write(&path, bytes).unwrap();
+        paths.push(path);
+    }
+    // Ours first: pi's open repairs a file it opens, and these v3 files of complete lines need no repair.
+    let mut sc = Sidecar::new();
+    let ours: Vec<_> = paths.iter().map(|p| sidecar_each_read(&mut sc, p)).collect();
+    let mut req = Object::new();
+    req.insert("command", Json::str("eachRead"));
+    req.insert("files", Json::Array(paths.iter().map(|p| Json::str(p)).collect()));
+    let Ok(pi) = oracle(&Json::Object(req)).into_array() else { panic!("oracle") };
+    let (mut problems, mut failed_reads) = (Vec::new(), 0);
+    for ((path, ours), pi) in paths.iter().zip(ours).zip(pi) {
+        let Ok(ours) = ours else { panic!("{path}: the sidecar refuses a file pi opens: {ours:?}") };
+        let pi_reads = pi.get("reads").unwrap_or_else(|| panic!("{path}: pi cannot open it"));
+        for (read, answer) in ours {
+            let p = pi_reads.get(read).unwrap();
+            match (p.get("error"), answer) {
+                (Some(_), Err(e)) => {
+                    failed_reads += 1;
+                    let message = e.get("message").and_then(Json::as_js_str).unwrap().to_string_lossy();
+                    if !message.contains(": entry ") {
+                        problems.push(format!("{path}: {read}: the error does not name the entry: {message}"));
+                    }
+                }
+                (Some(e), Ok(_)) => {
+                    problems.push(format!("{path}: {read}: pi throws ({}), ours answers", e.to_canonical_string()))
+                }
+                (None, Err(e)) => {
+                    problems.push(format!("{path}: {read}: pi answers, ours fails: {}", e.to_canonical_string()))
+                }
+                (None, Ok(v)) => {
+                    if let Some(d) =
+                        json_diff(read, &p.get("ok").cloned().unwrap_or(Json::Null), &v.unwrap_or(Json::Null))
+                    {
+                        problems.push(format!("{path}: {d}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{} differences:\n{}", problems.len(), problems.join("\n"));
+    assert!(failed_reads >= 8, "the files exercise too few failing reads ({failed_reads})");
 }

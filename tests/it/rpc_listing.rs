@@ -43,9 +43,9 @@ fn project(root: &Path) -> (String, std::path::PathBuf) {
 }
 
 fn array(v: Json) -> Vec<Json> {
-    match v {
-        Json::Array(a) => a,
-        other => panic!("not an array: {}", other.to_canonical_string()),
+    match v.into_array() {
+        Ok(a) => a,
+        Err(other) => panic!("not an array: {}", other.to_canonical_string()),
     }
 }
 

@@ -122,25 +122,72 @@ fn truncation_replacement_and_deletion_are_reported_not_papered_over() {
 }
 
 #[test]
-fn a_file_rewritten_in_place_with_something_else_is_reported_and_reads_fail_cleanly() {
+fn a_file_rewritten_in_place_with_something_else_is_reported_and_its_handle_keeps_answering_issue_11() {
     let dir = temp_dir();
-    let (path, _) = session_file(dir.path());
+    let (path, first) = session_file(dir.path());
     let mut sc = Sidecar::new();
     let h =
         str_of(sc.call("session/open", json(&format!(r#"{{"path":"{path}","watch":true}}"#))).get("handle").unwrap());
+    let params = json(&format!(r#"{{"handle":"{h}"}}"#));
     // Same inode, new bytes that are not a session (no header), longer than before.
     std::fs::write(&path, "just some notes\n".repeat(200)).unwrap();
     let change = next_change(&mut sc, Duration::from_secs(10)).expect("a change");
     assert_eq!(change.get("change").and_then(|c| c.get("kind")), Some(&Json::str("deleted")));
-    // The stored lines are gone: reads that need them fail with io_error (and say to reopen); the process lives.
-    for method in ["session/getState", "session/getTree", "session/getEntries"] {
-        let id = sc.start(method, json(&format!(r#"{{"handle":"{h}"}}"#)));
-        let r = sc.response(id);
-        if let Some(e) = r.get("error") {
-            assert_eq!(e.get("code"), Some(&Json::number(1006.0)), "{method}: {}", e.to_canonical_string());
-        }
+    // What needs no bytes from the file still answers, the header included.
+    let state = sc.call("session/getState", params.clone());
+    assert_eq!(state.get("header").and_then(|h| h.get("id")), Some(&Json::str("live")));
+    assert_eq!(sc.call("session/getLeafId", params.clone()), Json::str(&first));
+    // The entries' bytes are gone: the error says which entry, never "failed to fill whole buffer".
+    let e = sc.call_err("session/getEntries", params.clone());
+    let message = e.get("message").and_then(Json::as_js_str).unwrap().to_string_lossy();
+    assert_eq!(e.get("code"), Some(&Json::number(1006.0)), "{message}");
+    assert!(message.contains(&format!("entry \"{first}\" (line 2) is no longer in the session file")), "{message}");
+    // A write would land in a file that is not ours any more: refused, the notes untouched.
+    let notes = std::fs::read(&path).unwrap();
+    let e = sc.call_err(
+        "session/appendMessage",
+        json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("into the notes?"))),
+    );
+    assert_eq!(e.get("code"), Some(&Json::number(-32801.0)), "{}", e.to_canonical_string());
+    assert!(e.get("message").and_then(Json::as_js_str).unwrap().to_string_lossy().contains("not a pi session"));
+    assert_eq!(std::fs::read(&path).unwrap(), notes);
+    // A session there again is read and announced, and the handle writes as before.
+    let (path, _) = session_file(dir.path());
+    let change = next_change(&mut sc, Duration::from_secs(10)).expect("reset");
+    assert_eq!(change.get("change").and_then(|c| c.get("kind")), Some(&Json::str("reset")));
+    sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("again"))));
+    assert!(std::fs::read_to_string(&path).unwrap().contains("again"));
+}
+
+#[test]
+fn a_same_length_rewrite_in_place_is_announced_and_reads_give_the_new_entries_issue_11() {
+    let dir = temp_dir();
+    let path = s(&dir.path().join("same.jsonl"));
+    let header = r#"{"type":"session","version":3,"id":"same","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#;
+    let chain = |ids: [&str; 3]| {
+        let root = entry_line(ids[0], "", "x").replace(r#""parentId":"""#, r#""parentId":null"#);
+        format!("{header}\n{root}\n{}\n{}\n", entry_line(ids[1], ids[0], "x"), entry_line(ids[2], ids[1], "x"))
+    };
+    std::fs::write(&path, chain(["aaaa", "bbbb", "cccc"])).unwrap();
+    let mut sc = Sidecar::new();
+    let h =
+        str_of(sc.call("session/open", json(&format!(r#"{{"path":"{path}","watch":true}}"#))).get("handle").unwrap());
+    // Swap the last two entries, keeping the length, the last 64 bytes and the inode.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(chain(["aaaa", "cccc", "bbbb"]).as_bytes(), 0).unwrap();
     }
-    assert!(sc.call("session/getLeafId", json(&format!(r#"{{"handle":"{h}"}}"#))).as_js_str().is_some());
+    let change = next_change(&mut sc, Duration::from_secs(10)).expect("the rewrite is announced");
+    assert_eq!(change.get("change").and_then(|c| c.get("kind")), Some(&Json::str("reset")));
+    assert_eq!(change.get("leafId"), Some(&Json::str("bbbb")));
+    let entry = sc.call("session/getEntry", json(&format!(r#"{{"handle":"{h}","id":"bbbb"}}"#)));
+    assert_eq!((entry.get("id"), entry.get("parentId")), (Some(&Json::str("bbbb")), Some(&Json::str("cccc"))));
+    let Ok(branch) = sc.call("session/getBranch", json(&format!(r#"{{"handle":"{h}"}}"#))).into_array() else {
+        panic!()
+    };
+    let ids: Vec<Json> = branch.iter().map(|e| e.get("id").cloned().unwrap()).collect();
+    assert_eq!(ids, [Json::str("aaaa"), Json::str("cccc"), Json::str("bbbb")]);
 }
 
 #[test]
@@ -337,7 +384,7 @@ fn a_watcher_follows_a_real_pi_process_writing_a_session() {
     req.insert("delayMs", Json::number(15.0));
     req.insert("text", Json::str("from pi"));
     let pi = spawn_oracle(&Json::Object(req));
-    let Json::Array(written) = finish_oracle(pi) else { panic!() };
+    let Ok(written) = finish_oracle(pi).into_array() else { panic!() };
     let mut seen = Vec::new();
     while seen.len() < written.len() {
         let change = next_change(&mut sc, Duration::from_secs(10)).expect("pi's appends are published");
@@ -351,7 +398,7 @@ fn a_watcher_follows_a_real_pi_process_writing_a_session() {
     let mut req = Object::new();
     req.insert("command", Json::str("reads"));
     req.insert("files", Json::Array(vec![Json::str(&path)]));
-    let Json::Array(pi_reads) = oracle(&Json::Object(req)) else { panic!() };
+    let Ok(pi_reads) = oracle(&Json::Object(req)).into_array() else { panic!() };
     let pi_tree = pi_reads[0].get("ok").and_then(|r| r.get("tree")).unwrap().clone();
     let ours = sc.call("session/getTree", json(&format!(r#"{{"handle":"{h}"}}"#)));
     assert_eq!(json_diff("", &pi_tree, &ours), None);
@@ -391,7 +438,7 @@ fn writing_while_a_real_pi_process_writes_the_same_file_never_interleaves_a_line
             _ => panic!("{}", r.to_canonical_string()),
         }
     }
-    let Json::Array(theirs) = finish_oracle(pi) else { panic!() };
+    let Ok(theirs) = finish_oracle(pi).into_array() else { panic!() };
     let text = std::fs::read_to_string(&path).unwrap();
     for (n, line) in text.lines().enumerate() {
         assert!(Json::parse(line.as_bytes()).is_ok(), "line {} is not JSON (interleaved?): {line}", n + 1);

@@ -13,9 +13,9 @@ fn user(text: &str) -> String {
 }
 
 fn hits(v: Json) -> Vec<Json> {
-    match v {
-        Json::Array(h) => h,
-        other => panic!("not an array: {}", other.to_canonical_string()),
+    match v.into_array() {
+        Ok(h) => h,
+        Err(other) => panic!("not an array: {}", other.to_canonical_string()),
     }
 }
 
@@ -144,6 +144,44 @@ fn an_invalid_query_is_an_invalid_params_error() {
 }
 
 #[test]
+fn a_query_past_the_size_or_word_bound_is_refused_at_once_and_one_within_it_is_answered() {
+    // Issue 11: 32,000 words took 7.4 s and a 1 MB query more than 60 s, blocking every other catalog call.
+    let root = temp_dir();
+    let dir = root.path().join("agent/sessions/--work-proj--");
+    std::fs::create_dir_all(&dir).unwrap();
+    let vocabulary = ["harbour", "quiet", "lantern", "meadow", "orchard", "pebble", "willow", "ember"];
+    let text: Vec<&str> = (0..64).map(|i| vocabulary[i % vocabulary.len()]).collect();
+    let header = r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/work/proj"}"#;
+    let message = format!(
+        r#"{{"type":"message","id":"m","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{}}}"#,
+        user(&text.join(" "))
+    );
+    std::fs::write(dir.join("2026-01-01T00-00-00-000Z_s.jsonl"), format!("{header}\n{message}\n")).unwrap();
+    let agent = s(&root.path().join("agent"));
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &agent], &[]);
+    let words = |n: usize| (0..n).map(|i| vocabulary[i % vocabulary.len()]).collect::<Vec<_>>().join(" ");
+    let quoted = |q: &str| Json::str(q).to_canonical_string();
+    for (query, what) in [
+        (words(32_000), "bytes"),
+        ("ab ".repeat(65), "words"),
+        ("x".repeat(1 << 20), "bytes"),
+        (format!("\"{}\"", words(65)), "words"),
+        (format!("re:{}", "a".repeat(5000)), "bytes"),
+    ] {
+        let e = sc.call_err("sessions/search", json(&format!(r#"{{"query":{}}}"#, quoted(&query))));
+        assert_eq!(e.get("code"), Some(&Json::number(-32602.0)), "{}", e.to_canonical_string());
+        let message = str_of(e.get("message").unwrap());
+        assert!(message.contains(what) && message.contains("at most"), "{message}");
+    }
+    // At the bound: every word, and the phrase of all 64, are found in the one entry that has them.
+    for query in [words(64), format!("\"{}\"", words(64))] {
+        let found = hits(sc.call("sessions/search", json(&format!(r#"{{"query":{}}}"#, quoted(&query)))));
+        assert_eq!(found.len(), 1, "{query}: {found:?}");
+        assert_eq!(field(&found[0], "entryId"), "m");
+    }
+}
+
+#[test]
 fn search_reports_progress_while_the_index_catches_up() {
     let root = temp_dir();
     let dir = root.path().join("sessions");
@@ -190,7 +228,9 @@ fn the_search_command_prints_hits_for_people_and_for_programs() {
     };
     let text = run(&["grep"]);
     assert!(text.contains(&file) && text.contains("#t1") && text.contains("grep: parser.rs: 12 matches"), "{text}");
-    let Json::Array(h) = Json::parse(run(&["--json", "parser", "--limit", "2"]).as_bytes()).unwrap() else { panic!() };
+    let Ok(h) = Json::parse(run(&["--json", "parser", "--limit", "2"]).as_bytes()).unwrap().into_array() else {
+        panic!()
+    };
     assert_eq!(h.len(), 2);
     // No match is not an error, but it is not a success either (grep's and ripgrep's status 1).
     let none = output(&["nothing-like-this"]);

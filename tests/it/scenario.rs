@@ -26,7 +26,7 @@ pub struct Scenario {
 impl Scenario {
     /// A scenario from JSON text of its operation list.
     pub fn new(name: &str, ops: &str) -> Scenario {
-        let Json::Array(ops) = crate::support::json(ops) else { panic!("{name}: ops must be an array") };
+        let Ok(ops) = crate::support::json(ops).into_array() else { panic!("{name}: ops must be an array") };
         Scenario { name: name.to_owned(), ops }
     }
 
@@ -47,6 +47,10 @@ struct Runner {
 }
 
 fn err(e: Error) -> String {
+    err_text(&e)
+}
+
+fn err_text(e: &Error) -> String {
     match e {
         // pi fails these with a TypeError whose wording is V8's; only the fact of failing is compared.
         Error::InvalidEntry { .. } => "<TypeError>".to_owned(),
@@ -110,7 +114,11 @@ impl Runner {
 
     fn reads(&self) -> Result<Json, String> {
         let m = self.m.as_ref().expect("open session");
-        let reads = Reads::compute(m).map_err(err)?;
+        let reads = Reads::compute(m);
+        // pi's `reads` op reads everything in one go, so one read that throws fails it whole.
+        if let Some((_, e)) = reads.errors().next() {
+            return Err(err_text(e));
+        }
         let mut out = JsonOut::memory();
         reads.write(m, false, &mut out).map_err(err)?;
         Ok(Json::parse(&out.into_bytes()).expect("reads are JSON"))
@@ -233,7 +241,7 @@ impl Runner {
                     .m()
                     .append_usage(need("kind"), need("provider"), need("model"), need("usage"), v("note"))
                     .map_err(err)?;
-                let Json::Array(mut one) = self.entries_json(&[i]) else { unreachable!() };
+                let Ok(mut one) = self.entries_json(&[i]).into_array() else { unreachable!() };
                 one.remove(0)
             }
             "appendCompaction" => Json::str(
@@ -307,7 +315,7 @@ impl Runner {
             }
             "getEntry" => match self.m.as_ref().unwrap().entry(&key(op, "id")) {
                 Some(i) => {
-                    let Json::Array(mut one) = self.entries_json(&[i]) else { unreachable!() };
+                    let Ok(mut one) = self.entries_json(&[i]).into_array() else { unreachable!() };
                     one.remove(0)
                 }
                 None => Json::Null,
@@ -386,7 +394,7 @@ pub fn run_and_compare(scenarios: &[Scenario]) {
     req.insert("command", Json::str("scenarios"));
     req.insert("root", Json::str(&pi_root));
     req.insert("scenarios", Json::Array(scenarios.iter().map(Scenario::to_json).collect()));
-    let Json::Array(answers) = oracle(&Json::Object(req)) else { panic!("oracle answer") };
+    let Ok(answers) = oracle(&Json::Object(req)).into_array() else { panic!("oracle answer") };
     let det = Deterministic::new();
     let mut problems = Vec::new();
     for (scenario, answer) in scenarios.iter().zip(answers) {

@@ -742,7 +742,8 @@ class SearchHit(TypedDict):
 class _SearchParamsRequired(TypedDict):
     #: pi's `/resume` query: space-separated words (each must match, as a substring of an entry's text or of the
     #: session's name, id or cwd; a word may also match the name or cwd fuzzily), `"exact phrases"`, or
-    #: `re:<regex>` (case-insensitive).
+    #: `re:<regex>` (case-insensitive). At most 4096 bytes and 64 words (each word of a phrase counts); a longer
+    #: query is an `invalid_params` error.
     query: str
 
 
@@ -901,7 +902,9 @@ class SessionState(_SessionStateRequired, total=False):
     leafId: Optional['AnyValue']
     #: The file (`null` in memory).
     sessionFile: Optional[str]
-    #: The session name, if set.
+    #: The session name, if set. Also null when the latest `session_info`'s name is not a string: pi's
+    #: `getSessionName` throws on that file (and so does `session/getSessionName`, naming the entry), but the
+    #: session opens.
     sessionName: Optional['AnyValue']
 
 
@@ -994,7 +997,8 @@ class WarningJson(TypedDict):
     """A problem found while loading a file."""
 
     #: `malformed_line`, `torn_tail`, `missing_final_newline`, `non_object_line`, `extra_header`, `duplicate_id`,
-    #: `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`.
+    #: `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`, `unusable_entry` (pi loads the entry but
+    #: some reads throw on it; here those reads fail with an error naming it).
     kind: str
     #: 1-based line number (0: the whole file).
     line: int

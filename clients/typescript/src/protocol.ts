@@ -1091,7 +1091,9 @@ export interface SessionState {
 	 */
 	sessionId: AnyValue;
 	/**
-	 * The session name, if set.
+	 * The session name, if set. Also null when the latest `session_info`'s name is not a string: pi's
+	 * `getSessionName` throws on that file (and so does `session/getSessionName`, naming the entry), but the
+	 * session opens.
 	 */
 	sessionName?: AnyValue | null;
 	[k: string]: unknown;
@@ -1293,7 +1295,8 @@ export interface SessionTreeNode {
 export interface WarningJson {
 	/**
 	 * `malformed_line`, `torn_tail`, `missing_final_newline`, `non_object_line`, `extra_header`, `duplicate_id`,
-	 * `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`.
+	 * `missing_parent`, `self_parent`, `parent_cycle`, `legacy_version`, `unusable_entry` (pi loads the entry but
+	 * some reads throw on it; here those reads fail with an error naming it).
 	 */
 	kind: string;
 	/**
@@ -1579,7 +1582,8 @@ export interface SearchParams {
 	/**
 	 * pi's `/resume` query: space-separated words (each must match, as a substring of an entry's text or of the
 	 * session's name, id or cwd; a word may also match the name or cwd fuzzily), `"exact phrases"`, or
-	 * `re:<regex>` (case-insensitive).
+	 * `re:<regex>` (case-insensitive). At most 4096 bytes and 64 words (each word of a phrase counts); a longer
+	 * query is an `invalid_params` error.
 	 */
 	query: string;
 	/**

@@ -28,9 +28,32 @@ pub fn to_js_string(value: &Json) -> JsString {
             })
         }
         Json::String(s) => s.clone(),
-        Json::Array(items) => join(items.iter().map(Some), ","),
+        Json::Array(items) => array_to_string(items),
         Json::Object(_) => JsString::from("[object Object]"),
     }
+}
+
+/// `String(array)`, i.e. `array.join(",")` with nested arrays joined in place, from a heap stack: an array nested
+/// a million deep (which `JSON.parse` accepts) must not overflow the thread's stack. (V8 throws a `RangeError`
+/// somewhere past a few thousand levels; here the string is simply built.)
+fn array_to_string(items: &[Json]) -> JsString {
+    let mut out = JsString::new();
+    let mut stack = vec![(items.iter(), true)];
+    while let Some((rest, first)) = stack.last_mut() {
+        let Some(item) = rest.next() else {
+            stack.pop();
+            continue;
+        };
+        if !std::mem::take(first) {
+            out.push_str(",");
+        }
+        match item {
+            Json::Null => {}
+            Json::Array(inner) => stack.push((inner.iter(), true)),
+            other => out.push_js(&to_js_string(other)),
+        }
+    }
+    out
 }
 
 /// `items.join(separator)`.
@@ -140,9 +163,17 @@ mod tests {
     }
 
     #[test]
+    fn nested_arrays_join_in_place_at_any_depth() {
+        let v = Json::parse(br#"[1, [2, [3, null], []], "x"]"#).unwrap();
+        assert_eq!(to_js_string(&v).as_str(), Some("1,2,3,,,x"));
+        let deep = format!("{}7{}", "[".repeat(200_000), "]".repeat(200_000));
+        assert_eq!(to_js_string(&Json::parse(deep.as_bytes()).unwrap()).as_str(), Some("7"));
+    }
+
+    #[test]
     fn join_turns_null_elements_into_empty_strings() {
         let v = Json::parse(br#"[null, 1, "a", [2, 3], {}, true]"#).unwrap();
-        let Json::Array(items) = v else { unreachable!() };
+        let Json::Array(items) = &v else { unreachable!() };
         assert_eq!(join(items.iter().map(Some), " ").as_str(), Some(" 1 a 2,3 [object Object] true"));
     }
 }

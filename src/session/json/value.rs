@@ -11,7 +11,11 @@ use super::scan::{validate_document, SyntaxError};
 use super::string::{write_json_string_bytes, JsString};
 
 /// A parsed JSON value.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// `JSON.parse` accepts any depth of nesting, so dropping, cloning and writing a value use a heap stack, never
+/// recursion: a line holding `[[[…]]]` a million deep must not overflow a thread's stack (and abort the process
+/// with every session it holds).
+#[derive(Debug)]
 pub enum Json {
     /// `null`
     Null,
@@ -142,6 +146,30 @@ impl Json {
         }
     }
 
+    /// The object itself, if this is one (else the value back).
+    pub fn into_object(mut self) -> Result<Object, Json> {
+        match &mut self {
+            Json::Object(o) => Ok(std::mem::take(o)),
+            _ => Err(self),
+        }
+    }
+
+    /// The elements themselves, if this is an array (else the value back).
+    pub fn into_array(mut self) -> Result<Vec<Json>, Json> {
+        match &mut self {
+            Json::Array(items) => Ok(std::mem::take(items)),
+            _ => Err(self),
+        }
+    }
+
+    /// The string itself, if this is one (else the value back).
+    pub fn into_string(mut self) -> Result<JsString, Json> {
+        match &mut self {
+            Json::String(s) => Ok(std::mem::take(s)),
+            _ => Err(self),
+        }
+    }
+
     /// The object, if this is one.
     pub fn as_object(&self) -> Option<&Object> {
         match self {
@@ -197,41 +225,159 @@ impl Json {
     }
 
     fn write(&self, out: &mut Vec<u8>, canonical: bool) {
+        // Containers being written, each with the members still to write (a heap stack: see the type's doc).
+        enum Open<'a> {
+            Array(std::slice::Iter<'a, Json>, bool),
+            Object(std::vec::IntoIter<(&'a JsString, &'a Json)>, bool),
+        }
+        let mut stack: Vec<Open<'_>> = Vec::new();
+        let mut next = Some(self);
+        loop {
+            if let Some(v) = next.take() {
+                match v {
+                    Json::Null => out.extend_from_slice(b"null"),
+                    Json::Bool(true) => out.extend_from_slice(b"true"),
+                    Json::Bool(false) => out.extend_from_slice(b"false"),
+                    Json::Number(n) if canonical => out.extend_from_slice(format_js_number(number_value(n)).as_bytes()),
+                    Json::Number(n) => out.extend_from_slice(n.as_bytes()),
+                    Json::String(s) => s.write_json(out),
+                    Json::Array(items) => {
+                        out.push(b'[');
+                        stack.push(Open::Array(items.iter(), true));
+                    }
+                    Json::Object(o) => {
+                        out.push(b'{');
+                        let members: Vec<(&JsString, &Json)> =
+                            if canonical { o.js_order() } else { o.members.iter().map(|(k, v)| (k, v)).collect() };
+                        stack.push(Open::Object(members.into_iter(), true));
+                    }
+                }
+            }
+            let Some(top) = stack.last_mut() else { return };
+            match top {
+                Open::Array(items, first) => match items.next() {
+                    Some(item) => {
+                        if !std::mem::take(first) {
+                            out.push(b',');
+                        }
+                        next = Some(item);
+                    }
+                    None => {
+                        out.push(b']');
+                        stack.pop();
+                    }
+                },
+                Open::Object(members, first) => match members.next() {
+                    Some((k, v)) => {
+                        if !std::mem::take(first) {
+                            out.push(b',');
+                        }
+                        k.write_json(out);
+                        out.push(b':');
+                        next = Some(v);
+                    }
+                    None => {
+                        out.push(b'}');
+                        stack.pop();
+                    }
+                },
+            }
+        }
+    }
+
+    /// Moves the children of a container out onto `stack` (for [`Drop`]).
+    fn take_children(&mut self, stack: &mut Vec<Json>) {
         match self {
-            Json::Null => out.extend_from_slice(b"null"),
-            Json::Bool(true) => out.extend_from_slice(b"true"),
-            Json::Bool(false) => out.extend_from_slice(b"false"),
-            Json::Number(n) => {
-                if canonical {
-                    out.extend_from_slice(format_js_number(number_value(n)).as_bytes())
-                } else {
-                    out.extend_from_slice(n.as_bytes())
-                }
-            }
-            Json::String(s) => s.write_json(out),
-            Json::Array(items) => {
-                out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
+            Json::Array(items) => stack.append(items),
+            Json::Object(o) => stack.extend(std::mem::take(&mut o.members).into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Json {
+    fn drop(&mut self) {
+        let mut stack = Vec::new();
+        self.take_children(&mut stack);
+        while let Some(mut v) = stack.pop() {
+            v.take_children(&mut stack);
+        }
+    }
+}
+
+impl PartialEq for Json {
+    fn eq(&self, other: &Json) -> bool {
+        let mut pairs = vec![(self, other)];
+        while let Some(pair) = pairs.pop() {
+            match pair {
+                (Json::Null, Json::Null) => {}
+                (Json::Bool(a), Json::Bool(b)) if a == b => {}
+                (Json::Number(a), Json::Number(b)) if a == b => {}
+                (Json::String(a), Json::String(b)) if a == b => {}
+                (Json::Array(a), Json::Array(b)) if a.len() == b.len() => pairs.extend(a.iter().zip(b)),
+                (Json::Object(a), Json::Object(b)) if a.members.len() == b.members.len() => {
+                    for ((ka, va), (kb, vb)) in a.members.iter().zip(&b.members) {
+                        if ka != kb {
+                            return false;
+                        }
+                        pairs.push((va, vb));
                     }
-                    item.write(out, canonical);
                 }
-                out.push(b']');
+                _ => return false,
             }
-            Json::Object(o) => {
-                out.push(b'{');
-                let members: Vec<(&JsString, &Json)> =
-                    if canonical { o.js_order() } else { o.members.iter().map(|(k, v)| (k, v)).collect() };
-                for (i, (k, v)) in members.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    k.write_json(out);
-                    out.push(b':');
-                    v.write(out, canonical);
+        }
+        true
+    }
+}
+
+impl Clone for Json {
+    fn clone(&self) -> Json {
+        // A container being copied: what is built so far, the source members still to copy, and (for an object)
+        // the key of the member whose value is being copied below it.
+        enum Copy<'a> {
+            Array(Vec<Json>, std::slice::Iter<'a, Json>),
+            Object(Vec<(JsString, Json)>, std::slice::Iter<'a, (JsString, Json)>, JsString),
+        }
+        fn leaf_or_open(v: &Json) -> Result<Copy<'_>, Json> {
+            Err(match v {
+                Json::Null => Json::Null,
+                Json::Bool(b) => Json::Bool(*b),
+                Json::Number(n) => Json::Number(n.clone()),
+                Json::String(s) => Json::String(s.clone()),
+                Json::Array(items) => return Ok(Copy::Array(Vec::with_capacity(items.len()), items.iter())),
+                Json::Object(o) => {
+                    return Ok(Copy::Object(Vec::with_capacity(o.members.len()), o.members.iter(), JsString::new()))
                 }
-                out.push(b'}');
+            })
+        }
+        let mut stack = match leaf_or_open(self) {
+            Err(leaf) => return leaf,
+            Ok(open) => vec![open],
+        };
+        loop {
+            let top = stack.last_mut().expect("an open container");
+            let child = match top {
+                Copy::Array(_, items) => items.next(),
+                Copy::Object(_, members, key) => members.next().map(|(k, v)| {
+                    *key = k.clone();
+                    v
+                }),
+            };
+            let done = match child.map(leaf_or_open) {
+                Some(Ok(open)) => {
+                    stack.push(open);
+                    continue;
+                }
+                Some(Err(leaf)) => leaf,
+                None => match stack.pop().expect("an open container") {
+                    Copy::Array(items, _) => Json::Array(items),
+                    Copy::Object(members, _, _) => Json::Object(Object { members }),
+                },
+            };
+            match stack.last_mut() {
+                None => return done,
+                Some(Copy::Array(items, _)) => items.push(done),
+                Some(Copy::Object(members, _, key)) => members.push((std::mem::take(key), done)),
             }
         }
     }
@@ -419,6 +565,28 @@ pub fn write_string(bytes: &[u8], out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_nested_far_deeper_than_a_stack_parse_clone_write_and_drop() {
+        // Run on a small stack, as a sidecar's worker thread is, so recursion anywhere would overflow it.
+        std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(|| {
+                let depth = 300_000;
+                let text = format!("{}{{\"a\":[1,{{\"b\":null}}]}}{}", "[{\"k\":".repeat(depth), "}]".repeat(depth));
+                let v = Json::parse(text.as_bytes()).unwrap();
+                let copy = v.clone();
+                assert_eq!(copy, v);
+                let mut out = Vec::new();
+                copy.write_preserving(&mut out);
+                assert_eq!(out, text.as_bytes());
+                drop(copy);
+                drop(v);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
 
     fn roundtrip(s: &str) -> String {
         Json::parse(s.as_bytes()).unwrap().to_canonical_string()
