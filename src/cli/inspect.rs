@@ -63,7 +63,7 @@ pub fn inspect_with(path: &str, options: ContextOptions, env: Env, out: &mut dyn
 /// `pi-sessiond inspect`: opens the existing session file `path` and prints pi's reads.
 pub fn run(path: &str, options: &InspectOptions, env: Env, out: &mut dyn Write) -> Result<u8, Failure> {
     let resolved = crate::session::paths::resolve_path(path);
-    if !std::path::Path::new(&resolved).is_file() {
+    if !std::path::Path::new(&resolved).exists() {
         let e = Error::io("open", resolved, std::io::Error::from(std::io::ErrorKind::NotFound));
         return Err(e.into());
     }

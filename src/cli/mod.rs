@@ -16,6 +16,3 @@ pub mod stats;
 pub mod tree;
 
 pub use inspect::{inspect_with, warnings_json, Reads};
-
-/// The pi release whose session format and behaviour pi-sessiond follows.
-pub const PI_VERSION: &str = "1.6.0";

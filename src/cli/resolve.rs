@@ -18,7 +18,7 @@ pub struct Places {
     pub cwd: String,
 }
 
-/// The session file `name` refers to (an existing regular file), or why there is none.
+/// The session file `name` refers to (an existing path), or why there is none.
 pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
     if name == "latest" {
         let dir = paths::default_session_dir_path(&places.cwd, &places.agent_dir);
@@ -29,8 +29,8 @@ pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
     let resolved = paths::resolve_path(name);
     let looks_like_path = name.contains('/') || name.ends_with(".jsonl") || name.starts_with('.');
     match std::fs::metadata(&resolved) {
-        Ok(md) if md.is_file() => return Ok(resolved),
-        Ok(_) => return Err(Failure::new("invalid_session_file", format!("{resolved}: not a file"))),
+        // A directory, a pipe or a device is refused by the engine itself, which names what it is.
+        Ok(_) => return Ok(resolved),
         Err(e) if looks_like_path || e.kind() != std::io::ErrorKind::NotFound => {
             let kind = if e.kind() == std::io::ErrorKind::NotFound { "session_not_found" } else { "io_error" };
             return Err(Failure::new(kind, format!("{resolved}: {}", describe_io(&e))));

@@ -153,7 +153,7 @@ fn a_file_that_is_not_a_session_is_refused_by_every_reading_command() {
     }
     assert_eq!(std::fs::read(&bogus).unwrap(), before, "a refused file is left as it was");
     let out = run(&a.dir, &["tree", &s(&a.dir)]);
-    assert_fails_with_one_line(&out, &["not a file"]);
+    assert_fails_with_one_line(&out, &["a directory"]);
 }
 
 #[test]
