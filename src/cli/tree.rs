@@ -170,12 +170,11 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
 fn entry_line(m: &SessionManager, i: usize, body: &Json, preview_chars: usize, style: &Style) -> String {
     let r = &m.records()[i];
     let summary = summarize(body, preview_chars);
-    let mut line =
-        format!("{} {}", style.paint("33", &r.id.display()), style.paint(kind_color(&summary.what), &summary.what));
-    if !summary.preview.is_empty() {
-        line.push_str(": ");
-        line.push_str(&summary.preview);
-    }
+    // The kind (a message's role, or the whole phrase of other entries) in its colour, then the text.
+    let head_len = if r.kind == EntryType::Message { summary.what.len() } else { summary.phrase.len() };
+    let (head, rest) = summary.phrase.split_at(head_len.min(summary.phrase.len()));
+    let id = style.paint("33", &r.id.display());
+    let mut line = format!("{id} {}{rest}", style.paint(kind_color(&summary.what), head));
     if let Some(label) = m.label(&r.id) {
         line.push(' ');
         line.push_str(&style.paint("1;35", &format!("[{}]", to_js_string(label))));

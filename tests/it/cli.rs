@@ -375,7 +375,7 @@ fn tree_filters_as_pis_tree_does_and_folds_deep_branches() {
     );
     assert_eq!(lines(&["--filter", "labeled-only"]), ["a1 assistant: use a state machine [checkpoint]"]);
     let all = lines(&["--filter", "all"]);
-    assert!(all.iter().any(|l| l.starts_with("l1 label: a1 → checkpoint")), "{all:?}");
+    assert!(all.iter().any(|l| l.starts_with("l1 label a1 → checkpoint")), "{all:?}");
     assert!(!lines(&[]).iter().any(|l| l.starts_with("l1")), "pi's default view hides label entries");
     let folded = lines(&["--depth", "0"]);
     assert_eq!(folded[2..], ["… 1 entry folded", "… 2 entries folded"], "{folded:?}");
