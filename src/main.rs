@@ -249,15 +249,13 @@ enum Command {
     Man,
 }
 
-fn init_logging(level: LogLevel) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level.as_str()));
-    // stdout carries the protocol (or a command's output); logs must never go there.
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
+/// Installs logging: stdout carries the protocol (or a command's output); logs go to stderr only, and never block
+/// or fail a request.
+fn init_logging(level: LogLevel) -> pi_sessiond::rpc::log::LogWriter {
+    pi_sessiond::rpc::log::init(level.as_str())
 }
 
 fn serve(global: &GlobalArgs, args: ServeArgs) -> i32 {
-    init_logging(global.log_level);
     let framing = match args.framing {
         Some(FramingArg::Jsonl) => Some(Framing::Jsonl),
         Some(FramingArg::Lsp) => Some(Framing::Lsp),
@@ -290,7 +288,7 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> i32 {
         index_path,
         poll_interval: std::time::Duration::from_millis(args.poll_ms.unwrap_or(1000).max(1)),
     };
-    pi_sessiond::rpc::serve(config, std::io::stdin(), std::io::stdout())
+    pi_sessiond::rpc::serve_connection(config, pi_sessiond::rpc::Connection::stdio())
 }
 
 fn agent_dir_of(global: &GlobalArgs) -> String {
@@ -344,16 +342,18 @@ fn main() -> ExitCode {
         None => Command::Serve(ServeArgs::default()),
         Some(c) => c,
     };
+    let log = init_logging(global.log_level);
     if let Command::Serve(inner) = command {
         let code = serve(&global, inner.or(args.serve));
+        log.flush(std::time::Duration::from_millis(200));
         // The reader thread may still be blocked on stdin; everything is flushed, so leave now.
         std::process::exit(code);
     }
-    init_logging(global.log_level);
     let status = match run(command, &global) {
         Ok(status) => status,
         Err(failure) => failure.report(global.json),
     };
+    log.flush(std::time::Duration::from_millis(200));
     ExitCode::from(status)
 }
 

@@ -1,176 +1,101 @@
-//! Open sessions: handles, reference counts, and the order in which requests reach a session.
+//! Open sessions, their handles, and the order in which requests reach them.
 //!
-//! A host may pipeline requests, so arrival order is the only order it can rely on. Every request that names a
-//! handle gets a ticket when it arrives (in the single dispatch loop, so tickets follow arrival order). A ticket's
-//! holder waits for its turn, queues for the session's read-write lock, and only then lets the next ticket take
-//! its turn. Because the lock is fair, mutations are applied in arrival order, reads between two mutations run
-//! concurrently, and a read sees every mutation that arrived before it. A ticket dropped without being used
-//! (a cancelled or failed request) gives its turn up, so nothing waits forever.
+//! A handle names a [`Slot`]: a queue of jobs and, once opened, a session. A request that names a handle is queued
+//! on its slot the moment it arrives (in the one event loop, so a queue holds arrival order), and a slot runs its
+//! queue on one worker at a time: a write alone, a run of consecutive reads side by side. So mutations apply in
+//! arrival order and a read sees every mutation that arrived before it. An opening request is queued on arrival
+//! too — on a new slot (reserving its name), or on the slot already named by the handle or the file it opens — so
+//! a request naming the handle, sent before the open was answered, waits for the open instead of failing, and
+//! "close, then open again under the same name" works pipelined. A slot whose session is closed (or never opened)
+//! is retired once its queue is empty.
+//!
+//! A slot's worker is one blocking task, started when a job arrives at an idle slot and ended when the queue is
+//! empty; a burst of pipelined appends is drained by one task. Under group commit ([`Job::Write`] returning an
+//! [`Ack`]) the worker runs consecutive writes, then one `fsync`, then sends their answers.
 
-use std::collections::{BTreeSet, HashMap};
-use std::future::Future;
-use std::pin::pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::Poll;
-
-use tokio::sync::{oneshot, watch, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use std::collections::{HashMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::session::SessionManager;
 
-/// Arrival-order turns for one session. Each waiting ticket has its own wake-up, so ending a turn wakes only the
-/// next ticket (a burst of thousands of pipelined appends would otherwise wake every waiter at every turn).
-#[derive(Debug, Default)]
-struct Turnstile {
-    state: Mutex<TurnState>,
+/// What runs on a slot's worker.
+pub enum Job {
+    /// Reads the session; runs alongside the reads next to it in the queue.
+    Read(ReadJob),
+    /// Changes the session or the slot (opening and closing included); runs alone.
+    Write(WriteJob),
 }
 
-#[derive(Debug, Default)]
-struct TurnState {
-    next: u64,
-    given_up: BTreeSet<u64>,
-    waiting: HashMap<u64, oneshot::Sender<()>>,
-}
+/// A read: gets the session (`None`: the handle is not open).
+pub type ReadJob = Box<dyn FnOnce(Option<&SessionManager>, &Arc<Slot>) + Send>;
 
-impl Turnstile {
-    fn new() -> Self {
-        Turnstile::default()
-    }
+/// A write: gets the session (an open puts one in, a close takes it out), and may hand back an [`Ack`] to send
+/// once its write is on disk (group commit).
+pub type WriteJob = Box<dyn FnOnce(&mut Option<SessionManager>, &Arc<Slot>) -> Option<Ack> + Send>;
 
-    async fn wait_for(&self, seq: u64) {
-        let rx = {
-            let mut t = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            if t.next == seq {
-                return;
-            }
-            let (tx, rx) = oneshot::channel();
-            t.waiting.insert(seq, tx);
-            rx
-        };
-        // The turnstile lives as long as the session, which the caller keeps alive.
-        let _ = rx.await;
-    }
+/// An answer held back until the writes before it are synced; it gets the sync's outcome.
+pub type Ack = Box<dyn FnOnce(&crate::session::Result<()>) + Send>;
 
-    /// Ends turn `seq` (or gives it up in advance): the next turn that has not been given up starts.
-    fn release(&self, seq: u64) {
-        let mut t = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if t.next != seq {
-            t.given_up.insert(seq);
-            return;
-        }
-        t.next += 1;
-        loop {
-            let next = t.next;
-            if !t.given_up.remove(&next) {
-                break;
-            }
-            t.waiting.remove(&next);
-            t.next += 1;
-        }
-        let next = t.next;
-        if let Some(tx) = t.waiting.remove(&next) {
-            let _ = tx.send(());
-        }
-    }
-}
+/// Reads that run side by side at most.
+const READS_AT_ONCE: usize = 8;
 
-/// One open session behind a handle.
-#[derive(Debug)]
-pub struct OpenSession {
+/// One open (or opening) session behind a handle.
+pub struct Slot {
     /// The handle.
     pub handle: String,
-    /// The engine's session.
-    pub manager: Arc<RwLock<SessionManager>>,
-    /// The last `session/changed` sequence number sent for this handle.
-    pub seq: AtomicU64,
+    manager: Mutex<Option<SessionManager>>,
+    queue: Mutex<Queue>,
+    path: Mutex<Option<String>>,
+    seq: AtomicU64,
     /// How many opens this handle stands for.
     refs: AtomicUsize,
-    tickets: AtomicU64,
-    turns: Turnstile,
     /// Follow appends other processes make to the file.
-    pub watched: std::sync::atomic::AtomicBool,
-    /// A refresh is queued (file events coalesce into it).
-    pub refresh_pending: std::sync::atomic::AtomicBool,
+    pub watched: AtomicBool,
+    /// A refresh job is queued (file events coalesce into it).
+    pub refresh_queued: AtomicBool,
     /// The file's deletion was already reported.
-    pub deleted_reported: std::sync::atomic::AtomicBool,
-    /// Group commit: the generation of the last write, and the last generation known to be on disk.
-    pub written: AtomicU64,
-    /// See `written`.
-    pub synced: watch::Sender<u64>,
-    /// A group-commit sync is queued.
-    pub sync_pending: std::sync::atomic::AtomicBool,
+    pub deleted_reported: AtomicBool,
+    registry: Weak<Mutex<Inner>>,
 }
 
-/// A request's place in a session's arrival order.
-#[derive(Debug)]
-pub struct Ticket {
-    session: Arc<OpenSession>,
-    seq: u64,
-    done: bool,
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    running: bool,
 }
 
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if !self.done {
-            self.session.turns.release(self.seq);
-        }
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("handle", &self.handle).field("path", &self.path()).finish_non_exhaustive()
     }
 }
 
-impl Ticket {
-    /// The session.
-    pub fn session(&self) -> &Arc<OpenSession> {
-        &self.session
-    }
-
-    /// Waits for this ticket's turn, queues for the lock, and lets the next ticket go.
-    async fn enter<G>(mut self, acquire: impl Future<Output = G>) -> G {
-        self.session.turns.wait_for(self.seq).await;
-        let mut acquire = pin!(acquire);
-        // One poll puts us in the lock's (fair) queue, or gives us the lock.
-        let first = std::future::poll_fn(|cx| Poll::Ready(acquire.as_mut().poll(cx))).await;
-        self.session.turns.release(self.seq);
-        self.done = true;
-        match first {
-            Poll::Ready(guard) => guard,
-            Poll::Pending => acquire.await,
-        }
-    }
-
-    /// Shared access, in arrival order.
-    pub async fn read(self) -> OwnedRwLockReadGuard<SessionManager> {
-        let lock = self.session.manager.clone();
-        self.enter(lock.read_owned()).await
-    }
-
-    /// Exclusive access, in arrival order.
-    pub async fn write(self) -> OwnedRwLockWriteGuard<SessionManager> {
-        let lock = self.session.manager.clone();
-        self.enter(lock.write_owned()).await
-    }
-}
-
-impl OpenSession {
-    fn new(handle: String, manager: SessionManager) -> Arc<OpenSession> {
-        Arc::new(OpenSession {
+impl Slot {
+    fn new(handle: String, path: Option<&str>, registry: Weak<Mutex<Inner>>) -> Arc<Slot> {
+        Arc::new(Slot {
             handle,
-            manager: Arc::new(RwLock::new(manager)),
+            manager: Mutex::new(None),
+            queue: Mutex::new(Queue::default()),
+            path: Mutex::new(path.map(str::to_owned)),
             seq: AtomicU64::new(0),
             refs: AtomicUsize::new(1),
-            tickets: AtomicU64::new(0),
-            turns: Turnstile::new(),
-            watched: Default::default(),
-            refresh_pending: Default::default(),
-            deleted_reported: Default::default(),
-            written: AtomicU64::new(0),
-            synced: watch::Sender::new(0),
-            sync_pending: Default::default(),
+            watched: AtomicBool::new(false),
+            refresh_queued: AtomicBool::new(false),
+            deleted_reported: AtomicBool::new(false),
+            registry,
         })
     }
 
-    /// The next ticket (call in arrival order).
-    pub fn ticket(self: &Arc<Self>) -> Ticket {
-        Ticket { session: self.clone(), seq: self.tickets.fetch_add(1, Ordering::SeqCst), done: false }
+    /// A slot that is in no registry, for answering a request whose handle names nothing.
+    pub fn detached(handle: &str) -> Arc<Slot> {
+        Slot::new(handle.to_owned(), None, Weak::new())
+    }
+
+    /// The file the slot is registered under, if any.
+    pub fn path(&self) -> Option<String> {
+        lock(&self.path).clone()
     }
 
     /// The sequence number of the last `session/changed` sent for this handle (0 before the first).
@@ -182,105 +107,258 @@ impl OpenSession {
     pub fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::SeqCst) + 1
     }
+
+    /// One more open stands for this handle.
+    pub fn add_ref(&self) {
+        self.refs.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The session was (re)opened: one open stands for it.
+    pub fn opened(&self) {
+        self.refs.store(1, Ordering::SeqCst);
+        self.deleted_reported.store(false, Ordering::SeqCst);
+    }
+
+    /// One open fewer; true when it was the last.
+    pub fn drop_ref(&self) -> bool {
+        self.refs.fetch_sub(1, Ordering::SeqCst) == 1
+    }
+
+    /// Takes the session out (closing it once dropped); later jobs see the handle as not open.
+    pub fn take_manager(&self) -> Option<SessionManager> {
+        lock(&self.manager).take()
+    }
+
+    /// Forgets the slot if nothing is queued on it and it holds no session (checked under the registry's lock,
+    /// which every push to a slot holds too, so no job lands on a retired slot).
+    fn retire_if_empty(self: &Arc<Self>) {
+        let Some(registry) = self.registry.upgrade() else { return };
+        let mut inner = lock(&registry);
+        let idle = {
+            let q = lock(&self.queue);
+            q.jobs.is_empty() && !q.running
+        };
+        if idle && self.manager.try_lock().is_ok_and(|m| m.is_none()) {
+            inner.forget(self);
+        }
+    }
+
+    /// Closes the session unless a job is using it (the process is exiting).
+    pub fn close_if_idle(&self) {
+        if let Ok(mut m) = self.manager.try_lock() {
+            drop(m.take());
+        }
+    }
+
+    /// Queues a job (call in arrival order); starts the slot's worker on `pool` if it is idle. A job pushed
+    /// without the registry's lock (by a job, or for a watch) may land on a slot retired meanwhile: it then finds no
+    /// session, which is what the handle would say.
+    pub fn push(self: &Arc<Self>, job: Job, pool: &tokio::runtime::Handle) {
+        let mut q = lock(&self.queue);
+        q.jobs.push_back(job);
+        if !q.running {
+            q.running = true;
+            drop(q);
+            let slot = self.clone();
+            pool.spawn_blocking(move || slot.work());
+        }
+    }
+
+    /// The worker: runs the queue until it is empty.
+    fn work(self: Arc<Self>) {
+        let mut acks: Vec<Ack> = Vec::new();
+        loop {
+            let next = {
+                let mut q = lock(&self.queue);
+                match q.jobs.front() {
+                    None if acks.is_empty() => {
+                        q.running = false;
+                        drop(q);
+                        self.retire_if_empty();
+                        return;
+                    }
+                    Some(Job::Write(_)) => match q.jobs.pop_front() {
+                        Some(Job::Write(w)) => Next::One(w),
+                        _ => unreachable!("front was a write"),
+                    },
+                    // Anything but a write goes after the answers held back for an fsync.
+                    None => Next::Sync,
+                    Some(_) if !acks.is_empty() => Next::Sync,
+                    Some(Job::Read(_)) => {
+                        let mut reads = Vec::new();
+                        while reads.len() < READS_AT_ONCE {
+                            match q.jobs.front() {
+                                Some(Job::Read(_)) => match q.jobs.pop_front() {
+                                    Some(Job::Read(r)) => reads.push(r),
+                                    _ => unreachable!("front was a read"),
+                                },
+                                _ => break,
+                            }
+                        }
+                        Next::Reads(reads)
+                    }
+                }
+            };
+            match next {
+                Next::Sync => {
+                    let synced = match lock(&self.manager).as_mut() {
+                        Some(m) => m.sync(),
+                        None => Ok(()),
+                    };
+                    for ack in acks.drain(..) {
+                        guarded(&self.handle, || ack(&synced));
+                    }
+                }
+                Next::Reads(mut reads) => {
+                    let guard = lock(&self.manager);
+                    let m = guard.as_ref();
+                    let last = reads.pop().expect("at least one read");
+                    let slot = &self;
+                    std::thread::scope(|scope| {
+                        for read in reads {
+                            scope.spawn(move || guarded(&slot.handle, || read(m, slot)));
+                        }
+                        guarded(&slot.handle, || last(m, slot));
+                    });
+                }
+                Next::One(write) => {
+                    let mut guard = lock(&self.manager);
+                    if let Some(Some(ack)) = guarded(&self.handle, || write(&mut guard, &self)) {
+                        acks.push(ack);
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Next {
+    One(WriteJob),
+    Reads(Vec<ReadJob>),
+    Sync,
+}
+
+/// Runs a job so that a panic in it fails only that request (its reply answers as it unwinds) and the slot's
+/// queue goes on.
+fn guarded<R>(handle: &str, f: impl FnOnce() -> R) -> Option<R> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(_) => {
+            tracing::error!("{handle}: a request panicked; the session's queue goes on");
+            None
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Every open session, by handle and by file.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Registry {
-    inner: Mutex<RegistryInner>,
+    inner: Arc<Mutex<Inner>>,
     next_handle: AtomicU64,
 }
 
-#[derive(Debug, Default)]
-struct RegistryInner {
-    by_handle: HashMap<String, Arc<OpenSession>>,
-    by_path: HashMap<String, String>,
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("slots", &lock(&self.inner).by_handle.len()).finish()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    by_handle: HashMap<String, Arc<Slot>>,
+    by_path: HashMap<String, Arc<Slot>>,
+}
+
+impl Inner {
+    fn forget(&mut self, slot: &Arc<Slot>) {
+        if self.by_handle.get(&slot.handle).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            self.by_handle.remove(&slot.handle);
+        }
+        self.by_path.retain(|_, s| !Arc::ptr_eq(s, slot));
+    }
 }
 
 impl Registry {
-    /// The session behind `handle`.
-    pub fn get(&self, handle: &str) -> Option<Arc<OpenSession>> {
-        self.lock().by_handle.get(handle).cloned()
+    /// The slot behind `handle`.
+    pub fn get(&self, handle: &str) -> Option<Arc<Slot>> {
+        lock(&self.inner).by_handle.get(handle).cloned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, RegistryInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// The slot that has `path` open (or is opening it).
+    pub fn by_path(&self, path: &str) -> Option<Arc<Slot>> {
+        lock(&self.inner).by_path.get(path).cloned()
     }
 
-    /// The open session for `path`, with one more reference, if any.
-    pub fn reuse(&self, path: &str) -> Option<Arc<OpenSession>> {
-        let inner = self.lock();
-        let session = inner.by_path.get(path).and_then(|h| inner.by_handle.get(h)).cloned()?;
-        session.refs.fetch_add(1, Ordering::SeqCst);
-        Some(session)
-    }
-
-    /// Registers a newly opened session. If `path` was opened meanwhile by someone else, that session is reused
-    /// (with one more reference) and `manager` is dropped, so one file never has two handles.
-    pub fn insert(&self, path: Option<&str>, manager: SessionManager) -> Arc<OpenSession> {
-        let mut inner = self.lock();
-        if let Some(existing) = path.and_then(|p| inner.by_path.get(p)).and_then(|h| inner.by_handle.get(h)) {
-            existing.refs.fetch_add(1, Ordering::SeqCst);
-            return existing.clone();
+    /// Queues `job` on the slot named `handle`; gives the job back if there is none.
+    pub fn queue(&self, handle: &str, job: Job, pool: &tokio::runtime::Handle) -> Result<(), Job> {
+        let inner = lock(&self.inner);
+        match inner.by_handle.get(handle) {
+            Some(slot) => {
+                slot.push(job, pool);
+                Ok(())
+            }
+            None => Err(job),
         }
-        let handle = format!("h{}", self.next_handle.fetch_add(1, Ordering::SeqCst) + 1);
-        let session = OpenSession::new(handle.clone(), manager);
-        inner.by_handle.insert(handle.clone(), session.clone());
+    }
+
+    /// Queues an opening job: on the slot named `name` if there is one, else (without a name) on the slot that
+    /// has `path`, else on a new slot named `name` or the next free `hN`, registered under `path`.
+    pub fn queue_open(&self, name: Option<&str>, path: Option<&str>, job: Job, pool: &tokio::runtime::Handle) {
+        let mut inner = lock(&self.inner);
+        let existing = match name {
+            Some(n) => inner.by_handle.get(n),
+            None => path.and_then(|p| inner.by_path.get(p)),
+        };
+        if let Some(slot) = existing {
+            return slot.push(job, pool);
+        }
+        let handle = match name {
+            Some(n) => n.to_owned(),
+            None => loop {
+                // A host may have chosen an `hN` itself.
+                let candidate = format!("h{}", self.next_handle.fetch_add(1, Ordering::SeqCst) + 1);
+                if !inner.by_handle.contains_key(&candidate) {
+                    break candidate;
+                }
+            },
+        };
+        let slot = Slot::new(handle.clone(), path, Arc::downgrade(&self.inner));
+        inner.by_handle.insert(handle, slot.clone());
         if let Some(p) = path {
-            inner.by_path.insert(p.to_owned(), handle);
+            inner.by_path.entry(p.to_owned()).or_insert_with(|| slot.clone());
         }
-        session
+        slot.push(job, pool);
     }
 
-    /// Every open session that follows its file.
-    pub fn watched(&self) -> Vec<Arc<OpenSession>> {
-        self.lock().by_handle.values().filter(|s| s.watched.load(Ordering::SeqCst)).cloned().collect()
-    }
-
-    /// The open session whose file is `path`, if any.
-    pub fn by_path(&self, path: &str) -> Option<Arc<OpenSession>> {
-        let inner = self.lock();
-        inner.by_path.get(path).and_then(|h| inner.by_handle.get(h)).cloned()
-    }
-
-    /// The file `handle` has open, as registered.
-    pub fn path_of(&self, handle: &str) -> Option<String> {
-        self.lock().by_path.iter().find(|(_, h)| h.as_str() == handle).map(|(p, _)| p.clone())
-    }
-
-    /// The handle that has `path` open, if any.
-    pub fn handle_for_path(&self, path: &str) -> Option<String> {
-        self.lock().by_path.get(path).cloned()
-    }
-
-    /// Records that `handle` now holds `new_path` instead of `old_path`.
-    pub fn rebind(&self, handle: &str, old_path: Option<&str>, new_path: Option<&str>) {
-        let mut inner = self.lock();
-        if let Some(old) = old_path {
-            if inner.by_path.get(old).map(String::as_str) == Some(handle) {
-                inner.by_path.remove(old);
+    /// Records that the slot now holds `path` (or no file). Returns false, changing nothing, if another slot
+    /// holds that path.
+    pub fn set_path(&self, slot: &Arc<Slot>, path: Option<&str>) -> bool {
+        let mut inner = lock(&self.inner);
+        if let Some(p) = path {
+            if inner.by_path.get(p).is_some_and(|s| !Arc::ptr_eq(s, slot)) {
+                return false;
             }
         }
-        if let Some(new) = new_path {
-            inner.by_path.insert(new.to_owned(), handle.to_owned());
+        inner.by_path.retain(|_, s| !Arc::ptr_eq(s, slot));
+        if let Some(p) = path {
+            inner.by_path.insert(p.to_owned(), slot.clone());
         }
+        *lock(&slot.path) = path.map(str::to_owned);
+        true
     }
 
-    /// Drops one reference; the last one closes the handle. Returns whether the handle existed.
-    pub fn close(&self, handle: &str) -> Option<Arc<OpenSession>> {
-        let mut inner = self.lock();
-        let session = inner.by_handle.get(handle).cloned()?;
-        if session.refs.fetch_sub(1, Ordering::SeqCst) > 1 {
-            return Some(session);
-        }
-        inner.by_handle.remove(handle);
-        inner.by_path.retain(|_, h| h != handle);
-        Some(session)
+    /// Every slot that follows its file.
+    pub fn watched(&self) -> Vec<Arc<Slot>> {
+        lock(&self.inner).by_handle.values().filter(|s| s.watched.load(Ordering::SeqCst)).cloned().collect()
     }
 
-    /// Every open session (for shutdown).
-    pub fn drain(&self) -> Vec<Arc<OpenSession>> {
-        let mut inner = self.lock();
+    /// Every slot, forgotten (for shutdown).
+    pub fn drain(&self) -> Vec<Arc<Slot>> {
+        let mut inner = lock(&self.inner);
         inner.by_path.clear();
         inner.by_handle.drain().map(|(_, s)| s).collect()
     }
@@ -291,65 +369,120 @@ mod tests {
     use super::*;
     use crate::session::{Env, NewSessionOptions};
 
-    fn session() -> Arc<OpenSession> {
-        OpenSession::new(
-            "h".into(),
-            SessionManager::in_memory(None, NewSessionOptions::default(), None, Env::system()).unwrap(),
-        )
+    fn manager() -> SessionManager {
+        SessionManager::in_memory(None, NewSessionOptions::default(), None, Env::system()).unwrap()
     }
 
-    #[tokio::test]
-    async fn writes_apply_in_ticket_order_even_when_their_tasks_start_in_reverse() {
-        let s = session();
-        let tickets: Vec<Ticket> = (0..20).map(|_| s.ticket()).collect();
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
-        for (i, t) in tickets.into_iter().enumerate().rev() {
-            let order = order.clone();
-            tasks.push(tokio::spawn(async move {
-                let _guard = t.write().await;
-                order.lock().unwrap().push(i);
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
-        assert_eq!(*order.lock().unwrap(), (0..20).collect::<Vec<_>>());
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap()
     }
 
-    #[tokio::test]
-    async fn a_dropped_ticket_gives_up_its_turn() {
-        let s = session();
-        let a = s.ticket();
-        let b = s.ticket();
-        let c = s.ticket();
-        drop(b);
-        drop(a.write().await);
-        // c would wait forever if b's turn were not given up.
-        tokio::time::timeout(std::time::Duration::from_secs(5), c.read()).await.expect("c gets its turn");
-    }
-
-    #[tokio::test]
-    async fn reads_between_writes_share_the_lock() {
-        let s = session();
-        let r1 = s.ticket();
-        let r2 = s.ticket();
-        let g1 = r1.read().await;
-        let g2 = tokio::time::timeout(std::time::Duration::from_secs(5), r2.read()).await.expect("concurrent read");
-        drop((g1, g2));
+    fn open_job() -> Job {
+        Job::Write(Box::new(|m, _| {
+            *m = Some(manager());
+            None
+        }))
     }
 
     #[test]
-    fn the_last_close_removes_the_handle_and_its_path() {
+    fn jobs_queued_before_the_open_finishes_run_after_it_in_arrival_order() {
+        let rt = runtime();
         let reg = Registry::default();
-        let m = || SessionManager::in_memory(None, NewSessionOptions::default(), None, Env::system()).unwrap();
-        let a = reg.insert(Some("/f"), m());
-        let b = reg.insert(Some("/f"), m());
-        assert_eq!(a.handle, b.handle, "one file, one handle");
-        assert!(reg.close(&a.handle).is_some());
-        assert!(reg.get(&a.handle).is_some(), "still referenced once");
-        assert!(reg.close(&a.handle).is_some());
-        assert!(reg.get(&a.handle).is_none());
-        assert!(reg.handle_for_path("/f").is_none());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (release_open, open_may_finish) = std::sync::mpsc::channel::<()>();
+        let t = tx.clone();
+        let open = Job::Write(Box::new(move |m, _| {
+            open_may_finish.recv().unwrap();
+            t.send("open".to_owned()).unwrap();
+            *m = Some(manager());
+            None
+        }));
+        reg.queue_open(None, None, open, rt.handle());
+        for n in 0..20 {
+            let t = tx.clone();
+            let job: Job = if n % 3 == 0 {
+                Job::Read(Box::new(move |m, _| t.send(format!("read {n} {}", m.is_some())).unwrap()))
+            } else {
+                Job::Write(Box::new(move |m, _| {
+                    t.send(format!("write {n} {}", m.is_some())).unwrap();
+                    None
+                }))
+            };
+            assert!(reg.queue("h1", job, rt.handle()).is_ok(), "the name exists from the open's arrival");
+        }
+        release_open.send(()).unwrap();
+        let got: Vec<String> = (0..21).map(|_| rx.recv().unwrap()).collect();
+        assert_eq!(got[0], "open");
+        let order: Vec<usize> = got[1..].iter().map(|s| s.split(' ').nth(1).unwrap().parse().unwrap()).collect();
+        // Reads next to each other may finish in any order between them; nothing crosses a write.
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..20).collect::<Vec<_>>());
+        for (i, n) in order.iter().enumerate() {
+            if n % 3 != 0 {
+                assert_eq!(*n, i, "a write runs exactly in its place: {order:?}");
+            }
+        }
+        assert!(got[1..].iter().all(|s| s.ends_with("true")), "every job saw the opened session");
+    }
+
+    #[test]
+    fn held_back_acks_are_sent_after_one_sync_before_the_next_read() {
+        let rt = runtime();
+        let reg = Registry::default();
+        reg.queue_open(None, None, open_job(), rt.handle());
+        let (tx, rx) = std::sync::mpsc::channel();
+        for n in 0..3 {
+            let t = tx.clone();
+            let write = Job::Write(Box::new(move |_, _| {
+                let t2 = t.clone();
+                t.send(format!("wrote {n}")).unwrap();
+                Some(Box::new(move |synced: &crate::session::Result<()>| {
+                    t2.send(format!("acked {n} {}", synced.is_ok())).unwrap()
+                }) as Ack)
+            }));
+            reg.queue("h1", write, rt.handle()).ok().unwrap();
+        }
+        let t = tx.clone();
+        reg.queue("h1", Job::Read(Box::new(move |_, _| t.send("read".into()).unwrap())), rt.handle()).ok().unwrap();
+        let got: Vec<String> = (0..7).map(|_| rx.recv().unwrap()).collect();
+        let acked_at = got.iter().position(|s| s.starts_with("acked")).unwrap();
+        assert_eq!(acked_at, 3, "every write ran before the one sync: {got:?}");
+        assert_eq!(got[6], "read", "{got:?}");
+    }
+
+    #[test]
+    fn a_panicking_job_fails_alone_and_the_queue_goes_on() {
+        let rt = runtime();
+        let reg = Registry::default();
+        reg.queue_open(None, None, open_job(), rt.handle());
+        reg.queue("h1", Job::Write(Box::new(|_, _| panic!("handler bug"))), rt.handle()).ok().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        reg.queue("h1", Job::Read(Box::new(move |m, _| tx.send(m.is_some()).unwrap())), rt.handle()).ok().unwrap();
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)), Ok(true), "the next job ran");
+    }
+
+    #[test]
+    fn a_closed_slot_serves_the_jobs_queued_behind_it_then_is_retired_with_its_path() {
+        let rt = runtime();
+        let reg = Registry::default();
+        reg.queue_open(Some("mine"), Some("/f"), open_job(), rt.handle());
+        let close = Job::Write(Box::new(|m, _| {
+            drop(m.take());
+            None
+        }));
+        reg.queue("mine", close, rt.handle()).ok().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        reg.queue("mine", Job::Read(Box::new(move |m, _| tx.send(m.is_some()).unwrap())), rt.handle()).ok().unwrap();
+        assert!(!rx.recv().unwrap(), "queued behind the close: the handle is not open");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while reg.get("mine").is_some() && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert!(reg.get("mine").is_none() && reg.by_path("/f").is_none(), "retired once idle");
+        // A generated name skips one the host took.
+        reg.queue_open(Some("h1"), None, open_job(), rt.handle());
+        reg.queue_open(None, None, open_job(), rt.handle());
+        assert!(reg.get("h2").is_some());
     }
 }

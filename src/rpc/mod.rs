@@ -1,18 +1,26 @@
 //! The sidecar: JSON-RPC 2.0 over stdin/stdout, in front of the engine.
 //!
-//! `framing` turns bytes into frames and back; `server` runs the reader, the writer and the dispatch loop;
-//! `methods` is the method table and its handlers; `handles` keeps open sessions and orders requests per session;
-//! `proto` holds every wire type (and is the source of `protocol/`); `error` maps engine errors to the wire;
-//! `protocol` writes the machine-readable contract. Nothing here knows how session files are laid out: that is
-//! `crate::session`'s business.
+//! The path of a request, top down: `transport` (frames in from the reader thread, frames out through the one
+//! writer) → `server` (the event loop over one `Event` enum) → `dispatch` (a frame's envelopes, read once) →
+//! `methods` (the method table: params parsed once, the handler put where it runs) → `handles` (each open
+//! session's queue, in arrival order) → `handlers/*` (the handlers, by concern) → the engine; the answer goes back
+//! through `reply`. `framing` is bytes ↔ frames, `proto` every wire type (the source of `protocol/`, written by
+//! `protocol`), `error` the wire's errors, `watch` file-system watching, `log` logging that never blocks.
+//! Nothing here knows how session files are laid out: that is `crate::session`'s business.
 
+pub mod dispatch;
 pub mod error;
 pub mod framing;
+pub mod handlers;
 pub mod handles;
+pub mod log;
 pub mod methods;
 pub mod proto;
 pub mod protocol;
+pub mod reply;
 pub mod server;
+pub mod transport;
 pub mod watch;
 
-pub use server::{serve, Config};
+pub use server::{serve, serve_connection, Config};
+pub use transport::{Connection, MemoryHost};

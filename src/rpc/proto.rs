@@ -21,9 +21,52 @@ pub struct PiValue(pub Json);
 
 impl<'de> Deserialize<'de> for PiValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw: Box<RawValue> = Deserialize::deserialize(d)?;
-        Json::parse(raw.get().as_bytes()).map(PiValue).map_err(D::Error::custom)
+        // Borrowed from the frame (params are always parsed from the frame's bytes): checked, then parsed once.
+        let raw: &'de RawValue = Deserialize::deserialize(d)?;
+        let text = raw.get().as_bytes();
+        let cost = parsed_size(text);
+        if cost > FREE_PARSED_BYTES && cost > MAX_EXPANSION * text.len() {
+            return Err(D::Error::custom(format!(
+                "a value of {} bytes with this many members would take about {} MB in memory once parsed \
+                 (at most {MAX_EXPANSION} times its size is accepted); send it in smaller parts",
+                text.len(),
+                cost >> 20
+            )));
+        }
+        Json::parse(text).map(PiValue).map_err(D::Error::custom)
     }
+}
+
+/// A value in params may take this much memory once parsed, whatever its size...
+pub const FREE_PARSED_BYTES: usize = 64 << 20;
+/// ...and beyond that, at most this many times its size (a frame of millions of tiny numbers would otherwise take
+/// some 40 times its size).
+pub const MAX_EXPANSION: usize = 8;
+
+/// About what parsing `text` (valid JSON) into a [`Json`] takes: its bytes, plus a value's worth for every member
+/// and element (each a 32-byte value and, for numbers and strings, an allocation), counted without parsing.
+fn parsed_size(text: &[u8]) -> usize {
+    const PER_VALUE: usize = 64;
+    let mut values = 1;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b'[' | b'{' => values += 1,
+                _ => {}
+            }
+        }
+    }
+    text.len() + values * PER_VALUE
 }
 
 impl JsonSchema for PiValue {
@@ -388,6 +431,11 @@ pub struct Capabilities {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct NoParams {}
 
+/// The JSON `null`, as a result type.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+#[schemars(transparent)]
+pub struct Null(());
+
 // ------------------------------------------------------------------------------------------------------------------
 // Opening sessions
 
@@ -395,6 +443,9 @@ pub struct NoParams {}
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The working directory (stored in the header; picks the default session directory).
     pub cwd: String,
     /// Where to put the file (default: pi's directory for `cwd`).
@@ -409,6 +460,9 @@ pub struct CreateParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The session file.
     pub path: String,
     /// Directory for sessions made from this one (default: the file's directory).
@@ -424,6 +478,9 @@ pub struct OpenParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContinueRecentParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The working directory.
     pub cwd: String,
     /// The session directory (default: pi's directory for `cwd`).
@@ -434,6 +491,9 @@ pub struct ContinueRecentParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InMemoryParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The working directory (default: the server's).
     pub cwd: Option<String>,
     /// A session id.
@@ -446,6 +506,9 @@ pub struct InMemoryParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ForkFromParams {
+    /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    pub handle: Option<String>,
     /// The session to copy.
     pub source_path: String,
     /// The new session's cwd.
@@ -1104,6 +1167,21 @@ mod tests {
         assert!(e.ends_with("at name"), "{e}");
         let e = parse::<AppendCustomEntryParams>(r#"{"handle":7,"customType":"x"}"#).unwrap_err();
         assert!(e.ends_with("at handle"), "{e}");
+    }
+
+    #[test]
+    fn a_value_of_millions_of_tiny_members_is_refused_before_it_is_parsed() {
+        let zeros = vec!["0"; 2_000_000].join(",");
+        let e = parse::<AppendMessageParams>(&format!(
+            r#"{{"handle":"h","message":{{"role":"user","content":[{zeros}]}}}}"#
+        ))
+        .unwrap_err();
+        assert!(e.contains("smaller parts") && e.ends_with("at message"), "{e}");
+        // The same size in one string is fine: it parses to about its own size.
+        let text = "x".repeat(4_000_000);
+        let m: AppendMessageParams =
+            parse(&format!(r#"{{"handle":"h","message":{{"role":"user","content":"{text}"}}}}"#)).unwrap();
+        assert!(matches!(m.message.0, Json::Object(_)));
     }
 
     #[test]

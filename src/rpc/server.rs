@@ -1,50 +1,32 @@
-//! The server: one reader thread (frames from stdin), one writer thread (the only owner of stdout), and one
-//! dispatch loop in between that validates JSON-RPC envelopes, answers lifecycle and notification messages
-//! itself, hands requests to the jsonrpsee method table, and keeps track of what is in flight.
+//! The server's event loop: one thread, one closed [`Event`] enum of everything that can happen (a frame, the end
+//! of input, a file event, a poll tick, a finished request, a signal), one `match`.
 //!
-//! Order guarantees: requests that name a handle get their ticket here, in arrival order (see `handles`);
-//! everything written goes through one FIFO channel, so a `session/changed` sent by a mutation always precedes
-//! that mutation's response. Shutdown — on `exit`, stdin EOF or SIGTERM — waits for requests in flight, closes
-//! every session and flushes the writer before the process exits.
+//! A frame's requests are routed through the method table (`methods`) the moment they arrive, so arrival order is
+//! the order of every session's queue. The loop itself answers the lifecycle (`initialize`, `shutdown`, `exit`)
+//! and `$/cancelRequest`, and keeps the requests in flight, so that `shutdown` and the end of input wait for what
+//! was received before them. It never waits on the host: what it sends goes out without waiting for room.
 
-use std::collections::HashMap;
-use std::io::{BufReader, Read, Write};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use jsonrpsee::types::{ErrorObjectOwned, Id, Params};
-use jsonrpsee::{ConnectionId, Extensions, MethodCallback, Methods};
-use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
-use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tracing::{debug, info, warn};
 
+use super::dispatch::{self, Message, Parsed};
 use super::error::{self, rpc_error};
-use super::framing::{needs_escaping, Frame, FrameReader, Framing, Message};
-use super::methods::{self, ResultSlot, ServerState, TicketSlot};
-use super::proto::SessionsChanged;
+use super::framing::{Frame, Framing};
+use super::handlers::catalog::IndexCatchUp;
+use super::handlers::{self, null, RecentListings, Server};
+use super::handles::Registry;
+use super::methods::{self, Routed, PROTOCOL_VERSION};
+use super::proto::{Capabilities, InitializeResult, ServerInfo};
+use super::reply::{error_message, Batch, Reply, ReplyState};
+use super::transport::{Connection, Incoming, Limits};
 use super::watch::{FsEvent, FsWatcher};
+use crate::session::index::SharedIndex;
 use crate::session::store::Durability;
-
-/// One request in flight; dropping it (answered or cancelled) lets a waiting `shutdown` proceed.
-struct InFlight(Arc<ServerState>);
-
-impl InFlight {
-    fn new(state: Arc<ServerState>) -> InFlight {
-        state.in_flight.fetch_add(1, Ordering::SeqCst);
-        InFlight(state)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
-}
 
 /// How the server runs.
 #[derive(Clone, Debug)]
@@ -63,66 +45,285 @@ pub struct Config {
     pub poll_interval: Duration,
 }
 
-enum Event {
+/// Everything the event loop reacts to.
+#[derive(Debug)]
+pub enum Event {
+    /// A frame from the host.
     Frame(Frame),
-    Eof,
+    /// The host's input ended.
+    InputClosed,
+    /// A watched directory changed.
+    Fs(FsEvent),
+    /// Time to look at watched files again.
+    Poll,
+    /// A request was answered (its reply was dropped).
+    Finished(u64),
+    /// SIGTERM.
+    Terminate,
 }
 
-/// A message's envelope, with every member kept raw (a `null` id is a member, not a missing one).
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(default, borrow, deserialize_with = "raw_member")]
-    jsonrpc: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw_member")]
-    id: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw_member")]
-    method: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw_member")]
-    params: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw_member")]
-    result: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw_member")]
-    error: Option<&'a RawValue>,
+/// After `shutdown`, the end of input, SIGTERM or `exit`: how long reads still running may finish before they are
+/// cancelled, and how long anything at all is waited for.
+const GRACE: Duration = Duration::from_secs(5);
+const GIVE_UP: Duration = Duration::from_secs(30);
+
+/// Serves JSON-RPC on `input`/`output` until `exit`, end of input or SIGTERM. Returns the exit status.
+pub fn serve(
+    config: Config,
+    input: impl std::io::Read + Send + 'static,
+    output: impl std::io::Write + Send + 'static,
+) -> i32 {
+    serve_connection(config, Connection::new(input, output))
 }
 
-fn raw_member<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
+/// Serves JSON-RPC on a connection (the process's stdio, or [`Connection::memory`] in tests).
+pub fn serve_connection(config: Config, connection: Connection) -> i32 {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("pi-sessiond-rt")
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let (events_tx, events) = mpsc::channel::<Event>();
+    let frames = events_tx.clone();
+    let transport = connection.start(config.framing, config.max_frame, Limits::default(), move |incoming| {
+        let event = match incoming {
+            Incoming::Frame(f) => Event::Frame(f),
+            Incoming::Closed => Event::InputClosed,
+        };
+        frames.send(event).is_ok()
+    });
+    let fs_events = Mutex::new(events_tx.clone());
+    let watcher = FsWatcher::new(move |e| {
+        let _ = fs_events.lock().unwrap_or_else(|e| e.into_inner()).send(Event::Fs(e));
+    });
+    let poll =
+        if watcher.is_native() { config.poll_interval } else { config.poll_interval.min(Duration::from_millis(50)) };
+    let index = Arc::new(SharedIndex::new(config.index_path.clone()));
+    let server = Arc::new(Server {
+        registry: Registry::default(),
+        outbox: transport.outbox.clone(),
+        pool: runtime.handle().clone(),
+        agent_dir: config.agent_dir.clone(),
+        durability: config.durability,
+        index: index.clone(),
+        index_catch_up: IndexCatchUp::start(index),
+        watcher,
+        dir_watches: Mutex::new(HashMap::new()),
+        next_watch_id: Default::default(),
+        listings: Mutex::new(RecentListings::default()),
+    });
+    let ticks = events_tx.clone();
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(poll);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if ticks.send(Event::Poll).is_err() {
+                return;
+            }
+        }
+    });
+    let signals = events_tx.clone();
+    runtime.spawn(async move {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            term.recv().await;
+            let _ = signals.send(Event::Terminate);
+        }
+    });
+    let outbox = transport.outbox.clone();
+    let finished = Mutex::new(events_tx);
+    let done: Arc<dyn Fn(u64) + Send + Sync> = Arc::new(move |key| {
+        outbox.request_finished();
+        let _ = finished.lock().unwrap_or_else(|e| e.into_inner()).send(Event::Finished(key));
+    });
+    let mut main = MainLoop {
+        server: server.clone(),
+        done,
+        next_key: 0,
+        in_flight: HashMap::new(),
+        shutdown: None,
+        shut_down: false,
+        end: None,
+    };
+    let code = main.run(&events);
+    // Every session is closed (its file lock released) before the last bytes go out; one still held by a request
+    // that never finished is left to the process's exit.
+    for slot in server.registry.drain() {
+        slot.close_if_idle();
+    }
+    drop(main);
+    transport.finish();
+    runtime.shutdown_background();
+    code
 }
 
-fn error_response(id: &str, err: &ErrorObjectOwned) -> Vec<u8> {
-    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":").into_bytes();
-    out.extend(serde_json::to_vec(err).expect("error objects serialize"));
-    out.push(b'}');
-    out
+/// A request in flight, as the event loop keeps it.
+struct InFlight {
+    reply: Arc<ReplyState>,
+    cancellable: bool,
+    /// Answered `-32800` already: its work may still run (a read cannot be stopped mid-way), but nothing waits
+    /// for it any more.
+    cancelled: bool,
 }
 
-fn plain_error(code: i32, kind: &str, message: &str) -> ErrorObjectOwned {
-    rpc_error(code, kind, message, serde_json::json!({}))
+impl InFlight {
+    fn cancel(&mut self, why: &str) {
+        self.cancelled = true;
+        self.reply.cancel(why);
+    }
 }
 
-/// A response, or a task that will produce one.
-enum Pending {
-    Ready(Option<Vec<u8>>),
-    /// The response, and the request's place among those in flight, released once the response is queued.
-    Task(JoinHandle<(Message, Option<InFlight>)>),
+/// A `shutdown` waiting for the requests received before it.
+struct PendingShutdown {
+    key: u64,
+    reply: Option<Reply>,
+    waiting_for: HashSet<u64>,
+    /// Reads and listings still running then are cancelled.
+    grace_until: Instant,
 }
 
-struct Dispatcher {
-    methods: Methods,
-    cancellable: HashMap<&'static str, bool>,
-    state: Arc<ServerState>,
-    inflight: Arc<Mutex<HashMap<String, AbortHandle>>>,
-    tasks: JoinSet<()>,
-    next_synthetic_id: u64,
-    exit_code: Option<i32>,
-    /// A `shutdown` request has been read (its answer may still be on its way): an `exit` right behind it is
-    /// the orderly end, status 0, and waits for that answer like every task in flight.
-    shutdown_requested: bool,
+/// The orderly end under way.
+struct End {
+    code: i32,
+    grace_until: Instant,
+    give_up_at: Instant,
+    cancelled: bool,
 }
 
-impl Dispatcher {
-    fn send(&self, bytes: Vec<u8>) {
-        let _ = self.state.out.send(bytes.into());
+struct MainLoop {
+    server: Arc<Server>,
+    done: Arc<dyn Fn(u64) + Send + Sync>,
+    next_key: u64,
+    in_flight: HashMap<u64, InFlight>,
+    shutdown: Option<PendingShutdown>,
+    /// `shutdown` was answered.
+    shut_down: bool,
+    end: Option<End>,
+}
+
+impl MainLoop {
+    fn run(&mut self, events: &Receiver<Event>) -> i32 {
+        loop {
+            self.on_time(Instant::now());
+            if let Some(code) = self.finished() {
+                return code;
+            }
+            let event = match self.next_deadline() {
+                None => match events.recv() {
+                    Ok(e) => e,
+                    Err(_) => return 0,
+                },
+                Some(at) => match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                    Ok(e) => e,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return self.end.as_ref().map_or(0, |e| e.code),
+                },
+            };
+            match event {
+                Event::Frame(frame) => self.on_frame(frame),
+                Event::InputClosed => {
+                    info!("input closed; shutting down");
+                    self.begin_end(0);
+                }
+                Event::Terminate => {
+                    info!("SIGTERM; shutting down");
+                    self.begin_end(0);
+                }
+                Event::Fs(e) => handlers::watch::on_fs_event(&self.server, &e),
+                Event::Poll => handlers::watch::on_poll(&self.server),
+                Event::Finished(key) => self.on_finished(key),
+            }
+        }
+    }
+
+    /// When the loop must look at the time again without an event: a grace period ending.
+    fn next_deadline(&self) -> Option<Instant> {
+        let end = self.end.as_ref().map(|e| if e.cancelled { e.give_up_at } else { e.grace_until });
+        let shutdown = self.shutdown.as_ref().filter(|p| p.reply.is_some()).map(|p| p.grace_until);
+        end.into_iter().chain(shutdown).min()
+    }
+
+    /// Reads and listings still running when a grace period ends are cancelled, so nothing that may never finish
+    /// (a listing stuck on a FIFO) holds the end up.
+    fn on_time(&mut self, now: Instant) {
+        let mut cancel_now = false;
+        if let Some(end) = self.end.as_mut() {
+            if !end.cancelled && now >= end.grace_until {
+                end.cancelled = true;
+                cancel_now = true;
+            }
+        }
+        if let Some(pending) = self.shutdown.as_mut() {
+            if pending.reply.is_some() && now >= pending.grace_until {
+                cancel_now = true;
+            }
+        }
+        if !cancel_now {
+            return;
+        }
+        for (key, r) in self.in_flight.iter_mut().filter(|(_, r)| r.cancellable && !r.cancelled) {
+            warn!("request {} still running at the end; cancelled", r.reply.id());
+            r.cancel("cancelled: the server is ending");
+            if let Some(p) = self.shutdown.as_mut() {
+                p.waiting_for.remove(key);
+            }
+        }
+        self.complete_shutdown_when_ready();
+    }
+
+    /// The exit status, once the orderly end is complete (everything received is answered, or waited for long
+    /// enough).
+    fn finished(&mut self) -> Option<i32> {
+        let end = self.end.as_ref()?;
+        let unanswered = self.in_flight.values().filter(|r| !r.cancelled).count();
+        if (unanswered == 0 && self.shutdown.is_none()) || Instant::now() >= end.give_up_at {
+            if unanswered > 0 {
+                warn!("{unanswered} requests still unanswered after {GIVE_UP:?}; exiting");
+            }
+            return Some(end.code);
+        }
+        None
+    }
+
+    fn begin_end(&mut self, code: i32) {
+        if self.end.is_none() {
+            let now = Instant::now();
+            self.end = Some(End { code, grace_until: now + GRACE, give_up_at: now + GIVE_UP, cancelled: false });
+        }
+    }
+
+    fn on_finished(&mut self, key: u64) {
+        self.in_flight.remove(&key);
+        let Some(pending) = self.shutdown.as_mut() else { return };
+        if pending.key == key {
+            self.shutdown = None;
+            self.shut_down = true;
+            return;
+        }
+        pending.waiting_for.remove(&key);
+        self.complete_shutdown_when_ready();
+    }
+
+    /// Once everything received before `shutdown` is answered: every session is closed (after any job still on
+    /// its queue, such as a watch refresh), then `shutdown` is answered.
+    fn complete_shutdown_when_ready(&mut self) {
+        let Some(pending) = self.shutdown.as_mut() else { return };
+        if !pending.waiting_for.is_empty() {
+            return;
+        }
+        let Some(reply) = pending.reply.take() else { return };
+        let server = self.server.clone();
+        self.server.pool.spawn_blocking(move || {
+            for slot in server.registry.drain() {
+                drop(slot.take_manager());
+            }
+            reply.result(&null());
+        });
+    }
+
+    fn refusing(&self) -> bool {
+        self.shutdown.is_some() || self.shut_down || self.end.is_some()
     }
 
     fn on_frame(&mut self, frame: Frame) {
@@ -130,429 +331,125 @@ impl Dispatcher {
             Frame::Message(b) => b,
             Frame::Malformed(why) => {
                 warn!("bad frame: {why}");
-                self.send(error_response(
-                    "null",
-                    &plain_error(error::PARSE_ERROR, "parse_error", &format!("bad frame: {why}")),
-                ));
-                return;
+                return self.reject("null", error::PARSE_ERROR, "parse_error", &format!("bad frame: {why}"));
             }
         };
         debug!("< {}", String::from_utf8_lossy(&bytes[..bytes.len().min(2000)]));
-        let raw: &RawValue = match serde_json::from_slice(&bytes) {
-            Ok(r) => r,
-            Err(e) => {
-                self.send(error_response(
-                    "null",
-                    &plain_error(error::PARSE_ERROR, "parse_error", &format!("parse error: {e}")),
-                ));
-                return;
+        match dispatch::parse(&bytes) {
+            Parsed::Unparsable(why) => self.reject("null", error::PARSE_ERROR, "parse_error", &why),
+            Parsed::NotAMessage(why) => self.reject("null", error::INVALID_REQUEST, "invalid_request", why),
+            Parsed::Single(message) => self.on_message(message, None),
+            Parsed::Batch(messages) => {
+                let batch = Batch::new(self.server.outbox.clone());
+                for m in messages {
+                    self.on_message(m, Some(&batch));
+                }
+                batch.seal();
             }
-        };
-        let text = raw.get();
-        if text.starts_with('[') {
-            let items: Vec<&RawValue> = serde_json::from_str(text).expect("validated array");
-            if items.is_empty() {
-                self.send(error_response(
-                    "null",
-                    &plain_error(error::INVALID_REQUEST, "invalid_request", "empty batch"),
-                ));
-                return;
+        }
+    }
+
+    /// Answers an error without a request behind it (a bad frame).
+    fn reject(&self, id: &str, code: i32, kind: &str, why: &str) {
+        let e = rpc_error(code, kind, why, serde_json::json!({}));
+        self.server.outbox.send_now(error_message(id, &e));
+    }
+
+    fn on_message(&mut self, message: Message<'_>, batch: Option<&Arc<Batch>>) {
+        match message {
+            Message::Response => {}
+            Message::Invalid { id, why } => {
+                let e = rpc_error(error::INVALID_REQUEST, "invalid_request", why, serde_json::json!({}));
+                match batch {
+                    Some(b) => b.answer_now(error_message(id, &e)),
+                    None => self.server.outbox.send_now(error_message(id, &e)),
+                }
             }
-            let pending: Vec<Pending> = items.into_iter().map(|item| self.on_message(item)).collect();
-            let out = self.state.out.clone();
-            self.tasks.spawn(async move {
-                let mut responses = Vec::new();
-                for p in pending {
-                    // In a batch, a response counts as given once it is in the batch's array (which is sent whole):
-                    // a `shutdown` in the same batch must not wait for the array it is part of.
-                    let r = match p {
-                        Pending::Ready(r) => r,
-                        Pending::Task(t) => t.await.ok().map(|(r, _answered)| r.into_bytes()),
+            Message::Notification { method, params } => self.on_notification(&method, params),
+            Message::Request { id, method, params } => {
+                if self.refusing() {
+                    let e = rpc_error(
+                        error::INVALID_REQUEST,
+                        "invalid_request",
+                        "the server is shutting down",
+                        serde_json::json!({}),
+                    );
+                    return match batch {
+                        Some(b) => b.answer_now(error_message(id, &e)),
+                        None => self.server.outbox.send_now(error_message(id, &e)),
                     };
-                    responses.extend(r);
                 }
-                if !responses.is_empty() {
-                    let mut array = b"[".to_vec();
-                    array.extend(responses.join(&b","[..]));
-                    array.push(b']');
-                    let _ = out.send(array.into());
-                }
-            });
-        } else {
-            match self.on_message(raw) {
-                Pending::Ready(Some(r)) => self.send(r),
-                Pending::Ready(None) => {}
-                Pending::Task(t) => {
-                    let out = self.state.out.clone();
-                    self.tasks.spawn(async move {
-                        if let Ok((r, guard)) = t.await {
-                            let _ = out.send(r);
-                            drop(guard);
-                        }
-                    });
+                self.next_key += 1;
+                let key = self.next_key;
+                self.server.outbox.request_started();
+                let reply = match batch {
+                    Some(b) => Reply::in_batch(id, key, b, self.done.clone()),
+                    None => Reply::direct(id, key, self.server.outbox.clone(), self.done.clone()),
+                };
+                let cancellable = methods::is_cancellable(&method);
+                self.in_flight.insert(key, InFlight { reply: reply.state(), cancellable, cancelled: false });
+                match methods::route(&self.server, &method, params, reply) {
+                    Routed::Dispatched => {}
+                    Routed::Initialize(_, reply) => self.initialize(reply),
+                    Routed::Shutdown(reply) => self.begin_shutdown(key, reply),
                 }
             }
         }
     }
 
-    /// One message of a frame (or of a batch).
-    fn on_message(&mut self, raw: &RawValue) -> Pending {
-        let invalid = |id: &str, why: &str| {
-            Pending::Ready(Some(error_response(id, &plain_error(error::INVALID_REQUEST, "invalid_request", why))))
+    fn initialize(&self, reply: Reply) {
+        let result = InitializeResult {
+            server_info: ServerInfo { name: "pi-sessiond".into(), version: env!("CARGO_PKG_VERSION").into() },
+            protocol_version: PROTOCOL_VERSION.into(),
+            capabilities: Capabilities {
+                methods: methods::specs().iter().map(|s| s.name.to_owned()).collect(),
+                notifications: vec!["session/changed".into(), "sessions/changed".into(), "$/progress".into()],
+                framing: self.server.outbox.framing().name().to_owned(),
+                pi_compatibility: "@earendil-works/pi-coding-agent@1.6.0".into(),
+            },
         };
-        if !raw.get().starts_with('{') {
-            return invalid("null", "a message must be a JSON object");
-        }
-        let env: Envelope = match serde_json::from_str(raw.get()) {
-            Ok(e) => e,
-            Err(e) => return invalid("null", &format!("invalid request: {e}")),
-        };
-        let id = match env.id.map(RawValue::get) {
-            Some(t)
-                if t.starts_with('"')
-                    || t.starts_with('-')
-                    || t.starts_with(|c: char| c.is_ascii_digit())
-                    || t == "null" =>
-            {
-                Some(t)
-            }
-            Some(_) => return invalid("null", "id must be a string, a number or null"),
-            None => None,
-        };
-        let reply_id = id.unwrap_or("null");
-        if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
-            if env.method.is_none() && (env.result.is_some() || env.error.is_some()) {
-                return Pending::Ready(None);
-            }
-            return match id {
-                Some(i) => invalid(i, "jsonrpc must be \"2.0\""),
-                None => Pending::Ready(None),
-            };
-        }
-        let method: String = match env.method.map(|m| serde_json::from_str::<String>(m.get())) {
-            Some(Ok(m)) => m,
-            Some(Err(_)) => return invalid(reply_id, "method must be a string"),
-            None if env.result.is_some() || env.error.is_some() => return Pending::Ready(None), // a response to us
-            None => return invalid(reply_id, "missing method"),
-        };
-        if let Some(p) = env.params {
-            if !(p.get().starts_with('{') || p.get().starts_with('[')) {
-                return invalid(reply_id, "params must be an object");
-            }
-        }
-        let Some(id) = id else {
-            self.on_notification(&method, env.params);
-            return Pending::Ready(None);
-        };
-        self.on_request(id, method, env.params)
+        // Answered off the loop: an answer may wait for the host to read.
+        self.server.pool.spawn_blocking(move || reply.result(&result));
+    }
+
+    /// `shutdown`: everything received before it is waited for — reads and listings for a grace period, after
+    /// which they are cancelled.
+    fn begin_shutdown(&mut self, key: u64, reply: Reply) {
+        let waiting_for = self.in_flight.iter().filter(|(k, r)| **k != key && !r.cancelled).map(|(k, _)| *k).collect();
+        let grace_until = Instant::now() + GRACE;
+        self.shutdown = Some(PendingShutdown { key, reply: Some(reply), waiting_for, grace_until });
+        self.complete_shutdown_when_ready();
     }
 
     fn on_notification(&mut self, method: &str, params: Option<&RawValue>) {
         match method {
             "initialized" => {}
             "exit" => {
-                let orderly = self.shutdown_requested || self.state.shut_down.load(Ordering::SeqCst);
-                self.exit_code = Some(if orderly { 0 } else { 1 });
+                let orderly = self.shutdown.is_some() || self.shut_down;
+                self.begin_end(if orderly { 0 } else { 1 });
+                if let Some(end) = self.end.as_mut() {
+                    end.code = if orderly { 0 } else { 1 };
+                }
             }
             "$/cancelRequest" => {
-                #[derive(Deserialize)]
-                struct Cancel {
-                    id: serde_json::Value,
+                #[derive(serde::Deserialize)]
+                struct Cancel<'a> {
+                    #[serde(borrow)]
+                    id: &'a RawValue,
                 }
                 let Some(Ok(c)) = params.map(|p| serde_json::from_str::<Cancel>(p.get())) else { return };
-                let key = c.id.to_string();
-                let handle = self.inflight.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
-                if let Some(h) = handle {
-                    debug!("cancelling request {key}");
-                    h.abort();
+                let wanted = c.id.get();
+                let same = |id: &str| {
+                    id == wanted
+                        || serde_json::from_str::<serde_json::Value>(id).ok()
+                            == serde_json::from_str::<serde_json::Value>(wanted).ok()
+                };
+                for r in self.in_flight.values_mut().filter(|r| r.cancellable && same(r.reply.id())) {
+                    debug!("cancelling request {wanted}");
+                    r.cancel("request cancelled");
                 }
             }
             other => debug!("ignoring notification {other}"),
         }
     }
-
-    fn on_request(&mut self, id: &str, method: String, params: Option<&RawValue>) -> Pending {
-        if self.shutdown_requested || self.state.shut_down.load(Ordering::SeqCst) {
-            return Pending::Ready(Some(error_response(
-                id,
-                &plain_error(error::INVALID_REQUEST, "invalid_request", "the server is shutting down"),
-            )));
-        }
-        if method == "shutdown" {
-            self.shutdown_requested = true;
-        }
-        let Some(MethodCallback::Async(callback)) = self.methods.method(&method).cloned() else {
-            return Pending::Ready(Some(error_response(
-                id,
-                &plain_error(error::METHOD_NOT_FOUND, "method_not_found", &format!("method not found: {method}")),
-            )));
-        };
-        // Take this request's place in its session's arrival order now, before anything runs concurrently.
-        let mut ext = Extensions::new();
-        if let Some(p) = params {
-            #[derive(Deserialize)]
-            struct Peek {
-                handle: Option<serde_json::Value>,
-            }
-            if let Ok(Peek { handle: Some(serde_json::Value::String(h)) }) = serde_json::from_str::<Peek>(p.get()) {
-                if let Some(session) = self.state.registry.get(&h) {
-                    ext.insert(TicketSlot(Arc::new(Mutex::new(Some(session.ticket())))));
-                }
-            }
-        }
-        // jsonrpsee ids are strings or unsigned integers; anything else (negative, fractional, null) is answered
-        // under a stand-in id and put back in the response.
-        let (rpc_id, rewrite) = match serde_json::from_str::<serde_json::Value>(id) {
-            Ok(serde_json::Value::String(s)) => (Id::Str(s.into()), false),
-            Ok(serde_json::Value::Number(n)) if n.as_u64().is_some() => (Id::Number(n.as_u64().unwrap()), false),
-            _ => {
-                self.next_synthetic_id += 1;
-                (Id::Number(self.next_synthetic_id), true)
-            }
-        };
-        let slot = ResultSlot::default();
-        ext.insert(slot.clone());
-        let params = Params::new(params.map(RawValue::get)).into_owned();
-        let future = callback(rpc_id, params, ConnectionId(0), usize::MAX, ext);
-        let key = serde_json::from_str::<serde_json::Value>(id).map(|v| v.to_string()).unwrap_or_default();
-        // Every request but `shutdown` counts as in flight until its response is queued, so `shutdown` can wait
-        // for everything received before it.
-        let guard = (method != "shutdown").then(|| InFlight::new(self.state.clone()));
-        let inner = tokio::spawn(future);
-        if self.cancellable.get(method.as_str()).copied().unwrap_or(false) {
-            self.inflight.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), inner.abort_handle());
-        }
-        let inflight = self.inflight.clone();
-        let id = id.to_owned();
-        Pending::Task(tokio::spawn(async move {
-            let response = match inner.await {
-                Ok(r) => {
-                    let json = r.into_json();
-                    if let Some(result) = slot.take() {
-                        let head = [br#"{"jsonrpc":"2.0","id":"#.as_slice(), id.as_bytes(), br#","result":"#].concat();
-                        Message(vec![head, result, b"}".to_vec()])
-                    } else if rewrite {
-                        with_id(json.get(), &id).into()
-                    } else {
-                        // Moved, not copied.
-                        Box::<str>::from(json).into_boxed_bytes().into_vec().into()
-                    }
-                }
-                Err(e) if e.is_cancelled() => error_response(
-                    &id,
-                    &plain_error(error::REQUEST_CANCELLED, "request_cancelled", "request cancelled"),
-                )
-                .into(),
-                Err(e) => {
-                    warn!("request {id} failed: {e}");
-                    error_response(&id, &plain_error(error::INTERNAL_ERROR, "internal_error", "internal error")).into()
-                }
-            };
-            inflight.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
-            (response, guard)
-        }))
-    }
-}
-
-/// A jsonrpsee response with its id replaced by the host's own.
-fn with_id(response: &str, id: &str) -> Vec<u8> {
-    #[derive(Deserialize)]
-    struct Parts<'a> {
-        #[serde(borrow)]
-        result: Option<&'a RawValue>,
-        #[serde(borrow)]
-        error: Option<&'a RawValue>,
-    }
-    let parts: Parts = serde_json::from_str(response).expect("jsonrpsee responses are JSON");
-    let (key, value) = match (parts.result, parts.error) {
-        (Some(r), _) => ("result", r.get()),
-        (None, Some(e)) => ("error", e.get()),
-        (None, None) => ("result", "null"),
-    };
-    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{key}\":{value}}}").into_bytes()
-}
-
-/// Serves JSON-RPC on `input`/`output` until `exit`, end of input or SIGTERM. Returns the exit status.
-pub fn serve(config: Config, input: impl Read + Send + 'static, output: impl Write + Send + 'static) -> i32 {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    runtime.block_on(run(config, input, output))
-}
-
-async fn run(config: Config, input: impl Read + Send + 'static, output: impl Write + Send + 'static) -> i32 {
-    let framing_cell: Arc<OnceLock<Framing>> = Arc::new(OnceLock::new());
-    if let Some(f) = config.framing {
-        let _ = framing_cell.set(f);
-    }
-    // Writer: the only owner of the output.
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
-    let writer_framing = framing_cell.clone();
-    let writer = std::thread::Builder::new()
-        .name("pi-sessiond-writer".into())
-        .spawn(move || {
-            let mut output = output;
-            let mut buf = Vec::new();
-            // An empty message is the stop signal: everything queued before it is written first.
-            while let Some(msg) = out_rx.blocking_recv() {
-                if msg.is_empty() {
-                    break;
-                }
-                let framing = writer_framing.get().copied().unwrap_or(Framing::Jsonl);
-                if let Some(first) = msg.0.first() {
-                    debug!("> {}", String::from_utf8_lossy(&first[..first.len().min(2000)]));
-                }
-                buf.clear();
-                // A large message that needs no escaping is written as it is, not copied into the buffer first.
-                let large = framing == Framing::Jsonl && msg.len() >= 1 << 20;
-                let written = if large && !msg.0.iter().any(|p| needs_escaping(p)) {
-                    msg.0.iter().try_for_each(|p| output.write_all(p)).and_then(|()| output.write_all(b"\n"))
-                } else {
-                    msg.encode(framing, &mut buf);
-                    Ok(())
-                };
-                // Coalesce what is already queued into one write.
-                let mut stop = false;
-                while let Ok(more) = out_rx.try_recv() {
-                    if more.is_empty() {
-                        stop = true;
-                        break;
-                    }
-                    more.encode(framing, &mut buf);
-                }
-                if written.and_then(|()| output.write_all(&buf)).and_then(|()| output.flush()).is_err() || stop {
-                    break;
-                }
-                // A huge answer (a tree, a context) must not pin its size in memory for the process's life.
-                if buf.capacity() > 8 << 20 {
-                    buf = Vec::new();
-                }
-            }
-        })
-        .expect("writer thread");
-    // Reader: frames from the input.
-    let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(64);
-    let reader_framing = framing_cell.clone();
-    let max_frame = config.max_frame;
-    std::thread::Builder::new()
-        .name("pi-sessiond-reader".into())
-        .spawn(move || {
-            let mut frames =
-                FrameReader::new(BufReader::with_capacity(1 << 16, input), reader_framing.get().copied(), max_frame);
-            loop {
-                match frames.next_frame() {
-                    Ok(Some(f)) => {
-                        if let Some(framing) = frames.framing() {
-                            let _ = reader_framing.set(framing);
-                        }
-                        if ev_tx.blocking_send(Event::Frame(f)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) | Err(_) => {
-                        let _ = ev_tx.blocking_send(Event::Eof);
-                        return;
-                    }
-                }
-            }
-        })
-        .expect("reader thread");
-
-    let (fs_tx, mut fs_rx) = mpsc::unbounded_channel::<FsEvent>();
-    let state = Arc::new(ServerState::new(
-        out_tx,
-        config.agent_dir.clone(),
-        config.durability,
-        FsWatcher::new(fs_tx),
-        config.index_path.clone(),
-    ));
-    // File events: refresh the watched session they concern; report session files in watched directories.
-    let watch_state = state.clone();
-    tokio::spawn(async move {
-        while let Some(event) = fs_rx.recv().await {
-            for path in &event.paths {
-                let p = path.to_string_lossy();
-                if !p.ends_with(".jsonl") {
-                    continue;
-                }
-                if let Some(session) = watch_state.registry.by_path(&p) {
-                    if session.watched.load(Ordering::SeqCst) {
-                        methods::schedule_refresh(watch_state.clone(), session);
-                    }
-                }
-                let dir = super::watch::dir_of(&p);
-                let watches: Vec<String> = watch_state
-                    .dir_watches
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .filter(|(_, d)| std::path::Path::new(d.as_str()) == dir)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                for watch_id in watches {
-                    let note = SessionsChanged { watch_id, path: p.to_string(), kind: event.kind };
-                    watch_state.notify("sessions/changed", &note);
-                }
-            }
-        }
-    });
-    // The poll: watched sessions are looked at now and then even without an event.
-    let poll_state = state.clone();
-    let poll = if poll_state.watcher.is_native() {
-        config.poll_interval
-    } else {
-        config.poll_interval.min(Duration::from_millis(50))
-    };
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(poll);
-        loop {
-            tick.tick().await;
-            for session in poll_state.registry.watched() {
-                methods::schedule_refresh(poll_state.clone(), session);
-            }
-        }
-    });
-    let module = methods::module(state.clone());
-    let cancellable = methods::specs().iter().map(|s| (s.name, s.cancellable())).collect();
-    let mut d = Dispatcher {
-        methods: module.into(),
-        cancellable,
-        state: state.clone(),
-        inflight: Default::default(),
-        tasks: JoinSet::new(),
-        next_synthetic_id: 1 << 53,
-        exit_code: None,
-        shutdown_requested: false,
-    };
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let code = loop {
-        tokio::select! {
-            ev = ev_rx.recv() => match ev {
-                Some(Event::Frame(f)) => {
-                    if let Some(framing) = framing_cell.get() {
-                        *state.framing.lock().unwrap_or_else(|e| e.into_inner()) = framing.name().to_owned();
-                    }
-                    d.on_frame(f);
-                    if let Some(code) = d.exit_code {
-                        break code;
-                    }
-                }
-                Some(Event::Eof) | None => {
-                    info!("input closed; shutting down");
-                    break 0;
-                }
-            },
-            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => {
-                info!("SIGTERM; shutting down");
-                break 0;
-            }
-            Some(_) = d.tasks.join_next(), if !d.tasks.is_empty() => {}
-        }
-    };
-    // Orderly shutdown: finish what is in flight, close every session, flush the writer.
-    let _ = tokio::time::timeout(Duration::from_secs(30), async { while d.tasks.join_next().await.is_some() {} }).await;
-    for s in state.registry.drain() {
-        drop(s.manager.clone().write_owned().await);
-    }
-    let _ = state.out.send(Message::default());
-    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
-    code
 }

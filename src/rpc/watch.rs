@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use notify::{RecursiveMode, Watcher};
-use tokio::sync::mpsc::UnboundedSender;
 
 /// A change the watcher saw: the paths involved and what happened to them.
 #[derive(Debug, Clone)]
@@ -52,12 +51,12 @@ fn kind_of(kind: &notify::EventKind) -> Option<SessionsChangeKind> {
 }
 
 impl FsWatcher {
-    /// A watcher that sends what it sees to `events`. Falls back to polling only if native watching cannot start.
-    pub fn new(events: UnboundedSender<FsEvent>) -> FsWatcher {
+    /// A watcher that hands what it sees to `events`. Falls back to polling only if native watching cannot start.
+    pub fn new(events: impl Fn(FsEvent) + Send + 'static) -> FsWatcher {
         let native = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             if let Ok(event) = res {
                 if let Some(kind) = kind_of(&event.kind) {
-                    let _ = events.send(FsEvent { paths: event.paths, kind });
+                    events(FsEvent { paths: event.paths, kind });
                 }
             }
         });

@@ -86,6 +86,8 @@ ERROR_KINDS = {
     1005: 'invalid_session_id',
     1006: 'io_error',
     1007: 'session_locked',
+    1008: 'invalid_entry',
+    1009: 'session_poisoned',
 }
 """Error code → ``data.kind``, as the contract lists them."""
 
@@ -423,6 +425,9 @@ class _ContinueRecentParamsRequired(TypedDict):
 class ContinueRecentParams(_ContinueRecentParamsRequired, total=False):
     """`session/continueRecent`: the most recent session in the directory, or a new one."""
 
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: The session directory (default: pi's directory for `cwd`).
     sessionDir: Optional[str]
 
@@ -449,6 +454,9 @@ class _CreateParamsRequired(TypedDict):
 class CreateParams(_CreateParamsRequired, total=False):
     """`session/create`: a new session for `cwd` (written once it has a user or assistant message)."""
 
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: A session id (letters, digits, `.`, `_`, `-`; default: a UUID v7).
     id: Optional[str]
     #: The header's `parentSession`.
@@ -518,6 +526,9 @@ class _ForkFromParamsRequired(TypedDict):
 class ForkFromParams(_ForkFromParamsRequired, total=False):
     """`session/forkFrom`: a new session in `targetCwd` holding another session's whole history."""
 
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: A session id.
     id: Optional[str]
     #: Where to put it (default: pi's directory for `targetCwd`).
@@ -545,6 +556,9 @@ class InMemoryParams(TypedDict, total=False):
     cwd: Optional[str]
     #: Entries to start from (a header among them is adopted; older versions are migrated).
     entries: Optional[List[Any]]
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: A session id.
     id: Optional[str]
 
@@ -655,6 +669,9 @@ class OpenParams(_OpenParamsRequired, total=False):
 
     #: Use this cwd instead of the header's.
     cwdOverride: Optional[str]
+    #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+    #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+    handle: Optional[str]
     #: Directory for sessions made from this one (default: the file's directory).
     sessionDir: Optional[str]
     #: Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:

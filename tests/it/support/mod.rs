@@ -1,6 +1,7 @@
 //! Test support: pi's own SessionManager as an oracle (`tests/conformance/oracle.mjs` under Node), the
 //! deterministic ids and clock both sides share, and a JSON comparison that says where two values differ.
 
+pub mod faults;
 pub mod pty;
 pub mod sidecar;
 
@@ -231,7 +232,45 @@ pub fn user_message(text: &str) -> String {
     format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#)
 }
 
+/// Writes a version 1 session (a header and one message, no ids) to `path`: the first write migrates it with a
+/// rewrite.
+pub fn write_v1_session(path: &str) {
+    std::fs::write(
+        path,
+        concat!(
+            r#"{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+            "\n",
+            r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+}
+
 /// A path as a string.
 pub fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()
+}
+
+/// A session file of `entries` user messages whose content is `bytes` of `x` then `tail`, written directly (as a
+/// large session pi wrote would be), in `dir`; returns its path.
+pub fn big_session(dir: &Path, entries: usize, bytes: usize, tail: &str) -> String {
+    use std::io::Write;
+    let path = dir.join("big.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(f, r#"{{"type":"session","version":3,"id":"big","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}}"#)
+        .unwrap();
+    let body = format!("{}{tail}", "x".repeat(bytes));
+    let mut parent = "null".to_owned();
+    for n in 0..entries {
+        let id = format!("e{n:07}");
+        writeln!(
+            f,
+            r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":"{body}","timestamp":1}}}}"#
+        )
+        .unwrap();
+        parent = format!("\"{id}\"");
+    }
+    f.flush().unwrap();
+    s(&path)
 }

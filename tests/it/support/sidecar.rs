@@ -40,11 +40,19 @@ impl Sidecar {
     /// Spawns the binary with extra arguments and environment.
     pub fn spawn(wire: Wire, args: &[&str], env: &[(&str, &str)]) -> Sidecar {
         let mut cmd = Command::new(binary());
-        cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.args(args).stderr(Stdio::inherit());
         for (k, v) in env {
             cmd.env(k, v);
         }
         let chosen = args.contains(&"--agent-dir") || env.iter().any(|(k, _)| *k == "PI_CODING_AGENT_DIR");
+        Sidecar::spawn_command(wire, cmd, chosen)
+    }
+
+    /// Spawns a command that runs the binary (through a shell that sets limits, say); `agent_dir_chosen` says
+    /// whether the command already names an agent directory.
+    pub fn spawn_command(wire: Wire, mut cmd: Command, agent_dir_chosen: bool) -> Sidecar {
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        let chosen = agent_dir_chosen;
         let agent_dir = (!chosen).then(|| tempfile::tempdir().expect("temp agent dir"));
         if let Some(d) = &agent_dir {
             cmd.env("PI_CODING_AGENT_DIR", d.path());

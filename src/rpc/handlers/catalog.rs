@@ -1,0 +1,245 @@
+//! Listing, finding and searching sessions (`sessions/*`), through the shared catalog index, with LSP-style
+//! `$/progress`. These run on the blocking pool, beside everything else, and are cancellable: a cancelled request's
+//! catalog work stops at its next check. Also the index's catch-up on files this process wrote, on a thread of its
+//! own.
+
+use std::collections::VecDeque;
+use std::sync::{mpsc, Arc, Mutex};
+
+use super::{Cx, Res};
+use crate::rpc::error::from_session;
+use crate::rpc::proto::*;
+use crate::rpc::reply::Out;
+use crate::session::catalog::Catalog;
+use crate::session::index::{CatalogIndex, SharedIndex};
+use crate::session::info::ListedSession;
+use crate::session::render::{self, search_hit_json};
+use crate::session::search::{search_sessions, Phase, Scope};
+
+/// Listings `sessions/listDelta` answered lately, by token, so the next answer can refer to their entries.
+#[derive(Debug)]
+pub struct RecentListings {
+    /// Makes this process's tokens unlike any other's.
+    nonce: String,
+    issued: u64,
+    /// Newest last: token, whether it has `allMessagesText`, the listing.
+    kept: VecDeque<(String, bool, SharedListing)>,
+}
+
+/// A listing's entries, in order, as a token keeps them.
+type SharedListing = Arc<Vec<Arc<ListedSession>>>;
+
+/// How many listings `sessions/listDelta` remembers: one per scope a host keeps open is plenty.
+const KEPT_LISTINGS: usize = 8;
+
+impl Default for RecentListings {
+    fn default() -> Self {
+        RecentListings {
+            nonce: uuid::Uuid::new_v4().simple().to_string()[..12].to_owned(),
+            issued: 0,
+            kept: VecDeque::new(),
+        }
+    }
+}
+
+impl RecentListings {
+    fn get(&self, token: &str, with_text: bool) -> Option<SharedListing> {
+        self.kept.iter().find(|(t, w, _)| t == token && *w == with_text).map(|(_, _, l)| l.clone())
+    }
+
+    fn keep(&mut self, with_text: bool, listing: SharedListing) -> String {
+        self.issued += 1;
+        let token = format!("{}-{}", self.nonce, self.issued);
+        if self.kept.len() == KEPT_LISTINGS {
+            self.kept.pop_front();
+        }
+        self.kept.push_back((token.clone(), with_text, listing));
+        token
+    }
+}
+
+/// Sends LSP-style `$/progress` for a listing or search: begin (per stage), a report every few files, end.
+struct ProgressReporter<'a> {
+    cx: &'a Cx<'a>,
+    token: Option<ProgressToken>,
+    last: std::time::Instant,
+    stage: Option<ProgressStage>,
+    /// The latest counts, which `end` repeats.
+    counts: (usize, usize),
+}
+
+impl<'a> ProgressReporter<'a> {
+    fn new(cx: &'a Cx<'a>, token: Option<ProgressToken>) -> Self {
+        ProgressReporter { cx, token, last: std::time::Instant::now(), stage: None, counts: (0, 0) }
+    }
+
+    fn send(&self, kind: ProgressKind, loaded: usize, total: usize) {
+        if let Some(token) = &self.token {
+            let value = ProgressValue { kind, loaded, total, stage: self.stage };
+            self.cx.server.notify("$/progress", &Progress { token: token.clone(), value });
+        }
+    }
+
+    fn report(&mut self, loaded: usize, total: usize) {
+        self.report_stage(None, loaded, total);
+    }
+
+    /// Reports progress; a new `stage` starts with a `begin` of its own.
+    fn report_stage(&mut self, stage: Option<ProgressStage>, loaded: usize, total: usize) {
+        if loaded == 1 {
+            self.stage = stage;
+            self.send(ProgressKind::Begin, 0, total);
+        }
+        self.counts = (loaded, total);
+        if loaded == total || self.last.elapsed() >= std::time::Duration::from_millis(50) {
+            self.send(ProgressKind::Report, loaded, total);
+            self.last = std::time::Instant::now();
+        }
+    }
+
+    /// The last message: the latest stage's final counts.
+    fn end(&self) {
+        self.send(ProgressKind::End, self.counts.0, self.counts.1);
+    }
+}
+
+/// The catalog for a request: its work stops when the request is cancelled.
+fn catalog<'a>(cx: &'a Cx<'_>, index: Option<&'a mut CatalogIndex>) -> Catalog<'a> {
+    Catalog::new(&cx.server.agent_dir, index).with_cancel(cx.reply.cancel_token())
+}
+
+/// The catalog for a listing request (`allMessagesText` unless the host declined it).
+fn catalog_of<'a>(cx: &'a Cx<'_>, index: Option<&'a mut CatalogIndex>, text: Option<bool>) -> Catalog<'a> {
+    let c = catalog(cx, index);
+    if text == Some(false) {
+        c.without_text()
+    } else {
+        c
+    }
+}
+
+type Run<'r> =
+    dyn FnOnce(&mut Catalog<'_>, &mut dyn FnMut(usize, usize)) -> crate::session::Result<Vec<Arc<ListedSession>>> + 'r;
+
+/// A listing through the shared index, with progress under `token`, rendered by `render` (with `allMessagesText`
+/// or not).
+fn listing<T>(
+    cx: &Cx<'_>,
+    token: Option<ProgressToken>,
+    include_text: Option<bool>,
+    run: Box<Run<'_>>,
+    render: impl FnOnce(Vec<Arc<ListedSession>>, bool) -> Vec<u8>,
+) -> Res<T> {
+    let server = cx.server;
+    let mut progress = ProgressReporter::new(cx, token);
+    let infos = server
+        .index
+        .with(|ix| run(&mut catalog_of(cx, ix, include_text), &mut |l, t| progress.report(l, t)))
+        .map_err(from_session)?;
+    progress.end();
+    Ok(Out::json(render(infos, include_text != Some(false))))
+}
+
+fn pi_listing(infos: Vec<Arc<ListedSession>>, with_text: bool) -> Vec<u8> {
+    render::session_infos(&infos, with_text)
+}
+
+/// `sessions/list`.
+pub fn list(p: ListParams, cx: &Cx<'_>) -> Res<SessionInfoListJson> {
+    let (cwd, dir) = (p.cwd, p.session_dir);
+    let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| c.list(&cwd, dir.as_deref(), progress);
+    listing(cx, p.progress_token, p.include_all_messages_text, Box::new(run), pi_listing)
+}
+
+/// `sessions/listAll`.
+pub fn list_all(p: ListAllParams, cx: &Cx<'_>) -> Res<SessionInfoListJson> {
+    let dir = p.session_dir;
+    let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| c.list_all(dir.as_deref(), progress);
+    listing(cx, p.progress_token, p.include_all_messages_text, Box::new(run), pi_listing)
+}
+
+/// `sessions/listDelta`.
+pub fn list_delta(p: ListDeltaParams, cx: &Cx<'_>) -> Res<ListingDeltaJson> {
+    let (cwd, session_dir, since) = (p.cwd, p.session_dir, p.since);
+    let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| match &cwd {
+        Some(cwd) => c.list(cwd, session_dir.as_deref(), progress),
+        None => c.list_all(session_dir.as_deref(), progress),
+    };
+    let server = cx.server;
+    let render = move |infos: Vec<Arc<ListedSession>>, with_text: bool| {
+        let infos = Arc::new(infos);
+        let mut recent = server.listings.lock().unwrap_or_else(|e| e.into_inner());
+        let base = since.and_then(|t| recent.get(&t, with_text));
+        let token = recent.keep(with_text, infos.clone());
+        drop(recent);
+        render::listing_delta(&token, base.as_deref().map_or(&[], Vec::as_slice), &infos, with_text)
+    };
+    listing(cx, p.progress_token, p.include_all_messages_text, Box::new(run), render)
+}
+
+/// `sessions/findById`.
+pub fn find_by_id(p: FindByIdParams, cx: &Cx<'_>) -> Res<FindResult> {
+    let server = cx.server;
+    let path = server
+        .index
+        .with(|ix| catalog(cx, ix).find_by_id(&p.cwd, &p.id, p.session_dir.as_deref()))
+        .map_err(from_session)?;
+    Ok(Out::Value(FindResult { path }))
+}
+
+/// Brings the shared index up to date on the files this process wrote, on one long-lived thread: an append only
+/// notes its file and, when no catch-up is under way, wakes the thread (so a search finds what was just written
+/// without the append spawning anything).
+pub struct IndexCatchUp {
+    index: Arc<SharedIndex>,
+    wake: Mutex<mpsc::Sender<()>>,
+}
+
+impl IndexCatchUp {
+    /// Starts the thread; it ends when this is dropped.
+    pub fn start(index: Arc<SharedIndex>) -> IndexCatchUp {
+        let (wake, woken) = mpsc::channel::<()>();
+        let thread_index = index.clone();
+        let started = std::thread::Builder::new().name("pi-sessiond-index".into()).spawn(move || {
+            while woken.recv().is_ok() {
+                thread_index.catch_up_written();
+            }
+        });
+        if let Err(e) = started {
+            tracing::warn!("no index catch-up thread ({e}): searches find new writes at the next listing");
+        }
+        IndexCatchUp { index, wake: Mutex::new(wake) }
+    }
+
+    /// This process wrote `path`.
+    pub fn written(&self, path: &str) {
+        if self.index.note_written(path) {
+            let _ = self.wake.lock().unwrap_or_else(|e| e.into_inner()).send(());
+        }
+    }
+}
+
+/// Results shown when the host does not say how many it wants.
+const DEFAULT_SEARCH_LIMIT: usize = 50;
+
+/// `sessions/search`.
+pub fn search(p: SearchParams, cx: &Cx<'_>) -> Res<Vec<SearchHitJson>> {
+    let server = cx.server;
+    let mut progress = ProgressReporter::new(cx, p.progress_token);
+    let scope = Scope { cwd: p.cwd.as_deref(), session_dir: p.session_dir.as_deref() };
+    let limit = p.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
+    let hits = server
+        .index
+        .with(|ix| {
+            search_sessions(&p.query, scope, p.roles.as_deref(), limit, catalog(cx, ix), &mut |phase, l, t| {
+                let stage = match phase {
+                    Phase::Listing => ProgressStage::Listing,
+                    Phase::Indexing => ProgressStage::Indexing,
+                };
+                progress.report_stage(Some(stage), l, t)
+            })
+        })
+        .map_err(from_session)?;
+    progress.end();
+    Ok(Out::Value(hits.iter().map(|h| SearchHitJson(RawJson::from_json(&search_hit_json(h)))).collect()))
+}

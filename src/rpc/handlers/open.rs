@@ -1,0 +1,208 @@
+//! Opening and closing sessions: the five opening methods, `session/getState` and `session/close`.
+//!
+//! An opening request is queued on arrival ([`start`]): on the slot its handle names, or (with no handle chosen)
+//! on the slot that already has its file, or on a new slot — so requests naming the handle wait for it. When it
+//! runs, a slot that holds a session is reused (a server-chosen handle: one more reference) or refused (a name
+//! the host chose that is already open); an empty slot gets the session. A failed open leaves the slot empty and
+//! drops what it opened, so its file descriptor is closed and the next open of the path starts afresh.
+
+use std::sync::Arc;
+
+use jsonrpsee::types::ErrorObjectOwned;
+
+use super::{null, registered_path, state_of, Res, Server, WriteCx};
+use crate::rpc::error::{from_session, invalid_params};
+use crate::rpc::handles::{Job, Slot};
+use crate::rpc::proto::*;
+use crate::rpc::reply::{Out, Reply};
+use crate::session::context::ContextOptions;
+use crate::session::{catalog, paths, Env, NewSessionOptions, SessionManager};
+
+/// What an opening handler produced.
+pub enum Opening {
+    /// A session to put in the request's slot; `watch` starts following its file.
+    New {
+        /// The session.
+        manager: Box<SessionManager>,
+        /// `session/open {watch: true}`.
+        watch: bool,
+    },
+    /// The file is held by this other slot (open, or closing): the request goes there, to reuse its session or,
+    /// if it has none by the request's turn, to open the file into it with this.
+    Elsewhere(Arc<Slot>, OpenFn),
+}
+
+/// An opening method's handler.
+pub type OpenHandler<P> = fn(P, &Arc<Server>, &Arc<Slot>) -> Result<Opening, ErrorObjectOwned>;
+
+/// An opening handler, ready to run in the request's slot.
+pub type OpenFn = Box<dyn FnOnce(&Arc<Server>, &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> + Send>;
+
+/// Routes an opening request on arrival (see the module doc).
+pub fn start(server: &Arc<Server>, name: Option<String>, path: Option<String>, open: OpenFn, reply: Reply) {
+    if let Some(n) = &name {
+        if n.is_empty() {
+            return reply.error(&invalid_params("handle", "a handle must not be empty"));
+        }
+        if let Some(other) = path.as_deref().and_then(|p| server.registry.by_path(p)).filter(|s| s.handle != *n) {
+            let p = path.unwrap_or_default();
+            return reply.error(&invalid_params(
+                "path",
+                format!("{p} is already open as handle {}; use that handle", other.handle),
+            ));
+        }
+    }
+    let chosen = name.is_some();
+    let job_server = server.clone();
+    let job = Job::Write(Box::new(move |session, slot| {
+        run_open(&job_server, session, slot, chosen, open, reply);
+        None
+    }));
+    server.registry.queue_open(name.as_deref(), path.as_deref(), job, &server.pool);
+}
+
+/// The job that opens a slot's session. The state is built before the session is kept, so a session whose state
+/// cannot be read is dropped (closing its file) rather than left behind under a handle.
+fn run_open(
+    server: &Arc<Server>,
+    session: &mut Option<SessionManager>,
+    slot: &Arc<Slot>,
+    chosen: bool,
+    open: OpenFn,
+    reply: Reply,
+) {
+    if let Some(m) = session.as_ref() {
+        if chosen {
+            return reply
+                .error(&invalid_params("handle", format!("handle {} is already open; choose another", slot.handle)));
+        }
+        slot.add_ref();
+        return reply.answer(state_of(slot, m).map(Out::Value));
+    }
+    let opened = match open(server, slot) {
+        Ok(o) => o,
+        Err(e) => return reply.error(&e),
+    };
+    let (mut m, watch) = match opened {
+        Opening::New { manager, watch } => (*manager, watch),
+        Opening::Elsewhere(existing, open) => {
+            let job_server = server.clone();
+            let job = Job::Write(Box::new(move |session, slot| {
+                run_open(&job_server, session, slot, false, open, reply);
+                None
+            }));
+            return existing.push(job, &server.pool);
+        }
+    };
+    m.set_context_options(ContextOptions::default());
+    m.set_durability(server.durability);
+    let state = match state_of(slot, &m) {
+        Ok(s) => s,
+        Err(e) => return reply.error(&e),
+    };
+    if !server.registry.set_path(slot, registered_path(&m)) {
+        // Another handle took the file meanwhile (continueRecent finding a file opened since it looked).
+        return reply.error(&invalid_params("path", "the file was opened under another handle meanwhile; retry"));
+    }
+    slot.opened();
+    *session = Some(m);
+    if watch {
+        super::watch::start(server, slot);
+    }
+    reply.result(&state);
+}
+
+fn new_env(server: &Server) -> Env {
+    Env::with_agent_dir(&server.agent_dir)
+}
+
+/// `session/create`.
+pub fn create(p: CreateParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> {
+    let options = NewSessionOptions { id: p.id, parent_session: p.parent_session };
+    let manager =
+        SessionManager::create(&p.cwd, p.session_dir.as_deref(), options, new_env(server)).map_err(from_session)?;
+    Ok(Opening::New { manager: Box::new(manager), watch: false })
+}
+
+/// `session/open`.
+pub fn open(p: OpenParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> {
+    let resolved = paths::resolve_path(&p.path);
+    let manager = SessionManager::open(&resolved, p.session_dir.as_deref(), p.cwd_override.as_deref(), new_env(server))
+        .map_err(from_session)?;
+    Ok(Opening::New { manager: Box::new(manager), watch: p.watch.unwrap_or(false) })
+}
+
+/// `session/continueRecent`: the directory's most recent file is found when the request runs, so a file already
+/// open is reused then.
+pub fn continue_recent(
+    p: ContinueRecentParams,
+    server: &Arc<Server>,
+    slot: &Arc<Slot>,
+) -> Result<Opening, ErrorObjectOwned> {
+    let (dir, filter) =
+        catalog::directory_for(&p.cwd, p.session_dir.as_deref(), &server.agent_dir).map_err(from_session)?;
+    if let Some(recent) = catalog::find_most_recent_session(&dir, filter.then_some(p.cwd.as_str())) {
+        if let Some(existing) = server.registry.by_path(&recent).filter(|s| !Arc::ptr_eq(s, slot)) {
+            if p.handle.is_some() {
+                return Err(invalid_params(
+                    "handle",
+                    format!("{recent} is already open as handle {}; use that handle", existing.handle),
+                ));
+            }
+            // What continueRecent does with the file it found: open it with this cwd and directory.
+            let (cwd, env) = (p.cwd, new_env(server));
+            let open: OpenFn = Box::new(move |_, _| {
+                let manager = SessionManager::open(&recent, Some(&dir), Some(&cwd), env).map_err(from_session)?;
+                Ok(Opening::New { manager: Box::new(manager), watch: false })
+            });
+            return Ok(Opening::Elsewhere(existing, open));
+        }
+    }
+    let manager =
+        SessionManager::continue_recent(&p.cwd, p.session_dir.as_deref(), new_env(server)).map_err(from_session)?;
+    Ok(Opening::New { manager: Box::new(manager), watch: false })
+}
+
+/// `session/inMemory`.
+pub fn in_memory(p: InMemoryParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> {
+    let entries = p.entries.map(|e| {
+        e.into_iter()
+            .map(|v| {
+                let mut out = Vec::new();
+                v.0.write_preserving(&mut out);
+                out
+            })
+            .collect()
+    });
+    let options = NewSessionOptions { id: p.id, parent_session: None };
+    let manager =
+        SessionManager::in_memory(p.cwd.as_deref(), options, entries, new_env(server)).map_err(from_session)?;
+    Ok(Opening::New { manager: Box::new(manager), watch: false })
+}
+
+/// `session/forkFrom`.
+pub fn fork_from(p: ForkFromParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> {
+    let options = NewSessionOptions { id: p.id, parent_session: None };
+    let manager =
+        SessionManager::fork_from(&p.source_path, &p.target_cwd, p.session_dir.as_deref(), options, new_env(server))
+            .map_err(from_session)?;
+    Ok(Opening::New { manager: Box::new(manager), watch: false })
+}
+
+/// `session/getState`.
+pub fn get_state(_p: HandleParams, cx: &super::ReadCx<'_>) -> Res<SessionState> {
+    state_of(cx.slot, cx.m).map(Out::Value)
+}
+
+/// `session/close`: drops one reference; the last one closes the session (requests queued behind it find the
+/// handle closed).
+pub fn close(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
+    if cx.slot.drop_ref() {
+        super::watch::stop(cx.server, cx.slot);
+        // The file is free at once (an open of it from now on makes a new handle); the session is taken out once
+        // this job returns (see `methods::writing`), and the slot is retired when idle.
+        cx.server.registry.set_path(cx.slot, None);
+        cx.closed = true;
+    }
+    Ok(Out::Value(null()))
+}

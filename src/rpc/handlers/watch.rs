@@ -1,0 +1,230 @@
+//! Following files other processes write: `session/watch` and `sessions/watch`, and what the event loop does with
+//! a file event or a poll tick. A watched session is refreshed by a job on its own queue, so what another process
+//! appended is published in order with the handle's own changes.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use jsonrpsee::types::ErrorObjectOwned;
+
+use super::{any, key_json, null, registered_path, state_at, Cx, Res, Server, WriteCx};
+use crate::rpc::error::{self, invalid_params};
+use crate::rpc::handles::{Job, Slot};
+use crate::rpc::proto::*;
+use crate::rpc::reply::Out;
+use crate::rpc::watch::{dir_of, FsEvent};
+use crate::session::change::{Change as EngineChange, Origin};
+use crate::session::{paths, SessionManager};
+
+/// Sends `session/changed` for what following the file found; returns whether anything changed.
+pub fn follow(server: &Server, slot: &Arc<Slot>, m: &mut SessionManager) -> Result<bool, ErrorObjectOwned> {
+    match m.refresh() {
+        Ok(Some(change)) => {
+            publish(server, slot, m, &[change], None)?;
+            Ok(true)
+        }
+        Ok(None) => Ok(false),
+        Err(e) => {
+            // Reading the file failed (not what is in it: that is a change): the next refresh tries again.
+            tracing::warn!("{}: cannot follow the file: {e}", slot.handle);
+            Ok(false)
+        }
+    }
+}
+
+/// Sends one `session/changed` per engine change, in order (a rebind also moves the slot's registration and
+/// directory watch; `old_path` is what the slot was registered under before it).
+pub fn publish(
+    server: &Server,
+    slot: &Arc<Slot>,
+    m: &SessionManager,
+    changes: &[EngineChange],
+    old_path: Option<&str>,
+) -> Result<(), ErrorObjectOwned> {
+    for change in changes {
+        // The engine says "deleted" at every look while the file is gone; a host hears it once until it is back.
+        match change {
+            EngineChange::Deleted if slot.deleted_reported.swap(true, Ordering::SeqCst) => continue,
+            EngineChange::Deleted | EngineChange::LeafMoved => {}
+            // Appended (ours too: a write puts a deleted file back), reloaded or rebound: there is a file again.
+            _ => slot.deleted_reported.store(false, Ordering::SeqCst),
+        }
+        let external = || Some("external".to_owned());
+        let (origin, seq, change) = match change {
+            EngineChange::Appended { records, origin } => {
+                let entries: Vec<usize> = records.clone().filter(|&i| !m.records()[i].is_header()).collect();
+                let origin = if *origin == Origin::External { external() } else { None };
+                (origin, slot.next_seq(), Change::Append { entries: super::read::entries_json(m, &entries)? })
+            }
+            EngineChange::LeafMoved => (None, slot.next_seq(), Change::Leaf { leaf_id: key_json(m.leaf_id()) }),
+            EngineChange::Rebound => {
+                let new_path = registered_path(m);
+                server.registry.set_path(slot, new_path);
+                moved(server, slot, old_path, new_path);
+                let seq = slot.next_seq();
+                (None, seq, Change::Rebind { state: Box::new(state_at(&slot.handle, m, seq)?) })
+            }
+            EngineChange::Reloaded => {
+                let seq = slot.next_seq();
+                (external(), seq, Change::Reset { state: Box::new(state_at(&slot.handle, m, seq)?) })
+            }
+            EngineChange::Deleted => (external(), slot.next_seq(), Change::Deleted {}),
+        };
+        let note = SessionChanged {
+            handle: slot.handle.clone(),
+            session_id: any(m.session_id()),
+            seq,
+            origin,
+            leaf_id: key_json(m.leaf_id()),
+            change,
+        };
+        server.notify("session/changed", &note);
+    }
+    Ok(())
+}
+
+/// Queues a refresh of a watched session (one at a time per session: events coalesce into it).
+pub fn schedule_refresh(server: &Arc<Server>, slot: &Arc<Slot>) {
+    if slot.refresh_queued.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let job_server = server.clone();
+    slot.push(
+        Job::Write(Box::new(move |m, slot| {
+            slot.refresh_queued.store(false, Ordering::SeqCst);
+            if let Some(m) = m.as_mut() {
+                if slot.watched.load(Ordering::SeqCst) {
+                    let _ = follow(&job_server, slot, m);
+                }
+            }
+            None
+        })),
+        &server.pool,
+    );
+}
+
+/// What the event loop does with a file event: refresh the watched session it concerns, and report session files
+/// in watched directories.
+pub fn on_fs_event(server: &Arc<Server>, event: &FsEvent) {
+    for path in &event.paths {
+        let p = path.to_string_lossy();
+        if !p.ends_with(".jsonl") {
+            continue;
+        }
+        if let Some(slot) = server.registry.by_path(&p) {
+            if slot.watched.load(Ordering::SeqCst) {
+                schedule_refresh(server, &slot);
+            }
+        }
+        let dir = dir_of(&p);
+        let watches: Vec<String> = lock(&server.dir_watches)
+            .iter()
+            .filter(|(_, d)| std::path::Path::new(d.as_str()) == dir)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for watch_id in watches {
+            let note = SessionsChanged { watch_id, path: p.to_string(), kind: event.kind };
+            server.outbox.send_now(serde_json::to_vec(&Notification::new("sessions/changed", &note)).expect("JSON"));
+        }
+    }
+}
+
+/// A poll tick: every watched session is looked at, even without an event (the safety net for missed ones).
+pub fn on_poll(server: &Arc<Server>) {
+    for slot in server.registry.watched() {
+        schedule_refresh(server, &slot);
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A notification built in the event loop (sent without waiting on the host).
+#[derive(serde::Serialize)]
+struct Notification<'a, T> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: &'a T,
+}
+
+impl<'a, T> Notification<'a, T> {
+    fn new(method: &'a str, params: &'a T) -> Self {
+        Notification { jsonrpc: "2.0", method, params }
+    }
+}
+
+/// Marks a slot as following its file and watches the file's directory; anything written since the open is
+/// picked up at once.
+pub fn start(server: &Arc<Server>, slot: &Arc<Slot>) {
+    if slot.watched.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    if let Some(p) = slot.path() {
+        server.watcher.watch_dir(&dir_of(&p));
+    }
+    schedule_refresh(server, slot);
+}
+
+/// Stops following a slot's file.
+pub fn stop(server: &Server, slot: &Slot) {
+    if slot.watched.swap(false, Ordering::SeqCst) {
+        if let Some(p) = slot.path() {
+            server.watcher.unwatch_dir(&dir_of(&p));
+        }
+    }
+}
+
+/// Moves a watched slot's directory watch from its old file to its new one (a rebind).
+pub fn moved(server: &Server, slot: &Slot, old: Option<&str>, new: Option<&str>) {
+    if slot.watched.load(Ordering::SeqCst) && old != new {
+        if let Some(old) = old {
+            server.watcher.unwatch_dir(&dir_of(old));
+        }
+        if let Some(new) = new {
+            server.watcher.watch_dir(&dir_of(new));
+        }
+    }
+}
+
+/// `session/watch`.
+pub fn watch_session(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
+    start(cx.server, cx.slot);
+    Ok(Out::Value(null()))
+}
+
+/// `session/unwatch`.
+pub fn unwatch_session(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
+    stop(cx.server, cx.slot);
+    Ok(Out::Value(null()))
+}
+
+/// `sessions/watch`.
+pub fn watch_sessions(p: SessionsWatchParams, cx: &Cx<'_>) -> Res<SessionsWatchResult> {
+    let server = cx.server;
+    let dir = match (&p.session_dir, &p.cwd) {
+        (Some(d), _) => paths::resolve_path(d),
+        (None, Some(cwd)) => paths::default_session_dir_path(cwd, &server.agent_dir),
+        (None, None) => return Err(invalid_params("sessionDir", "give sessionDir or cwd")),
+    };
+    if !paths::as_path(&dir).is_dir() {
+        return Err(error::rpc_error(
+            error::SESSION_NOT_FOUND,
+            "session_not_found",
+            format!("no directory {dir}"),
+            serde_json::json!({ "path": dir }),
+        ));
+    }
+    let id = format!("w{}", server.next_watch_id.fetch_add(1, Ordering::SeqCst) + 1);
+    server.watcher.watch_dir(std::path::Path::new(&dir));
+    lock(&server.dir_watches).insert(id.clone(), dir.clone());
+    Ok(Out::Value(SessionsWatchResult { watch_id: id, dir }))
+}
+
+/// `sessions/unwatch`.
+pub fn unwatch_sessions(p: SessionsUnwatchParams, cx: &Cx<'_>) -> Res<Null> {
+    let dir = lock(&cx.server.dir_watches).remove(&p.watch_id);
+    let Some(dir) = dir else { return Err(invalid_params("watchId", format!("no watch {}", p.watch_id))) };
+    cx.server.watcher.unwatch_dir(std::path::Path::new(&dir));
+    Ok(Out::Value(null()))
+}
