@@ -455,11 +455,9 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 Some(dir) => {
                     let write = |name: &str, text: &str| {
                         let file = format!("{dir}/{name}");
-                        std::fs::write(&file, text)
-                            .map_err(|e| Failure::new("io_error", format!("{file}: {}", describe_io(&e))))
+                        std::fs::write(&file, text).map_err(|e| Failure::io(format!("{file}: {}", describe_io(&e))))
                     };
-                    std::fs::create_dir_all(&dir)
-                        .map_err(|e| Failure::new("io_error", format!("{dir}: {}", describe_io(&e))))?;
+                    std::fs::create_dir_all(&dir).map_err(|e| Failure::io(format!("{dir}: {}", describe_io(&e))))?;
                     write("methods.json", &methods)?;
                     write("schema.json", &schema)?;
                     Ok(EXIT_OK)
@@ -476,7 +474,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             let mut out = Vec::new();
             clap_mangen::Man::new(Args::command())
                 .render(&mut out)
-                .map_err(|e| Failure::new("io_error", format!("cannot render the man page: {e}")))?;
+                .map_err(|e| Failure::io(format!("cannot render the man page: {e}")))?;
             cli::output::emit(&mut std::io::stdout(), &String::from_utf8_lossy(&out))
         }
         Command::Serve(_) => {

@@ -7,6 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::process::{Child, Command, Stdio};
 
 use crate::session::json::{Json, Object};
+use crate::session::ErrorKind;
 
 /// Exit status: the command did what was asked.
 pub const EXIT_OK: u8 = 0;
@@ -175,36 +176,86 @@ fn start_pager() -> Option<Child> {
     cmd.spawn().ok()
 }
 
+/// What kind of failure it is. The engine's kinds come from its one table ([`ErrorKind`], which the RPC layer sends
+/// as `data.kind` too); the command line adds only what naming things by prefix can cause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// One of the engine's kinds.
+    Session(ErrorKind),
+    /// An id prefix that more than one session's id starts with.
+    AmbiguousSession,
+    /// An id prefix that more than one entry's id starts with.
+    AmbiguousEntry,
+    /// The web view's sidecar does not know the handle (it was closed).
+    HandleNotFound,
+    /// Something that should not happen (a sidecar answer of an unexpected shape).
+    Internal,
+}
+
+impl FailureKind {
+    /// The snake_case name printed as `error.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Session(kind) => kind.as_str(),
+            FailureKind::AmbiguousSession => "ambiguous_session",
+            FailureKind::AmbiguousEntry => "ambiguous_entry",
+            FailureKind::HandleNotFound => "handle_not_found",
+            FailureKind::Internal => "internal_error",
+        }
+    }
+
+    /// The kind a sidecar's `data.kind` names (a name from outside both tables is an internal error).
+    pub fn from_name(name: &str) -> FailureKind {
+        let ours = [FailureKind::AmbiguousSession, FailureKind::AmbiguousEntry, FailureKind::HandleNotFound];
+        ErrorKind::ALL
+            .into_iter()
+            .map(FailureKind::Session)
+            .chain(ours)
+            .find(|k| k.as_str() == name)
+            .unwrap_or(FailureKind::Internal)
+    }
+}
+
+impl From<ErrorKind> for FailureKind {
+    fn from(kind: ErrorKind) -> FailureKind {
+        FailureKind::Session(kind)
+    }
+}
+
 /// A failure as the user sees it: a kind for machines, a message for people.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    /// Stable name (`session_not_found`, `invalid_session_file`, `io_error`, `invalid_params`,
-    /// `ambiguous_session`, …).
-    pub kind: &'static str,
+    /// What kind of failure it is.
+    pub kind: FailureKind,
     /// One line naming what failed and why.
     pub message: String,
 }
 
 impl Failure {
     /// A failure of this kind.
-    pub fn new(kind: &'static str, message: impl Into<String>) -> Failure {
-        Failure { kind, message: message.into() }
+    pub fn new(kind: impl Into<FailureKind>, message: impl Into<String>) -> Failure {
+        Failure { kind: kind.into(), message: message.into() }
     }
 
     /// A bad argument.
     pub fn invalid(message: impl Into<String>) -> Failure {
-        Failure::new("invalid_params", message)
+        Failure::new(ErrorKind::InvalidParams, message)
+    }
+
+    /// A file system failure.
+    pub fn io(message: impl Into<String>) -> Failure {
+        Failure::new(ErrorKind::IoError, message)
     }
 
     /// Writing the output failed (a closed pipe is not a failure: see [`write_failed`]).
     pub fn output(e: &std::io::Error) -> Failure {
-        Failure::new("io_error", format!("cannot write the output: {e}"))
+        Failure::io(format!("cannot write the output: {e}"))
     }
 
     /// The JSON form: `{"error": {"kind", "message"}}`.
     pub fn to_json(&self) -> String {
         let mut inner = Object::new();
-        inner.insert("kind", Json::str(self.kind));
+        inner.insert("kind", Json::str(self.kind.as_str()));
         inner.insert("message", Json::str(&self.message));
         let mut o = Object::new();
         o.insert("error", Json::Object(inner));
@@ -224,29 +275,6 @@ impl Failure {
     }
 }
 
-/// `kind` as one of the names the sidecar and the CLI use (a name from elsewhere becomes `internal_error`).
-pub fn known_kind(kind: &str) -> &'static str {
-    const KINDS: [&str; 16] = [
-        "session_not_found",
-        "entry_not_found",
-        "handle_not_found",
-        "invalid_session_file",
-        "invalid_session_id",
-        "io_error",
-        "content_modified",
-        "session_locked",
-        "invalid_params",
-        "request_cancelled",
-        "parse_error",
-        "invalid_request",
-        "method_not_found",
-        "ambiguous_session",
-        "ambiguous_entry",
-        "internal_error",
-    ];
-    KINDS.iter().find(|k| **k == kind).copied().unwrap_or("internal_error")
-}
-
 impl Failure {
     /// The failure an engine error means to the user.
     pub fn from_session_ref(e: &crate::session::Error) -> Failure {
@@ -255,7 +283,7 @@ impl Failure {
             E::Io { path, source, .. } => format!("{path}: {}", describe_io(source)),
             _ => e.to_string(),
         };
-        Failure { kind: e.kind().as_str(), message }
+        Failure::new(e.kind(), message)
     }
 }
 

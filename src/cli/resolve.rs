@@ -7,7 +7,8 @@ use crate::session::info::read_header_bounded;
 use crate::session::json::Json;
 use crate::session::{dirscan, paths};
 
-use super::output::{describe_io, Failure};
+use super::output::{describe_io, Failure, FailureKind};
+use crate::session::ErrorKind;
 
 /// Where names are looked up.
 #[derive(Clone, Debug)]
@@ -23,7 +24,7 @@ pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
     if name == "latest" {
         let dir = paths::default_session_dir_path(&places.cwd, &places.agent_dir);
         return find_most_recent_session(&dir, Some(&places.cwd)).ok_or_else(|| {
-            Failure::new("session_not_found", format!("no session of {} yet (looked in {dir})", places.cwd))
+            Failure::new(ErrorKind::SessionNotFound, format!("no session of {} yet (looked in {dir})", places.cwd))
         });
     }
     let resolved = paths::resolve_path(name);
@@ -32,7 +33,8 @@ pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
         // A directory, a pipe or a device is refused by the engine itself, which names what it is.
         Ok(_) => return Ok(resolved),
         Err(e) if looks_like_path || e.kind() != std::io::ErrorKind::NotFound => {
-            let kind = if e.kind() == std::io::ErrorKind::NotFound { "session_not_found" } else { "io_error" };
+            let kind =
+                if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::SessionNotFound } else { ErrorKind::IoError };
             return Err(Failure::new(kind, format!("{resolved}: {}", describe_io(&e))));
         }
         Err(_) => {}
@@ -42,14 +44,14 @@ pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
     match (exact.as_slice(), matches.as_slice()) {
         ([(_, path)], _) | ([], [(_, path)]) => Ok(path.clone()),
         ([], []) => Err(Failure::new(
-            "session_not_found",
+            ErrorKind::SessionNotFound,
             format!("{name}: no such file, and no session id starts with it (in {}/sessions)", places.agent_dir),
         )),
         _ => {
             let shown: Vec<&str> = matches.iter().take(5).map(|(id, _)| id.as_str()).collect();
             let more = if matches.len() > 5 { format!(", and {} more", matches.len() - 5) } else { String::new() };
             Err(Failure::new(
-                "ambiguous_session",
+                FailureKind::AmbiguousSession,
                 format!("{name}: {} sessions match: {}{more}", matches.len(), shown.join(", ")),
             ))
         }

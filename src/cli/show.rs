@@ -8,10 +8,10 @@ use crate::session::context::Bodies;
 use crate::session::js::date::to_iso_string;
 use crate::session::js::to_js_string;
 use crate::session::json::Json;
-use crate::session::{Env, SessionManager};
+use crate::session::{Env, ErrorKind, SessionManager};
 
 use super::describe::summarize;
-use super::output::{emit, Failure, Style};
+use super::output::{emit, Failure, FailureKind, Style};
 use super::pretty::Pretty;
 
 /// Opens `path`, finds the entry `id` names and prints it.
@@ -22,11 +22,11 @@ pub fn show(path: &str, id: &str, json: bool, style: &Style, out: &mut dyn Write
     let exact: Vec<usize> = matching.iter().copied().filter(|&i| m.records()[i].id.display() == id).collect();
     let i = match (exact.as_slice(), matching.as_slice()) {
         ([i], _) | ([], [i]) => *i,
-        ([], []) => return Err(Failure::new("entry_not_found", format!("Entry {id} not found in {path}"))),
+        ([], []) => return Err(Failure::new(ErrorKind::EntryNotFound, format!("Entry {id} not found in {path}"))),
         _ => {
             let ids: Vec<String> = matching.iter().take(5).map(|&i| m.records()[i].id.display()).collect();
             return Err(Failure::new(
-                "ambiguous_entry",
+                FailureKind::AmbiguousEntry,
                 format!("{id}: {} entries match: {}", matching.len(), ids.join(", ")),
             ));
         }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use crate::cli::output::Failure;
+use crate::cli::output::{Failure, FailureKind};
 use crate::rpc::framing::Framing;
 use crate::rpc::Config;
 use crate::session::json::{Json, Object};
@@ -86,7 +86,7 @@ impl Bridge {
         }
         // The sidecar is gone: nobody waiting will get an answer.
         for (_, w) in self.pending.lock().unwrap_or_else(|e| e.into_inner()).drain() {
-            let _ = w.send(Err(Failure::new("io_error", "the sidecar stopped")));
+            let _ = w.send(Err(Failure::io("the sidecar stopped")));
         }
     }
 
@@ -106,9 +106,9 @@ impl Bridge {
         let written = self.input.lock().unwrap_or_else(|e| e.into_inner()).write_all(&frame);
         if let Err(e) = written {
             self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-            return Err(Failure::new("io_error", format!("the sidecar stopped: {e}")));
+            return Err(Failure::io(format!("the sidecar stopped: {e}")));
         }
-        rx.recv().unwrap_or_else(|_| Err(Failure::new("io_error", "the sidecar stopped")))
+        rx.recv().unwrap_or_else(|_| Err(Failure::io("the sidecar stopped")))
     }
 
     /// Every notification from now on (`session/changed`, …), as the sidecar sent it.
@@ -125,7 +125,7 @@ fn outcome(response: Json) -> Result<Json, Failure> {
     if let Some(error) = response.get("error") {
         let kind = text(error.get("data").and_then(|d| d.get("kind"))).unwrap_or_default();
         let message = text(error.get("message")).unwrap_or_else(|| "error".into());
-        return Err(Failure::new(crate::cli::output::known_kind(&kind), message));
+        return Err(Failure::new(FailureKind::from_name(&kind), message));
     }
     let mut response = response;
     match &mut response {

@@ -21,7 +21,7 @@ pub fn export_html(path: &str, agent_dir: &str, output: Option<&str>) -> Result<
             let written = std::fs::write(&tmp, html.as_bytes()).and_then(|()| std::fs::rename(&tmp, file));
             if let Err(e) = written {
                 let _ = std::fs::remove_file(&tmp);
-                return Err(Failure::new("io_error", format!("{file}: {}", describe_io(&e))));
+                return Err(Failure::io(format!("{file}: {}", describe_io(&e))));
             }
             Ok(EXIT_OK)
         }
@@ -38,7 +38,7 @@ pub fn export_html(path: &str, agent_dir: &str, output: Option<&str>) -> Result<
 /// The page for `path`.
 pub fn render(path: &str, agent_dir: &str) -> Result<String, Failure> {
     let bridge = Bridge::start(agent_dir, None, false)
-        .map_err(|e| Failure::new("io_error", format!("cannot start the sidecar: {}", describe_io(&e))))?;
+        .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
     let view = View::new(bridge);
     let snapshot = view.open(path, false)?;
     let state = snapshot.get("state").cloned().unwrap_or(Json::Null);

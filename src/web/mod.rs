@@ -16,8 +16,9 @@ use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 
-use crate::cli::output::{describe_io, Failure};
+use crate::cli::output::{describe_io, Failure, FailureKind};
 use crate::session::json::Json;
+use crate::session::ErrorKind;
 
 use http::{Request, Response};
 use view::View;
@@ -70,12 +71,11 @@ fn same_secret(a: &str, b: &str) -> bool {
 
 /// Serves until the process is killed.
 pub fn serve(config: WebConfig) -> Result<u8, Failure> {
-    let listener = TcpListener::bind(("127.0.0.1", config.port)).map_err(|e| {
-        Failure::new("io_error", format!("cannot listen on 127.0.0.1:{}: {}", config.port, describe_io(&e)))
-    })?;
-    let port = listener.local_addr().map_err(|e| Failure::new("io_error", describe_io(&e)))?.port();
+    let listener = TcpListener::bind(("127.0.0.1", config.port))
+        .map_err(|e| Failure::io(format!("cannot listen on 127.0.0.1:{}: {}", config.port, describe_io(&e))))?;
+    let port = listener.local_addr().map_err(|e| Failure::io(describe_io(&e)))?.port();
     let bridge = bridge::Bridge::start(&config.agent_dir, config.index_path.clone(), true)
-        .map_err(|e| Failure::new("io_error", format!("cannot start the sidecar: {}", describe_io(&e))))?;
+        .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
     let guard = Arc::new(Guard { port, token: uuid::Uuid::new_v4().simple().to_string() });
     let view = View::new(bridge.clone());
     {
@@ -182,7 +182,8 @@ fn route(request: &Request, view: &View) -> Response {
             Response::json(200, body)
         }
         Some(Err(f)) => {
-            let status = if f.kind == "session_not_found" || f.kind == "handle_not_found" { 404 } else { 400 };
+            let not_found = [FailureKind::Session(ErrorKind::SessionNotFound), FailureKind::HandleNotFound];
+            let status = if not_found.contains(&f.kind) { 404 } else { 400 };
             Response::json(status, f.to_json().into_bytes())
         }
     }

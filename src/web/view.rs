@@ -10,9 +10,10 @@
 use std::sync::Arc;
 
 use crate::cli::describe::{content_text, one_line, summarize};
-use crate::cli::output::Failure;
+use crate::cli::output::{Failure, FailureKind};
 use crate::cli::stats::{add_entry_usage, UsageByModel};
 use crate::session::json::{JsString, Json, Object};
+use crate::session::ErrorKind;
 
 use super::bridge::{params, Bridge};
 
@@ -56,7 +57,7 @@ impl View {
     /// Opens the session at `path`, following what other processes append, and returns its snapshot.
     pub fn open(&self, path: &str, watch: bool) -> Result<Json, Failure> {
         if !crate::session::paths::as_path(path).is_file() {
-            return Err(Failure::new("session_not_found", format!("{path}: no such session file")));
+            return Err(Failure::new(ErrorKind::SessionNotFound, format!("{path}: no such session file")));
         }
         let state =
             self.bridge.call("session/open", obj(vec![("path", Json::str(path)), ("watch", Json::Bool(watch))]))?;
@@ -69,7 +70,7 @@ impl View {
         let state = self.bridge.call("session/getState", obj(vec![("handle", Json::str(handle))]))?;
         let tree = self.bridge.call("session/getTreeFlat", obj(vec![("handle", Json::str(handle))]))?;
         let Json::Array(nodes) = &tree else {
-            return Err(Failure::new("internal_error", "getTreeFlat did not return a list"));
+            return Err(Failure::new(FailureKind::Internal, "getTreeFlat did not return a list"));
         };
         let rows = nodes
             .iter()
