@@ -182,6 +182,45 @@ test("the page lists the sessions, opens one of 5,200 entries, shows its tree an
   await page.close();
 });
 
+test("the tree takes pi's /tree filters, folds at a branch point and dims entries off the active branch", async () => {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.click(`.session[data-path="${bigFile}"]`);
+  await page.waitForSelector('body[data-state="ready"] .row .leaf');
+  const lineCount = async () => parseInt(await page.$eval("#tree-inner", (e) => e.style.height), 10);
+  const all = await lineCount();
+
+  // The generated session branches every 500 entries: the entries of an abandoned branch are drawn dimmed.
+  const point = await page.$eval(".row:has(.fold)", (e) => e.dataset.id).catch(() => null);
+  if (point === null) {
+    // The branch points are below the rows in view: bring one up through search.
+    await page.fill("#search", '"question 4996"');
+    await page.click(".hit");
+    await page.fill("#search", "");
+  }
+  await page.waitForSelector(".row:has(.fold)");
+  assert.ok((await page.locator(".row.off").count()) > 0, "an abandoned branch is dimmed");
+  await page.click(".row .fold");
+  assert.ok((await lineCount()) < all, "folding a branch point hides what is under it");
+  await page.click(".row .fold");
+  assert.equal(await lineCount(), all, "unfolding shows it again");
+
+  await page.selectOption("#filter", "user-only");
+  await page.waitForFunction((n) => parseInt(document.getElementById("tree-inner").style.height, 10) < n, all);
+  const kinds = await page.$$eval(".row .kind", (es) => es.map((e) => e.textContent));
+  assert.ok(kinds.length > 0 && kinds.every((k) => k === "user"), `user only: ${[...new Set(kinds)].join(", ")}`);
+
+  await page.selectOption("#filter", "labeled-only");
+  await page.waitForFunction(() => document.querySelectorAll(".row").length > 0);
+  const rows = await page.locator(".row").count();
+  assert.equal(await page.locator(".row .label").count(), rows, "labelled only: every row carries its label");
+  assert.ok(rows >= Math.floor(BIG / 700) - 1, `${rows} labelled entries shown`);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("an exported page shows the same tree and loads nothing from anywhere", async () => {
   const out = join(work, "export.html");
   execFileSync(bin, ["--agent-dir", agent, "export", bigFile, "--html", "-o", out]);
