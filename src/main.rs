@@ -370,6 +370,11 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             let request = cli::ls::LsRequest { cwd, dir, all };
             let listing = index.with(|ix| cli::ls::listing(&request, &agent_dir, ix))?;
             if listing.is_empty() && !json {
+                // A mistyped --agent-dir looks like an empty one unless it is named as missing.
+                if !paths::as_path(&agent_dir).is_dir() {
+                    eprintln!("no sessions: {agent_dir} does not exist (pi's agent directory: --agent-dir or PI_CODING_AGENT_DIR)");
+                    return Ok(EXIT_OK);
+                }
                 let scope = if all { agent_dir.clone() } else { request.cwd.unwrap_or_else(paths::process_cwd) };
                 eprintln!("no sessions for {scope}{}", if all { "" } else { " (--all lists every project's)" });
                 return Ok(EXIT_OK);

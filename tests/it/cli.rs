@@ -202,6 +202,9 @@ fn commands_that_only_read_create_no_directory_and_no_index() {
     for args in [&["ls", "--all"][..], &["ls"], &["search", "x"], &["tree", "latest"], &["ls", "--cwd", "/work/app"]] {
         let out = run(&missing, args);
         assert!(out.status.code() != Some(0) || args[0] == "ls", "{args:?}");
+        if args[0] == "ls" {
+            assert!(text(&out.stderr).contains(&format!("{} does not exist", s(&missing))), "{}", text(&out.stderr));
+        }
         assert!(!tmp.path().join("does").exists(), "{args:?} created {}", s(&missing));
     }
     // An existing agent directory is not written to either: no index, no project directory.
