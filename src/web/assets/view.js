@@ -44,6 +44,7 @@
     return new Date(t).toISOString().slice(0, 10);
   }
   const num = (n) => Math.round(n || 0).toLocaleString("en-US");
+  const plural = (n, one, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
   const money = (n) => `$${(n || 0).toFixed(4)}`;
   const kindClass = (what) =>
     ({ user: "k-user", assistant: "k-assistant", toolResult: "k-tool", bashExecution: "k-tool", compaction: "k-summary", branch_summary: "k-summary" })[what] || "k-other";
@@ -74,7 +75,7 @@
       item.dataset.path = s.path;
       if (state.current && state.current.path === s.path) item.classList.add("on");
       item.append(el("div", "s-title", sessionTitle(s)));
-      item.append(el("div", "s-meta", `${s.messageCount} messages · ${ago(s.modified)} · ${s.cwd}`));
+      item.append(el("div", "s-meta", `${plural(s.messageCount, "message")} · ${ago(s.modified)} · ${s.cwd}`));
       item.onclick = () => openSession(s.path);
       list.append(item);
     }
@@ -113,7 +114,7 @@
       if (!groups.has(h.path)) groups.set(h.path, []);
       groups.get(h.path).push(h);
     }
-    list.append(el("p", "hint", `${hits.length} matches in ${groups.size} sessions`));
+    list.append(el("p", "hint", `${plural(hits.length, "match", "matches")} in ${plural(groups.size, "session")}`));
     for (const [path, group] of groups) {
       const info = state.sessions.find((s) => s.path === path);
       const head = el("div", "session");
@@ -299,7 +300,7 @@
     const info = state.sessions.find((s) => s.path === cur.path);
     $("title").textContent = cur.state.sessionName || (info ? sessionTitle(info) : cur.path);
     $("title").title = cur.path;
-    $("summary").textContent = `${num(cur.rows.length)} entries · ${tips} branch tips · ${points} branch points · ${cur.labels.size} labels`;
+    $("summary").textContent = `${plural(cur.rows.length, "entry", "entries")} · ${plural(tips, "branch tip")} · ${plural(points, "branch point")} · ${plural(cur.labels.size, "label")}`;
   }
 
   function scrollToId(id) {
@@ -444,7 +445,7 @@
     try {
       const ctx = await source.context(state.current.handle);
       const model = ctx.model ? `${ctx.model.provider}/${ctx.model.modelId}` : "no model recorded";
-      pane.replaceChildren(el("p", "hint", `What the model sees: ${ctx.messages.length} messages · ${model} · thinking ${ctx.thinkingLevel}`));
+      pane.replaceChildren(el("p", "hint", `What the model sees: ${plural(ctx.messages.length, "message")} · ${model} · thinking ${ctx.thinkingLevel}`));
       for (const m of ctx.messages) {
         const card = el("div", "card");
         const extra = [m.title, m.images ? `${m.images} images` : "", m.toolCalls.length ? `calls ${m.toolCalls.join(", ")}` : ""].filter(Boolean).join(" · ");
