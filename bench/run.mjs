@@ -3,7 +3,7 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,web]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
@@ -57,7 +57,7 @@ const pick = (xs, k) => median(xs.map((x) => x[k]));
 // ---------------------------------------------------------------------------------------------------------------
 // Inputs (deterministic; generated once per data directory)
 const session40 = join(data, "session-40MB.jsonl");
-if (wanted("open") && !existsSync(session40)) {
+if ((wanted("open") || wanted("pi")) && !existsSync(session40)) {
   execFileSync(join(gen, "gen_session"), [session40, "--bytes", "40000000", "--image-kib", "16"], { stdio: "inherit" });
 }
 const catalog = (n, bytes) => {
@@ -343,6 +343,51 @@ if (wanted("latency")) {
   row("latency", "RPC round trip, session/appendMessage, p99", undefined, quantile(appends.slice(200), 0.99), "ms");
   row("latency", "external append → session/changed, p50", undefined, median(external), "ms", "another process appends a line to a watched file");
   row("latency", "external append → session/changed, p99", undefined, quantile(external, 0.99), "ms");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// pi itself on pi-sessiond (issue 14): pi's SDK with the faux provider, its SessionManager pi's own or the drop-in
+// (pi-sessiond-client/pi, default --durability entry: every append fsynced before pi gets its id). Each side runs
+// in a process of its own under tests/pi's Node 22, so peak memory is that process's.
+if (wanted("pi")) {
+  const node22 = join(new URL("..", import.meta.url).pathname, "tests/pi/node_modules/.bin/node");
+  const script = new URL("./pi-session.mjs", import.meta.url).pathname;
+  const home = join(data, "pi-home");
+  mkdirSync(join(home, "agent"), { recursive: true });
+  const env = { ...process.env, PI_SESSIOND_BIN: bin, PI_OFFLINE: "1", HOME: home, PI_CODING_AGENT_DIR: join(home, "agent") };
+  const side = (name, args, extraEnv = {}) => JSON.parse(execFileSync(node22, [script, name, ...args], { encoding: "utf8", env: { ...env, ...extraEnv }, maxBuffer: 1 << 26 }));
+  const prompts = quick ? 6 : 12;
+  console.error(`pi: ${prompts} prompts on the 40 MB session, with pi's SessionManager and with the drop-in`);
+  const copy = join(data, "pi-run", "session-40MB-copy.jsonl");
+  mkdirSync(join(data, "pi-run"), { recursive: true });
+  const fresh = () => {
+    rmSync(join(data, "pi-run"), { recursive: true, force: true });
+    mkdirSync(join(data, "pi-run"), { recursive: true });
+    execFileSync("cp", [session40, copy]);
+    return copy;
+  };
+  const run = (name) => () => {
+    const r = side(name, ["prompt", fresh(), String(prompts)]);
+    // The first prompt also pays for the model and tool setup pi writes once; the rest are steady state.
+    return { ...r, promptMs: median(r.promptMs.slice(1)) };
+  };
+  const [own, [drop]] = await interleaved(Math.min(reps, 3), run("own"), [run("sessiond")]);
+  row("pi", "pi: time per prompt on the 40 MB session (SDK, faux provider)", pick(own, "promptMs"), pick(drop, "promptMs"), "ms", "drop-in: each append fsynced (--durability entry); target ≥ 0.8× (within 1.25× of pi)");
+  row("pi", "pi: open the 40 MB session and start the agent session", pick(own, "openMs"), pick(drop, "openMs"), "ms", "drop-in: session/open + the entries into the mirror");
+  row("pi", "pi: peak RSS of pi's process", pick(own, "peakRssKiB"), pick(drop, "peakRssKiB"), "KiB", "drop-in: the mirror holds the entries as pi does");
+  row("pi", "pi: peak RSS, pi's process + its sidecar", pick(own, "peakRssKiB"), median(drop.map((d) => d.peakRssKiB + d.sidecarPeakRssKiB)), "KiB", `sidecar alone: ${fmt(pick(drop, "sidecarPeakRssKiB"), "KiB")}`);
+
+  const agent = catalog(3000, 300e6);
+  console.error("pi: /resume's listing of the 3,000-session root (SessionManager.listAll), pi's and the drop-in's");
+  const list = (name) => () => {
+    // Cold: no catalog index yet (the drop-in's sidecar builds it at <agentDir>/pi-sessiond/); warm: the next listing.
+    rmSync(join(agent, "pi-sessiond"), { recursive: true, force: true });
+    return side(name, ["list", agent]);
+  };
+  const [piList, [ourList]] = await interleaved(Math.min(reps, 3), list("own"), [list("sessiond")]);
+  row("pi", "pi: /resume listing of 3,000 sessions, first in the process (drop-in: index built)", pick(piList, "coldMs"), pick(ourList, "coldMs"), "ms");
+  row("pi", "pi: /resume listing of 3,000 sessions, again", pick(piList, "warmMs"), pick(ourList, "warmMs"), "ms", "drop-in: a stat per file");
+  rmSync(join(agent, "pi-sessiond"), { recursive: true, force: true });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

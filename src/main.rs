@@ -7,12 +7,12 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use pi_sessiond::catalog::index::{default_index_path, SharedIndex};
 use pi_sessiond::cli::output::{describe_io, ColorChoice, Failure, Screen, Style, EXIT_OK};
 use pi_sessiond::cli::{self, resolve};
 use pi_sessiond::rpc::framing::Framing;
 use pi_sessiond::rpc::Config;
 use pi_sessiond::session::context::ContextOptions;
-use pi_sessiond::session::index::{default_index_path, SharedIndex};
 use pi_sessiond::session::paths;
 use pi_sessiond::session::store::Durability;
 

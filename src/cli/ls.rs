@@ -6,10 +6,10 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use crate::session::catalog::Catalog;
-use crate::session::index::CatalogIndex;
-use crate::session::info::ListedSession;
-use crate::session::{paths, render};
+use crate::catalog::index::CatalogIndex;
+use crate::catalog::info::{self, ListedSession};
+use crate::catalog::listing::Catalog;
+use crate::session::paths;
 
 use super::describe::one_line;
 use super::output::{emit, Failure, Style};
@@ -50,7 +50,7 @@ pub fn listing(
 /// Prints the listing: pi's JSON with `json`, else a table.
 pub fn print(listing: &[Arc<ListedSession>], json: bool, style: &Style, out: &mut dyn Write) -> Result<u8, Failure> {
     if json {
-        let mut bytes = render::session_infos(listing, true);
+        let mut bytes = info::session_infos(listing, true);
         bytes.push(b'\n');
         return emit(out, &String::from_utf8_lossy(&bytes));
     }

@@ -2,9 +2,9 @@
 //! prefix of one, or `latest` (the newest session of the current directory's project, as `pi --continue`
 //! picks it). Resolution only reads: it never creates the project directory pi would create.
 
-use crate::session::catalog::find_most_recent_session;
-use crate::session::info::read_header_bounded;
+use crate::session::dirscan::find_most_recent_session;
 use crate::session::json::Json;
+use crate::session::store::read_header_bounded;
 use crate::session::{dirscan, paths};
 
 use super::output::{describe_io, Failure, FailureKind};

@@ -5,13 +5,12 @@
 
 use std::io::Write;
 
-use crate::session::catalog::Catalog;
-use crate::session::index::CatalogIndex;
+use crate::catalog::index::CatalogIndex;
+use crate::catalog::listing::Catalog;
+use crate::catalog::search::{parse_query, search_hit_json, search_sessions, Hit, Query, Scope, Token};
 use crate::session::js::date::to_iso_string;
 use crate::session::json::Json;
 use crate::session::paths;
-use crate::session::render;
-use crate::session::search::{parse_query, search_sessions, Hit, Query, Scope, Token};
 
 use super::ls::tilde;
 use super::output::{emit, thousands, Failure, Style, EXIT_NO_MATCH, EXIT_OK};
@@ -70,7 +69,7 @@ pub fn search(
     let status = if hits.is_empty() { EXIT_NO_MATCH } else { EXIT_OK };
     if json {
         let mut bytes = Vec::new();
-        Json::Array(hits.iter().map(render::search_hit_json).collect()).write_preserving(&mut bytes);
+        Json::Array(hits.iter().map(search_hit_json).collect()).write_preserving(&mut bytes);
         bytes.push(b'\n');
         return emit(out, &String::from_utf8_lossy(&bytes)).map(|s| s.max(status));
     }

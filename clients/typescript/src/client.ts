@@ -368,12 +368,13 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	 * Opens a session file (pi's `SessionManager.open`) without writing to it. A path with no file is an error
 	 * (`SessiondError` with kind `session_not_found`) unless `create` is set: then, as in pi, a new session starts
 	 * at that path (written at its first message; with `watch`, the handle also reads the file once pi writes it).
-	 * `watch` follows appends other processes make to the file. Opening a file that is already open returns
-	 * another RemoteSession on the same handle.
+	 * `watch` follows appends other processes make to the file; `repair` writes pi's load-time repairs at once (a
+	 * header into a 0-byte file, a v1/v2 file migrated, a missing final newline), as pi's own open does. Opening a
+	 * file that is already open returns another RemoteSession on the same handle.
 	 */
 	async openSession(
 		path: string,
-		opts: { watch?: boolean; sessionDir?: string; cwdOverride?: string; create?: boolean } = {},
+		opts: { watch?: boolean; sessionDir?: string; cwdOverride?: string; repair?: boolean; create?: boolean } = {},
 	): Promise<RemoteSession> {
 		const { create, ...params } = opts;
 		if (!create && !existsSync(path)) {
@@ -591,6 +592,7 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	private resync(tracker: HandleTracker, n: SessionChanged): void {
 		const info = { expectedSeq: tracker.lastSeq + 1, receivedSeq: n.seq };
 		tracker.resyncing = true;
+		for (const session of [...tracker.sessions]) session._onResyncStarted(info);
 		const hold = this.testHooks.holdResync;
 		this.request("session/getState", { handle: n.handle })
 			.then(async (state) => {
