@@ -8,7 +8,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { request } from "node:http";
@@ -104,6 +104,32 @@ test("the server prints its URL with a token first and listens on loopback only"
   const u = new URL(url);
   assert.equal(u.hostname, "127.0.0.1");
   assert.match(u.searchParams.get("token"), /^[0-9a-f]{32}$/);
+});
+
+test("PI_CODING_AGENT_DIR chooses the sessions the view shows, as --agent-dir does", async () => {
+  const other = spawn(bin, ["web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, PI_CODING_AGENT_DIR: agent } });
+  try {
+    const first = await new Promise((ok, fail) => {
+      let out = "";
+      other.stdout.on("data", (d) => {
+        out += d;
+        if (out.includes("\n")) ok(out.slice(0, out.indexOf("\n")));
+      });
+      other.on("exit", (code) => fail(new Error(`pi-sessiond web exited with ${code}`)));
+    });
+    const listed = await new Promise((ok, fail) => {
+      const u = new URL(first);
+      request({ host: "127.0.0.1", port: u.port, path: `/api/sessions${u.search}` }, (res) => {
+        let body = "";
+        res.on("data", (d) => (body += d));
+        res.on("end", () => ok(JSON.parse(body)));
+      }).on("error", fail).end();
+    });
+    assert.deepEqual(listed.map((s) => s.path).sort(), readdirSync(project).map((f) => join(project, f)).sort());
+  } finally {
+    other.removeAllListeners("exit");
+    other.kill("SIGTERM");
+  }
 });
 
 test("requests without the token, naming another host or from another origin are refused", async () => {
