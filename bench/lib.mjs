@@ -20,13 +20,17 @@ export class Sidecar {
     this.pending = new Map();
     this.listeners = [];
     this.next = 1;
+    /** Bytes received from the sidecar so far (frames and their newlines). */
+    this.bytesIn = 0;
     let chunks = [];
     this.child.stdout.on("data", (chunk) => {
+      this.bytesIn += chunk.length;
       let start = 0;
       let nl;
       while ((nl = chunk.indexOf(10, start)) !== -1) {
         chunks.push(chunk.subarray(start, nl));
-        this.onMessage(JSON.parse(Buffer.concat(chunks).toString("utf8")));
+        const frame = Buffer.concat(chunks);
+        this.onMessage(JSON.parse(frame.toString("utf8")), frame.length + 1);
         chunks = [];
         start = nl + 1;
       }
@@ -34,9 +38,9 @@ export class Sidecar {
     });
   }
 
-  onMessage(msg) {
+  onMessage(msg, bytes) {
     if (msg.method !== undefined) {
-      for (const l of this.listeners) l(msg);
+      for (const l of this.listeners) l(msg, bytes);
       return;
     }
     const p = this.pending.get(msg.id);
@@ -54,7 +58,7 @@ export class Sidecar {
     });
   }
 
-  /** Calls `f(message)` for every notification. */
+  /** Calls `f(message, bytes)` for every notification (`bytes`: the size of its frame on the pipe). */
   onNotification(f) {
     this.listeners.push(f);
   }
@@ -93,4 +97,19 @@ export function median(xs) {
 export function quantile(xs, p) {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))];
+}
+
+/** One turn's messages: a user message, an assistant message with a tool call, the tool's result. */
+export function turn(i) {
+  const ts = 1767225600000 + i * 3;
+  return [
+    { role: "user", content: `turn ${i}: list the files`, timestamp: ts },
+    {
+      role: "assistant",
+      content: [{ type: "toolCall", id: `call${i}`, name: "bash", arguments: { command: "ls" } }],
+      api: "faux", provider: "faux", model: "faux-1", stopReason: "toolUse", timestamp: ts + 1,
+      usage: { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, totalTokens: 15, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+    },
+    { role: "toolResult", toolCallId: `call${i}`, toolName: "bash", content: [{ type: "text", text: "a.txt\nb.txt" }], isError: false, timestamp: ts + 2 },
+  ];
 }

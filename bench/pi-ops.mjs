@@ -2,9 +2,12 @@
 //
 //   node bench/pi-ops.mjs open FILE        → {openMs, contextMs, treeMs, entryCount, peakRssKiB}
 //   node bench/pi-ops.mjs append DIR N     → {appendMs, count, peakRssKiB}  (N messages into a new session)
-import { piSessionManager } from "./lib.mjs";
+//   node bench/pi-ops.mjs turns FILE N     → {turnMs: [...]}  (N turns on FILE: user, assistant with a tool call,
+//                                            tool result, then buildSessionContext; each turn's time)
+import { piSessionManager, turn } from "./lib.mjs";
 
 const SessionManager = await piSessionManager();
+
 const [op, target, count] = process.argv.slice(2);
 const round = (x) => Math.round(x * 100) / 100;
 const peak = () => process.resourceUsage().maxRSS;
@@ -37,7 +40,17 @@ if (op === "open") {
   }
   const appendMs = performance.now() - t;
   console.log(JSON.stringify({ appendMs: round(appendMs), count: n, peakRssKiB: peak() }));
+} else if (op === "turns") {
+  const m = SessionManager.open(target);
+  const turnMs = [];
+  for (let i = 0; i < Number(count); i++) {
+    const t = performance.now();
+    for (const message of turn(i)) m.appendMessage(message);
+    m.buildSessionContext();
+    turnMs.push(performance.now() - t);
+  }
+  console.log(JSON.stringify({ turnMs }));
 } else {
-  console.error("usage: pi-ops.mjs open FILE | append DIR N");
+  console.error("usage: pi-ops.mjs open FILE | append DIR N | turns FILE N");
   process.exit(2);
 }

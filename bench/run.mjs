@@ -3,13 +3,13 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
 import { join } from "node:path";
-import { Sidecar, median, piSessionManager, quantile, time } from "./lib.mjs";
-import { spawnSessiond } from "../clients/typescript/dist/index.js";
+import { Sidecar, median, piSessionManager, quantile, time, turn } from "./lib.mjs";
+import { MirroredSession, spawnSessiond } from "../clients/typescript/dist/index.js";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -35,6 +35,7 @@ function row(section, name, pi, ours, unit, note = "") {
   console.error(`  ${name}: pi ${f(pi)}, pi-sessiond ${f(ours)}${ratio ? `, ×${ratio.toFixed(1)}` : ""}`);
 }
 function fmt(v, unit) {
+  if (unit === "B") return v >= 1048576 ? `${(v / 1048576).toFixed(1)} MiB` : v >= 1024 ? `${(v / 1024).toFixed(1)} KiB` : `${Math.round(v)} B`;
   if (unit === "KiB") return v >= 1024 * 1024 ? `${(v / 1024 / 1024).toFixed(2)} GiB` : `${(v / 1024).toFixed(0)} MiB`;
   if (unit === "ms") return v >= 1000 ? `${(v / 1000).toFixed(2)} s` : `${v.toFixed(v < 10 ? 2 : 1)} ms`;
   return `${v} ${unit}`;
@@ -438,6 +439,171 @@ if (wanted("web")) {
   server.kill("SIGTERM");
   row("web", "web view: the page loaded and the sessions listed", undefined, median(listMs), "ms", "headless Chromium");
   row("web", `web view: a ${n.toLocaleString("en")}-entry session's tree shown after the click`, undefined, median(treeMs), "ms", `the page's own clock; ${fmt(median(wallMs), "ms")} by playwright's, round trips included`);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+if (wanted("mirror")) {
+  // Issue 13: a host keeps a mirror (a skeleton snapshot, then deltas) instead of reading again per change.
+  console.error("a live tree view of the 40 MB session, and appends in batches");
+  const dir = join(data, "mirror");
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  /** What a tree view needs from a skeleton mirror: each entry's children, by parent id. */
+  const treeIndex = (entries) => {
+    const children = new Map();
+    for (const e of entries) addToTree(children, e);
+    return children;
+  };
+  const addToTree = (children, e) => {
+    const list = children.get(e.parentId ?? null);
+    if (list) list.push(e.id);
+    else children.set(e.parentId ?? null, [e.id]);
+  };
+  const piOps = new URL("./pi-ops.mjs", import.meta.url).pathname;
+
+  // (a) Open to a usable tree: pi's open() then getTree(), against session/open with a skeleton snapshot and the
+  // host's own index of it.
+  const [pi, [ours]] = await interleaved(reps, () => json("node", [piOps, "open", session40]), [
+    async () => {
+      const sc = new Sidecar(bin, ["--no-index"]);
+      const before = sc.bytesIn;
+      const [ms, size] = await time(async () => {
+        const st = await sc.call("session/open", { path: session40, snapshot: "skeleton" });
+        return treeIndex(st.snapshot.entries).size;
+      });
+      const bytes = sc.bytesIn - before;
+      await sc.close();
+      return { ms, bytes, size };
+    },
+  ]);
+  const piTreeMs = median(pi.map((p) => p.openMs + p.treeMs));
+  row("mirror", "(a) open 40 MB to a usable tree: pi open() + getTree() vs session/open {snapshot: skeleton} + host index", piTreeMs, pick(ours, "ms"), "ms", "ours over the pipe, JSON.parse included");
+  row("mirror", "(a) bytes on the pipe for that open", undefined, pick(ours, "bytes"), "B", `${pick(ours, "size")} parents in the index, ${pi[0].entryCount} entries`);
+
+  // (b) A live tree view of the same session while another process appends to it: per append, the time from the
+  // write to the delta applied in the host's mirror, and the bytes of that delta. Every tenth append carries 1 MB
+  // of tool output (a skeleton's size does not follow its body's).
+  const live = join(dir, "live-40MB.jsonl");
+  execFileSync("cp", [session40, live]);
+  const sc = new Sidecar(bin, ["--no-index"]);
+  const st = await sc.call("session/open", { path: live, snapshot: "skeleton", watch: true });
+  const mirror = st.snapshot.entries;
+  const initial = mirror.length;
+  const children = treeIndex(mirror);
+  let mirrorSeq = st.seq;
+  let leaf = st.leafId;
+  let heard;
+  let lastBytes = 0;
+  sc.onNotification((m, bytes) => {
+    if (m.method !== "session/changed" || m.params.handle !== st.handle) return;
+    if (m.params.seq !== mirrorSeq + 1 || m.params.change.kind !== "append") throw new Error(`unexpected change ${JSON.stringify(m.params).slice(0, 200)}`);
+    for (const e of m.params.change.entries) {
+      mirror.push(e);
+      addToTree(children, e);
+    }
+    mirrorSeq = m.params.seq;
+    leaf = m.params.leafId;
+    lastBytes = bytes;
+    heard?.();
+  });
+  const small = "y".repeat(4000);
+  const large = "z".repeat(1 << 20);
+  const perAppend = [];
+  const deltaBytes = [];
+  const n = quick ? 50 : 200;
+  for (let i = 0; i < n; i++) {
+    const id = `live${String(i).padStart(6, "0")}`;
+    const text = i % 10 === 9 ? large : small;
+    const line = JSON.stringify({ type: "message", id, parentId: leaf, timestamp: new Date(1767225600000 + i).toISOString(), message: { role: "toolResult", toolCallId: "c", toolName: "bash", content: [{ type: "text", text }], isError: false, timestamp: i } });
+    const arrived = new Promise((r) => (heard = r));
+    const t = performance.now();
+    appendFileSync(live, line + "\n");
+    await arrived;
+    perAppend.push(performance.now() - t);
+    deltaBytes.push(lastBytes);
+  }
+  if (mirror.length !== initial + n) throw new Error(`the mirror has ${mirror.length} entries`);
+  // Before issue 13 a tree view read the whole tree again per change.
+  const beforeRead = sc.bytesIn;
+  const [rereadMs] = await time(() => sc.call("session/getTree", { handle: st.handle }));
+  const rereadBytes = sc.bytesIn - beforeRead;
+  await sc.close();
+  const piGetTreeMs = median(pi.map((p) => p.treeMs));
+  row("mirror", "(b) live tree per external append, p50: pi getTree() in-process vs delta → mirror", piGetTreeMs, median(perAppend), "ms", "target ≤ 5 ms; ours: file write → inotify → read → notification → applied");
+  row("mirror", "(b) live tree per external append, p99", piGetTreeMs, quantile(perAppend, 0.99), "ms");
+  row("mirror", "(b) bytes on the pipe per external append, max", undefined, Math.max(...deltaBytes), "B", "target ≤ 64 KiB; every tenth append holds 1 MB");
+  row("mirror", "(b) before: getTree over the pipe again per change", piGetTreeMs, rereadMs, "ms", `${fmt(rereadBytes, "B")} per change`);
+
+  // (c) A host's per-turn work through a mirror: append a user message, an assistant message with a tool call and
+  // its tool result (one appendBatch), then build the context from the TypeScript MirroredSession (no read over the
+  // pipe). pi: the same three appendMessage calls and buildSessionContext(), in-process, on its own copy.
+  const turns = quick ? 10 : 30;
+  const copyOf = (name) => {
+    const p = join(dir, name);
+    execFileSync("cp", [session40, p]);
+    return p;
+  };
+  const mirrored = (durability) => async () => {
+    const host = await spawnSessiond({ binary: bin, args: ["--no-index", "--durability", durability], stderr: "ignore" });
+    const remote = await host.openSession(copyOf(`turns-${durability}.jsonl`));
+    const m = await MirroredSession.attach(remote);
+    const start = m.getEntries().length;
+    const turnMs = [];
+    for (let i = 0; i < turns; i++) {
+      const t = performance.now();
+      await host.request("session/appendBatch", { handle: remote.handle, ops: turn(i).map((message) => ({ method: "session/appendMessage", params: { message } })) });
+      await m.ready();
+      m.buildSessionContext();
+      turnMs.push(performance.now() - t);
+    }
+    if (m.getEntries().length !== start + 3 * turns) throw new Error("the mirror missed a turn");
+    await m.close();
+    await host.close();
+    return { turnMs: median(turnMs.slice(1)) };
+  };
+  const [piTurns, [mirrorNone, mirrorEntry]] = await interleaved(
+    Math.min(reps, 3),
+    () => ({ turnMs: median(json("node", [piOps, "turns", copyOf("turns-pi.jsonl"), String(turns)]).turnMs.slice(1)) }),
+    [mirrored("none"), mirrored("entry")],
+  );
+  row("mirror", "(c) per turn (3 appends + buildSessionContext) on the 40 MB session: pi in-process vs appendBatch + MirroredSession, --durability none", pick(piTurns, "turnMs"), pick(mirrorNone, "turnMs"), "ms", "target ≥ 1× (at least pi's speed); no fsync, like pi");
+  row("mirror", "(c) the same, --durability entry", pick(piTurns, "turnMs"), pick(mirrorEntry, "turnMs"), "ms", "one fsync per turn");
+
+  // (d) 10,000 appends in batches of 100 and 1,000 (all batches sent at once), against pi's appendMessage loop.
+  const count = quick ? 2000 : 10000;
+  let k = 0;
+  const fresh = () => {
+    const d = join(dir, `batch-${k++}`);
+    mkdirSync(d, { recursive: true });
+    return d;
+  };
+  const message = (i) => ({ role: "user", content: `message ${i}`, timestamp: 1767225600000 + i });
+  const batched = (durability, size) => async () => {
+    const sc = new Sidecar(bin, ["--no-index", "--durability", durability]);
+    const created = await sc.call("session/create", { cwd: "/bench", sessionDir: fresh() });
+    const [ms] = await time(() =>
+      Promise.all(
+        Array.from({ length: count / size }, (_, b) =>
+          sc.call("session/appendBatch", {
+            handle: created.handle,
+            ops: Array.from({ length: size }, (_, j) => ({ method: "session/appendMessage", params: { message: message(b * size + j) } })),
+          }),
+        ),
+      ),
+    );
+    await sc.close();
+    return { ms };
+  };
+  const modes = [["none", 100], ["none", 1000], ["entry", 100], ["entry", 1000]];
+  const [piAppends, oursBatched] = await interleaved(
+    Math.min(reps, 3),
+    () => json("node", [piOps, "append", fresh(), String(count)]),
+    modes.map(([d, size]) => batched(d, size)),
+  );
+  for (const [i, [d, size]] of modes.entries()) {
+    const note = d === "none" ? "no fsync, like pi" : "one fsync per batch";
+    row("mirror", `(d) append ${count}: pi appendMessage() vs appendBatch of ${size}, pipelined, --durability ${d}`, pick(piAppends, "appendMs"), pick(oursBatched[i], "ms"), "ms", note);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -54,6 +54,22 @@ pub fn invalid_params(path: &str, message: impl Into<String>) -> ErrorObjectOwne
     rpc_error(INVALID_PARAMS, "invalid_params", message, json!({ "path": path }))
 }
 
+/// The same error, for a part of a larger request: its `data.path` (if any) is put under `prefix` (the op of a
+/// batch, `ops[3]`), so the host can tell which part was refused.
+pub fn within(e: ErrorObjectOwned, prefix: &str) -> ErrorObjectOwned {
+    let mut data: serde_json::Value =
+        e.data().and_then(|d| serde_json::from_str(d.get()).ok()).unwrap_or_else(|| json!({}));
+    if let Some(d) = data.as_object_mut() {
+        let path = match d.get("path").and_then(serde_json::Value::as_str) {
+            Some("") | None => prefix.to_owned(),
+            Some(p) if p.starts_with('[') => format!("{prefix}{p}"),
+            Some(p) => format!("{prefix}.{p}"),
+        };
+        d.insert("path".into(), json!(path));
+    }
+    ErrorObjectOwned::owned(e.code(), format!("{prefix}: {}", e.message()), Some(data))
+}
+
 /// An unknown handle.
 pub fn handle_not_found(handle: &str) -> ErrorObjectOwned {
     rpc_error(

@@ -18,6 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use super::proto::Detail;
 use crate::session::SessionManager;
 
 /// What runs on a slot's worker.
@@ -57,7 +58,61 @@ pub struct Slot {
     pub refresh_queued: AtomicBool,
     /// The file's deletion was already reported.
     pub deleted_reported: AtomicBool,
+    /// What the handle's notifications carry (set by its open and by rebinds that ask).
+    detail: Mutex<Detail>,
+    /// The last notifications sent, for `session/changesSince`.
+    recent: Mutex<RecentChanges>,
     registry: Weak<Mutex<Inner>>,
+}
+
+/// The notifications a handle sent last, so a host that missed some can have them again: at most
+/// [`RecentChanges::KEPT`] of them and [`RecentChanges::KEPT_BYTES`] in all, newest kept. A notification too
+/// large to keep (a rebind carrying a big snapshot) ends the run: changes before it can no longer be given, and a
+/// host that missed them gets a fresh snapshot instead.
+#[derive(Debug, Default)]
+pub struct RecentChanges {
+    /// `(seq, params as sent)`, consecutive seqs, oldest first.
+    kept: VecDeque<(u64, Arc<[u8]>)>,
+    bytes: usize,
+}
+
+impl RecentChanges {
+    /// Notifications kept at most.
+    pub const KEPT: usize = 1024;
+    /// Bytes of notifications kept at most.
+    pub const KEPT_BYTES: usize = 4 << 20;
+
+    /// Records notification `seq` (its params), or that it was not kept (`None`).
+    pub fn record(&mut self, seq: u64, params: Option<Vec<u8>>) {
+        let params = params.filter(|p| p.len() <= Self::KEPT_BYTES);
+        let Some(params) = params else {
+            self.kept.clear();
+            self.bytes = 0;
+            return;
+        };
+        if self.kept.back().is_some_and(|(last, _)| last + 1 != seq) {
+            self.kept.clear();
+            self.bytes = 0;
+        }
+        self.bytes += params.len();
+        self.kept.push_back((seq, params.into()));
+        while self.kept.len() > Self::KEPT || self.bytes > Self::KEPT_BYTES {
+            let (_, dropped) = self.kept.pop_front().expect("not empty");
+            self.bytes -= dropped.len();
+        }
+    }
+
+    /// Every notification after `seq` up to `last`, if all are kept.
+    pub fn since(&self, seq: u64, last: u64) -> Option<Vec<Arc<[u8]>>> {
+        if seq >= last {
+            return Some(Vec::new());
+        }
+        let first = self.kept.front()?.0;
+        if first > seq + 1 || self.kept.back()?.0 != last {
+            return None;
+        }
+        Some(self.kept.iter().filter(|(s, _)| *s > seq).map(|(_, p)| p.clone()).collect())
+    }
 }
 
 #[derive(Default)]
@@ -84,6 +139,8 @@ impl Slot {
             watched: AtomicBool::new(false),
             refresh_queued: AtomicBool::new(false),
             deleted_reported: AtomicBool::new(false),
+            detail: Mutex::new(Detail::None),
+            recent: Mutex::new(RecentChanges::default()),
             registry,
         })
     }
@@ -106,6 +163,21 @@ impl Slot {
     /// The next `session/changed` sequence number.
     pub fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The handle's detail.
+    pub fn detail(&self) -> Detail {
+        *lock(&self.detail)
+    }
+
+    /// Sets the handle's detail.
+    pub fn set_detail(&self, detail: Detail) {
+        *lock(&self.detail) = detail;
+    }
+
+    /// The notifications the handle sent last.
+    pub fn recent(&self) -> MutexGuard<'_, RecentChanges> {
+        lock(&self.recent)
     }
 
     /// One more open stands for this handle.
@@ -382,6 +454,29 @@ mod tests {
             *m = Some(manager());
             None
         }))
+    }
+
+    #[test]
+    fn recent_changes_give_every_change_after_a_seq_or_nothing_when_one_is_gone() {
+        let mut r = RecentChanges::default();
+        for seq in 1..=5 {
+            r.record(seq, Some(format!("{{\"seq\":{seq}}}").into_bytes()));
+        }
+        let texts = |v: Vec<Arc<[u8]>>| v.iter().map(|p| String::from_utf8(p.to_vec()).unwrap()).collect::<Vec<_>>();
+        assert_eq!(texts(r.since(3, 5).unwrap()), ["{\"seq\":4}", "{\"seq\":5}"]);
+        assert_eq!(r.since(5, 5).unwrap().len(), 0);
+        assert_eq!(r.since(0, 5).unwrap().len(), 5);
+        // One too large to keep: nothing before it (nor it) can be given any more.
+        r.record(6, Some(vec![b' '; RecentChanges::KEPT_BYTES + 1]));
+        r.record(7, Some(b"{}".to_vec()));
+        assert!(r.since(5, 7).is_none());
+        assert_eq!(r.since(6, 7).unwrap().len(), 1);
+        // The count bound drops the oldest.
+        for seq in 8..8 + RecentChanges::KEPT as u64 {
+            r.record(seq, Some(b"{}".to_vec()));
+        }
+        assert!(r.since(7, 7 + RecentChanges::KEPT as u64).is_some());
+        assert!(r.since(6, 7 + RecentChanges::KEPT as u64).is_none());
     }
 
     #[test]

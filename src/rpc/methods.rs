@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 
 use super::error::{self, invalid_params};
 use super::handlers::open::OpenHandler;
-use super::handlers::{catalog, mutation, open, read, watch, Cx, ReadCx, Res, Server, WriteCx};
+use super::handlers::{catalog, changes, mutation, open, read, watch, Cx, ReadCx, Res, Server, WriteCx};
 use super::handles::{Ack, Job, Slot};
 use super::proto::*;
 use super::reply::Reply;
@@ -78,6 +78,9 @@ pub trait Opens {
     /// The handle the host chose, if any.
     fn chosen_handle(&self) -> Option<&str>;
 
+    /// The snapshot asked for, if any.
+    fn snapshot(&self) -> Option<Detail>;
+
     /// The file the request opens, when it is known before the request runs (an open one is reused).
     fn known_path(&self) -> Option<String> {
         None
@@ -101,6 +104,10 @@ macro_rules! names_handle {
 
 names_handle!(
     HandleParams,
+    AppendBatchParams,
+    GetStateParams,
+    ChangesSinceParams,
+    TreeFlatParams,
     EntryIdParams,
     ChildrenParams,
     BranchPathParams,
@@ -129,6 +136,10 @@ macro_rules! opens {
             fn chosen_handle(&self) -> Option<&str> {
                 self.handle.as_deref()
             }
+
+            fn snapshot(&self) -> Option<Detail> {
+                self.snapshot
+            }
         })*
     };
 }
@@ -138,6 +149,10 @@ opens!(CreateParams, ContinueRecentParams, InMemoryParams, ForkFromParams);
 impl Opens for OpenParams {
     fn chosen_handle(&self) -> Option<&str> {
         self.handle.as_deref()
+    }
+
+    fn snapshot(&self) -> Option<Detail> {
+        self.snapshot
     }
 
     fn known_path(&self) -> Option<String> {
@@ -206,7 +221,8 @@ methods! {
     "session/forkFrom", "open", opening open::fork_from [ForkFromParams] -> SessionState, "A new session in targetCwd with another session's whole history (migrated first).";
     "session/newSession", "mutation", writing mutation::new_session [NewSessionParams] -> SessionState, "Replaces the handle's session with a new, empty one; the old file is untouched.";
     "session/setSessionFile", "mutation", writing mutation::set_session_file [SetSessionFileParams] -> SessionState, "Points the handle at another file.";
-    "session/getState", "read", reading open::get_state [HandleParams] -> SessionState, "The handle's current state.";
+    "session/getState", "read", reading open::get_state [GetStateParams] -> SessionState, "The handle's current state (with `snapshot`: and its entries).";
+    "session/changesSince", "read", reading changes::changes_since [ChangesSinceParams] -> ChangesSinceResult, "The session/changed notifications after a seq, or the state and a fresh snapshot once they are no longer kept.";
     "session/close", "open", writing open::close [HandleParams] -> Null, "Drops one reference to the handle; the last one closes it.";
     "session/watch", "open", writing watch::watch_session [HandleParams] -> Null, "Follows appends other processes make to the handle's file (session/changed with origin external).";
     "session/unwatch", "open", writing watch::unwatch_session [HandleParams] -> Null, "Stops following the handle's file.";
@@ -224,6 +240,7 @@ methods! {
     "session/branch", "mutation", writing mutation::branch [BranchParams] -> Null, "Moves the leaf to an entry; the next append starts a branch there.";
     "session/resetLeaf", "mutation", writing mutation::reset_leaf [ResetLeafParams] -> Null, "Moves the leaf before the first entry; the next append is a new root.";
     "session/branchWithSummary", "mutation", writing mutation::branch_with_summary [BranchWithSummaryParams] -> IdResult, "Moves the leaf and appends a summary of the abandoned branch.";
+    "session/appendBatch", "mutation", writing append_batch [AppendBatchParams] -> AppendBatchResult, "Appends, leaf moves and branch summaries as one write (one fsync, one session/changed), all or nothing; results in order.";
     "session/createBranchedSession", "mutation", writing mutation::create_branched_session [CreateBranchedSessionParams] -> PathResult, "The handle becomes a new session holding only the path to leafId.";
 
     "session/getLeafId", "read", reading read::get_leaf_id [HandleParams] -> Option<AnyJson>, "The leaf id, or null.";
@@ -234,9 +251,9 @@ methods! {
     "session/getBranch", "read", reading read::get_branch [BranchPathParams] -> Vec<EntryJson>, "The path from the root to fromId (default: the leaf).";
     "session/getHeader", "read", reading read::get_header [HandleParams] -> Option<HeaderJson>, "The header, or null.";
     "session/getEntryCount", "read", reading read::get_entry_count [HandleParams] -> usize, "Distinct entry ids.";
-    "session/getEntries", "read", reading read::get_entries [EntriesParams] -> Vec<EntryJson>, "Entries in file order (all, or a page with offset/limit).";
+    "session/getEntries", "read", reading read::get_entries [EntriesParams] -> Vec<Option<EntryAtDetailJson>>, "Entries in file order (all, or a page with offset/limit), or the entries with the ids given, in that order (null for an unknown id); full or skeleton.";
     "session/getTree", "read", reading read::get_tree [HandleParams] -> TreeJson, "The tree: roots in file order, children by timestamp, labels resolved.";
-    "session/getTreeFlat", "read", reading read::get_tree_flat [HandleParams] -> FlatTreeJson, "The same tree as a flat pre-order list with parent positions (no deep nesting).";
+    "session/getTreeFlat", "read", reading read::get_tree_flat [TreeFlatParams] -> FlatTreeJson, "The same tree as a flat pre-order list with parent positions (no deep nesting), with entries full, skeleton or none, paged with offset/limit.";
     "session/getSessionName", "read", reading read::get_session_name [HandleParams] -> Option<AnyJson>, "The session name, or null.";
     "session/getWarnings", "read", reading read::get_warnings [HandleParams] -> Vec<WarningJson>, "What loading the file found: malformed and torn lines, broken links, legacy versions.";
     "session/buildContextEntries", "read", reading read::build_context_entries [HandleParams] -> Vec<EntryJson>, "The entries that make up the model's context.";
@@ -271,6 +288,103 @@ fn parse<P: DeserializeOwned>(raw: Option<&RawValue>) -> Result<P, ErrorObjectOw
     })
 }
 
+/// `session/appendBatch`: each op parsed here, with its own method's params type, then run as one batch.
+fn append_batch(p: AppendBatchParams, cx: &mut WriteCx<'_>) -> Res<AppendBatchResult> {
+    let mut planned = Vec::with_capacity(p.ops.len());
+    for (n, op) in p.ops.into_iter().enumerate() {
+        let op = batch_op(&op.method, op.params.as_deref(), &p.handle)
+            .map_err(|e| error::within(e, &format!("ops[{n}]")))?;
+        planned.push(op);
+    }
+    mutation::append_batch(p.expected_leaf_id, planned, cx)
+}
+
+/// Parses one op of `session/appendBatch` (`params` without `handle`) into what the engine runs.
+fn batch_op(method: &str, params: Option<&RawValue>, handle: &str) -> Result<mutation::Planned, ErrorObjectOwned> {
+    let text = params.map_or("{}", RawValue::get).trim_start();
+    if !text.starts_with('{') {
+        return Err(invalid_params("params", "params must be an object (by-name parameters)"));
+    }
+    // `targetId` or `entryId` may name the entry an earlier op of the batch appends: `{"op": n}`. (Only params
+    // that mention "op" at all are looked at twice.)
+    let (replaced, refs) = if text.contains("\"op\"") { earlier_refs(text)? } else { (None, Vec::new()) };
+    let text = replaced.as_deref().unwrap_or(text);
+    let mut planned = batch_op_text(method, text, handle)?;
+    for (field, n) in refs {
+        if !mutation::point_at_earlier(&mut planned.op, field, n) {
+            return Err(invalid_params(&format!("params.{field}"), format!("{method} takes no {field}")));
+        }
+    }
+    Ok(planned)
+}
+
+/// Members of an op's params that name an earlier op: (member, op number).
+type EarlierRefs = Vec<(&'static str, usize)>;
+
+/// The members of an op's params that name an earlier op (`{"op": n}`), each replaced by a placeholder id (the
+/// params' new text, when any was).
+fn earlier_refs(text: &str) -> Result<(Option<String>, EarlierRefs), ErrorObjectOwned> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct EarlierOp {
+        op: usize,
+    }
+    let mut members: std::collections::HashMap<String, Box<RawValue>> =
+        serde_json::from_str(text).map_err(|e| invalid_params("params", format!("invalid params: {e}")))?;
+    let mut refs = Vec::new();
+    for field in ["targetId", "entryId"] {
+        let Some(value) = members.get(field).filter(|v| v.get().starts_with('{')) else { continue };
+        let earlier: EarlierOp = serde_json::from_str(value.get()).map_err(|_| {
+            invalid_params(&format!("params.{field}"), "an entry id, or {\"op\": n} for the entry op n appends")
+        })?;
+        refs.push((field, earlier.op));
+        members.insert(field.to_owned(), RawValue::from_string("\"\"".to_owned()).expect("JSON"));
+    }
+    if refs.is_empty() {
+        return Ok((None, refs));
+    }
+    Ok((Some(serde_json::to_string(&members).expect("JSON")), refs))
+}
+
+/// Parses an op's params (an object's text) with its method's own params type, the batch's handle put in.
+fn batch_op_text(method: &str, text: &str, handle: &str) -> Result<mutation::Planned, ErrorObjectOwned> {
+    let rest = text.trim_start().strip_prefix('{').expect("an object");
+    // The op's own params type is used as is, so a batched op accepts exactly what its method does.
+    let rest = rest.trim_start();
+    let comma = if rest.starts_with('}') { "" } else { "," };
+    let with_handle = format!("{{\"handle\":{}{comma}{rest}", serde_json::to_string(handle).expect("JSON"));
+    let raw = RawValue::from_string(with_handle).map_err(|e| invalid_params("params", e.to_string()))?;
+    let raw = Some(&*raw);
+    let at_params = |e: ErrorObjectOwned| {
+        if e.message().contains("duplicate field `handle`") {
+            return invalid_params("params.handle", "an op's params have no handle: the batch's is used");
+        }
+        error::within(e, "params")
+    };
+    match method {
+        "session/appendMessage" => mutation::message_op(parse(raw).map_err(at_params)?),
+        "session/appendThinkingLevelChange" => mutation::thinking_level_change_op(parse(raw).map_err(at_params)?),
+        "session/appendModelChange" => mutation::model_change_op(parse(raw).map_err(at_params)?),
+        "session/appendUsage" => mutation::usage_op(parse(raw).map_err(at_params)?),
+        "session/appendCompaction" => mutation::compaction_op(parse(raw).map_err(at_params)?),
+        "session/appendCustomEntry" => mutation::custom_entry_op(parse(raw).map_err(at_params)?),
+        "session/appendSessionInfo" => mutation::session_info_op(parse(raw).map_err(at_params)?),
+        "session/appendCustomMessageEntry" => mutation::custom_message_entry_op(parse(raw).map_err(at_params)?),
+        "session/appendContextEdit" => mutation::context_edit_op(parse(raw).map_err(at_params)?),
+        "session/appendLabelChange" => mutation::label_change_op(parse(raw).map_err(at_params)?),
+        "session/branch" => mutation::branch_op(parse(raw).map_err(at_params)?),
+        "session/resetLeaf" => mutation::reset_leaf_op(parse(raw).map_err(at_params)?),
+        "session/branchWithSummary" => mutation::branch_with_summary_op(parse(raw).map_err(at_params)?),
+        other => Err(invalid_params(
+            "method",
+            format!(
+                "{other} cannot be batched: give a session/append… method, session/branch, session/resetLeaf or \
+                 session/branchWithSummary"
+            ),
+        )),
+    }
+}
+
 fn initialize(p: InitializeParams, reply: Reply) -> Routed {
     Routed::Initialize(p, reply)
 }
@@ -293,8 +407,8 @@ where
 {
     let name = p.chosen_handle().map(str::to_owned);
     let path = p.known_path();
-    let repair = p.repairs_now();
-    open::start(server, name, path, repair, Box::new(move |server, slot| handler(p, server, slot)), reply);
+    let request = open::Request { chosen: name.is_some(), snapshot: p.snapshot(), repair: p.repairs_now() };
+    open::start(server, name, path, request, Box::new(move |server, slot| handler(p, server, slot)), reply);
     Routed::Dispatched
 }
 

@@ -242,7 +242,7 @@ pi_shape!(
 pi_shape!(
     /// `session/getTreeFlat`: pi's tree as a flat list.
     FlatTreeJson, "SessionTreeFlat", |g| {
-        let entry = g.subschema_for::<EntryJson>();
+        let entry = g.subschema_for::<EntryAtDetailJson>();
         json_schema!({
             "type": "array",
             "description": "The nodes of pi's getTree in pre-order (a node, then its subtrees in order): the same tree without nesting, for JSON decoders that refuse deep documents.",
@@ -250,12 +250,13 @@ pi_shape!(
                 "type": "object",
                 "properties": {
                     "entry": entry,
-                    "parentIndex": { "type": ["integer", "null"], "description": "Position of the parent node in this array; null for a root." },
+                    "id": { "description": "With detail none, instead of entry: the entry's id as stored." },
+                    "parentIndex": { "type": ["integer", "null"], "description": "Position of the parent node in the whole list (also when paging); null for a root." },
                     "depth": { "type": "integer", "description": "0 for roots." },
                     "label": { "description": "The resolved label (a string in files pi wrote)." },
                     "labelTimestamp": { "description": "Timestamp of the label entry that set it." }
                 },
-                "required": ["entry", "parentIndex", "depth"]
+                "required": ["parentIndex", "depth"]
             }
         })
     }
@@ -363,6 +364,84 @@ pi_shape!(
     }
 );
 
+/// How much of each entry a result or a notification carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Detail {
+    /// No entries (`snapshot`), or no `entry` in tree nodes (`getTreeFlat`). As a handle's detail: no snapshot,
+    /// and `session/changed` entries as stored.
+    #[default]
+    None,
+    /// Skeleton entries: `{id, parentId, type, timestamp, role?, stopReason?, hasText?, customType?, targetId?,
+    /// label?, name?, preview?, bytes}` (see [`SkeletonEntryJson`]).
+    Skeleton,
+    /// Entries exactly as stored (as `session/getEntries` returns them).
+    Full,
+}
+
+impl Detail {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Detail::None => "none",
+            Detail::Skeleton => "skeleton",
+            Detail::Full => "full",
+        }
+    }
+}
+
+pi_shape!(
+    /// An entry at skeleton detail: what a tree view draws, without the body.
+    SkeletonEntryJson, "SkeletonEntry", |_g| json_schema!({
+        "type": "object",
+        "description": "An entry at skeleton detail. id, parentId, type, timestamp, role, stopReason, customType, targetId, label and name are the stored values, copied exactly, present when the entry has them (role and stopReason: of a message entry's message; customType: custom and custom_message entries; targetId: label and context_edit entries; label: the label a label entry sets, as stored (resolve labels as pi does: in file order, a truthy label sets its target's label, anything else clears it); name: session_info entries). preview is one line of the entry's text, as a tree view shows it; bytes the size of the entry's JSON as session/getEntries returns it.",
+        "properties": {
+            "id": { "description": "As stored (a string in files pi wrote)." },
+            "parentId": { "description": "As stored (a string, or null for a root, in files pi wrote)." },
+            "type": { "description": "As stored (a string in files pi wrote)." },
+            "timestamp": { "description": "As stored (an ISO 8601 string in files pi wrote)." },
+            "role": { "description": "message entries: message.role." },
+            "stopReason": { "description": "message entries: message.stopReason, when present." },
+            "hasText": { "type": "boolean", "description": "message entries: whether message.content holds text that is not all white space (a string, or a `text` block) within its first 4 KiB of text." },
+            "customType": {},
+            "targetId": {},
+            "label": {},
+            "name": {},
+            "preview": { "type": "string", "description": "At most 160 characters (then `…`) of the entry's text with white space runs made one space, from the first 4 KiB of each text: message content (text blocks as themselves, tool calls as `→ name`, images as `[image]`), `$ command` for bashExecution, the summary of compactions, branch summaries and summary messages, `thinking level → L`, `model → provider/modelId`, `target → label` for labels, the name, custom type, usage kind or context edit target. Absent when empty." },
+            "bytes": { "type": "integer", "description": "Size in bytes of the entry's JSON text." }
+        },
+        "required": ["bytes"]
+    })
+);
+
+pi_shape!(
+    /// An entry at the detail a handle or a request asked for.
+    EntryAtDetailJson, "EntryAtDetail", |g| {
+        let full = g.subschema_for::<EntryJson>();
+        let skeleton = g.subschema_for::<SkeletonEntryJson>();
+        json_schema!({
+            "description": "An entry as stored (detail none or full), or a skeleton entry (detail skeleton).",
+            "anyOf": [full, skeleton]
+        })
+    }
+);
+
+pi_shape!(
+    /// A snapshot: the session's entries at a `seq`.
+    SnapshotJson, "Snapshot", |g| {
+        let entry = g.subschema_for::<EntryAtDetailJson>();
+        json_schema!({
+            "type": "object",
+            "description": "Every entry (header excluded) in file order, at the detail asked, exactly as of the change numbered seq: apply session/changed notifications with a higher seq on top.",
+            "properties": {
+                "seq": { "type": "integer" },
+                "entries": { "type": "array", "items": entry }
+            },
+            "required": ["seq", "entries"]
+        })
+    }
+);
+
 pi_shape!(
     /// Any JSON value in a result (a label, a session id as stored).
     AnyJson, "AnyValue", |_g| json_schema!({ "description": "Any JSON value, as stored." })
@@ -446,6 +525,10 @@ pub struct CreateParams {
     /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
     /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
     pub handle: Option<String>,
+    /// Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    /// handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    /// stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    pub snapshot: Option<Detail>,
     /// The working directory (stored in the header; picks the default session directory).
     pub cwd: String,
     /// Where to put the file (default: pi's directory for `cwd`).
@@ -463,6 +546,10 @@ pub struct OpenParams {
     /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
     /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
     pub handle: Option<String>,
+    /// Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    /// handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    /// stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    pub snapshot: Option<Detail>,
     /// The session file.
     pub path: String,
     /// Directory for sessions made from this one (default: the file's directory).
@@ -486,6 +573,10 @@ pub struct ContinueRecentParams {
     /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
     /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
     pub handle: Option<String>,
+    /// Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    /// handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    /// stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    pub snapshot: Option<Detail>,
     /// The working directory.
     pub cwd: String,
     /// The session directory (default: pi's directory for `cwd`).
@@ -499,6 +590,10 @@ pub struct InMemoryParams {
     /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
     /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
     pub handle: Option<String>,
+    /// Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    /// handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    /// stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    pub snapshot: Option<Detail>,
     /// The working directory (default: the server's).
     pub cwd: Option<String>,
     /// A session id.
@@ -514,6 +609,10 @@ pub struct ForkFromParams {
     /// A handle of the host's choosing (any non-empty string no open session has); default: the server picks
     /// `hN`. Requests naming it may be sent right behind this one: they wait for the open.
     pub handle: Option<String>,
+    /// Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    /// handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    /// stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    pub snapshot: Option<Detail>,
     /// The session to copy.
     pub source_path: String,
     /// The new session's cwd.
@@ -529,6 +628,24 @@ pub struct ForkFromParams {
 pub struct HandleParams {
     /// The handle `session/*` open methods returned.
     pub handle: String,
+}
+
+/// `session/getState`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetStateParams {
+    /// The handle.
+    pub handle: String,
+    /// Also return the entries at this detail (`snapshot: {seq, entries}`); the handle's own detail is unchanged.
+    pub snapshot: Option<Detail>,
+}
+
+/// `session/changesSince`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ChangesSinceParams {
+    /// The handle.
+    pub handle: String,
+    /// The `seq` of the last change the host applied.
+    pub seq: u64,
 }
 
 /// `sessions/watch`: report session files appearing, growing or vanishing in a directory.
@@ -589,6 +706,9 @@ pub enum SessionsChangeKind {
 pub struct NewSessionParams {
     /// The handle.
     pub handle: String,
+    /// As on the opening methods: return the new session's snapshot, and set the handle's detail from now on
+    /// (default: keep it).
+    pub snapshot: Option<Detail>,
     /// A session id.
     pub id: Option<String>,
     /// The header's `parentSession`.
@@ -602,6 +722,9 @@ pub struct SetSessionFileParams {
     pub handle: String,
     /// The file.
     pub path: String,
+    /// As on the opening methods: return the file's snapshot, and set the handle's detail from now on (default:
+    /// keep it).
+    pub snapshot: Option<Detail>,
 }
 
 /// An open session's state.
@@ -633,6 +756,12 @@ pub struct SessionState {
     /// The `seq` of the last `session/changed` this state includes: notifications with a higher `seq` happened
     /// after it (a host resynchronising after a gap applies only those).
     pub seq: u64,
+    /// The handle's detail: what its `session/changed` entries are (`skeleton`: skeleton entries; `none` and
+    /// `full`: entries as stored) and whether `rebind` and `reset` carry a snapshot (`skeleton`, `full`).
+    pub detail: Detail,
+    /// With `snapshot` `skeleton` or `full` on the request: the entries this state holds, at that detail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotJson>,
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -865,6 +994,42 @@ pub struct CreateBranchedSessionParams {
     pub expected_leaf_id: Option<String>,
     /// The last entry of the path to keep.
     pub leaf_id: String,
+    /// As on the opening methods: return the new session's snapshot, and set the handle's detail from now on
+    /// (default: keep it).
+    pub snapshot: Option<Detail>,
+}
+
+/// `session/appendBatch`: several mutations as one write.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppendBatchParams {
+    /// The handle.
+    pub handle: String,
+    /// Fail with ContentModified (writing nothing) unless the leaf is this id before the first op.
+    pub expected_leaf_id: Option<String>,
+    /// The ops, applied in order, each seeing what the ones before it did.
+    pub ops: Vec<BatchOp>,
+}
+
+/// One op of `session/appendBatch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BatchOp {
+    /// Any `session/append…` method, `session/branch`, `session/resetLeaf` or `session/branchWithSummary`.
+    pub method: String,
+    /// That method's params without `handle` (and without `expectedLeafId`: give it on the batch). `targetId`
+    /// (appendLabelChange, appendContextEdit) and `entryId` (branch, branchWithSummary) may be `{"op": n}`: the
+    /// entry op `n` of this batch (an earlier one) appends.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub params: Option<Box<RawValue>>,
+}
+
+/// `session/appendBatch` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AppendBatchResult {
+    /// What each op's method returns alone, in order: `{id}`, `{entry}` for appendUsage, `null` for branch and
+    /// resetLeaf.
+    #[schemars(with = "Vec<serde_json::Value>")]
+    pub results: Vec<RawJson>,
 }
 
 /// The id of an appended entry.
@@ -886,6 +1051,9 @@ pub struct EntryResult {
 pub struct PathResult {
     /// The new file (`null` in memory).
     pub path: Option<String>,
+    /// With `snapshot` `skeleton` or `full`: the new session's entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotJson>,
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -920,14 +1088,33 @@ pub struct BranchPathParams {
     pub from_id: Option<String>,
 }
 
-/// `session/getEntries`: a page of entries in file order.
+/// `session/getEntries`: the entries with these ids, or a page of entries in file order.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EntriesParams {
     /// The handle.
     pub handle: String,
+    /// These entries, in this order (`null` for an id no entry has; an id held by several entries gives the last,
+    /// as `getEntry`). Not with `offset` or `limit`.
+    pub ids: Option<Vec<String>>,
     /// Entries to skip.
     pub offset: Option<usize>,
     /// At most this many.
+    pub limit: Option<usize>,
+    /// `full` (default: entries as stored) or `skeleton`.
+    pub detail: Option<Detail>,
+}
+
+/// `session/getTreeFlat`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TreeFlatParams {
+    /// The handle.
+    pub handle: String,
+    /// What each node's `entry` is: `full` (default: the entry as stored), `skeleton`, or `none` (no `entry`;
+    /// the node has the entry's `id` instead).
+    pub detail: Option<Detail>,
+    /// Nodes to skip (in pre-order; `parentIndex` stays the position in the whole list).
+    pub offset: Option<usize>,
+    /// At most this many nodes.
     pub limit: Option<usize>,
 }
 
@@ -1066,14 +1253,15 @@ pub struct SessionChanged {
     pub change: Change,
 }
 
-/// A change.
+/// A change: what a mirror of the session applies to stay equal to it (see `protocol/README.md`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Change {
-    /// Entries were appended (every append method and `branchWithSummary`), as reads show them.
+    /// Entries were added at the end of the file, in file order (every append method, `branchWithSummary`, and
+    /// what another process appended), at the handle's detail. The leaf is the notification's `leafId`.
     Append {
         /// The new entries.
-        entries: Vec<EntryJson>,
+        entries: Vec<EntryAtDetailJson>,
     },
     /// The leaf moved (`branch`, `resetLeaf`; sent even when it did not move).
     #[serde(rename_all = "camelCase")]
@@ -1085,15 +1273,40 @@ pub enum Change {
     Rebind {
         /// What `session/getState` now returns.
         state: Box<SessionState>,
+        /// At detail `skeleton` or `full`: every entry of the session now held. Absent at detail `none`, and
+        /// when the entries could not be read (the file changed meanwhile): take one with `session/changesSince`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        snapshot: Option<SnapshotJson>,
     },
-    /// The file was truncated or replaced by another process and was read again from scratch.
+    /// The file was truncated, rewritten or replaced by another process, or appeared where the handle had
+    /// nothing on disk yet (pi writes a new session's file at its first message), and was read again from
+    /// scratch.
     Reset {
         /// What `session/getState` now returns.
         state: Box<SessionState>,
+        /// At detail `skeleton` or `full`: every entry as now read (absent as for `rebind`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        snapshot: Option<SnapshotJson>,
     },
     /// The file was deleted by another process. The session stays open; the next write puts the file back,
     /// header and all.
     Deleted {},
+}
+
+/// `session/changesSince` result: either `changes` or `state` and `snapshot`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangesSinceResult {
+    /// Every `session/changed` (its params, as sent) with a `seq` above the one asked, in order, when the server
+    /// still holds them all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<Vec<SessionChanged>>,
+    /// Otherwise: the state now...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<Box<SessionState>>,
+    /// ...and every entry, at the handle's detail (`full` for a handle at detail `none`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotJson>,
 }
 
 /// `$/progress` params.

@@ -193,7 +193,8 @@ impl Reply {
     /// copied from a session file, which another process may have rewritten), checked to be JSON before it is
     /// returned. A longer one is streamed to the host as it is rendered: in LSP framing `render` runs once more
     /// first, to count the length the header announces. If rendering fails after streaming began, the frame is cut
-    /// off and an error response with the request's id follows it.
+    /// off and an error response with the request's id follows it; the error is returned too (the request is
+    /// answered already, so answering it again does nothing).
     pub fn render(
         &self,
         check: bool,
@@ -211,60 +212,14 @@ impl Reply {
                 return checked(out.into_bytes(), check).map(Rendered::Json);
             }
         };
-        let framing = outbox.framing();
-        let mut sink = ResultSink { state: SinkState::Collecting(Vec::new()), reply: self, outbox: &outbox, framing };
-        let outcome = {
-            let mut out = JsonOut::streaming(&mut sink);
-            out.flush_at = PIECE;
-            render(&mut out).and_then(|()| out.flush())
+        let id = self.state.id.clone();
+        let message = Streamed {
+            head: result_head(&id),
+            claim: &|| !self.state.answered.swap(true, Ordering::SeqCst),
+            failed: &|e| error_message(&id, e).into_bytes(),
+            fallback: &|| self.fallback(),
         };
-        match (outcome, sink.state) {
-            (Ok(()), SinkState::Collecting(bytes)) => checked(bytes, check).map(Rendered::Json),
-            (Err(e), SinkState::Collecting(_)) => Err(super::error::from_session(e)),
-            (Ok(()), SinkState::Streaming(stream)) => {
-                stream.end();
-                Ok(Rendered::Sent)
-            }
-            (Err(e), SinkState::Streaming(stream)) => {
-                stream.fail(error_message(&self.state.id, &super::error::from_session(e)).into_bytes());
-                Ok(Rendered::Sent)
-            }
-            (_, SinkState::NeedsLength) => self.render_counted(&outbox, render),
-            (_, SinkState::Gone) => Ok(Rendered::Sent),
-        }
-    }
-
-    /// LSP: counts the escaped length, then streams.
-    fn render_counted(
-        &self,
-        outbox: &Outbox,
-        render: &dyn Fn(&mut JsonOut<'_>) -> crate::session::Result<()>,
-    ) -> Result<Rendered, ErrorObjectOwned> {
-        let head = result_head(&self.state.id);
-        let mut counter = Counter::default();
-        {
-            let mut out = JsonOut::streaming(&mut counter);
-            out.flush_at = PIECE;
-            render(&mut out).and_then(|()| out.flush()).map_err(super::error::from_session)?;
-        }
-        let mut head_len = Counter::default();
-        std::io::Write::write_all(&mut head_len, &head).expect("counting cannot fail");
-        let length = head_len.finish() + counter.finish() + 1;
-        if self.state.answered.swap(true, Ordering::SeqCst) {
-            return Ok(Rendered::Sent);
-        }
-        let mut stream = outbox.stream(&head, Some(length), self.fallback());
-        let outcome = {
-            let mut sink = StreamWriter(&mut stream);
-            let mut out = JsonOut::streaming(&mut sink);
-            out.flush_at = PIECE;
-            render(&mut out).and_then(|()| out.flush())
-        };
-        match outcome {
-            Ok(()) => stream.end(),
-            Err(e) => stream.fail(error_message(&self.state.id, &super::error::from_session(e)).into_bytes()),
-        }
-        Ok(Rendered::Sent)
+        message.render(&outbox, check, render)
     }
 
     fn fallback(&self) -> Vec<u8> {
@@ -284,6 +239,94 @@ impl Reply {
         render: &dyn Fn(&mut JsonOut<'_>) -> crate::session::Result<()>,
     ) -> Result<Out<T>, ErrorObjectOwned> {
         self.render(check, render).map(Out::from_rendered)
+    }
+}
+
+/// A message whose last member is rendered, collected while it is small and streamed once it is not: a
+/// result, or a notification that carries a snapshot.
+pub struct Streamed<'a> {
+    /// The message up to the rendered part (`{"jsonrpc":"2.0","id":…,"result":`); a `}` closes it.
+    pub head: Vec<u8>,
+    /// Called once streaming starts; false means the message must not go out (the request was answered
+    /// meanwhile).
+    pub claim: &'a dyn Fn() -> bool,
+    /// The complete message that follows a stream cut off by this error.
+    pub failed: &'a dyn Fn(&ErrorObjectOwned) -> Vec<u8>,
+    /// The complete message that follows a stream cut off for another reason (the renderer stopped).
+    pub fallback: &'a dyn Fn() -> Vec<u8>,
+}
+
+impl Streamed<'_> {
+    /// Renders the message's last part with `render`: under [`STREAM_AT`] it is returned (checked to be JSON
+    /// when `check` is set) for the caller to send; longer, it is streamed to `outbox` (in LSP framing after
+    /// rendering it once to count its length). A render that fails after streaming began cuts the frame off,
+    /// sends `failed`'s message, and returns the error.
+    pub fn render(
+        &self,
+        outbox: &Outbox,
+        check: bool,
+        render: &dyn Fn(&mut JsonOut<'_>) -> crate::session::Result<()>,
+    ) -> Result<Rendered, ErrorObjectOwned> {
+        let framing = outbox.framing();
+        let mut sink = ResultSink { state: SinkState::Collecting(Vec::new()), message: self, outbox, framing };
+        let outcome = {
+            let mut out = JsonOut::streaming(&mut sink);
+            out.flush_at = PIECE;
+            render(&mut out).and_then(|()| out.flush())
+        };
+        match (outcome, sink.state) {
+            (Ok(()), SinkState::Collecting(bytes)) => checked(bytes, check).map(Rendered::Json),
+            (Err(e), SinkState::Collecting(_)) => Err(super::error::from_session(e)),
+            (Ok(()), SinkState::Streaming(stream)) => {
+                stream.end();
+                Ok(Rendered::Sent)
+            }
+            (Err(e), SinkState::Streaming(stream)) => {
+                let e = super::error::from_session(e);
+                stream.fail((self.failed)(&e));
+                Err(e)
+            }
+            (_, SinkState::NeedsLength) => self.render_counted(outbox, render),
+            (_, SinkState::Gone) => Ok(Rendered::Sent),
+        }
+    }
+
+    /// LSP: counts the escaped length, then streams.
+    fn render_counted(
+        &self,
+        outbox: &Outbox,
+        render: &dyn Fn(&mut JsonOut<'_>) -> crate::session::Result<()>,
+    ) -> Result<Rendered, ErrorObjectOwned> {
+        let mut counter = Counter::default();
+        {
+            let mut out = JsonOut::streaming(&mut counter);
+            out.flush_at = PIECE;
+            render(&mut out).and_then(|()| out.flush()).map_err(super::error::from_session)?;
+        }
+        let mut head_len = Counter::default();
+        std::io::Write::write_all(&mut head_len, &self.head).expect("counting cannot fail");
+        let length = head_len.finish() + counter.finish() + 1;
+        if !(self.claim)() {
+            return Ok(Rendered::Sent);
+        }
+        let mut stream = outbox.stream(&self.head, Some(length), (self.fallback)());
+        let outcome = {
+            let mut sink = StreamWriter(&mut stream);
+            let mut out = JsonOut::streaming(&mut sink);
+            out.flush_at = PIECE;
+            render(&mut out).and_then(|()| out.flush())
+        };
+        match outcome {
+            Ok(()) => {
+                stream.end();
+                Ok(Rendered::Sent)
+            }
+            Err(e) => {
+                let e = super::error::from_session(e);
+                stream.fail((self.failed)(&e));
+                Err(e)
+            }
+        }
     }
 }
 
@@ -348,10 +391,10 @@ enum SinkState {
     Gone,
 }
 
-/// Where a result is rendered: collected while small, then streamed.
+/// Where a message's last part is rendered: collected while small, then streamed.
 struct ResultSink<'a> {
     state: SinkState,
-    reply: &'a Reply,
+    message: &'a Streamed<'a>,
     outbox: &'a Outbox,
     framing: Framing,
 }
@@ -366,12 +409,12 @@ impl std::io::Write for ResultSink<'_> {
                     self.state = SinkState::NeedsLength;
                     return Err(stop());
                 }
-                if self.reply.state.answered.swap(true, Ordering::SeqCst) {
+                if !(self.message.claim)() {
                     self.state = SinkState::Gone;
                     return Err(stop());
                 }
                 let collected = std::mem::take(bytes);
-                let mut stream = self.outbox.stream(&result_head(&self.reply.state.id), None, self.reply.fallback());
+                let mut stream = self.outbox.stream(&self.message.head, None, (self.message.fallback)());
                 let sent = stream.send(&collected).and_then(|()| stream.send(buf));
                 self.state = SinkState::Streaming(stream);
                 sent?;

@@ -462,7 +462,8 @@ impl SessionManager {
     /// Follows the file as another process (pi itself) writes it: new complete lines become records, in file
     /// order, as a fresh open would read them (a line still being written is left for later). If the leaf was at
     /// the last entry it moves to the new last entry, as a fresh open would put it; a leaf the host moved
-    /// elsewhere stays.
+    /// elsewhere stays. A last line without its newline that already read as an entry and then grew into another
+    /// line is [`Change::Reloaded`]: what was reported of it is no longer true.
     ///
     /// A file truncated, rewritten in place or replaced is read again as an open would read it ([`Change::Reloaded`])
     /// when it is still a session (a shorter one, another one). A session file that appears where this session had
@@ -598,6 +599,7 @@ impl SessionManager {
         // The unterminated line read at open is read again now that it is complete; if it already was a whole
         // entry, it is not new.
         let mut already_known = 0;
+        let mut replaced = false;
         if let Some(t) = tail {
             let was_entry = t.records < self.records.len();
             let same = was_entry
@@ -608,6 +610,9 @@ impl SessionManager {
             if same {
                 already_known = 1;
             }
+            // The entry read from the unfinished line is not what the line became: a mirror told of it must
+            // read the session again, not add to it.
+            replaced = was_entry && !same;
             self.records.truncate(t.records);
             self.lines.truncate(t.lines);
             self.warnings.retain(|w| w.line <= t.lines as u32);
@@ -636,6 +641,9 @@ impl SessionManager {
         }
         if !following {
             self.index.leaf = old_leaf;
+        }
+        if replaced {
+            return Ok(Some(Change::Reloaded));
         }
         let records = first_new + already_known..self.records.len();
         Ok(records

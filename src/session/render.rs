@@ -207,18 +207,55 @@ pub fn tree(m: &SessionManager, tree: &Tree, out: &mut JsonOut<'_>) -> Result<()
 /// (a node, then its subtrees in order), each `{entry, parentIndex, depth, label?, labelTimestamp?}` where
 /// `parentIndex` is the position of its parent in this array (null for roots).
 pub fn tree_flat(m: &SessionManager, tree: &Tree, out: &mut JsonOut<'_>) -> Result<()> {
+    tree_flat_with(m, tree, 0..usize::MAX, Some(&|i, out| record(m, i, out)), out)
+}
+
+/// Writes one entry, given its record index.
+pub type EntryWriter<'a> = &'a dyn Fn(usize, &mut JsonOut<'_>) -> Result<()>;
+
+/// [`tree_flat`] for the nodes at `positions` of the pre-order list only (`parentIndex` stays the position in
+/// the whole list), each with its entry written by `entry` (given a record index), or, without `entry`, with the
+/// entry's `id` instead.
+pub fn tree_flat_with(
+    m: &SessionManager,
+    tree: &Tree,
+    positions: std::ops::Range<usize>,
+    entry: Option<EntryWriter<'_>>,
+    out: &mut JsonOut<'_>,
+) -> Result<()> {
     out.raw(b"[")?;
     // (node, parent's position, depth)
     let mut stack: Vec<(usize, Option<usize>, usize)> = tree.roots.iter().rev().map(|&n| (n, None, 0)).collect();
     let mut position = 0;
     while let Some((n, parent, depth)) = stack.pop() {
-        if position > 0 {
+        if position >= positions.end {
+            break;
+        }
+        stack.extend(tree.nodes[n].children.iter().rev().map(|&c| (c, Some(position), depth + 1)));
+        if position < positions.start {
+            position += 1;
+            continue;
+        }
+        if position > positions.start {
             out.raw(b",")?;
         }
         let r = tree.nodes[n].record;
-        out.raw(b"{\"entry\":")?;
-        record(m, r, out)?;
-        out.raw(b",\"parentIndex\":")?;
+        match entry {
+            Some(write) => {
+                out.raw(b"{\"entry\":")?;
+                write(r, out)?;
+                out.raw(b",")?;
+            }
+            None => {
+                out.raw(b"{")?;
+                if let Some(id) = m.records()[r].id.to_json_text() {
+                    out.raw(b"\"id\":")?;
+                    out.raw(id.as_bytes())?;
+                    out.raw(b",")?;
+                }
+            }
+        }
+        out.raw(b"\"parentIndex\":")?;
         match parent {
             Some(p) => out.raw(p.to_string().as_bytes())?,
             None => out.raw(b"null")?,
@@ -233,7 +270,6 @@ pub fn tree_flat(m: &SessionManager, tree: &Tree, out: &mut JsonOut<'_>) -> Resu
             }
         }
         out.raw(b"}")?;
-        stack.extend(tree.nodes[n].children.iter().rev().map(|&c| (c, Some(position), depth + 1)));
         position += 1;
     }
     out.raw(b"]")

@@ -30,6 +30,7 @@ mod rpc_faults;
 mod rpc_listing;
 mod rpc_live;
 mod rpc_memory;
+mod rpc_mirror;
 mod rpc_open_repair;
 mod rpc_order;
 mod rpc_search;

@@ -171,3 +171,45 @@ fn a_streamed_lsp_result_announces_exactly_its_escaped_length_and_equals_the_jso
     }
     assert_eq!(bodies[0], bodies[1]);
 }
+
+/// The rest of a frame whose first piece is `first`, parsed.
+fn rest_of_frame(host: &mut Host, mut first: Vec<u8>) -> Json {
+    if !first.ends_with(b"\n") {
+        first.extend(host.io.read_line(Duration::from_secs(30)).expect("the rest of the frame"));
+    }
+    Json::parse(first.strip_suffix(b"\n").unwrap_or(&first)).unwrap()
+}
+
+#[test]
+fn a_full_snapshot_of_a_large_session_is_streamed_in_pieces_in_answers_and_in_notifications() {
+    // A mirror of a 40 MB session must not need one 40 MB buffer on the server's side (issue 13).
+    let dir = temp_dir();
+    let path = big_session(dir.path(), 12, 1 << 20, "");
+    let other_dir = temp_dir();
+    let other = big_session(other_dir.path(), 12, 1 << 20, "\u{2028}");
+    let mut host = Host::start();
+    host.send(1, "session/open", &format!(r#"{{"path":"{path}","handle":"s","snapshot":"full"}}"#));
+    let first = host.io.read_bytes(Duration::from_secs(30)).unwrap();
+    assert!(first.starts_with(br#"{"jsonrpc":"2.0","id":1,"result":"#), "{}", String::from_utf8_lossy(&first));
+    assert!(first.len() < 4 << 20, "the answer comes in pieces ({} bytes first)", first.len());
+    let opened = rest_of_frame(&mut host, first);
+    let snapshot = opened.get("result").unwrap().get("snapshot").unwrap();
+    assert_eq!(snapshot.get("seq"), Some(&Json::number(0.0)));
+    host.send(2, "session/getEntries", r#"{"handle":"s"}"#);
+    let entries = host.line();
+    assert_eq!(snapshot.get("entries"), entries.get("result"), "a full snapshot is getEntries");
+    // A rebind to another large file: its notification carries the new snapshot, streamed too, before the answer.
+    host.send(3, "session/setSessionFile", &format!(r#"{{"handle":"s","path":"{other}"}}"#));
+    let first = host.io.read_bytes(Duration::from_secs(30)).unwrap();
+    assert!(first.starts_with(br#"{"jsonrpc":"2.0","method":"session/changed","params":"#));
+    assert!(first.len() < 4 << 20, "the notification comes in pieces ({} bytes first)", first.len());
+    let note = rest_of_frame(&mut host, first);
+    let change = note.get("params").unwrap().get("change").unwrap();
+    assert_eq!(change.get("kind"), Some(&Json::str("rebind")));
+    let Some(Json::Array(rebound)) = change.get("snapshot").and_then(|s| s.get("entries")) else { panic!() };
+    assert_eq!(rebound.len(), 12);
+    assert!(host.line().get("result").is_some());
+    host.send(4, "session/getEntries", r#"{"handle":"s"}"#);
+    assert_eq!(Some(&Json::Array(rebound.clone())), host.line().get("result"));
+    assert_eq!(host.finish(), 0);
+}

@@ -290,3 +290,29 @@ fn a_pipelined_burst_under_batch_durability_is_answered_in_full_sharing_fsyncs()
     let fsyncs = faults.fsyncs();
     assert!(fsyncs < 3000, "a burst shares its fsyncs: {fsyncs} for 6000 appends");
 }
+
+#[test]
+fn an_append_batch_under_entry_durability_is_one_write_and_one_fsync() {
+    let dir = temp_dir();
+    let faults = Faults::new();
+    let path = session_file(dir.path());
+    let mut sc = faults.sidecar(&["--durability", "entry"], &s(dir.path()));
+    let h = open(&mut sc, &path);
+    // The first write of a file that has its final newline needs no repair: each write is one fsync from here.
+    assert!(append(&mut sc, &h, "one alone").get("result").is_some());
+    let before = faults.fsyncs();
+    assert_eq!(before, 1, "one append, one fsync");
+    let op = format!(r#"{{"method":"session/appendMessage","params":{{"message":{}}}}}"#, user_message("batched"));
+    let ops = vec![op; 500].join(",");
+    let r = sc.call("session/appendBatch", json(&format!(r#"{{"handle":"{h}","ops":[{ops}]}}"#)));
+    let Some(Json::Array(results)) = r.get("results") else { panic!() };
+    assert_eq!(results.len(), 500);
+    assert_eq!(faults.fsyncs() - before, 1, "500 appends in a batch share one fsync");
+    assert_eq!(entry_count(&mut sc, &h), Json::number(502.0));
+    // A failing fsync fails the whole batch, and the session refuses writes until reopened (nothing acknowledged).
+    faults.set("fsync-eio", true);
+    let e = sc.call_err("session/appendBatch", json(&format!(r#"{{"handle":"{h}","ops":[{ops}]}}"#)));
+    assert!(e.get("data").is_some(), "{}", e.to_canonical_string());
+    faults.set("fsync-eio", false);
+    assert_eq!(entry_count(&mut sc, &h), Json::number(502.0), "a batch whose fsync failed is not in memory");
+}

@@ -45,6 +45,7 @@ _EXPORTS = {
         "SessionPoisoned",
     ],
     ".events": ["ChangeStream", "ResyncChange", "SessionEvent", "SessionsChanged"],
+    ".mirror": ["MirroredSession", "SessionView"],
     ".tree": ["describe_entry", "format_tree"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -77,6 +78,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         SessionPoisoned,
     )
     from .events import ChangeStream, ResyncChange, SessionEvent, SessionsChanged
+    from .mirror import MirroredSession, SessionView
     from .tree import describe_entry, format_tree
 
 

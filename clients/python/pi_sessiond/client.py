@@ -33,6 +33,10 @@ from .errors import HandleNotFound, SessionNotFound, SessiondClosed, SessiondExc
 from .events import ChangeStream, Listeners, SessionEvent, SessionsChanged
 from .types import (
     PROTOCOL_VERSION,
+    BatchOp,
+    ChangesSinceResult,
+    Detail,
+    EntryAtDetail,
     InitializeResult,
     ProgressValue,
     SearchHit,
@@ -833,6 +837,15 @@ class Session:
             "expectedLeafId": expected_leaf_id,
         })["id"]
 
+    def append_batch(self, ops: Sequence[BatchOp], *, expected_leaf_id: Optional[str] = None) -> List[Any]:
+        """Applies ``ops`` (each ``{"method": "session/appendMessage", "params": {...}}``: any append method,
+        ``session/branch``, ``session/resetLeaf`` or ``session/branchWithSummary``, with its params but no
+        ``handle``) as one write: one fsync under ``--durability entry``, one change event, all or nothing.
+        Returns what each method returns alone, in order (``{"id"}``, ``{"entry"}`` for appendUsage, ``None``
+        for branch and resetLeaf). ``expected_leaf_id`` is checked before the first op. A ``targetId`` or
+        ``entryId`` given as ``{"op": n}`` names the entry that op ``n`` of the batch appends."""
+        return self._call("session/appendBatch", {"ops": list(ops), "expectedLeafId": expected_leaf_id})["results"]
+
     def create_branched_session(self, leaf_id: str, *, expected_leaf_id: Optional[str] = None) -> Optional[str]:
         """This session becomes a new one holding only the path to ``leaf_id``; returns the new file (``None``
         in memory). The handle stays the same."""
@@ -848,6 +861,12 @@ class Session:
         return self._call("session/setSessionFile", {"path": _path(path)})
 
     # -- reads ---------------------------------------------------------------------------------------------------
+
+    def changes_since(self, seq: int) -> ChangesSinceResult:
+        """What a mirror that applied changes up to ``seq`` missed: ``{"changes": [...]}`` (the
+        ``session/changed`` params, in order) while the server still holds them all, else ``{"state",
+        "snapshot"}``, a fresh start at the handle's detail."""
+        return self._call("session/changesSince", {"seq": seq})
 
     def get_state(self) -> SessionState:
         """The session's current state: file, id, cwd, header, leaf, entry count, name, and ``seq``, the
@@ -890,6 +909,11 @@ class Session:
         """The entries in file order: all of them, or a page (skip ``offset``, at most ``limit``)."""
         return self._call("session/getEntries", {"offset": offset, "limit": limit})
 
+    def get_entries_by_id(self, ids: Sequence[str], detail: Optional[Detail] = None) -> List[Optional[EntryAtDetail]]:
+        """The entries with these ids, in the order given (``None`` for an id no entry has), ``full`` (as
+        stored, the default) or ``skeleton``: the bodies a view asks for once it shows them."""
+        return self._call("session/getEntries", {"ids": list(ids), "detail": detail})
+
     def get_tree(self) -> SessionTree:
         """The tree, nested as pi's ``getTree`` returns it: root nodes in file order, each ``{entry, children,
         label?, labelTimestamp?}``, children sorted by timestamp.
@@ -905,6 +929,13 @@ class Session:
         for a root) and ``depth`` 0 for roots. The same tree as :meth:`get_tree`, at any depth.
         :func:`pi_sessiond.format_tree` draws it."""
         return self._call("session/getTreeFlat")
+
+    def get_tree_flat_page(self, detail: Detail = "none", offset: Optional[int] = None,
+                           limit: Optional[int] = None) -> SessionTreeFlat:
+        """Nodes of :meth:`get_tree_flat` from ``offset`` (at most ``limit``), with entries at ``detail``:
+        ``none`` (each node has the entry's ``id`` instead of ``entry``), ``skeleton`` or ``full``.
+        ``parentIndex`` stays the position in the whole list."""
+        return self._call("session/getTreeFlat", {"detail": detail, "offset": offset, "limit": limit})
 
     def get_session_name(self) -> Optional[str]:
         """The session's name, or ``None``."""

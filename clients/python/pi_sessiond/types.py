@@ -12,6 +12,7 @@ PROTOCOL_VERSION = '1.0'
 
 REQUEST_METHODS = (
     'initialize',
+    'session/appendBatch',
     'session/appendCompaction',
     'session/appendContextEdit',
     'session/appendCustomEntry',
@@ -27,6 +28,7 @@ REQUEST_METHODS = (
     'session/buildContextEntries',
     'session/buildSessionContext',
     'session/buildSessionProjection',
+    'session/changesSince',
     'session/close',
     'session/continueRecent',
     'session/create',
@@ -102,6 +104,28 @@ class AgentMessage(TypedDict, total=False):
 
 #: Any JSON value, as stored.
 AnyValue = Any
+
+
+class _AppendBatchParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+    #: The ops, applied in order, each seeing what the ones before it did.
+    ops: List['BatchOp']
+
+
+class AppendBatchParams(_AppendBatchParamsRequired, total=False):
+    """`session/appendBatch`: several mutations as one write."""
+
+    #: Fail with ContentModified (writing nothing) unless the leaf is this id before the first op.
+    expectedLeafId: Optional[str]
+
+
+class AppendBatchResult(TypedDict):
+    """`session/appendBatch` result."""
+
+    #: What each op's method returns alone, in order: `{id}`, `{entry}` for appendUsage, `null` for branch and
+    #: resetLeaf.
+    results: List[Any]
 
 
 class _AppendCompactionParamsRequired(TypedDict):
@@ -281,6 +305,20 @@ class AppendUsageParams(_AppendUsageParamsRequired, total=False):
     note: Optional[str]
 
 
+class _BatchOpRequired(TypedDict):
+    #: Any `session/append…` method, `session/branch`, `session/resetLeaf` or `session/branchWithSummary`.
+    method: str
+
+
+class BatchOp(_BatchOpRequired, total=False):
+    """One op of `session/appendBatch`."""
+
+    #: That method's params without `handle` (and without `expectedLeafId`: give it on the batch). `targetId`
+    #: (appendLabelChange, appendContextEdit) and `entryId` (branch, branchWithSummary) may be `{"op": n}`: the
+    #: entry op `n` of this batch (an earlier one) appends.
+    params: Optional[Dict[str, Any]]
+
+
 class _BranchParamsRequired(TypedDict):
     #: The entry to continue from.
     entryId: str
@@ -350,10 +388,12 @@ class Capabilities(TypedDict):
 
 
 class ChangeAppend(TypedDict):
-    """Entries were appended (every append method and `branchWithSummary`), as reads show them."""
+    """Entries were added at the end of the file, in file order (every append method, `branchWithSummary`, and
+    what another process appended), at the handle's detail. The leaf is the notification's `leafId`.
+    """
 
     #: The new entries.
-    entries: List['SessionEntry']
+    entries: List['EntryAtDetail']
     kind: Literal['append']
 
 
@@ -368,20 +408,34 @@ class ChangeLeaf(_ChangeLeafRequired, total=False):
     leafId: Optional['AnyValue']
 
 
-class ChangeRebind(TypedDict):
-    """The handle now holds another session (`newSession`, `setSessionFile`, `createBranchedSession`)."""
-
+class _ChangeRebindRequired(TypedDict):
     kind: Literal['rebind']
     #: What `session/getState` now returns.
     state: 'SessionState'
 
 
-class ChangeReset(TypedDict):
-    """The file was truncated or replaced by another process and was read again from scratch."""
+class ChangeRebind(_ChangeRebindRequired, total=False):
+    """The handle now holds another session (`newSession`, `setSessionFile`, `createBranchedSession`)."""
 
+    #: At detail `skeleton` or `full`: every entry of the session now held. Absent at detail `none`, and
+    #: when the entries could not be read (the file changed meanwhile): take one with `session/changesSince`.
+    snapshot: Optional['Snapshot']
+
+
+class _ChangeResetRequired(TypedDict):
     kind: Literal['reset']
     #: What `session/getState` now returns.
     state: 'SessionState'
+
+
+class ChangeReset(_ChangeResetRequired, total=False):
+    """The file was truncated, rewritten or replaced by another process, or appeared where the handle had
+    nothing on disk yet (pi writes a new session's file at its first message), and was read again from
+    scratch.
+    """
+
+    #: At detail `skeleton` or `full`: every entry as now read (absent as for `rebind`).
+    snapshot: Optional['Snapshot']
 
 
 class ChangeDeleted(TypedDict):
@@ -392,8 +446,29 @@ class ChangeDeleted(TypedDict):
     kind: Literal['deleted']
 
 
-#: A change.
+#: A change: what a mirror of the session applies to stay equal to it (see `protocol/README.md`).
 Change = Union['ChangeAppend', 'ChangeLeaf', 'ChangeRebind', 'ChangeReset', 'ChangeDeleted']
+
+
+class ChangesSinceParams(TypedDict):
+    """`session/changesSince`."""
+
+    #: The handle.
+    handle: str
+    #: The `seq` of the last change the host applied.
+    seq: int
+
+
+class ChangesSinceResult(TypedDict, total=False):
+    """`session/changesSince` result: either `changes` or `state` and `snapshot`."""
+
+    #: Every `session/changed` (its params, as sent) with a `seq` above the one asked, in order, when the server
+    #: still holds them all.
+    changes: Optional[List['SessionChanged']]
+    #: ...and every entry, at the handle's detail (`full` for a handle at detail `none`).
+    snapshot: Optional['Snapshot']
+    #: Otherwise: the state now...
+    state: Optional['SessionState']
 
 
 class ChildrenParams(TypedDict):
@@ -430,6 +505,10 @@ class ContinueRecentParams(_ContinueRecentParamsRequired, total=False):
     handle: Optional[str]
     #: The session directory (default: pi's directory for `cwd`).
     sessionDir: Optional[str]
+    #: Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    #: handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    #: stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    snapshot: Optional['Detail']
 
 
 class _CreateBranchedSessionParamsRequired(TypedDict):
@@ -444,6 +523,9 @@ class CreateBranchedSessionParams(_CreateBranchedSessionParamsRequired, total=Fa
 
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: As on the opening methods: return the new session's snapshot, and set the handle's detail from now on
+    #: (default: keep it).
+    snapshot: Optional['Detail']
 
 
 class _CreateParamsRequired(TypedDict):
@@ -463,6 +545,14 @@ class CreateParams(_CreateParamsRequired, total=False):
     parentSession: Optional[str]
     #: Where to put the file (default: pi's directory for `cwd`).
     sessionDir: Optional[str]
+    #: Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    #: handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    #: stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    snapshot: Optional['Detail']
+
+
+#: How much of each entry a result or a notification carries.
+Detail = Union[Literal['none'], Literal['skeleton'], Literal['full']]
 
 
 class _EntriesParamsRequired(TypedDict):
@@ -471,12 +561,21 @@ class _EntriesParamsRequired(TypedDict):
 
 
 class EntriesParams(_EntriesParamsRequired, total=False):
-    """`session/getEntries`: a page of entries in file order."""
+    """`session/getEntries`: the entries with these ids, or a page of entries in file order."""
 
+    #: `full` (default: entries as stored) or `skeleton`.
+    detail: Optional['Detail']
+    #: These entries, in this order (`null` for an id no entry has; an id held by several entries gives the last,
+    #: as `getEntry`). Not with `offset` or `limit`.
+    ids: Optional[List[str]]
     #: At most this many.
     limit: Optional[int]
     #: Entries to skip.
     offset: Optional[int]
+
+
+#: An entry as stored (detail none or full), or a skeleton entry (detail skeleton).
+EntryAtDetail = Union['SessionEntry', 'SkeletonEntry']
 
 
 class EntryIdParams(TypedDict):
@@ -533,6 +632,22 @@ class ForkFromParams(_ForkFromParamsRequired, total=False):
     id: Optional[str]
     #: Where to put it (default: pi's directory for `targetCwd`).
     sessionDir: Optional[str]
+    #: Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    #: handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    #: stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    snapshot: Optional['Detail']
+
+
+class _GetStateParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+
+
+class GetStateParams(_GetStateParamsRequired, total=False):
+    """`session/getState`."""
+
+    #: Also return the entries at this detail (`snapshot: {seq, entries}`); the handle's own detail is unchanged.
+    snapshot: Optional['Detail']
 
 
 class HandleParams(TypedDict):
@@ -561,6 +676,10 @@ class InMemoryParams(TypedDict, total=False):
     handle: Optional[str]
     #: A session id.
     id: Optional[str]
+    #: Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    #: handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    #: stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    snapshot: Optional['Detail']
 
 
 class InitializeParams(TypedDict, total=False):
@@ -649,6 +768,9 @@ class NewSessionParams(_NewSessionParamsRequired, total=False):
     id: Optional[str]
     #: The header's `parentSession`.
     parentSession: Optional[str]
+    #: As on the opening methods: return the new session's snapshot, and set the handle's detail from now on
+    #: (default: keep it).
+    snapshot: Optional['Detail']
 
 
 #: Params of methods that take nothing.
@@ -679,6 +801,10 @@ class OpenParams(_OpenParamsRequired, total=False):
     repair: Optional[bool]
     #: Directory for sessions made from this one (default: the file's directory).
     sessionDir: Optional[str]
+    #: Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+    #: handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+    #: stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+    snapshot: Optional['Detail']
     #: Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:
     #: "external"`.
     watch: Optional[bool]
@@ -689,6 +815,8 @@ class PathResult(TypedDict, total=False):
 
     #: The new file (`null` in memory).
     path: Optional[str]
+    #: With `snapshot` `skeleton` or `full`: the new session's entries.
+    snapshot: Optional['Snapshot']
 
 
 class Progress(TypedDict):
@@ -900,6 +1028,9 @@ class SessionProjection(_SessionProjectionRequired, total=False):
 class _SessionStateRequired(TypedDict):
     #: The working directory.
     cwd: str
+    #: The handle's detail: what its `session/changed` entries are (`skeleton`: skeleton entries; `none` and
+    #: `full`: entries as stored) and whether `rebind` and `reset` carry a snapshot (`skeleton`, `full`).
+    detail: 'Detail'
     #: Distinct entry ids.
     entryCount: int
     #: Opaque handle for later calls.
@@ -928,6 +1059,8 @@ class SessionState(_SessionStateRequired, total=False):
     #: `getSessionName` throws on that file (and so does `session/getSessionName`, naming the entry), but the
     #: session opens.
     sessionName: Optional['AnyValue']
+    #: With `snapshot` `skeleton` or `full` on the request: the entries this state holds, at that detail.
+    snapshot: Optional['Snapshot']
 
 
 #: Root nodes, in file order; children sorted by timestamp (pi's getTree).
@@ -937,12 +1070,14 @@ SessionTree = List['SessionTreeNode']
 class _SessionTreeFlatItemRequired(TypedDict):
     #: 0 for roots.
     depth: int
-    entry: 'SessionEntry'
-    #: Position of the parent node in this array; null for a root.
+    #: Position of the parent node in the whole list (also when paging); null for a root.
     parentIndex: Optional[int]
 
 
 class SessionTreeFlatItem(_SessionTreeFlatItemRequired, total=False):
+    entry: 'EntryAtDetail'
+    #: With detail none, instead of entry: the entry's id as stored.
+    id: Any
     #: The resolved label (a string in files pi wrote).
     label: Any
     #: Timestamp of the label entry that set it.
@@ -1006,13 +1141,86 @@ class SessionsWatchResult(TypedDict):
     watchId: str
 
 
-class SetSessionFileParams(TypedDict):
-    """`session/setSessionFile`: point the handle at another file."""
-
+class _SetSessionFileParamsRequired(TypedDict):
     #: The handle.
     handle: str
     #: The file.
     path: str
+
+
+class SetSessionFileParams(_SetSessionFileParamsRequired, total=False):
+    """`session/setSessionFile`: point the handle at another file."""
+
+    #: As on the opening methods: return the file's snapshot, and set the handle's detail from now on (default:
+    #: keep it).
+    snapshot: Optional['Detail']
+
+
+class _SkeletonEntryRequired(TypedDict):
+    #: Size in bytes of the entry's JSON text.
+    bytes: int
+
+
+class SkeletonEntry(_SkeletonEntryRequired, total=False):
+    """An entry at skeleton detail. id, parentId, type, timestamp, role, stopReason, customType, targetId, label and
+    name are the stored values, copied exactly, present when the entry has them (role and stopReason: of a message
+    entry's message; customType: custom and custom_message entries; targetId: label and context_edit entries;
+    label: the label a label entry sets, as stored (resolve labels as pi does: in file order, a truthy label sets
+    its target's label, anything else clears it); name: session_info entries). preview is one line of the entry's
+    text, as a tree view shows it; bytes the size of the entry's JSON as session/getEntries returns it.
+    """
+
+    customType: Any
+    #: message entries: whether message.content holds text that is not all white space (a string, or a `text` block)
+    #: within its first 4 KiB of text.
+    hasText: bool
+    #: As stored (a string in files pi wrote).
+    id: Any
+    label: Any
+    name: Any
+    #: As stored (a string, or null for a root, in files pi wrote).
+    parentId: Any
+    #: At most 160 characters (then `…`) of the entry's text with white space runs made one space, from the first 4 KiB
+    #: of each text: message content (text blocks as themselves, tool calls as `→ name`, images as `[image]`), `$
+    #: command` for bashExecution, the summary of compactions, branch summaries and summary messages, `thinking level →
+    #: L`, `model → provider/modelId`, `target → label` for labels, the name, custom type, usage kind or context edit
+    #: target. Absent when empty.
+    preview: str
+    #: message entries: message.role.
+    role: Any
+    #: message entries: message.stopReason, when present.
+    stopReason: Any
+    targetId: Any
+    #: As stored (an ISO 8601 string in files pi wrote).
+    timestamp: Any
+    #: As stored (a string in files pi wrote).
+    type: Any
+
+
+class Snapshot(TypedDict):
+    """Every entry (header excluded) in file order, at the detail asked, exactly as of the change numbered seq: apply
+    session/changed notifications with a higher seq on top.
+    """
+
+    entries: List['EntryAtDetail']
+    seq: int
+
+
+class _TreeFlatParamsRequired(TypedDict):
+    #: The handle.
+    handle: str
+
+
+class TreeFlatParams(_TreeFlatParamsRequired, total=False):
+    """`session/getTreeFlat`."""
+
+    #: What each node's `entry` is: `full` (default: the entry as stored), `skeleton`, or `none` (no `entry`;
+    #: the node has the entry's `id` instead).
+    detail: Optional['Detail']
+    #: At most this many nodes.
+    limit: Optional[int]
+    #: Nodes to skip (in pre-order; `parentIndex` stays the position in the whole list).
+    offset: Optional[int]
 
 
 class WarningJson(TypedDict):

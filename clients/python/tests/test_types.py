@@ -56,7 +56,8 @@ def test_every_generated_type_resolves():
     assert "leafId" in types.SessionState.__optional_keys__
     # Left out with includeAllMessagesText: false.
     assert "allMessagesText" in types.SessionInfo.__optional_keys__
-    assert types.SessionTreeFlatItem.__required_keys__ == {"entry", "parentIndex", "depth"}
+    # `entry` is left out at detail none (the node has the entry's `id` instead).
+    assert types.SessionTreeFlatItem.__required_keys__ == {"parentIndex", "depth"}
     assert typing.get_args(types.Change)[0] == typing.ForwardRef("ChangeAppend")
 
 

@@ -20,12 +20,78 @@ export type Null = null;
  */
 export type AgentMessage = PiAgentMessage;
 /**
+ * A change: what a mirror of the session applies to stay equal to it (see `protocol/README.md`).
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "Change".
+ */
+export type Change =
+	| {
+			/**
+			 * The new entries.
+			 */
+			entries: EntryAtDetail[];
+			kind: "append";
+			[k: string]: unknown;
+	  }
+	| {
+			kind: "leaf";
+			/**
+			 * The new leaf.
+			 */
+			leafId?: AnyValue | null;
+			[k: string]: unknown;
+	  }
+	| {
+			kind: "rebind";
+			/**
+			 * At detail `skeleton` or `full`: every entry of the session now held. Absent at detail `none`, and
+			 * when the entries could not be read (the file changed meanwhile): take one with `session/changesSince`.
+			 */
+			snapshot?: Snapshot | null;
+			/**
+			 * What `session/getState` now returns.
+			 */
+			state: SessionState;
+			[k: string]: unknown;
+	  }
+	| {
+			kind: "reset";
+			/**
+			 * At detail `skeleton` or `full`: every entry as now read (absent as for `rebind`).
+			 */
+			snapshot?: Snapshot | null;
+			/**
+			 * What `session/getState` now returns.
+			 */
+			state: SessionState;
+			[k: string]: unknown;
+	  }
+	| {
+			kind: "deleted";
+			[k: string]: unknown;
+	  };
+/**
+ * An entry as stored (detail none or full), or a skeleton entry (detail skeleton).
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "EntryAtDetail".
+ */
+export type EntryAtDetail = SessionEntry | SkeletonEntry;
+/**
  * Any JSON value, as stored.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
  * via the `definition` "AnyValue".
  */
 export type AnyValue = unknown;
+/**
+ * How much of each entry a result or a notification carries.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "Detail".
+ */
+export type Detail = "none" | "skeleton" | "full";
 /**
  * Root nodes, in file order; children sorted by timestamp (pi's getTree).
  *
@@ -44,7 +110,11 @@ export type SessionTreeFlat = {
 	 * 0 for roots.
 	 */
 	depth: number;
-	entry: SessionEntry;
+	entry?: EntryAtDetail;
+	/**
+	 * With detail none, instead of entry: the entry's id as stored.
+	 */
+	id?: unknown;
 	/**
 	 * The resolved label (a string in files pi wrote).
 	 */
@@ -54,7 +124,7 @@ export type SessionTreeFlat = {
 	 */
 	labelTimestamp?: unknown;
 	/**
-	 * Position of the parent node in this array; null for a root.
+	 * Position of the parent node in the whole list (also when paging); null for a root.
 	 */
 	parentIndex: number | null;
 	[k: string]: unknown;
@@ -86,49 +156,6 @@ export type ProgressKind = "begin" | "report" | "end";
  */
 export type ProgressStage = "listing" | "indexing";
 /**
- * A change.
- *
- * This interface was referenced by `Protocol`'s JSON-Schema
- * via the `definition` "Change".
- */
-export type Change =
-	| {
-			/**
-			 * The new entries.
-			 */
-			entries: SessionEntry[];
-			kind: "append";
-			[k: string]: unknown;
-	  }
-	| {
-			kind: "leaf";
-			/**
-			 * The new leaf.
-			 */
-			leafId?: AnyValue | null;
-			[k: string]: unknown;
-	  }
-	| {
-			kind: "rebind";
-			/**
-			 * What `session/getState` now returns.
-			 */
-			state: SessionState;
-			[k: string]: unknown;
-	  }
-	| {
-			kind: "reset";
-			/**
-			 * What `session/getState` now returns.
-			 */
-			state: SessionState;
-			[k: string]: unknown;
-	  }
-	| {
-			kind: "deleted";
-			[k: string]: unknown;
-	  };
-/**
  * `SessionsChanged.kind`.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
@@ -153,6 +180,13 @@ export interface ProtocolRequests {
 	initialize: {
 		params: InitializeParams;
 		result: InitializeResult;
+	};
+	/**
+	 * Appends, leaf moves and branch summaries as one write (one fsync, one session/changed), all or nothing; results in order.
+	 */
+	"session/appendBatch": {
+		params: AppendBatchParams;
+		result: AppendBatchResult;
 	};
 	/**
 	 * Appends a compaction (with pi's system-message checkpoint, and an optional retainedTail).
@@ -260,6 +294,13 @@ export interface ProtocolRequests {
 		result: SessionProjection;
 	};
 	/**
+	 * The session/changed notifications after a seq, or the state and a fresh snapshot once they are no longer kept. Cancellable.
+	 */
+	"session/changesSince": {
+		params: ChangesSinceParams;
+		result: ChangesSinceResult;
+	};
+	/**
 	 * Drops one reference to the handle; the last one closes it.
 	 */
 	"session/close": {
@@ -309,11 +350,11 @@ export interface ProtocolRequests {
 		result: SessionEntry[];
 	};
 	/**
-	 * Entries in file order (all, or a page with offset/limit). Cancellable.
+	 * Entries in file order (all, or a page with offset/limit), or the entries with the ids given, in that order (null for an unknown id); full or skeleton. Cancellable.
 	 */
 	"session/getEntries": {
 		params: EntriesParams;
-		result: SessionEntry[];
+		result: (EntryAtDetail | null)[];
 	};
 	/**
 	 * The entry with that id (the last one if ids repeat), or null. Cancellable.
@@ -365,10 +406,10 @@ export interface ProtocolRequests {
 		result: AnyValue | null;
 	};
 	/**
-	 * The handle's current state. Cancellable.
+	 * The handle's current state (with `snapshot`: and its entries). Cancellable.
 	 */
 	"session/getState": {
-		params: HandleParams;
+		params: GetStateParams;
 		result: SessionState;
 	};
 	/**
@@ -379,10 +420,10 @@ export interface ProtocolRequests {
 		result: SessionTree;
 	};
 	/**
-	 * The same tree as a flat pre-order list with parent positions (no deep nesting). Cancellable.
+	 * The same tree as a flat pre-order list with parent positions (no deep nesting), with entries full, skeleton or none, paged with offset/limit. Cancellable.
 	 */
 	"session/getTreeFlat": {
-		params: HandleParams;
+		params: TreeFlatParams;
 		result: SessionTreeFlat;
 	};
 	/**
@@ -597,6 +638,62 @@ export interface ServerInfo {
 	 * The crate version.
 	 */
 	version: string;
+	[k: string]: unknown;
+}
+/**
+ * `session/appendBatch`: several mutations as one write.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "AppendBatchParams".
+ */
+export interface AppendBatchParams {
+	/**
+	 * Fail with ContentModified (writing nothing) unless the leaf is this id before the first op.
+	 */
+	expectedLeafId?: string | null;
+	/**
+	 * The handle.
+	 */
+	handle: string;
+	/**
+	 * The ops, applied in order, each seeing what the ones before it did.
+	 */
+	ops: BatchOp[];
+	[k: string]: unknown;
+}
+/**
+ * One op of `session/appendBatch`.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "BatchOp".
+ */
+export interface BatchOp {
+	/**
+	 * Any `session/append…` method, `session/branch`, `session/resetLeaf` or `session/branchWithSummary`.
+	 */
+	method: string;
+	/**
+	 * That method's params without `handle` (and without `expectedLeafId`: give it on the batch). `targetId`
+	 * (appendLabelChange, appendContextEdit) and `entryId` (branch, branchWithSummary) may be `{"op": n}`: the
+	 * entry op `n` of this batch (an earlier one) appends.
+	 */
+	params?: {
+		[k: string]: unknown;
+	} | null;
+	[k: string]: unknown;
+}
+/**
+ * `session/appendBatch` result.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "AppendBatchResult".
+ */
+export interface AppendBatchResult {
+	/**
+	 * What each op's method returns alone, in order: `{id}`, `{entry}` for appendUsage, `null` for branch and
+	 * resetLeaf.
+	 */
+	results: unknown[];
 	[k: string]: unknown;
 }
 /**
@@ -1026,25 +1123,136 @@ export interface SessionProjection {
 	[k: string]: unknown;
 }
 /**
- * `session/continueRecent`: the most recent session in the directory, or a new one.
+ * `session/changesSince`.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
- * via the `definition` "ContinueRecentParams".
+ * via the `definition` "ChangesSinceParams".
  */
-export interface ContinueRecentParams {
+export interface ChangesSinceParams {
 	/**
-	 * The working directory.
+	 * The handle.
 	 */
-	cwd: string;
+	handle: string;
 	/**
-	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
-	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 * The `seq` of the last change the host applied.
 	 */
-	handle?: string | null;
+	seq: number;
+	[k: string]: unknown;
+}
+/**
+ * `session/changesSince` result: either `changes` or `state` and `snapshot`.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "ChangesSinceResult".
+ */
+export interface ChangesSinceResult {
 	/**
-	 * The session directory (default: pi's directory for `cwd`).
+	 * Every `session/changed` (its params, as sent) with a `seq` above the one asked, in order, when the server
+	 * still holds them all.
 	 */
-	sessionDir?: string | null;
+	changes?: SessionChanged[] | null;
+	/**
+	 * ...and every entry, at the handle's detail (`full` for a handle at detail `none`).
+	 */
+	snapshot?: Snapshot | null;
+	/**
+	 * Otherwise: the state now...
+	 */
+	state?: SessionState | null;
+	[k: string]: unknown;
+}
+/**
+ * `session/changed`: sent after every successful mutation, before its response.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "SessionChanged".
+ */
+export interface SessionChanged {
+	/**
+	 * What changed.
+	 */
+	change: Change;
+	/**
+	 * The handle.
+	 */
+	handle: string;
+	/**
+	 * The leaf after the change.
+	 */
+	leafId?: AnyValue | null;
+	/**
+	 * `external` when another process changed the file (a watched handle, or a check before a write); absent
+	 * for the handle's own mutations.
+	 */
+	origin?: string | null;
+	/**
+	 * 1 for the first change after open, +1 per change on this handle (across rebinds).
+	 */
+	seq: number;
+	/**
+	 * The session id after the change.
+	 */
+	sessionId: AnyValue;
+	[k: string]: unknown;
+}
+/**
+ * An entry at skeleton detail. id, parentId, type, timestamp, role, stopReason, customType, targetId, label and name are the stored values, copied exactly, present when the entry has them (role and stopReason: of a message entry's message; customType: custom and custom_message entries; targetId: label and context_edit entries; label: the label a label entry sets, as stored (resolve labels as pi does: in file order, a truthy label sets its target's label, anything else clears it); name: session_info entries). preview is one line of the entry's text, as a tree view shows it; bytes the size of the entry's JSON as session/getEntries returns it.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "SkeletonEntry".
+ */
+export interface SkeletonEntry {
+	/**
+	 * Size in bytes of the entry's JSON text.
+	 */
+	bytes: number;
+	customType?: unknown;
+	/**
+	 * message entries: whether message.content holds text that is not all white space (a string, or a `text` block) within its first 4 KiB of text.
+	 */
+	hasText?: boolean;
+	/**
+	 * As stored (a string in files pi wrote).
+	 */
+	id?: unknown;
+	label?: unknown;
+	name?: unknown;
+	/**
+	 * As stored (a string, or null for a root, in files pi wrote).
+	 */
+	parentId?: unknown;
+	/**
+	 * At most 160 characters (then `…`) of the entry's text with white space runs made one space, from the first 4 KiB of each text: message content (text blocks as themselves, tool calls as `→ name`, images as `[image]`), `$ command` for bashExecution, the summary of compactions, branch summaries and summary messages, `thinking level → L`, `model → provider/modelId`, `target → label` for labels, the name, custom type, usage kind or context edit target. Absent when empty.
+	 */
+	preview?: string;
+	/**
+	 * message entries: message.role.
+	 */
+	role?: unknown;
+	/**
+	 * message entries: message.stopReason, when present.
+	 */
+	stopReason?: unknown;
+	targetId?: unknown;
+	/**
+	 * As stored (an ISO 8601 string in files pi wrote).
+	 */
+	timestamp?: unknown;
+	/**
+	 * As stored (a string in files pi wrote).
+	 */
+	type?: unknown;
+	[k: string]: unknown;
+}
+/**
+ * Every entry (header excluded) in file order, at the detail asked, exactly as of the change numbered seq: apply session/changed notifications with a higher seq on top.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "Snapshot".
+ */
+export interface Snapshot {
+	entries: EntryAtDetail[];
+	seq: number;
 	[k: string]: unknown;
 }
 /**
@@ -1058,6 +1266,11 @@ export interface SessionState {
 	 * The working directory.
 	 */
 	cwd: string;
+	/**
+	 * The handle's detail: what its `session/changed` entries are (`skeleton`: skeleton entries; `none` and
+	 * `full`: entries as stored) and whether `rebind` and `reset` carry a snapshot (`skeleton`, `full`).
+	 */
+	detail: Detail;
 	/**
 	 * Distinct entry ids.
 	 */
@@ -1101,6 +1314,10 @@ export interface SessionState {
 	 * session opens.
 	 */
 	sessionName?: AnyValue | null;
+	/**
+	 * With `snapshot` `skeleton` or `full` on the request: the entries this state holds, at that detail.
+	 */
+	snapshot?: Snapshot | null;
 	[k: string]: unknown;
 }
 /**
@@ -1116,6 +1333,34 @@ export interface SessionHeader {
 	timestamp?: string;
 	type: "session";
 	version?: number;
+	[k: string]: unknown;
+}
+/**
+ * `session/continueRecent`: the most recent session in the directory, or a new one.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "ContinueRecentParams".
+ */
+export interface ContinueRecentParams {
+	/**
+	 * The working directory.
+	 */
+	cwd: string;
+	/**
+	 * A handle of the host's choosing (any non-empty string no open session has); default: the server picks
+	 * `hN`. Requests naming it may be sent right behind this one: they wait for the open.
+	 */
+	handle?: string | null;
+	/**
+	 * The session directory (default: pi's directory for `cwd`).
+	 */
+	sessionDir?: string | null;
+	/**
+	 * Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+	 * handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+	 * stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+	 */
+	snapshot?: Detail | null;
 	[k: string]: unknown;
 }
 /**
@@ -1146,6 +1391,12 @@ export interface CreateParams {
 	 * Where to put the file (default: pi's directory for `cwd`).
 	 */
 	sessionDir?: string | null;
+	/**
+	 * Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+	 * handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+	 * stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+	 */
+	snapshot?: Detail | null;
 	[k: string]: unknown;
 }
 /**
@@ -1167,6 +1418,11 @@ export interface CreateBranchedSessionParams {
 	 * The last entry of the path to keep.
 	 */
 	leafId: string;
+	/**
+	 * As on the opening methods: return the new session's snapshot, and set the handle's detail from now on
+	 * (default: keep it).
+	 */
+	snapshot?: Detail | null;
 	[k: string]: unknown;
 }
 /**
@@ -1180,6 +1436,10 @@ export interface PathResult {
 	 * The new file (`null` in memory).
 	 */
 	path?: string | null;
+	/**
+	 * With `snapshot` `skeleton` or `full`: the new session's entries.
+	 */
+	snapshot?: Snapshot | null;
 	[k: string]: unknown;
 }
 /**
@@ -1202,6 +1462,12 @@ export interface ForkFromParams {
 	 * Where to put it (default: pi's directory for `targetCwd`).
 	 */
 	sessionDir?: string | null;
+	/**
+	 * Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+	 * handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+	 * stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+	 */
+	snapshot?: Detail | null;
 	/**
 	 * The session to copy.
 	 */
@@ -1247,16 +1513,25 @@ export interface ChildrenParams {
 	[k: string]: unknown;
 }
 /**
- * `session/getEntries`: a page of entries in file order.
+ * `session/getEntries`: the entries with these ids, or a page of entries in file order.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
  * via the `definition` "EntriesParams".
  */
 export interface EntriesParams {
 	/**
+	 * `full` (default: entries as stored) or `skeleton`.
+	 */
+	detail?: Detail | null;
+	/**
 	 * The handle.
 	 */
 	handle: string;
+	/**
+	 * These entries, in this order (`null` for an id no entry has; an id held by several entries gives the last,
+	 * as `getEntry`). Not with `offset` or `limit`.
+	 */
+	ids?: string[] | null;
 	/**
 	 * At most this many.
 	 */
@@ -1285,6 +1560,23 @@ export interface EntryIdParams {
 	[k: string]: unknown;
 }
 /**
+ * `session/getState`.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "GetStateParams".
+ */
+export interface GetStateParams {
+	/**
+	 * The handle.
+	 */
+	handle: string;
+	/**
+	 * Also return the entries at this detail (`snapshot: {seq, entries}`); the handle's own detail is unchanged.
+	 */
+	snapshot?: Detail | null;
+	[k: string]: unknown;
+}
+/**
  * This interface was referenced by `Protocol`'s JSON-Schema
  * via the `definition` "SessionTreeNode".
  */
@@ -1299,6 +1591,32 @@ export interface SessionTreeNode {
 	 * Timestamp of the label entry that set it.
 	 */
 	labelTimestamp?: unknown;
+	[k: string]: unknown;
+}
+/**
+ * `session/getTreeFlat`.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "TreeFlatParams".
+ */
+export interface TreeFlatParams {
+	/**
+	 * What each node's `entry` is: `full` (default: the entry as stored), `skeleton`, or `none` (no `entry`;
+	 * the node has the entry's `id` instead).
+	 */
+	detail?: Detail | null;
+	/**
+	 * The handle.
+	 */
+	handle: string;
+	/**
+	 * At most this many nodes.
+	 */
+	limit?: number | null;
+	/**
+	 * Nodes to skip (in pre-order; `parentIndex` stays the position in the whole list).
+	 */
+	offset?: number | null;
 	[k: string]: unknown;
 }
 /**
@@ -1348,6 +1666,12 @@ export interface InMemoryParams {
 	 * A session id.
 	 */
 	id?: string | null;
+	/**
+	 * Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+	 * handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+	 * stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+	 */
+	snapshot?: Detail | null;
 	[k: string]: unknown;
 }
 /**
@@ -1369,6 +1693,11 @@ export interface NewSessionParams {
 	 * The header's `parentSession`.
 	 */
 	parentSession?: string | null;
+	/**
+	 * As on the opening methods: return the new session's snapshot, and set the handle's detail from now on
+	 * (default: keep it).
+	 */
+	snapshot?: Detail | null;
 	[k: string]: unknown;
 }
 /**
@@ -1402,6 +1731,12 @@ export interface OpenParams {
 	 * Directory for sessions made from this one (default: the file's directory).
 	 */
 	sessionDir?: string | null;
+	/**
+	 * Also return the session's entries (`snapshot: {seq, entries}` in the result), and set the detail of this
+	 * handle's later `session/changed` entries: `none` (default: no snapshot; notifications carry entries as
+	 * stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
+	 */
+	snapshot?: Detail | null;
 	/**
 	 * Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:
 	 * "external"`.
@@ -1441,6 +1776,11 @@ export interface SetSessionFileParams {
 	 * The file.
 	 */
 	path: string;
+	/**
+	 * As on the opening methods: return the file's snapshot, and set the handle's detail from now on (default:
+	 * keep it).
+	 */
+	snapshot?: Detail | null;
 	[k: string]: unknown;
 }
 /**
@@ -1804,40 +2144,6 @@ export interface ProgressValue {
 	 * Files in this stage.
 	 */
 	total: number;
-	[k: string]: unknown;
-}
-/**
- * `session/changed`: sent after every successful mutation, before its response.
- *
- * This interface was referenced by `Protocol`'s JSON-Schema
- * via the `definition` "SessionChanged".
- */
-export interface SessionChanged {
-	/**
-	 * What changed.
-	 */
-	change: Change;
-	/**
-	 * The handle.
-	 */
-	handle: string;
-	/**
-	 * The leaf after the change.
-	 */
-	leafId?: AnyValue | null;
-	/**
-	 * `external` when another process changed the file (a watched handle, or a check before a write); absent
-	 * for the handle's own mutations.
-	 */
-	origin?: string | null;
-	/**
-	 * 1 for the first change after open, +1 per change on this handle (across rebinds).
-	 */
-	seq: number;
-	/**
-	 * The session id after the change.
-	 */
-	sessionId: AnyValue;
 	[k: string]: unknown;
 }
 /**

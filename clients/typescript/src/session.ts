@@ -5,7 +5,10 @@ import type { ImageContent, SystemMessage, TextContent, Usage } from "@earendil-
 import { SessiondError } from "./errors.js";
 import { AsyncQueue, TypedEmitter } from "./events.js";
 import {
+	type BatchOp,
+	type ChangesSinceResult,
 	ERROR_CODES,
+	type EntryAtDetail,
 	type ProtocolRequests,
 	type SessionChanged,
 	type SessionContext,
@@ -13,11 +16,10 @@ import {
 	type SessionHeader,
 	type SessionProjection,
 	type SessionState,
-	type SessionTreeFlat,
 	type SessionTreeNode,
 	type WarningJson,
 } from "./protocol.js";
-import type { ContextEditReplacement, MutationOptions, RequestOptions, SessionUpdate } from "./types.js";
+import type { ContextEditReplacement, MutationOptions, RequestOptions, SessionTreeFlatNode, SessionUpdate } from "./types.js";
 
 /** Details of a resync: which seq was expected and which arrived. */
 export interface ResyncInfo {
@@ -262,6 +264,29 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	}
 
 	/**
+	 * Applies `ops` (each `{method, params}`: any `session/append…` method, `session/branch`, `session/resetLeaf` or
+	 * `session/branchWithSummary`, with its params but no `handle`) as one write: one fsync under
+	 * `--durability entry`, one `changed` event, all or nothing. `targetId` and `entryId` may be `{op: n}`, the entry
+	 * op `n` of this batch appends. Resolves with what each method returns alone, in order.
+	 */
+	async appendBatch(ops: BatchOp[], opts?: MutationOptions): Promise<unknown[]> {
+		return (await this.call("session/appendBatch", { handle: this.handle, ops, ...mutation(opts) })).results;
+	}
+
+	/**
+	 * What a mirror that applied changes up to `seq` missed: `{changes}` (the `session/changed` params, in order)
+	 * while the server keeps them all, else `{state, snapshot}`, a fresh start at the handle's detail.
+	 */
+	changesSince(seq: number, opts?: RequestOptions): Promise<ChangesSinceResult> {
+		return this.call("session/changesSince", { handle: this.handle, seq }, opts);
+	}
+
+	/** The entries with these ids, in the order given (null for an id no entry has), full (default) or skeleton. */
+	getEntriesById(ids: string[], detail?: "full" | "skeleton", opts?: RequestOptions): Promise<(EntryAtDetail | null)[]> {
+		return this.call("session/getEntries", { handle: this.handle, ids, ...(detail ? { detail } : {}) }, opts);
+	}
+
+	/**
 	 * Makes this session a new one holding only the path to `leafId` (pi's `createBranchedSession`). Returns the new
 	 * file, or null in memory. The handle stays the same and now names the new session.
 	 */
@@ -326,7 +351,8 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	getEntries(opts: EntriesOptions = {}): Promise<SessionEntry[]> {
 		const { offset, limit, signal } = opts;
 		const params = { handle: this.handle, ...(offset !== undefined ? { offset } : {}), ...(limit !== undefined ? { limit } : {}) };
-		return this.call("session/getEntries", params, { signal });
+		// Without `ids` or `detail` the server answers pi's entries, never nulls or skeletons.
+		return this.call("session/getEntries", params, { signal }) as Promise<SessionEntry[]>;
 	}
 
 	/**
@@ -342,8 +368,8 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	 * `{entry, parentIndex, depth, label?, labelTimestamp?}`, where `parentIndex` is the parent's position in the
 	 * array (null for a root) and `depth` is 0 for roots. Walking it needs no recursion, however deep the session.
 	 */
-	getTreeFlat(opts?: RequestOptions): Promise<SessionTreeFlat> {
-		return this.call("session/getTreeFlat", { handle: this.handle }, opts);
+	getTreeFlat(opts?: RequestOptions): Promise<SessionTreeFlatNode[]> {
+		return this.call("session/getTreeFlat", { handle: this.handle }, opts) as Promise<SessionTreeFlatNode[]>;
 	}
 
 	/** The session's name, or null. */

@@ -3,7 +3,7 @@
  * client-side resync event.
  */
 
-import type { Change, SessionChanged, SessionState, SessionTreeFlat } from "./protocol.js";
+import type { Change, SessionChanged, SessionEntry, SessionState, SessionTreeFlat } from "./protocol.js";
 
 /**
  * Options of `search()`, sent as `sessions/search {query, cwd?, sessionDir?, limit?, roles?, progressToken?}`
@@ -80,5 +80,8 @@ export type UpdateChange = Change | ResyncChange;
 /** A content replacement for `appendContextEdit`: `null` omits the target from the context. */
 export type ContextEditReplacement = { content: unknown } | null;
 
-/** One node of `RemoteSession.getTreeFlat()`: `{entry, parentIndex, depth, label?, labelTimestamp?}`. */
-export type SessionTreeFlatNode = SessionTreeFlat[number];
+/**
+ * One node of `RemoteSession.getTreeFlat()`: `{entry, parentIndex, depth, label?, labelTimestamp?}`. At its
+ * default detail (`full`) every node has its entry exactly as stored.
+ */
+export type SessionTreeFlatNode = SessionTreeFlat[number] & { entry: SessionEntry };

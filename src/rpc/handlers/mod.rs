@@ -7,9 +7,11 @@
 //! wire values.
 
 pub mod catalog;
+pub mod changes;
 pub mod mutation;
 pub mod open;
 pub mod read;
+pub mod snapshot;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -22,7 +24,7 @@ use serde_json::value::RawValue;
 
 use super::error::from_session;
 use super::handles::{Registry, Slot};
-use super::proto::{AnyJson, HeaderJson, RawJson, SessionState};
+use super::proto::{AnyJson, Detail, HeaderJson, RawJson, SessionState};
 use super::reply::{Out, Reply};
 use super::transport::Outbox;
 use super::watch::FsWatcher;
@@ -165,11 +167,11 @@ pub fn leaf_text(m: &SessionManager) -> Option<String> {
 
 /// The handle's state as of now (so `seq` is exactly what it includes).
 pub fn state_of(slot: &Slot, m: &SessionManager) -> Result<SessionState, ErrorObjectOwned> {
-    state_at(&slot.handle, m, slot.current_seq())
+    state_at(&slot.handle, slot.detail(), m, slot.current_seq())
 }
 
-/// The handle's state, including the change numbered `seq`.
-pub fn state_at(handle: &str, m: &SessionManager, seq: u64) -> Result<SessionState, ErrorObjectOwned> {
+/// The state of a handle at `detail`, including the change numbered `seq`.
+pub fn state_at(handle: &str, detail: Detail, m: &SessionManager, seq: u64) -> Result<SessionState, ErrorObjectOwned> {
     Ok(SessionState {
         seq,
         handle: handle.to_owned(),
@@ -183,6 +185,8 @@ pub fn state_at(handle: &str, m: &SessionManager, seq: u64) -> Result<SessionSta
         // A name pi's getSessionName throws on must not make the whole session unopenable (issue 11).
         session_name: m.session_name().ok().flatten().map(|n| any(&Json::String(n))),
         is_persisted: m.is_persisted(),
+        detail,
+        snapshot: None,
     })
 }
 

@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use jsonrpsee::types::ErrorObjectOwned;
 
-use super::{key, null, registered_path, state_of, Res, WriteCx};
+use super::changes::publish;
+use super::{key, registered_path, Res, WriteCx};
 use crate::rpc::error::{self, from_session, invalid_params};
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
-use crate::session::change::{Change, Compaction, Op, OpValue};
+use crate::session::change::{Change, Compaction, EntryRef, Op, OpValue};
 use crate::session::json::Json;
 use crate::session::{paths, NewSessionOptions};
 
@@ -23,7 +24,13 @@ pub fn apply(cx: &mut WriteCx<'_>, expected_leaf: Option<String>, op: Op) -> Res
     let m = &mut *cx.m;
     let old_path = registered_path(m).map(str::to_owned);
     let outcome = m.apply(op, expected_leaf.as_deref());
-    super::watch::publish(server, slot, m, &outcome.changes, old_path.as_deref())?;
+    if outcome.changes.contains(&Change::Rebound) {
+        // The handle holds another file now: requests and watches find it under the new path.
+        let new_path = registered_path(m);
+        server.registry.set_path(slot, new_path);
+        super::watch::moved(server, slot, old_path.as_deref(), new_path);
+    }
+    publish(server, slot, m, &outcome.changes);
     // The shared index catches up on what reached the file off the request path, so a search finds it (no `stat`
     // of its own: a written session has its file).
     let file_changed = outcome.changes.iter().any(|c| matches!(c, Change::Appended { .. } | Change::Reloaded));
@@ -36,40 +43,63 @@ pub fn apply(cx: &mut WriteCx<'_>, expected_leaf: Option<String>, op: Op) -> Res
     Ok(value)
 }
 
-fn id(value: OpValue) -> Res<IdResult> {
-    match value {
-        OpValue::Entry { id, .. } => Ok(Out::Value(IdResult { id })),
-        other => Err(error::rpc_error(
-            error::INTERNAL_ERROR,
-            "internal_error",
-            format!("an append returned {other:?}"),
-            serde_json::json!({}),
-        )),
-    }
+fn unexpected(what: &str, value: &OpValue) -> ErrorObjectOwned {
+    error::rpc_error(
+        error::INTERNAL_ERROR,
+        "internal_error",
+        format!("{what} returned {value:?}"),
+        serde_json::json!({}),
+    )
 }
 
-/// `session/appendMessage`.
-pub fn append_message(p: AppendMessageParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+/// A mutation method's op, ready for the engine: what it asks, the leaf it expects, and how its answer looks.
+#[derive(Debug)]
+pub struct Planned {
+    /// The op.
+    pub op: Op,
+    /// The `expectedLeafId` given.
+    pub expected_leaf: Option<String>,
+    /// How the method answers with the op's value.
+    pub answer: Answer,
+}
+
+/// How a mutation method answers with its op's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// `{id}`.
+    Id,
+    /// `{entry}` (appendUsage).
+    Entry,
+    /// `null` (branch, resetLeaf).
+    Null,
+}
+
+fn planned(op: Op, expected_leaf: Option<String>, answer: Answer) -> Result<Planned, ErrorObjectOwned> {
+    Ok(Planned { op, expected_leaf, answer })
+}
+
+/// `session/appendMessage`'s op.
+pub fn message_op(p: AppendMessageParams) -> Result<Planned, ErrorObjectOwned> {
     if !matches!(&p.message.0, Json::Object(o) if matches!(o.get("role"), Some(Json::String(_)))) {
         return Err(invalid_params("message.role", "message must be an object with a string role"));
     }
-    id(apply(cx, p.expected_leaf_id, Op::AppendMessage { message: p.message.0 })?)
+    planned(Op::AppendMessage { message: p.message.0 }, p.expected_leaf_id, Answer::Id)
 }
 
-/// `session/appendThinkingLevelChange`.
-pub fn append_thinking_level_change(p: AppendThinkingLevelChangeParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+/// `session/appendThinkingLevelChange`'s op.
+pub fn thinking_level_change_op(p: AppendThinkingLevelChangeParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendThinkingLevelChange { thinking_level: Json::String(p.thinking_level.0) };
-    id(apply(cx, p.expected_leaf_id, op)?)
+    planned(op, p.expected_leaf_id, Answer::Id)
 }
 
-/// `session/appendModelChange`.
-pub fn append_model_change(p: AppendModelChangeParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+/// `session/appendModelChange`'s op.
+pub fn model_change_op(p: AppendModelChangeParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendModelChange { provider: Json::String(p.provider.0), model_id: Json::String(p.model_id.0) };
-    id(apply(cx, p.expected_leaf_id, op)?)
+    planned(op, p.expected_leaf_id, Answer::Id)
 }
 
-/// `session/appendUsage`: answers with the entry itself.
-pub fn append_usage(p: AppendUsageParams, cx: &mut WriteCx<'_>) -> Res<EntryResult> {
+/// `session/appendUsage`'s op.
+pub fn usage_op(p: AppendUsageParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendUsage {
         kind: Json::String(p.kind.0),
         provider: Json::String(p.provider.0),
@@ -77,19 +107,11 @@ pub fn append_usage(p: AppendUsageParams, cx: &mut WriteCx<'_>) -> Res<EntryResu
         usage: p.usage.0,
         note: p.note.map(|n| Json::String(n.0)),
     };
-    let OpValue::Entry { record, .. } = apply(cx, p.expected_leaf_id, op)? else {
-        return Err(error::rpc_error(
-            error::INTERNAL_ERROR,
-            "internal_error",
-            "appendUsage returned no entry",
-            serde_json::json!({}),
-        ));
-    };
-    Ok(Out::Value(EntryResult { entry: super::read::entry_json(cx.m, record)? }))
+    planned(op, p.expected_leaf_id, Answer::Entry)
 }
 
-/// `session/appendCompaction`.
-pub fn append_compaction(p: AppendCompactionParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+/// `session/appendCompaction`'s op.
+pub fn compaction_op(p: AppendCompactionParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendCompaction(Box::new(Compaction {
         summary: Json::String(p.summary.0),
         first_kept_entry_id: p.first_kept_entry_id.map(|s| Json::str(&s)),
@@ -100,57 +122,55 @@ pub fn append_compaction(p: AppendCompactionParams, cx: &mut WriteCx<'_>) -> Res
         system_message: p.system_message.map(|v| v.0),
         retained_tail: p.retained_tail.map(|t| Json::Array(t.into_iter().map(|v| v.0).collect())),
     }));
-    id(apply(cx, p.expected_leaf_id, op)?)
+    planned(op, p.expected_leaf_id, Answer::Id)
 }
 
-/// `session/appendCustomEntry`.
-pub fn append_custom_entry(p: AppendCustomEntryParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+/// `session/appendCustomEntry`'s op.
+pub fn custom_entry_op(p: AppendCustomEntryParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendCustomEntry { custom_type: Json::String(p.custom_type.0), data: p.data.map(|d| d.0) };
-    id(apply(cx, p.expected_leaf_id, op)?)
+    planned(op, p.expected_leaf_id, Answer::Id)
 }
 
-/// `session/appendSessionInfo`.
-pub fn append_session_info(p: AppendSessionInfoParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    id(apply(cx, p.expected_leaf_id, Op::AppendSessionInfo { name: p.name.0 })?)
+/// `session/appendSessionInfo`'s op.
+pub fn session_info_op(p: AppendSessionInfoParams) -> Result<Planned, ErrorObjectOwned> {
+    planned(Op::AppendSessionInfo { name: p.name.0 }, p.expected_leaf_id, Answer::Id)
 }
 
-/// `session/appendCustomMessageEntry`.
-pub fn append_custom_message_entry(p: AppendCustomMessageEntryParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+/// `session/appendCustomMessageEntry`'s op.
+pub fn custom_message_entry_op(p: AppendCustomMessageEntryParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendCustomMessageEntry {
         custom_type: Json::String(p.custom_type.0),
         content: p.content.0,
         display: p.display.0,
         details: p.details.map(|d| d.0),
     };
-    id(apply(cx, p.expected_leaf_id, op)?)
+    planned(op, p.expected_leaf_id, Answer::Id)
 }
 
-/// `session/appendContextEdit`.
-pub fn append_context_edit(p: AppendContextEditParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+/// `session/appendContextEdit`'s op.
+pub fn context_edit_op(p: AppendContextEditParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendContextEdit { target_id: key(&p.target_id).into(), replacement: Some(p.replacement.0) };
-    id(apply(cx, p.expected_leaf_id, op)?)
+    planned(op, p.expected_leaf_id, Answer::Id)
 }
 
-/// `session/appendLabelChange`.
-pub fn append_label_change(p: AppendLabelChangeParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+/// `session/appendLabelChange`'s op.
+pub fn label_change_op(p: AppendLabelChangeParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendLabelChange { target_id: key(&p.target_id).into(), label: p.label.map(|l| l.0) };
-    id(apply(cx, p.expected_leaf_id, op)?)
+    planned(op, p.expected_leaf_id, Answer::Id)
 }
 
-/// `session/branch`.
-pub fn branch(p: BranchParams, cx: &mut WriteCx<'_>) -> Res<Null> {
-    apply(cx, p.expected_leaf_id, Op::Branch { entry_id: key(&p.entry_id).into() })?;
-    Ok(Out::Value(null()))
+/// `session/branch`'s op.
+pub fn branch_op(p: BranchParams) -> Result<Planned, ErrorObjectOwned> {
+    planned(Op::Branch { entry_id: key(&p.entry_id).into() }, p.expected_leaf_id, Answer::Null)
 }
 
-/// `session/resetLeaf`.
-pub fn reset_leaf(p: ResetLeafParams, cx: &mut WriteCx<'_>) -> Res<Null> {
-    apply(cx, p.expected_leaf_id, Op::ResetLeaf)?;
-    Ok(Out::Value(null()))
+/// `session/resetLeaf`'s op.
+pub fn reset_leaf_op(p: ResetLeafParams) -> Result<Planned, ErrorObjectOwned> {
+    planned(Op::ResetLeaf, p.expected_leaf_id, Answer::Null)
 }
 
-/// `session/branchWithSummary`.
-pub fn branch_with_summary(p: BranchWithSummaryParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+/// `session/branchWithSummary`'s op.
+pub fn branch_with_summary_op(p: BranchWithSummaryParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::BranchWithSummary {
         entry_id: p.entry_id.as_deref().map(|id| key(id).into()),
         summary: Json::String(p.summary.0),
@@ -158,27 +178,191 @@ pub fn branch_with_summary(p: BranchWithSummaryParams, cx: &mut WriteCx<'_>) -> 
         from_hook: p.from_hook.map(|v| v.0),
         usage: p.usage.map(|v| v.0),
     };
-    id(apply(cx, p.expected_leaf_id, op)?)
+    planned(op, p.expected_leaf_id, Answer::Id)
+}
+
+/// Points an op's `field` (`targetId`, `entryId`) at the entry that op `n` of its batch appends; false when the
+/// op has no such field.
+pub fn point_at_earlier(op: &mut Op, field: &str, n: usize) -> bool {
+    let earlier = EntryRef::Earlier(n);
+    match (op, field) {
+        (Op::AppendLabelChange { target_id, .. } | Op::AppendContextEdit { target_id, .. }, "targetId") => {
+            *target_id = earlier
+        }
+        (Op::Branch { entry_id }, "entryId") => *entry_id = earlier,
+        (Op::BranchWithSummary { entry_id, .. }, "entryId") => *entry_id = Some(earlier),
+        _ => return false,
+    }
+    true
+}
+
+/// Runs a planned op alone and answers as its method does.
+fn run_planned<T>(cx: &mut WriteCx<'_>, planned: Result<Planned, ErrorObjectOwned>) -> Res<T> {
+    let Planned { op, expected_leaf, answer } = planned?;
+    let value = apply(cx, expected_leaf, op)?;
+    Ok(Out::json(answer_json(cx, answer, &value)?))
+}
+
+/// The JSON text a method answers with for its op's value.
+fn answer_json(cx: &WriteCx<'_>, answer: Answer, value: &OpValue) -> Result<Vec<u8>, ErrorObjectOwned> {
+    Ok(match (answer, value) {
+        (Answer::Id, OpValue::Entry { id, .. }) => serde_json::to_vec(&IdResult { id: id.clone() }).expect("JSON"),
+        (Answer::Entry, OpValue::Entry { record, .. }) => {
+            let entry = super::read::entry_json(cx.m, *record)?;
+            serde_json::to_vec(&EntryResult { entry }).expect("JSON")
+        }
+        (Answer::Null, _) => b"null".to_vec(),
+        (_, other) => return Err(unexpected("an op", other)),
+    })
+}
+
+/// `session/appendMessage`.
+pub fn append_message(p: AppendMessageParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, message_op(p))
+}
+
+/// `session/appendThinkingLevelChange`.
+pub fn append_thinking_level_change(p: AppendThinkingLevelChangeParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, thinking_level_change_op(p))
+}
+
+/// `session/appendModelChange`.
+pub fn append_model_change(p: AppendModelChangeParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, model_change_op(p))
+}
+
+/// `session/appendUsage`: answers with the entry itself.
+pub fn append_usage(p: AppendUsageParams, cx: &mut WriteCx<'_>) -> Res<EntryResult> {
+    run_planned(cx, usage_op(p))
+}
+
+/// `session/appendCompaction`.
+pub fn append_compaction(p: AppendCompactionParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, compaction_op(p))
+}
+
+/// `session/appendCustomEntry`.
+pub fn append_custom_entry(p: AppendCustomEntryParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, custom_entry_op(p))
+}
+
+/// `session/appendSessionInfo`.
+pub fn append_session_info(p: AppendSessionInfoParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, session_info_op(p))
+}
+
+/// `session/appendCustomMessageEntry`.
+pub fn append_custom_message_entry(p: AppendCustomMessageEntryParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, custom_message_entry_op(p))
+}
+
+/// `session/appendContextEdit`.
+pub fn append_context_edit(p: AppendContextEditParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, context_edit_op(p))
+}
+
+/// `session/appendLabelChange`.
+pub fn append_label_change(p: AppendLabelChangeParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, label_change_op(p))
+}
+
+/// `session/branch`.
+pub fn branch(p: BranchParams, cx: &mut WriteCx<'_>) -> Res<Null> {
+    run_planned(cx, branch_op(p))
+}
+
+/// `session/resetLeaf`.
+pub fn reset_leaf(p: ResetLeafParams, cx: &mut WriteCx<'_>) -> Res<Null> {
+    run_planned(cx, reset_leaf_op(p))
+}
+
+/// `session/branchWithSummary`.
+pub fn branch_with_summary(p: BranchWithSummaryParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
+    run_planned(cx, branch_with_summary_op(p))
+}
+
+/// `session/appendBatch`, its ops parsed (`methods::append_batch` parses each with its own method's params type):
+/// one engine batch (one write, one fsync under `--durability entry`, one `session/changed` for all the entries,
+/// all or nothing), answered with what each op's method answers alone.
+pub fn append_batch(
+    expected_leaf: Option<String>,
+    planned: Vec<Planned>,
+    cx: &mut WriteCx<'_>,
+) -> Res<AppendBatchResult> {
+    if planned.is_empty() {
+        return Err(invalid_params("ops", "a batch needs at least one op"));
+    }
+    let mut ops = Vec::with_capacity(planned.len());
+    let mut answers = Vec::with_capacity(planned.len());
+    for (n, p) in planned.into_iter().enumerate() {
+        if p.expected_leaf.is_some() {
+            return Err(invalid_params(
+                &format!("ops[{n}].params.expectedLeafId"),
+                "give expectedLeafId on the batch, not on its ops",
+            ));
+        }
+        ops.push(p.op);
+        answers.push(p.answer);
+    }
+    let value = apply(cx, expected_leaf, Op::Batch(ops))?;
+    let OpValue::Batch(values) = &value else { return Err(unexpected("a batch", &value)) };
+    let mut text = br#"{"results":["#.to_vec();
+    for (n, (&answer, v)) in answers.iter().zip(values).enumerate() {
+        if n > 0 {
+            text.push(b',');
+        }
+        text.extend(answer_json(cx, answer, v)?);
+    }
+    text.extend_from_slice(b"]}");
+    Ok(Out::json(text))
+}
+
+/// Runs a rebinding op with the detail it asks for (kept only if it succeeds), so the `rebind` notification
+/// already carries the snapshot at that detail.
+fn rebind(
+    cx: &mut WriteCx<'_>,
+    expected_leaf: Option<String>,
+    snapshot: Option<Detail>,
+    op: Op,
+) -> Result<OpValue, ErrorObjectOwned> {
+    let previous = cx.slot.detail();
+    if let Some(detail) = snapshot {
+        cx.slot.set_detail(detail);
+    }
+    let result = apply(cx, expected_leaf, op);
+    if result.is_err() {
+        cx.slot.set_detail(previous);
+    }
+    result
 }
 
 /// `session/createBranchedSession`.
 pub fn create_branched_session(p: CreateBranchedSessionParams, cx: &mut WriteCx<'_>) -> Res<PathResult> {
-    match apply(cx, p.expected_leaf_id, Op::CreateBranchedSession { leaf_id: key(&p.leaf_id) })? {
-        OpValue::Path(path) => Ok(Out::Value(PathResult { path })),
-        other => Err(error::rpc_error(
-            error::INTERNAL_ERROR,
-            "internal_error",
-            format!("createBranchedSession returned {other:?}"),
-            serde_json::json!({}),
-        )),
+    let path = match rebind(cx, p.expected_leaf_id, p.snapshot, Op::CreateBranchedSession { leaf_id: key(&p.leaf_id) })?
+    {
+        OpValue::Path(path) => path,
+        other => return Err(unexpected("createBranchedSession", &other)),
+    };
+    match p.snapshot {
+        Some(detail @ (Detail::Skeleton | Detail::Full)) => {
+            let (m, seq) = (&*cx.m, cx.slot.current_seq());
+            let head = serde_json::to_vec(&PathResult { path, snapshot: None }).expect("JSON");
+            cx.reply.rendered(true, &|out| {
+                out.raw(&head[..head.len() - 1])?;
+                out.raw(b",\"snapshot\":")?;
+                super::snapshot::snapshot(m, seq, detail, out)?;
+                out.raw(b"}")
+            })
+        }
+        _ => Ok(Out::Value(PathResult { path, snapshot: None })),
     }
 }
 
 /// `session/newSession`.
 pub fn new_session(p: NewSessionParams, cx: &mut WriteCx<'_>) -> Res<SessionState> {
     let options = NewSessionOptions { id: p.id, parent_session: p.parent_session };
-    apply(cx, None, Op::NewSession(options))?;
-    state_of(cx.slot, cx.m).map(Out::Value)
+    rebind(cx, None, p.snapshot, Op::NewSession(options))?;
+    super::open::state_with(cx.reply, cx.slot, cx.m, p.snapshot)
 }
 
 /// `session/setSessionFile`.
@@ -190,6 +374,6 @@ pub fn set_session_file(p: SetSessionFileParams, cx: &mut WriteCx<'_>) -> Res<Se
             format!("{resolved} is already open as handle {}; use that handle", other.handle),
         ));
     }
-    apply(cx, None, Op::SetSessionFile { path: resolved })?;
-    state_of(cx.slot, cx.m).map(Out::Value)
+    rebind(cx, None, p.snapshot, Op::SetSessionFile { path: resolved })?;
+    super::open::state_with(cx.reply, cx.slot, cx.m, p.snapshot)
 }

@@ -14,7 +14,7 @@ use super::{null, registered_path, state_of, Res, Server, WriteCx};
 use crate::rpc::error::{from_session, invalid_params};
 use crate::rpc::handles::{Job, Slot};
 use crate::rpc::proto::*;
-use crate::rpc::reply::{Out, Reply};
+use crate::rpc::reply::{Out, Rendered, Reply};
 use crate::session::context::ContextOptions;
 use crate::session::{dirscan, paths, Env, NewSessionOptions, SessionManager};
 
@@ -38,12 +38,12 @@ pub type OpenHandler<P> = fn(P, &Arc<Server>, &Arc<Slot>) -> Result<Opening, Err
 /// An opening handler, ready to run in the request's slot.
 pub type OpenFn = Box<dyn FnOnce(&Arc<Server>, &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> + Send>;
 
-/// Routes an opening request on arrival (see the module doc); `repair` writes pi's load-time repairs as it opens.
+/// Routes an opening request on arrival (see the module doc).
 pub fn start(
     server: &Arc<Server>,
     name: Option<String>,
     path: Option<String>,
-    repair: bool,
+    request: Request,
     open: OpenFn,
     reply: Reply,
 ) {
@@ -59,13 +59,55 @@ pub fn start(
             ));
         }
     }
-    let chosen = name.is_some();
     let job_server = server.clone();
     let job = Job::Write(Box::new(move |session, slot| {
-        run_open(&job_server, session, slot, chosen, repair, open, reply);
+        run_open(&job_server, session, slot, request, open, reply);
         None
     }));
     server.registry.queue_open(name.as_deref(), path.as_deref(), job, &server.pool);
+}
+
+/// What an opening request asked for, beside what to open.
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    /// The host named the handle.
+    pub chosen: bool,
+    /// The snapshot (and detail) asked for.
+    pub snapshot: Option<Detail>,
+    /// Write pi's load-time repairs as the session opens.
+    pub repair: bool,
+}
+
+/// The detail of the entries a handle at `detail` sends in `session/changed`.
+fn entries_detail(detail: Detail) -> Detail {
+    match detail {
+        Detail::Skeleton => Detail::Skeleton,
+        Detail::None | Detail::Full => Detail::Full,
+    }
+}
+
+/// Answers with a state and, when `snapshot` asks for entries, its snapshot (streamed when large). An error is
+/// answered and returned.
+pub fn answer_state(
+    reply: &Reply,
+    m: &SessionManager,
+    state: &SessionState,
+    snapshot: Option<Detail>,
+) -> Result<(), ErrorObjectOwned> {
+    match snapshot {
+        Some(detail @ (Detail::Skeleton | Detail::Full)) => {
+            match reply.render(true, &|out| super::snapshot::state_with_snapshot(m, state, detail, out)) {
+                Ok(Rendered::Json(bytes)) => reply.result_json(bytes),
+                Ok(Rendered::Sent) => {}
+                Err(e) => {
+                    reply.error(&e);
+                    return Err(e);
+                }
+            }
+        }
+        _ => reply.result(state),
+    }
+    Ok(())
 }
 
 /// The job that opens a slot's session. The state is built before the session is kept, so a session whose state
@@ -75,27 +117,53 @@ fn run_open(
     server: &Arc<Server>,
     session: &mut Option<SessionManager>,
     slot: &Arc<Slot>,
-    chosen: bool,
-    repair: bool,
+    request: Request,
     open: OpenFn,
     reply: Reply,
 ) {
     if let Some(m) = session.as_mut() {
-        if chosen {
+        if request.chosen {
             return reply
                 .error(&invalid_params("handle", format!("handle {} is already open; choose another", slot.handle)));
         }
-        if repair {
+        // One handle per file, so its notifications have one detail: a second open must ask for the same one.
+        let have = slot.detail();
+        if let Some(asked) = request.snapshot.filter(|&d| entries_detail(d) != entries_detail(have)) {
+            return reply.error(&invalid_params(
+                "snapshot",
+                format!(
+                    "{} is open as handle {} at detail {}, whose notifications carry {} entries; ask snapshot {} \
+                     (or leave it out) to share it, not {}",
+                    m.session_file().unwrap_or("the session"),
+                    slot.handle,
+                    have.as_str(),
+                    entries_detail(have).as_str(),
+                    have.as_str(),
+                    asked.as_str()
+                ),
+            ));
+        }
+        if request.repair {
             // An earlier plain open may have left repairs pending. What another process appended since is taken
             // in (and published) first, so the rewrite keeps it; a failed repair adds no reference.
-            let repaired =
-                super::watch::follow(server, slot, m).and_then(|_| m.apply_pending_repairs().map_err(from_session));
-            if let Err(e) = repaired {
-                return reply.error(&e);
+            super::watch::follow(server, slot, m);
+            if let Err(e) = m.apply_pending_repairs() {
+                return reply.error(&from_session(e));
             }
         }
-        slot.add_ref();
-        return reply.answer(state_of(slot, m).map(Out::Value));
+        if request.snapshot == Some(Detail::Full) && have == Detail::None {
+            // The same entries, and now snapshots after rebinds and resets too: nothing a host at `none` relies
+            // on changes.
+            slot.set_detail(Detail::Full);
+        }
+        let state = match state_of(slot, m) {
+            Ok(s) => s,
+            Err(e) => return reply.error(&e),
+        };
+        if answer_state(&reply, m, &state, request.snapshot).is_ok() {
+            slot.add_ref();
+        }
+        return;
     }
     let opened = match open(server, slot) {
         Ok(o) => o,
@@ -105,8 +173,9 @@ fn run_open(
         Opening::New { manager, watch } => (*manager, watch),
         Opening::Elsewhere(existing, open) => {
             let job_server = server.clone();
+            let request = Request { chosen: false, ..request };
             let job = Job::Write(Box::new(move |session, slot| {
-                run_open(&job_server, session, slot, false, repair, open, reply);
+                run_open(&job_server, session, slot, request, open, reply);
                 None
             }));
             return existing.push(job, &server.pool);
@@ -114,11 +183,12 @@ fn run_open(
     };
     m.set_context_options(ContextOptions::default());
     m.set_durability(server.durability);
-    if repair {
+    if request.repair {
         if let Err(e) = m.apply_pending_repairs() {
             return reply.error(&from_session(e));
         }
     }
+    slot.set_detail(request.snapshot.unwrap_or_default());
     let state = match state_of(slot, &m) {
         Ok(s) => s,
         Err(e) => return reply.error(&e),
@@ -127,12 +197,16 @@ fn run_open(
         // Another handle took the file meanwhile (continueRecent finding a file opened since it looked).
         return reply.error(&invalid_params("path", "the file was opened under another handle meanwhile; retry"));
     }
+    // The answer goes out before the session is kept: one whose snapshot cannot be read is not left open.
+    if answer_state(&reply, &m, &state, request.snapshot).is_err() {
+        server.registry.set_path(slot, None);
+        return;
+    }
     slot.opened();
     *session = Some(m);
     if watch {
         super::watch::start(server, slot);
     }
-    reply.result(&state);
 }
 
 fn new_env(server: &Server) -> Env {
@@ -212,9 +286,20 @@ pub fn fork_from(p: ForkFromParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> 
     Ok(Opening::New { manager: Box::new(manager), watch: false })
 }
 
-/// `session/getState`.
-pub fn get_state(_p: HandleParams, cx: &super::ReadCx<'_>) -> Res<SessionState> {
-    state_of(cx.slot, cx.m).map(Out::Value)
+/// `session/getState`: with `snapshot`, the entries too (the handle's detail stays as it is).
+pub fn get_state(p: GetStateParams, cx: &super::ReadCx<'_>) -> Res<SessionState> {
+    state_with(cx.reply, cx.slot, cx.m, p.snapshot)
+}
+
+/// A handler's result: the handle's state, with a snapshot at `snapshot` when it asks for entries.
+pub fn state_with(reply: &Reply, slot: &Slot, m: &SessionManager, snapshot: Option<Detail>) -> Res<SessionState> {
+    let state = state_of(slot, m)?;
+    match snapshot {
+        Some(detail @ (Detail::Skeleton | Detail::Full)) => {
+            reply.rendered(true, &|out| super::snapshot::state_with_snapshot(m, &state, detail, out))
+        }
+        _ => Ok(Out::Value(state)),
+    }
 }
 
 /// `session/close`: drops one reference; the last one closes the session (requests queued behind it find the

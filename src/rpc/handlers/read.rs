@@ -4,12 +4,12 @@
 
 use jsonrpsee::types::ErrorObjectOwned;
 
-use super::{any, key, key_json, rendered, ReadCx, Res};
-use crate::rpc::error::from_session;
+use super::{any, key, key_json, rendered, snapshot, ReadCx, Res};
+use crate::rpc::error::{from_session, invalid_params};
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
 use crate::session::json::Json;
-use crate::session::render;
+use crate::session::render::{self, JsonOut};
 use crate::session::SessionManager;
 
 /// One record (entry or header) as stored.
@@ -70,12 +70,42 @@ pub fn get_entry_count(_p: HandleParams, cx: &ReadCx<'_>) -> Res<usize> {
     Ok(Out::Value(cx.m.entry_count()))
 }
 
-/// `session/getEntries`.
-pub fn get_entries(p: EntriesParams, cx: &ReadCx<'_>) -> Res<Vec<EntryJson>> {
-    let all = cx.m.entries();
-    let start = p.offset.unwrap_or(0).min(all.len());
-    let end = p.limit.map_or(all.len(), |l| start.saturating_add(l).min(all.len()));
-    entries(cx, &all[start..end])
+/// `session/getEntries`: a page in file order, or the entries with the ids asked for (`null` for unknown ids).
+pub fn get_entries(p: EntriesParams, cx: &ReadCx<'_>) -> Res<Vec<Option<EntryAtDetailJson>>> {
+    let detail = match p.detail.unwrap_or(Detail::Full) {
+        Detail::None => return Err(invalid_params("detail", "getEntries gives entries full or skeleton")),
+        d => d,
+    };
+    let m = cx.m;
+    if let Some(ids) = &p.ids {
+        if p.offset.is_some() || p.limit.is_some() {
+            return Err(invalid_params("ids", "give ids, or offset and limit, not both"));
+        }
+        let found: Vec<Option<usize>> = ids.iter().map(|id| m.entry(&key(id))).collect();
+        return cx.reply.rendered(true, &|out| {
+            out.raw(b"[")?;
+            for (n, i) in found.iter().enumerate() {
+                if n > 0 {
+                    out.raw(b",")?;
+                }
+                match *i {
+                    Some(i) => snapshot::entry(m, i, detail, out)?,
+                    None => out.raw(b"null")?,
+                }
+            }
+            out.raw(b"]")
+        });
+    }
+    let all = m.entries();
+    let page = &all[page_range(p.offset, p.limit, all.len())];
+    cx.reply.rendered(true, &|out| snapshot::entries(m, page, detail, out))
+}
+
+/// The positions `offset`/`limit` select among `len`.
+fn page_range(offset: Option<usize>, limit: Option<usize>, len: usize) -> std::ops::Range<usize> {
+    let start = offset.unwrap_or(0).min(len);
+    let end = limit.map_or(len, |l| start.saturating_add(l).min(len));
+    start..end
 }
 
 /// `session/getTree`.
@@ -85,11 +115,15 @@ pub fn get_tree(_p: HandleParams, cx: &ReadCx<'_>) -> Res<TreeJson> {
     cx.reply.rendered(true, &|o| render::tree(m, &tree, o))
 }
 
-/// `session/getTreeFlat`.
-pub fn get_tree_flat(_p: HandleParams, cx: &ReadCx<'_>) -> Res<FlatTreeJson> {
+/// `session/getTreeFlat`: nodes with their entries full (default), skeleton, or none (their ids only), paged.
+pub fn get_tree_flat(p: TreeFlatParams, cx: &ReadCx<'_>) -> Res<FlatTreeJson> {
     let m = cx.m;
     let tree = m.tree();
-    cx.reply.rendered(true, &|o| render::tree_flat(m, &tree, o))
+    let positions = page_range(p.offset, p.limit, tree.nodes.len());
+    let detail = p.detail.unwrap_or(Detail::Full);
+    let entry = |i: usize, out: &mut JsonOut<'_>| snapshot::entry(m, i, detail, out);
+    let entry: Option<render::EntryWriter<'_>> = if detail == Detail::None { None } else { Some(&entry) };
+    cx.reply.rendered(true, &|o| render::tree_flat_with(m, &tree, positions.clone(), entry, o))
 }
 
 /// `session/getSessionName`.
