@@ -113,7 +113,8 @@ pub fn directory_for(cwd: &str, session_dir: Option<&str>, agent_dir: &str) -> R
     }
 }
 
-fn collator() -> CollatorBorrowed<'static> {
+/// The root-locale collator behind [`locale_compare`].
+pub fn collator() -> CollatorBorrowed<'static> {
     Collator::try_new(Default::default(), CollatorOptions::default()).expect("root collation data is compiled in")
 }
 

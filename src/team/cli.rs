@@ -1,0 +1,136 @@
+//! The team commands of the command line: `push`, and `ls`/`search` answered from the team database
+//! (`--catalog URL`). Output is JSON a script can read; errors go to stderr with exit status 1.
+
+use std::io::Write;
+use std::time::Duration;
+
+use super::catalog::{listing_json, TeamCatalog};
+use super::db::Target;
+use super::push::{self, PushOptions, PushReport};
+use crate::session::json::{Json, Object};
+use crate::session::render;
+use crate::session::search::Scope;
+
+fn fail(e: impl std::fmt::Display) -> i32 {
+    eprintln!("pi-sessiond: {e}");
+    1
+}
+
+fn report_json(machine: &str, r: &PushReport) -> String {
+    let mut o = Object::new();
+    o.insert("machine", Json::str(machine));
+    o.insert("files", Json::number(r.files as f64));
+    o.insert("pushed", Json::number(r.pushed as f64));
+    o.insert("rewritten", Json::number(r.rewritten as f64));
+    o.insert("deleted", Json::number(r.deleted as f64));
+    o.insert("entries", Json::number(r.entries as f64));
+    o.insert("bytes", Json::number(r.bytes as f64));
+    Json::Object(o).to_canonical_string()
+}
+
+/// `pi-sessiond --agent-dir DIR push --postgres URL [--machine NAME] [--watch]`: one pass (a JSON report line on
+/// stdout), or with `watch` a pass whenever a session changes (a line per pass that changed something), until
+/// killed. Killing it at any moment loses nothing: the next run continues where the database says.
+pub fn push(
+    agent_dir: &str,
+    url: &str,
+    machine: Option<&str>,
+    watch: bool,
+    poll: Duration,
+    out: &mut dyn Write,
+) -> i32 {
+    let target = match Target::from_env(url) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let mut client = match super::schema::open(&target) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let options = PushOptions {
+        machine: machine.map(str::to_owned).unwrap_or_else(push::host_name),
+        agent_dir: agent_dir.to_owned(),
+    };
+    if let Err(e) = push::lock_machine(&mut client, &target, &options.machine) {
+        return fail(e);
+    }
+    let mut print = |r: &PushReport| {
+        let _ = writeln!(out, "{}", report_json(&options.machine, r));
+        let _ = out.flush();
+    };
+    let result = if watch {
+        push::watch(&mut client, &target, &options, poll, &|| true, &mut print)
+    } else {
+        push::push_once(&mut client, &target, &options).map(|r| print(&r))
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => fail(e),
+    }
+}
+
+/// `pi-sessiond --catalog URL ls [--cwd C] [--dir D] [--all] [--json]`: pi's `list`/`listAll` across every
+/// machine, each session with its `machine`.
+pub fn ls(url: &str, cwd: Option<&str>, dir: Option<&str>, all: bool, out: &mut dyn Write) -> i32 {
+    let mut catalog = match Target::from_env(url).and_then(|t| TeamCatalog::open(&t)) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let sessions = if all {
+        catalog.list_all(dir, true)
+    } else {
+        let cwd = cwd.map(str::to_owned).unwrap_or_else(crate::session::paths::process_cwd);
+        catalog.list(&cwd, dir, true)
+    };
+    match sessions {
+        Ok(s) => {
+            let mut bytes = listing_json(&s, true);
+            bytes.push(b'\n');
+            if out.write_all(&bytes).is_err() {
+                return 2;
+            }
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `pi-sessiond --catalog URL search QUERY …`: the search across every machine; with `json`, the shape of
+/// `sessions/search` plus `machine`.
+pub fn search(url: &str, request: &crate::cli::SearchRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
+    let mut catalog = match Target::from_env(url).and_then(|t| TeamCatalog::open(&t)) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let scope = Scope { cwd: request.cwd, session_dir: request.dir };
+    let hits = match catalog.search(request.query, scope, request.roles.as_deref(), request.limit) {
+        Ok(h) => h,
+        Err(e) => return fail(e),
+    };
+    let text = if json {
+        let list: Vec<Json> = hits
+            .iter()
+            .map(|h| {
+                let mut v = render::search_hit_json(&h.hit);
+                if let Json::Object(o) = &mut v {
+                    o.insert("machine", Json::str(&h.machine));
+                }
+                v
+            })
+            .collect();
+        format!("{}\n", Json::Array(list).to_canonical_string())
+    } else if hits.is_empty() {
+        "no matches\n".to_owned()
+    } else {
+        hits.iter()
+            .map(|h| {
+                let when = crate::session::js::date::to_iso_string(h.hit.timestamp).unwrap_or_else(|| "-".into());
+                format!("{when}  {:<13} {}:{}\n    {}\n", h.hit.role, h.machine, h.hit.path, h.hit.snippet)
+            })
+            .collect()
+    };
+    match out.write_all(text.as_bytes()) {
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
+}
