@@ -40,6 +40,10 @@ struct ServeArgs {
     /// Use no catalog index: listings and searches read every file.
     #[arg(long, global = true, conflicts_with = "index")]
     no_index: bool,
+    /// The team catalog (a PostgreSQL URL, e.g. postgres://user@host/db): listings and searches then answer
+    /// across every machine that pushed to it (`push`). Credentials may also come from PG* variables.
+    #[arg(long, global = true)]
+    catalog: Option<String>,
     /// The largest frame accepted from the host, in bytes.
     #[arg(long, default_value_t = 1 << 30)]
     max_frame_bytes: usize,
@@ -81,6 +85,22 @@ enum Command {
         /// List every session (pi's `listAll`).
         #[arg(long)]
         all: bool,
+        /// Print JSON (what ls prints).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy this machine's sessions into a team PostgreSQL database (incremental; safe to kill and rerun).
+    Push {
+        /// The database, as a URL (postgres://user@host:port/db?sslmode=require) or libpq key=value string;
+        /// what it leaves out comes from PGHOST, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE….
+        #[arg(long)]
+        postgres: String,
+        /// This machine's name in the database (default: the host name).
+        #[arg(long)]
+        machine: Option<String>,
+        /// Keep running and push every change as it happens.
+        #[arg(long)]
+        watch: bool,
     },
     /// Search sessions with pi's /resume query language (words, "exact phrases", re:regex), down to the entry.
     Search {
@@ -137,6 +157,7 @@ fn serve(args: ServeArgs) -> i32 {
         durability,
         index_path,
         poll_interval: std::time::Duration::from_millis(args.poll_ms.max(1)),
+        catalog: args.catalog,
     };
     pi_sessiond::rpc::serve_connection(config, pi_sessiond::rpc::Connection::stdio())
 }
@@ -169,13 +190,24 @@ fn main() -> ExitCode {
         Some(Command::Inspect { file, retained_tail }) => {
             cli::inspect(&file, ContextOptions { honour_retained_tail: retained_tail }, &mut stdout)
         }
-        Some(Command::Ls { cwd, dir, all }) => {
+        Some(Command::Ls { cwd, dir, all, json: _ }) if args.serve.catalog.is_some() => {
+            let url = args.serve.catalog.as_deref().unwrap_or_default();
+            pi_sessiond::team::cli::ls(url, cwd.as_deref(), dir.as_deref(), all, &mut stdout)
+        }
+        Some(Command::Ls { cwd, dir, all, json: _ }) => {
             index.with(|ix| cli::ls(cwd.as_deref(), dir.as_deref(), all, &agent_dir, ix, &mut stdout))
         }
         Some(Command::Search { query, cwd, dir, limit, roles, json }) => {
             let roles = (!roles.is_empty()).then_some(roles);
             let request = cli::SearchRequest { query: &query, cwd: cwd.as_deref(), dir: dir.as_deref(), limit, roles };
+            if let Some(url) = &args.serve.catalog {
+                return ExitCode::from(pi_sessiond::team::cli::search(url, &request, json, &mut stdout) as u8);
+            }
             index.with(|ix| cli::search(&request, &agent_dir, ix, json, &mut stdout))
+        }
+        Some(Command::Push { postgres, machine, watch }) => {
+            let poll = std::time::Duration::from_millis(args.serve.poll_ms.max(1));
+            pi_sessiond::team::cli::push(&agent_dir, &postgres, machine.as_deref(), watch, poll, &mut stdout)
         }
         Some(Command::Tree { file }) => cli::tree(&file, &mut stdout),
         Some(Command::Stats { file, reads }) => cli::stats(&file, reads, &mut stdout),

@@ -35,6 +35,10 @@ pub const INVALID_SESSION_ID: i32 = 1005;
 pub const IO_ERROR: i32 = 1006;
 /// Another process holds the session's write lock.
 pub const SESSION_LOCKED: i32 = 1007;
+/// The team catalog (`--catalog`) failed or cannot be reached.
+pub const CATALOG_UNAVAILABLE: i32 = 1020;
+/// The session was opened read-only (another machine's, from the team catalog).
+pub const READ_ONLY: i32 = 1021;
 
 /// A JSON-RPC error object with `data.kind`.
 pub fn rpc_error(code: i32, kind: &str, message: impl Into<String>, extra: serde_json::Value) -> ErrorObjectOwned {

@@ -472,6 +472,10 @@ pub struct OpenParams {
     /// Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:
     /// "external"`.
     pub watch: Option<bool>,
+    /// Open this machine's session from the team catalog (`--catalog`) instead of a local file: `path` is the
+    /// file's path on that machine, the session is as last pushed, and it is read-only (mutations fail with
+    /// `read_only`).
+    pub machine: Option<String>,
 }
 
 /// `session/continueRecent`: the most recent session in the directory, or a new one.
@@ -628,6 +632,10 @@ pub struct SessionState {
     /// The `seq` of the last `session/changed` this state includes: notifications with a higher `seq` happened
     /// after it (a host resynchronising after a gap applies only those).
     pub seq: u64,
+    /// The machine whose session this is, when it was opened read-only from the team catalog (absent otherwise;
+    /// `session/open` and `session/getState` give it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -1036,6 +1044,9 @@ pub enum ProgressToken {
 pub struct FindResult {
     /// The file, or `null`.
     pub path: Option<String>,
+    /// With `--catalog`: the machine the file is on (absent without a catalog).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 // ------------------------------------------------------------------------------------------------------------------

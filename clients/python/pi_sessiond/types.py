@@ -510,6 +510,8 @@ class FindByIdParams(_FindByIdParamsRequired, total=False):
 class FindResult(TypedDict, total=False):
     """`sessions/findById` result."""
 
+    #: With `--catalog`: the machine the file is on (absent without a catalog).
+    machine: Optional[str]
     #: The file, or `null`.
     path: Optional[str]
 
@@ -670,6 +672,10 @@ class OpenParams(_OpenParamsRequired, total=False):
     #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
     #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
     handle: Optional[str]
+    #: Open this machine's session from the team catalog (`--catalog`) instead of a local file: `path` is the
+    #: file's path on that machine, the session is as last pushed, and it is read-only (mutations fail with
+    #: `read_only`).
+    machine: Optional[str]
     #: Directory for sessions made from this one (default: the file's directory).
     sessionDir: Optional[str]
     #: Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:
@@ -915,6 +921,9 @@ class SessionState(_SessionStateRequired, total=False):
     header: Optional['SessionHeader']
     #: The leaf (`null` before the first entry or after `resetLeaf`).
     leafId: Optional['AnyValue']
+    #: The machine whose session this is, when it was opened read-only from the team catalog (absent otherwise;
+    #: `session/open` and `session/getState` give it).
+    machine: Optional[str]
     #: The file (`null` in memory).
     sessionFile: Optional[str]
     #: The session name, if set. Also null when the latest `session_info`'s name is not a string: pi's

@@ -1079,6 +1079,11 @@ export interface SessionState {
 	 */
 	leafId?: AnyValue | null;
 	/**
+	 * The machine whose session this is, when it was opened read-only from the team catalog (absent otherwise;
+	 * `session/open` and `session/getState` give it).
+	 */
+	machine?: string | null;
+	/**
 	 * The `seq` of the last `session/changed` this state includes: notifications with a higher `seq` happened
 	 * after it (a host resynchronising after a gap applies only those).
 	 */
@@ -1388,6 +1393,12 @@ export interface OpenParams {
 	 */
 	handle?: string | null;
 	/**
+	 * Open this machine's session from the team catalog (`--catalog`) instead of a local file: `path` is the
+	 * file's path on that machine, the session is as last pushed, and it is read-only (mutations fail with
+	 * `read_only`).
+	 */
+	machine?: string | null;
+	/**
 	 * The session file.
 	 */
 	path: string;
@@ -1464,6 +1475,10 @@ export interface FindByIdParams {
  * via the `definition` "FindResult".
  */
 export interface FindResult {
+	/**
+	 * With `--catalog`: the machine the file is on (absent without a catalog).
+	 */
+	machine?: string | null;
 	/**
 	 * The file, or `null`.
 	 */

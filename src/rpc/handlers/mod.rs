@@ -62,6 +62,15 @@ pub struct Server {
     pub next_watch_id: AtomicU64,
     /// What `sessions/listDelta` answered lately.
     pub listings: Mutex<RecentListings>,
+    /// The team catalog (`--catalog`): listings and searches then answer across machines from it.
+    pub team: Option<Arc<super::team::TeamServer>>,
+}
+
+impl Server {
+    /// The machine whose session `handle` holds, when it was opened read-only from the team catalog.
+    pub fn read_only(&self, handle: &str) -> Option<String> {
+        self.team.as_ref().and_then(|t| t.read_only(handle))
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -183,6 +192,7 @@ pub fn state_at(handle: &str, m: &SessionManager, seq: u64) -> Result<SessionSta
         // A name pi's getSessionName throws on must not make the whole session unopenable (issue 11).
         session_name: m.session_name().ok().flatten().map(|n| any(&Json::String(n))),
         is_persisted: m.is_persisted(),
+        machine: None,
     })
 }
 

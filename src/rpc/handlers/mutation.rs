@@ -38,6 +38,9 @@ pub fn apply<R>(
     op: impl FnOnce(&mut SessionManager) -> crate::session::Result<R>,
 ) -> Result<R, ErrorObjectOwned> {
     let (server, slot) = (cx.server, cx.slot);
+    if let Some(machine) = server.read_only(&slot.handle) {
+        return Err(crate::rpc::team::read_only(&slot.handle, &machine));
+    }
     let m = &mut *cx.m;
     let leaf_before = leaf_text(m);
     let external = super::watch::follow(server, slot, m)?;

@@ -81,7 +81,12 @@ fn run_open(
     }
     let opened = match open(server, slot) {
         Ok(o) => o,
-        Err(e) => return reply.error(&e),
+        Err(e) => {
+            if let Some(team) = &server.team {
+                team.forget(&slot.handle);
+            }
+            return reply.error(&e);
+        }
     };
     let (mut m, watch) = match opened {
         Opening::New { manager, watch } => (*manager, watch),
@@ -96,10 +101,11 @@ fn run_open(
     };
     m.set_context_options(ContextOptions::default());
     m.set_durability(server.durability);
-    let state = match state_of(slot, &m) {
+    let mut state = match state_of(slot, &m) {
         Ok(s) => s,
         Err(e) => return reply.error(&e),
     };
+    state.machine = server.read_only(&slot.handle);
     if !server.registry.set_path(slot, registered_path(&m)) {
         // Another handle took the file meanwhile (continueRecent finding a file opened since it looked).
         return reply.error(&invalid_params("path", "the file was opened under another handle meanwhile; retry"));
@@ -125,11 +131,44 @@ pub fn create(p: CreateParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> Resul
 }
 
 /// `session/open`.
-pub fn open(p: OpenParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> {
+pub fn open(p: OpenParams, server: &Arc<Server>, slot: &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> {
+    if let Some(machine) = &p.machine {
+        return open_from_team(&p, machine, server, slot);
+    }
     let resolved = paths::resolve_path(&p.path);
     let manager = SessionManager::open(&resolved, p.session_dir.as_deref(), p.cwd_override.as_deref(), new_env(server))
         .map_err(from_session)?;
     Ok(Opening::New { manager: Box::new(manager), watch: p.watch.unwrap_or(false) })
+}
+
+/// `session/open` with `machine`: that machine's session as last pushed, from the team catalog, read-only.
+fn open_from_team(
+    p: &OpenParams,
+    machine: &str,
+    server: &Arc<Server>,
+    slot: &Arc<Slot>,
+) -> Result<Opening, ErrorObjectOwned> {
+    let Some(team) = &server.team else {
+        return Err(invalid_params("machine", "opening another machine's session needs --catalog"));
+    };
+    if p.watch == Some(true) {
+        return Err(invalid_params(
+            "watch",
+            "another machine's session cannot be watched (push --watch keeps it current)",
+        ));
+    }
+    let file =
+        team.with(|c| c.read_file(machine, &p.path).map_err(crate::rpc::team::unavailable))?.ok_or_else(|| {
+            crate::rpc::error::rpc_error(
+                crate::rpc::error::SESSION_NOT_FOUND,
+                "session_not_found",
+                format!("the team catalog has no session {} of machine {machine}", p.path),
+                serde_json::json!({ "path": p.path, "machine": machine }),
+            )
+        })?;
+    let manager = SessionManager::open_pushed(&file.path, &file.bytes, new_env(server)).map_err(from_session)?;
+    team.mark_read_only(&slot.handle, machine);
+    Ok(Opening::New { manager: Box::new(manager), watch: false })
 }
 
 /// `session/continueRecent`: the directory's most recent file is found when the request runs, so a file already
@@ -191,7 +230,9 @@ pub fn fork_from(p: ForkFromParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> 
 
 /// `session/getState`.
 pub fn get_state(_p: HandleParams, cx: &super::ReadCx<'_>) -> Res<SessionState> {
-    state_of(cx.slot, cx.m).map(Out::Value)
+    let mut state = state_of(cx.slot, cx.m)?;
+    state.machine = cx.server.read_only(&cx.slot.handle);
+    Ok(Out::Value(state))
 }
 
 /// `session/close`: drops one reference; the last one closes the session (requests queued behind it find the
@@ -199,6 +240,9 @@ pub fn get_state(_p: HandleParams, cx: &super::ReadCx<'_>) -> Res<SessionState> 
 pub fn close(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
     if cx.slot.drop_ref() {
         super::watch::stop(cx.server, cx.slot);
+        if let Some(team) = &cx.server.team {
+            team.forget(&cx.slot.handle);
+        }
         // The file is free at once (an open of it from now on makes a new handle); the session is taken out once
         // this job returns (see `methods::writing`), and the slot is retired when idle.
         cx.server.registry.set_path(cx.slot, None);
