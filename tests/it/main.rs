@@ -29,3 +29,5 @@ mod rpc_live;
 mod rpc_memory;
 mod rpc_order;
 mod rpc_search;
+// The team catalog in PostgreSQL (issue 16).
+mod team;

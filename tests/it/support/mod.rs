@@ -1,6 +1,7 @@
 //! Test support: pi's own SessionManager as an oracle (`tests/conformance/oracle.mjs` under Node), the
 //! deterministic ids and clock both sides share, and a JSON comparison that says where two values differ.
 
+pub mod postgres;
 pub mod sidecar;
 
 use std::io::Write;
