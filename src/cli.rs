@@ -16,30 +16,11 @@ use crate::session::search::{search_sessions, Scope};
 use crate::session::store::Warning;
 use crate::session::{Env, Error, SessionManager};
 
-/// What went wrong, for the JSON error object: a stable kind and pi's message.
-pub fn error_kind(e: &Error) -> &'static str {
-    match e {
-        Error::Io { .. } if e.is_not_found() => "session_not_found",
-        Error::Io { .. } => "io_error",
-        Error::InvalidSessionFile { .. } => "invalid_session_file",
-        Error::InvalidForkSource { .. } => "invalid_session_file",
-        Error::EntryNotFound { .. } => "entry_not_found",
-        Error::NotOnActiveBranch { .. } | Error::NotEditable { .. } | Error::InvalidReplacement => "invalid_params",
-        Error::InvalidQuery { .. } => "invalid_params",
-        Error::InvalidSessionId => "invalid_session_id",
-        Error::InvalidEntry { .. } => "invalid_entry",
-        Error::AlreadyExists { .. } => "io_error",
-        Error::Locked { .. } => "session_locked",
-        Error::Conflict { .. } => "content_modified",
-        Error::Cancelled => "request_cancelled",
-    }
-}
-
 /// Prints `{"error": {"kind", "message"}}` and returns exit status 1.
 pub fn print_error(out: &mut dyn Write, e: &Error) -> i32 {
     let mut o = crate::session::json::Object::new();
     let mut inner = crate::session::json::Object::new();
-    inner.insert("kind", Json::str(error_kind(e)));
+    inner.insert("kind", Json::str(e.kind().as_str()));
     inner.insert("message", Json::str(&e.to_string()));
     o.insert("error", Json::Object(inner));
     let _ = writeln!(out, "{}", Json::Object(o).to_canonical_string());
@@ -165,7 +146,7 @@ impl Reads {
                 ew.key(o, read)?;
                 let mut one = ObjectWriter::open(o)?;
                 one.key(o, "kind")?;
-                o.str(error_kind(e))?;
+                o.str(e.kind().as_str())?;
                 one.key(o, "message")?;
                 o.str(&e.to_string())?;
                 one.close(o)?;

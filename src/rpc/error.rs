@@ -4,7 +4,7 @@
 use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::json;
 
-use crate::session::Error;
+use crate::session::{Error, ErrorKind};
 
 /// JSON-RPC: invalid JSON.
 pub const PARSE_ERROR: i32 = -32700;
@@ -27,7 +27,7 @@ pub const SESSION_NOT_FOUND: i32 = 1001;
 pub const ENTRY_NOT_FOUND: i32 = 1002;
 /// No open session has that handle.
 pub const HANDLE_NOT_FOUND: i32 = 1003;
-/// The file is not a pi session, or holds an entry pi cannot read.
+/// The file is not a pi session.
 pub const INVALID_SESSION_FILE: i32 = 1004;
 /// A session id breaks pi's rule.
 pub const INVALID_SESSION_ID: i32 = 1005;
@@ -35,6 +35,10 @@ pub const INVALID_SESSION_ID: i32 = 1005;
 pub const IO_ERROR: i32 = 1006;
 /// Another process holds the session's write lock.
 pub const SESSION_LOCKED: i32 = 1007;
+/// The session holds an entry pi cannot read for this operation.
+pub const INVALID_ENTRY: i32 = 1008;
+/// An earlier failed fsync left the file's durable state unknown; the session refuses writes until reopened.
+pub const SESSION_POISONED: i32 = 1009;
 /// The team catalog (`--catalog`) failed or cannot be reached.
 pub const CATALOG_UNAVAILABLE: i32 = 1020;
 /// The session was opened read-only (another machine's, from the team catalog).
@@ -64,35 +68,6 @@ pub fn handle_not_found(handle: &str) -> ErrorObjectOwned {
     )
 }
 
-/// Adds `data.leafId` (the leaf now) to an error, so every `content_modified` carries it.
-pub fn with_leaf(e: ErrorObjectOwned, current_leaf: Option<String>) -> ErrorObjectOwned {
-    let mut data: serde_json::Value =
-        e.data().and_then(|d| serde_json::from_str(d.get()).ok()).unwrap_or_else(|| json!({}));
-    data["leafId"] = json!(current_leaf);
-    ErrorObjectOwned::owned(e.code(), e.message().to_owned(), Some(data))
-}
-
-/// A stale `expectedLeafId`.
-pub fn content_modified(current_leaf: Option<String>) -> ErrorObjectOwned {
-    rpc_error(
-        CONTENT_MODIFIED,
-        "content_modified",
-        "the session's leaf is not the expected one: it changed since the caller last looked",
-        json!({ "leafId": current_leaf }),
-    )
-}
-
-/// Another process appended to the file (published as external changes just before this answer), moving the
-/// leaf; nothing was written.
-pub fn modified_by_another_process(current_leaf: Option<String>, path: Option<&str>) -> ErrorObjectOwned {
-    rpc_error(
-        CONTENT_MODIFIED,
-        "content_modified",
-        "another process appended to the session file and moved its leaf; nothing was written",
-        json!({ "leafId": current_leaf, "path": path }),
-    )
-}
-
 /// A group-commit fsync failed: the entry was written but is not known to be on disk, so it is not acknowledged.
 pub fn fsync_failed(e: &Error) -> ErrorObjectOwned {
     rpc_error(
@@ -103,33 +78,44 @@ pub fn fsync_failed(e: &Error) -> ErrorObjectOwned {
     )
 }
 
-/// The one mapping from engine errors to the wire.
-pub fn from_session(e: Error) -> ErrorObjectOwned {
-    let message = e.to_string();
-    let not_found = e.is_not_found();
-    match e {
-        Error::Io { path, .. } if not_found => {
-            rpc_error(SESSION_NOT_FOUND, "session_not_found", message, json!({ "path": path }))
-        }
-        Error::Io { path, .. } => rpc_error(IO_ERROR, "io_error", message, json!({ "path": path })),
-        Error::AlreadyExists { path } => rpc_error(IO_ERROR, "io_error", message, json!({ "path": path })),
-        Error::InvalidSessionFile { path } | Error::InvalidForkSource { path } => {
-            rpc_error(INVALID_SESSION_FILE, "invalid_session_file", message, json!({ "path": path }))
-        }
-        Error::InvalidEntry { line, .. } => {
-            rpc_error(INVALID_SESSION_FILE, "invalid_session_file", message, json!({ "line": line }))
-        }
-        Error::EntryNotFound { id } => rpc_error(ENTRY_NOT_FOUND, "entry_not_found", message, json!({ "id": id })),
-        Error::InvalidSessionId => rpc_error(INVALID_SESSION_ID, "invalid_session_id", message, json!({})),
-        Error::NotOnActiveBranch { .. } | Error::NotEditable { .. } => invalid_params("targetId", message),
-        Error::InvalidReplacement => invalid_params("replacement", message),
-        Error::InvalidQuery { .. } => invalid_params("query", message),
-        Error::Locked { path, pid } => {
-            rpc_error(SESSION_LOCKED, "session_locked", message, json!({ "path": path, "pid": pid }))
-        }
-        Error::Conflict { path, .. } => {
-            rpc_error(CONTENT_MODIFIED, "content_modified", message, json!({ "path": path }))
-        }
-        Error::Cancelled => rpc_error(REQUEST_CANCELLED, "request_cancelled", message, json!({})),
+/// The code sent for each kind of engine error.
+pub fn code(kind: ErrorKind) -> i32 {
+    match kind {
+        ErrorKind::InvalidParams => INVALID_PARAMS,
+        ErrorKind::ContentModified => CONTENT_MODIFIED,
+        ErrorKind::SessionNotFound => SESSION_NOT_FOUND,
+        ErrorKind::EntryNotFound => ENTRY_NOT_FOUND,
+        ErrorKind::InvalidSessionFile => INVALID_SESSION_FILE,
+        ErrorKind::InvalidSessionId => INVALID_SESSION_ID,
+        ErrorKind::IoError => IO_ERROR,
+        ErrorKind::SessionLocked => SESSION_LOCKED,
+        ErrorKind::InvalidEntry => INVALID_ENTRY,
+        ErrorKind::SessionPoisoned => SESSION_POISONED,
+        ErrorKind::Cancelled => REQUEST_CANCELLED,
     }
+}
+
+/// The one mapping from engine errors to the wire: the code of the error's kind, `data.kind`, and what the
+/// fault names in `data`.
+pub fn from_session(e: Error) -> ErrorObjectOwned {
+    let kind = e.kind();
+    let message = e.to_string();
+    let data = match e {
+        Error::Io { path, .. }
+        | Error::AlreadyExists { path }
+        | Error::InvalidSessionFile { path }
+        | Error::InvalidForkSource { path }
+        | Error::Poisoned { path, .. } => json!({ "path": path }),
+        Error::InvalidEntry { line, .. } => json!({ "line": line }),
+        Error::EntryNotFound { id } => json!({ "id": id }),
+        Error::InvalidSessionId | Error::Cancelled => json!({}),
+        Error::NotOnActiveBranch { .. } | Error::NotEditable { .. } => json!({ "path": "targetId" }),
+        Error::InvalidReplacement => json!({ "path": "replacement" }),
+        Error::InvalidQuery { .. } => json!({ "path": "query" }),
+        Error::NotBatchable { .. } | Error::InvalidReference { .. } => json!({ "path": "ops" }),
+        Error::Locked { path, pid } => json!({ "path": path, "pid": pid }),
+        Error::Conflict { path: Some(path), leaf, .. } => json!({ "leafId": leaf, "path": path }),
+        Error::Conflict { path: None, leaf, .. } => json!({ "leafId": leaf }),
+    };
+    rpc_error(code(kind), kind.as_str(), message, data)
 }

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use super::error;
 use super::methods::{specs, PROTOCOL_VERSION};
 use super::proto::{CancelParams, NoParams, Progress, SessionChanged, SessionsChanged};
+use crate::session::ErrorKind;
 
 fn reference(schema: schemars::Schema) -> Value {
     // Point `#/$defs/X` references into schema.json, so methods.json can be read on its own.
@@ -92,22 +93,20 @@ pub fn generate() -> (String, String) {
         "Progress of a listing or search that passed a `progressToken` (begin, report…, end; a search has a \
          `listing` then an `indexing` stage).",
     ));
-    let errors = json!([
-        { "code": error::PARSE_ERROR, "kind": "parse_error", "meaning": "The frame is not JSON." },
-        { "code": error::INVALID_REQUEST, "kind": "invalid_request", "meaning": "Not a JSON-RPC 2.0 request, or sent after shutdown." },
-        { "code": error::METHOD_NOT_FOUND, "kind": "method_not_found", "meaning": "No such method." },
-        { "code": error::INVALID_PARAMS, "kind": "invalid_params", "meaning": "A param is missing or has the wrong type; data.path names it." },
-        { "code": error::INTERNAL_ERROR, "kind": "internal_error", "meaning": "The server failed; nothing was half-written." },
-        { "code": error::REQUEST_CANCELLED, "kind": "request_cancelled", "meaning": "Cancelled by $/cancelRequest." },
-        { "code": error::CONTENT_MODIFIED, "kind": "content_modified", "meaning": "expectedLeafId is not the leaf, or another process wrote the file first (data.path); data.leafId is the leaf now." },
-        { "code": error::SESSION_NOT_FOUND, "kind": "session_not_found", "meaning": "The file or directory does not exist." },
-        { "code": error::ENTRY_NOT_FOUND, "kind": "entry_not_found", "meaning": "No entry has that id." },
-        { "code": error::HANDLE_NOT_FOUND, "kind": "handle_not_found", "meaning": "No open session has that handle." },
-        { "code": error::INVALID_SESSION_FILE, "kind": "invalid_session_file", "meaning": "Not a pi session, or an entry pi cannot read (data.line)." },
-        { "code": error::INVALID_SESSION_ID, "kind": "invalid_session_id", "meaning": "The session id breaks pi's rule." },
-        { "code": error::IO_ERROR, "kind": "io_error", "meaning": "The file system failed; data.path names the file." },
-        { "code": error::SESSION_LOCKED, "kind": "session_locked", "meaning": "Another process holds the session's write lock; data.pid names it when known." }
-    ]);
+    // The protocol's own faults, then every kind of engine error from the engine's one table.
+    let mut errors = vec![
+        json!({ "code": error::PARSE_ERROR, "kind": "parse_error", "meaning": "The frame is not JSON." }),
+        json!({ "code": error::INVALID_REQUEST, "kind": "invalid_request", "meaning": "Not a JSON-RPC 2.0 request, or sent after shutdown." }),
+        json!({ "code": error::METHOD_NOT_FOUND, "kind": "method_not_found", "meaning": "No such method." }),
+        json!({ "code": error::INTERNAL_ERROR, "kind": "internal_error", "meaning": "The server failed; nothing was half-written." }),
+        json!({ "code": error::HANDLE_NOT_FOUND, "kind": "handle_not_found", "meaning": "No open session has that handle." }),
+        json!({ "code": error::CATALOG_UNAVAILABLE, "kind": "catalog_unavailable", "meaning": "The team catalog (`--catalog`) failed or cannot be reached; nothing was changed." }),
+        json!({ "code": error::READ_ONLY, "kind": "read_only", "meaning": "The handle holds another machine's session, opened read-only from the team catalog (`data.machine`)." }),
+    ];
+    errors.extend(
+        ErrorKind::ALL.iter().map(|&k| json!({ "code": error::code(k), "kind": k.as_str(), "meaning": k.meaning() })),
+    );
+    errors.sort_by_key(|e| e["code"].as_i64().map(|c| (c > 0, c.abs())));
     let table = json!({
         "protocol": "pi-sessiond",
         "protocolVersion": PROTOCOL_VERSION,

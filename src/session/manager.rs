@@ -5,10 +5,15 @@
 //! purpose (both in `docs/compatibility.md`): opening never writes (pi's load-time repairs — the migration
 //! rewrite, the missing final newline, the header of a 0-byte file — are held back and applied just before the
 //! first write, so the bytes after open + append equal pi's), and bytes we did not write are never re-serialised.
+//!
+//! This file holds the session, its constructors and its reads; the write path — every mutation, the one entry
+//! point [`SessionManager::apply`] and the write order — is in `manager/write.rs`.
 
-use std::fs::File;
+mod write;
+
 use std::sync::{Arc, Mutex};
 
+use super::change::{Change, Origin};
 use super::context::{self, Bodies, ContextOptions, Projection};
 use super::entry::{Body, Detail, EntryType, Record};
 use super::error::{Error, Result};
@@ -104,22 +109,6 @@ struct Tail {
     lines: usize,
 }
 
-/// What following a session file found (see [`SessionManager::refresh`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refresh {
-    /// Nothing new.
-    Unchanged,
-    /// Another process appended these records (indices), in file order.
-    Appended(Vec<usize>),
-    /// The file was truncated, rewritten or replaced (or appeared where there was none) and was read again as an
-    /// open reads it.
-    Reset,
-    /// The file is gone, or is no longer a session (emptied into something else, replaced by a file without a
-    /// header or by something that is not a regular file). The session stays in memory; see
-    /// [`SessionManager::refresh`] for what reads and writes do then.
-    Deleted,
-}
-
 /// One session: pi's `SessionManager`.
 pub struct SessionManager {
     session_id: Json,
@@ -138,6 +127,9 @@ pub struct SessionManager {
     warnings: Vec<Warning>,
     context_options: ContextOptions,
     env: Env,
+    /// What the latest [`SessionManager::refresh`] found the file to be, for the write that follows it (so a
+    /// write after a follow costs no second `stat`).
+    last_seen: Option<store::FileState>,
 }
 
 struct RecordBodies<'a> {
@@ -222,6 +214,7 @@ impl SessionManager {
             warnings: Vec::new(),
             context_options: ContextOptions::default(),
             env,
+            last_seen: None,
         };
         if persist && !m.session_dir.is_empty() && !paths::as_path(&m.session_dir).exists() {
             std::fs::create_dir_all(&m.session_dir).map_err(|e| Error::io("create directory", &m.session_dir, e))?;
@@ -508,290 +501,85 @@ impl SessionManager {
         self.set_session_file_inner(&resolved, opened)
     }
 
-    // ----------------------------------------------------------------------------------------------------------
-    // Appends
-
-    fn new_entry_id(&mut self) -> String {
-        let index = &self.index;
-        ids::generate_entry_id(self.env.ids.as_mut(), |id| index.has_str(id))
-    }
-
-    /// The common fields of a new entry, in pi's order: type, id, parentId, timestamp.
-    fn base_entry(&mut self, kind: &str) -> (Object, String) {
-        let (_, timestamp) = self.env.now_iso();
-        let id = self.new_entry_id();
-        let mut o = Object::new();
-        o.insert("type", Json::str(kind));
-        o.insert("id", Json::str(&id));
-        // `parentId: this.leafId`; an undefined leaf (an id-less last entry) writes no member at all.
-        if let Some(parent) = key_json(&self.index.leaf) {
-            o.insert("parentId", parent);
-        }
-        o.insert("timestamp", Json::str(&timestamp));
-        (o, id)
-    }
-
-    fn append_entry(&mut self, entry: Json) -> Result<usize> {
-        let mut bytes = Vec::new();
-        entry.write_canonical(&mut bytes);
-        let record = record_from_bytes(bytes);
-        let previous_leaf = self.index.leaf.clone();
-        let i = self.records.len();
-        self.records.push(record);
-        self.index.add(i, &self.records[i]);
-        if let Err(e) = self.persist_entry(i) {
-            let r = self.records.pop().expect("just pushed");
-            self.index.remove_newest(&r.id, previous_leaf);
-            return Err(e);
-        }
-        if self.records[i].kind == EntryType::Label {
-            let r = self.records[i].clone();
-            self.index.apply_label(&r);
-        }
-        Ok(i)
-    }
-
-    /// pi's `_hasConversation`: any message entry with a user or assistant message, on any branch.
-    fn has_conversation(&self) -> Result<bool> {
-        for r in &self.records {
-            if r.kind == EntryType::Message {
-                if r.message.property_access_throws() {
-                    return Err(Error::InvalidEntry {
-                        line: r.line,
-                        message: "message entry has no message object (pi 1.6.0 throws a TypeError here)".into(),
-                    });
-                }
-                if r.is_conversation() {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
-    }
-
-    fn persist_entry(&mut self, i: usize) -> Result<()> {
-        if !self.persist {
-            return Ok(());
-        }
-        let Some(path) = self.session_file.clone() else { return Ok(()) };
-        if !self.flushed {
-            if !self.has_conversation()? {
-                return Ok(());
-            }
-            self.write_new_file(&path, self.records.len())?;
-            self.flushed = true;
-            return Ok(());
-        }
-        self.apply_repairs_before(i)?;
-        let mut line = self.bodies().bytes(i)?;
-        line.push(b'\n');
-        let appended = match self.file.as_mut() {
-            Some(file) => file.append_line(&line),
-            None => Err(Error::io("append to", &path, std::io::ErrorKind::NotFound.into())),
-        };
-        match appended {
-            Ok(a) => {
-                if let Some((offset, len)) = a.terminated_fragment {
-                    self.note_torn_fragment(offset, len);
-                }
-                let len = line.len() as u64 - 1;
-                self.records[i].body = Body::file(a.offset, len);
-                self.lines.push(LineSlot { offset: a.offset, len, record: Some(i) });
-                Ok(())
-            }
-            // The file was deleted while open (pi #8939): write it again, header and all, never a headerless file.
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                tracing::warn!("{path} was deleted while open; writing it again with its header");
-                self.write_new_file(&path, i + 1)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// A fragment another writer left unterminated was ended with `\n` before our line: keep it as a torn line.
-    fn note_torn_fragment(&mut self, offset: u64, len: u64) {
-        let line = self.lines.len() as u32 + 1;
-        self.lines.push(LineSlot { offset, len, record: None });
-        self.warnings.push(Warning {
-            line,
-            kind: WarningKind::TornTail,
-            message: "another writer left this line incomplete; it is kept and ended, and later lines start fresh"
-                .to_owned(),
-        });
-    }
-
-    /// Every line to write for a file holding records `..upto`: the loaded layout (lines pi would drop
-    /// included) followed by records added since.
-    fn layout(&self, upto: usize) -> Vec<LineSlot> {
-        let mut slots: Vec<LineSlot> =
-            self.lines.iter().filter(|s| s.record.is_none_or(|r| r < upto)).copied().collect();
-        let covered: std::collections::HashSet<usize> = slots.iter().filter_map(|s| s.record).collect();
-        slots.extend((0..upto).filter(|r| !covered.contains(r)).map(|r| LineSlot {
-            offset: 0,
-            len: 0,
-            record: Some(r),
-        }));
-        slots
-    }
-
-    /// Writes `slots` (record bodies, or raw lines read from the current file) and returns where each landed.
-    fn write_layout(
-        &self,
-        slots: &[LineSlot],
-        reader: Option<&File>,
-        w: &mut dyn std::io::Write,
-    ) -> std::io::Result<Vec<LineSlot>> {
-        use std::os::unix::fs::FileExt;
-        let mut placed = Vec::with_capacity(slots.len());
-        let mut offset = 0u64;
-        for slot in slots {
-            let bytes = match slot.record {
-                Some(r) => trim_json_ws(&store::read_body(reader, &self.records[r].body)?).to_vec(),
-                None => {
-                    let mut raw = vec![0u8; slot.len as usize];
-                    reader
-                        .ok_or_else(|| std::io::Error::other("no file to copy a line from"))?
-                        .read_exact_at(&mut raw, slot.offset)?;
-                    raw
-                }
-            };
-            w.write_all(&bytes)?;
-            w.write_all(b"\n")?;
-            placed.push(LineSlot { offset, len: bytes.len() as u64, record: slot.record });
-            offset += bytes.len() as u64 + 1;
-        }
-        Ok(placed)
-    }
-
-    /// Creates `path` exclusively with records `..upto` (the lazy first write, or a deleted file written again)
-    /// and makes it this session's file.
-    fn write_new_file(&mut self, path: &str, upto: usize) -> Result<()> {
-        let slots = self.layout(upto);
-        let mut content = Vec::new();
-        let reader = self.file.as_ref().map(SessionFile::reader);
-        let placed = self.write_layout(&slots, reader, &mut content).map_err(|e| Error::io("write", path, e))?;
-        let file = SessionFile::create(path, &content, self.durability)?;
-        self.adopt_layout(placed);
-        self.file = Some(file);
-        self.tail = None;
-        Ok(())
-    }
-
-    /// Points every record at its place in the file just written.
-    fn adopt_layout(&mut self, placed: Vec<LineSlot>) {
-        for slot in &placed {
-            if let Some(r) = slot.record {
-                self.records[r].body = Body::file(slot.offset, slot.len);
-            }
-        }
-        self.lines = placed;
-    }
-
-    /// Applies pi's held-back load-time repairs now. Called before the first write to an opened file; callers
-    /// that want pi's eager behaviour (rewrite on open) may call it right after opening.
-    pub fn apply_pending_repairs(&mut self) -> Result<()> {
-        self.apply_repairs_before(self.records.len())
-    }
-
-    /// Applies the held-back repairs for the file as it was before record `upto` (the entry about to be appended
-    /// is not part of what pi wrote at load).
-    fn apply_repairs_before(&mut self, upto: usize) -> Result<()> {
-        if !self.persist || self.session_file.is_none() || self.file.is_none() {
-            return Ok(());
-        }
-        if self.pending.rewrite {
-            let slots = self.layout(upto);
-            let mut placed = Vec::new();
-            // The rewrite reads the old file through its own handle while the new one is written.
-            let mut file = self.file.take().expect("checked");
-            let result = file.replace(|reader, w| {
-                placed = self.write_layout(&slots, Some(reader), w)?;
-                Ok(())
-            });
-            self.file = Some(file);
-            result?;
-            self.adopt_layout(placed);
-            self.pending = PendingRepairs::default();
-            self.tail = None;
-        } else if self.pending.final_newline {
-            self.file.as_mut().expect("checked").append_raw(b"\n")?;
-            self.pending.final_newline = false;
-            self.tail = None;
-        }
-        Ok(())
-    }
-
     /// Follows the file as another process (pi itself) writes it: new complete lines become records, in file
     /// order, as a fresh open would read them (a line still being written is left for later). If the leaf was at
     /// the last entry it moves to the new last entry, as a fresh open would put it; a leaf the host moved
     /// elsewhere stays.
     ///
-    /// A file truncated, rewritten in place or replaced is read again as an open would read it ([`Refresh::Reset`])
+    /// A file truncated, rewritten in place or replaced is read again as an open would read it ([`Change::Reloaded`])
     /// when it is still a session (a shorter one, another one). A session file that appears where this session had
     /// nothing on disk yet (a new session, an empty file) is read the same way. When the path no longer holds a
-    /// session ([`Refresh::Deleted`]: removed, emptied, or holding something else), the session stays in memory:
+    /// session ([`Change::Deleted`]: removed, emptied, or holding something else), the session stays in memory:
     /// bodies are still read from the old file if it was deleted or renamed over (its descriptor is kept), and
     /// fail with an error naming the entry if its bytes were overwritten or truncated in place; a write to a
     /// deleted file puts the whole session back, a write over anything else is refused (it would land in a file
     /// another program is writing, or has emptied). Each later refresh looks again (without reading the path
-    /// while it stays as it was) and reads it as soon as it is a session again.
-    pub fn refresh(&mut self) -> Result<Refresh> {
+    /// while it stays as it was) and reads it as soon as it is a session again; until then every refresh
+    /// reports [`Change::Deleted`] (a host that mirrors the session reports it once).
+    pub fn refresh(&mut self) -> Result<Option<Change>> {
+        self.last_seen = None;
         if !self.persist {
-            return Ok(Refresh::Unchanged);
+            return Ok(None);
         }
         if !self.flushed {
             return self.follow_appearance();
         }
-        let Some(file) = self.file.as_mut() else { return Ok(Refresh::Unchanged) };
+        let Some(file) = self.file.as_mut() else { return Ok(None) };
         if let Some(seen) = file.detached() {
             let path = self.session_file.as_deref().expect("a flushed session has a file");
             return match store::FileStamp::of_path(path).map_err(|e| Error::io("stat", path, e))? {
                 None => {
                     // Gone altogether now: a deleted session file, which the next write puts back.
                     file.reattach();
-                    Ok(Refresh::Deleted)
+                    Ok(Some(Change::Deleted))
                 }
-                Some(now) if now == seen => Ok(Refresh::Deleted),
+                Some(now) if now == seen => Ok(Some(Change::Deleted)),
                 Some(_) => self.reload(),
             };
         }
-        match file.state()? {
-            store::FileState::Same => Ok(Refresh::Unchanged),
-            store::FileState::Missing => Ok(Refresh::Deleted),
-            store::FileState::Replaced | store::FileState::Shrunk | store::FileState::Rewritten => self.reload(),
+        let state = file.state()?;
+        let change = match state {
+            store::FileState::Same => None,
+            store::FileState::Missing => Some(Change::Deleted),
+            store::FileState::Replaced | store::FileState::Shrunk | store::FileState::Rewritten => {
+                return self.reload()
+            }
             // Nothing of ours is in the file (it was empty when opened): what is there now is read from scratch.
-            store::FileState::Grew(_) if file.is_empty() => self.reload(),
-            store::FileState::Grew(_) => self.follow_appends(),
-        }
+            store::FileState::Grew(_) if file.is_empty() => return self.reload(),
+            store::FileState::Grew(_) => self.follow_appends()?,
+        };
+        // What the write that may follow needs to know about the file (so it needs no `stat` of its own).
+        self.last_seen = Some(state);
+        Ok(change)
     }
 
     /// A new session that wrote nothing yet, watching its path: once another process writes a session there,
     /// it is read as an open would read it.
-    fn follow_appearance(&mut self) -> Result<Refresh> {
-        let Some(path) = self.session_file.clone() else { return Ok(Refresh::Unchanged) };
+    fn follow_appearance(&mut self) -> Result<Option<Change>> {
+        let Some(path) = self.session_file.clone() else { return Ok(None) };
         let has_entries = self.records.iter().any(|r| !r.is_header());
         if has_entries || self.file.is_some() || !paths::as_path(&path).is_file() {
-            return Ok(Refresh::Unchanged);
+            return Ok(None);
         }
         match SessionFile::open(&path, self.durability) {
             Ok((file, loaded)) if loaded.has_valid_header() => {
                 self.lines.clear();
                 self.pending = PendingRepairs::default();
                 self.set_session_file_inner(&path, Some((file, loaded)))?;
-                Ok(Refresh::Reset)
+                Ok(Some(Change::Reloaded))
             }
             // Not (yet) a session: pi may be in the middle of writing it.
-            Ok(_) => Ok(Refresh::Unchanged),
-            Err(e) if e.is_not_found() => Ok(Refresh::Unchanged),
+            Ok(_) => Ok(None),
+            Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }
     }
 
     /// Reads the file again from scratch, as an open reads it (it was truncated, rewritten or replaced under us).
-    fn reload(&mut self) -> Result<Refresh> {
+    fn reload(&mut self) -> Result<Option<Change>> {
         let path = self.session_file.clone().expect("a flushed session has a file");
         let Some(seen) = store::FileStamp::of_path(&path).map_err(|e| Error::io("stat", &path, e))? else {
-            return Ok(Refresh::Deleted);
+            return Ok(Some(Change::Deleted));
         };
         let opened =
             if paths::as_path(&path).is_file() { Some(SessionFile::open(&path, self.durability)) } else { None };
@@ -809,8 +597,8 @@ impl SessionManager {
             None => Err(Error::InvalidSessionFile { path: path.clone() }),
         };
         match read_again {
-            Ok(()) => Ok(Refresh::Reset),
-            Err(e) if e.is_not_found() => Ok(Refresh::Deleted),
+            Ok(()) => Ok(Some(Change::Reloaded)),
+            Err(e) if e.is_not_found() => Ok(Some(Change::Deleted)),
             // Reading failed for another reason than what is in the file: try again at the next refresh.
             Err(e @ Error::Io { op: "read", .. }) => Err(e),
             // Not a session: no header, not a regular file, unreadable, or a legacy file pi cannot migrate.
@@ -821,7 +609,7 @@ impl SessionManager {
                     let in_place = f.is_file(&seen);
                     f.detach(seen, in_place);
                 }
-                Ok(Refresh::Deleted)
+                Ok(Some(Change::Deleted))
             }
         }
     }
@@ -831,7 +619,7 @@ impl SessionManager {
         self.file.as_ref().is_some_and(|f| f.detached().is_some())
     }
 
-    fn follow_appends(&mut self) -> Result<Refresh> {
+    fn follow_appends(&mut self) -> Result<Option<Change>> {
         let file = self.file.as_ref().expect("checked");
         let tail = self.tail;
         let start = store::Start {
@@ -842,7 +630,7 @@ impl SessionManager {
         };
         let loaded = file.read_from(start)?;
         if loaded.lines.is_empty() {
-            return Ok(Refresh::Unchanged);
+            return Ok(None);
         }
         let old_leaf = self.index.leaf.clone();
         let last_entry = self.records.iter().rposition(|r| !r.is_header());
@@ -892,457 +680,11 @@ impl SessionManager {
         if !following {
             self.index.leaf = old_leaf;
         }
-        Ok(Refresh::Appended(
-            (first_new + already_known..self.records.len()).filter(|&i| !self.records[i].is_header()).collect(),
-        ))
-    }
-
-    /// The pending load-time repairs.
-    pub fn pending_repairs(&self) -> PendingRepairs {
-        self.pending
-    }
-
-    /// How hard writes try to reach the disk (default: like pi, no fsync).
-    pub fn set_durability(&mut self, durability: Durability) {
-        self.durability = durability;
-        if let Some(f) = self.file.as_mut() {
-            f.set_durability(durability);
-        }
-    }
-
-    /// fsyncs writes that group commit ([`Durability::Batch`]) left pending.
-    pub fn sync(&mut self) -> Result<()> {
-        match self.file.as_mut() {
-            Some(f) => f.sync(),
-            None => Ok(()),
-        }
-    }
-
-    /// `appendMessage(message)`. Returns the new entry's id.
-    pub fn append_message(&mut self, message: Json) -> Result<String> {
-        let (mut o, id) = self.base_entry("message");
-        o.insert("message", message);
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    /// `appendThinkingLevelChange(thinkingLevel)`.
-    pub fn append_thinking_level_change(&mut self, thinking_level: Json) -> Result<String> {
-        let (mut o, id) = self.base_entry("thinking_level_change");
-        o.insert("thinkingLevel", thinking_level);
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    /// `appendModelChange(provider, modelId)`.
-    pub fn append_model_change(&mut self, provider: Json, model_id: Json) -> Result<String> {
-        let (mut o, id) = self.base_entry("model_change");
-        o.insert("provider", provider);
-        o.insert("modelId", model_id);
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    /// `appendUsage(kind, provider, model, usage, note?)`. Returns the entry's index (pi returns the entry).
-    pub fn append_usage(
-        &mut self,
-        kind: Json,
-        provider: Json,
-        model: Json,
-        usage: Json,
-        note: Option<Json>,
-    ) -> Result<usize> {
-        let (mut o, _) = self.base_entry("usage");
-        o.insert("kind", kind);
-        o.insert("provider", provider);
-        o.insert("model", model);
-        o.insert("usage", usage);
-        if let Some(note) = note.filter(Json::truthy) {
-            o.insert("note", note);
-        }
-        self.append_entry(Json::Object(o))
-    }
-
-    /// `appendCompaction(summary, firstKeptEntryId | null, tokensBefore, details?, fromHook?, usage?)`, plus the
-    /// seed's optional `retainedTail` (written last; `firstKeptEntryId` is always written too).
-    #[allow(clippy::too_many_arguments)]
-    pub fn append_compaction(
-        &mut self,
-        summary: Json,
-        first_kept_entry_id: Option<Json>,
-        tokens_before: Json,
-        details: Option<Json>,
-        from_hook: Option<Json>,
-        usage: Option<Json>,
-        retained_tail: Option<Json>,
-    ) -> Result<String> {
-        self.append_compaction_with(
-            summary,
-            first_kept_entry_id,
-            tokens_before,
-            details,
-            from_hook,
-            usage,
-            None,
-            retained_tail,
-        )
-    }
-
-    /// [`SessionManager::append_compaction`] with an explicit checkpoint system message (written as given) instead
-    /// of pi's replay of the current system messages.
-    #[allow(clippy::too_many_arguments)]
-    pub fn append_compaction_with(
-        &mut self,
-        summary: Json,
-        first_kept_entry_id: Option<Json>,
-        tokens_before: Json,
-        details: Option<Json>,
-        from_hook: Option<Json>,
-        usage: Option<Json>,
-        system_message: Option<Json>,
-        retained_tail: Option<Json>,
-    ) -> Result<String> {
-        let (ms, timestamp) = self.env.now_iso();
-        let system = match system_message {
-            Some(given) => Some(given),
-            None => {
-                let projection = self.build_session_projection()?;
-                let bodies = self.bodies();
-                let messages: Vec<Json> =
-                    projection.messages().map(|m| context::message_value(&bodies, m)).collect::<Result<_>>()?;
-                context::current_system_message(&messages)?.map(|s| match s.into_object() {
-                    Ok(mut sm) => {
-                        sm.insert("timestamp", Json::number(ms));
-                        Json::Object(sm)
-                    }
-                    Err(other) => other,
-                })
-            }
-        };
-        let id = self.new_entry_id();
-        let mut o = Object::new();
-        o.insert("type", Json::str("compaction"));
-        o.insert("id", Json::str(&id));
-        if let Some(parent) = key_json(&self.index.leaf) {
-            o.insert("parentId", parent);
-        }
-        o.insert("timestamp", Json::str(&timestamp));
-        o.insert("summary", summary);
-        o.insert(
-            "firstKeptEntryId",
-            match first_kept_entry_id {
-                None | Some(Json::Null) => Json::str(&id),
-                Some(v) => v,
-            },
-        );
-        o.insert("tokensBefore", tokens_before);
-        for (k, v) in [("details", details), ("usage", usage), ("fromHook", from_hook)] {
-            if let Some(v) = v {
-                o.insert(k, v);
-            }
-        }
-        if let Some(sm) = system {
-            o.insert("systemMessage", sm);
-        }
-        if let Some(tail) = retained_tail {
-            o.insert("retainedTail", tail);
-        }
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    /// `appendCustomEntry(customType, data?)`. Key order: type, customType, data, id, parentId, timestamp.
-    pub fn append_custom_entry(&mut self, custom_type: Json, data: Option<Json>) -> Result<String> {
-        let (base, id) = self.base_entry("custom");
-        let mut o = Object::new();
-        o.insert("type", Json::str("custom"));
-        o.insert("customType", custom_type);
-        if let Some(d) = data {
-            o.insert("data", d);
-        }
-        for k in ["id", "parentId", "timestamp"] {
-            o.insert(k, base.get(k).cloned().unwrap_or(Json::Null));
-        }
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    /// `appendSessionInfo(name)`: CR/LF runs become one space, then the name is trimmed (an empty name clears).
-    pub fn append_session_info(&mut self, name: &JsString) -> Result<String> {
-        let sanitized = name.collapse_line_breaks().trim();
-        let (mut o, id) = self.base_entry("session_info");
-        o.insert("name", Json::String(sanitized));
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    /// `appendCustomMessageEntry(customType, content, display, details?)`. Key order: type, customType, content,
-    /// display, details, id, parentId, timestamp.
-    pub fn append_custom_message_entry(
-        &mut self,
-        custom_type: Json,
-        content: Json,
-        display: Json,
-        details: Option<Json>,
-    ) -> Result<String> {
-        let (base, id) = self.base_entry("custom_message");
-        let mut o = Object::new();
-        o.insert("type", Json::str("custom_message"));
-        o.insert("customType", custom_type);
-        o.insert("content", content);
-        o.insert("display", display);
-        if let Some(d) = details {
-            o.insert("details", d);
-        }
-        for k in ["id", "parentId", "timestamp"] {
-            o.insert(k, base.get(k).cloned().unwrap_or(Json::Null));
-        }
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    /// `appendContextEdit(targetId, replacement)`: `replacement` is `null` (omit the target) or `{content}`
-    /// (string or array). None stands for `undefined`, which pi rejects.
-    pub fn append_context_edit(&mut self, target_id: &Key, replacement: Option<Json>) -> Result<String> {
-        let valid = match &replacement {
-            Some(Json::Null) => true,
-            Some(Json::Object(o)) => matches!(o.get("content"), Some(Json::String(_) | Json::Array(_))),
-            _ => false,
-        };
-        if !valid {
-            return Err(Error::InvalidReplacement);
-        }
-        let Some(target) = self.index.get(target_id) else {
-            return Err(Error::EntryNotFound { id: target_id.display() });
-        };
-        let branch = self.index.branch(&self.records, None);
-        if !branch.iter().any(|&i| self.records[i].id == *target_id) {
-            return Err(Error::NotOnActiveBranch { id: target_id.display() });
-        }
-        let t = &self.records[target];
-        let role = if t.kind == EntryType::Message {
-            if t.message.property_access_throws() {
-                return Err(Error::InvalidEntry {
-                    line: t.line,
-                    message: "message entry has no message object (pi 1.6.0 throws a TypeError here)".into(),
-                });
-            }
-            Some(if t.message == super::entry::MessageShape::Object { t.role } else { super::entry::Role::Other })
-        } else {
-            None
-        };
-        use super::entry::Role;
-        let editable =
-            t.kind == EntryType::CustomMessage || matches!(role, Some(Role::User | Role::Assistant | Role::ToolResult));
-        if !editable {
-            return Err(Error::NotEditable { id: target_id.display() });
-        }
-        let replacement = replacement.expect("validated");
-        let normalized = match (&replacement, role) {
-            (Json::Object(o), Some(Role::Assistant | Role::ToolResult)) => match o.get("content") {
-                Some(Json::String(text)) => {
-                    let mut n = Object::new();
-                    n.insert("content", context::text_blocks(text.clone()));
-                    Json::Object(n)
-                }
-                _ => replacement.clone(),
-            },
-            _ => replacement.clone(),
-        };
-        let (mut o, id) = self.base_entry("context_edit");
-        if let Some(t) = key_json(target_id) {
-            o.insert("targetId", t);
-        }
-        o.insert("replacement", normalized);
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    /// `appendLabelChange(targetId, label?)`: a truthy label sets, anything else clears. None writes no `label`
-    /// member (pi's `undefined`).
-    pub fn append_label_change(&mut self, target_id: &Key, label: Option<Json>) -> Result<String> {
-        if !self.index.contains(target_id) {
-            return Err(Error::EntryNotFound { id: target_id.display() });
-        }
-        let (mut o, id) = self.base_entry("label");
-        if let Some(t) = key_json(target_id) {
-            o.insert("targetId", t);
-        }
-        if let Some(l) = label {
-            o.insert("label", l);
-        }
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    // ----------------------------------------------------------------------------------------------------------
-    // Branching
-
-    /// `branch(entryId)`: move the leaf to an existing entry.
-    pub fn branch(&mut self, entry_id: &Key) -> Result<()> {
-        if !self.index.contains(entry_id) {
-            return Err(Error::EntryNotFound { id: entry_id.display() });
-        }
-        self.index.leaf = entry_id.clone();
-        Ok(())
-    }
-
-    /// `resetLeaf()`: the next append starts a new root.
-    pub fn reset_leaf(&mut self) {
-        self.index.leaf = Key::Null;
-    }
-
-    /// `branchWithSummary(branchFromId | null, summary, details?, fromHook?, usage?)`: move the leaf and append a
-    /// `branch_summary` whose `fromId` is the abandoned leaf (`"root"` when there was none).
-    pub fn branch_with_summary(
-        &mut self,
-        branch_from_id: Option<&Key>,
-        summary: Json,
-        details: Option<Json>,
-        from_hook: Option<Json>,
-        usage: Option<Json>,
-    ) -> Result<String> {
-        if let Some(id) = branch_from_id {
-            if !self.index.contains(id) {
-                return Err(Error::EntryNotFound { id: id.display() });
-            }
-        }
-        let from_id = key_json(&self.index.leaf).filter(|v| *v != Json::Null).unwrap_or_else(|| Json::str("root"));
-        self.index.leaf = branch_from_id.cloned().unwrap_or(Key::Null);
-        let (mut o, id) = self.base_entry("branch_summary");
-        o.insert("fromId", from_id);
-        o.insert("summary", summary);
-        for (k, v) in [("details", details), ("usage", usage), ("fromHook", from_hook)] {
-            if let Some(v) = v {
-                o.insert(k, v);
-            }
-        }
-        self.append_entry(Json::Object(o))?;
-        Ok(id)
-    }
-
-    /// `createBranchedSession(leafId)`: this manager becomes a new session holding only the path to `leafId`
-    /// (labels dropped from the path and re-created after it, parents re-chained). Returns the new file path
-    /// (None in memory). The old file is untouched.
-    pub fn create_branched_session(&mut self, leaf_id: &Key) -> Result<Option<String>> {
-        let previous_file = self.session_file.clone();
-        let path = self.index.branch(&self.records, Some(leaf_id));
-        if path.is_empty() {
-            return Err(Error::EntryNotFound { id: leaf_id.display() });
-        }
-        // Re-chain the path without its labels; remember what each removed label "stood before".
-        let mut kept: Vec<(usize, Key, Option<Key>)> = Vec::new(); // (record, new parent, new firstKeptEntryId)
-        let mut replacement_by_label: indexmap::IndexMap<Key, Key> = indexmap::IndexMap::new();
-        let mut pending_labels: Vec<Key> = Vec::new();
-        let mut parent = Key::Null;
-        for &i in &path {
-            let r = &self.records[i];
-            if r.kind == EntryType::Label {
-                pending_labels.push(r.id.clone());
-                continue;
-            }
-            for l in pending_labels.drain(..) {
-                replacement_by_label.insert(l, r.id.clone());
-            }
-            let first_kept = match &r.detail {
-                Detail::Compaction { first_kept, .. } if r.kind == EntryType::Compaction => {
-                    if *first_kept == r.id {
-                        None
-                    } else {
-                        replacement_by_label.get(first_kept).cloned()
-                    }
-                }
-                _ => None,
-            };
-            kept.push((i, parent.clone(), first_kept));
-            parent = r.id.clone();
-        }
-        let new_id = self.env.session_id();
-        let (_, timestamp) = self.env.now_iso();
-        let new_file = paths::join(&[&self.session_dir, &format!("{}_{}.jsonl", file_stamp(&timestamp), new_id)]);
-        let parent_session = if self.persist { previous_file.as_deref() } else { None };
-        let header = header_json(&new_id, &timestamp, &self.cwd, parent_session);
-
-        // New records: the old bodies (still in the old file) with parentId and firstKeptEntryId spliced in.
-        let mut new_records = vec![record_from_bytes(header.to_canonical_string().into_bytes())];
-        let mut path_ids: std::collections::HashSet<Key> = std::collections::HashSet::new();
-        for (i, new_parent, first_kept) in &kept {
-            let r = &self.records[*i];
-            let mut nr = r.clone();
-            if r.is_object {
-                let patch = nr.body.patch_mut();
-                match key_text(new_parent) {
-                    Some(t) => patch.set("parentId", t),
-                    None => patch.remove("parentId"),
-                }
-                if let Some(fk) = first_kept {
-                    match key_text(fk) {
-                        Some(t) => patch.set("firstKeptEntryId", t),
-                        None => patch.remove("firstKeptEntryId"),
-                    }
-                }
-            }
-            nr.parent = new_parent.clone();
-            if let (Some(fk), Detail::Compaction { first_kept_index, .. }) = (first_kept, &r.detail) {
-                nr.detail = Detail::Compaction { first_kept: fk.clone(), first_kept_index: *first_kept_index };
-            }
-            path_ids.insert(r.id.clone());
-            new_records.push(nr);
-        }
-        let labels: Vec<(Key, Json, Option<Json>)> = self
-            .index
-            .labels()
-            .filter(|(target, _)| path_ids.contains(*target))
-            .map(|(t, l)| (t.clone(), l.label.clone(), l.timestamp.clone()))
-            .collect();
-        let mut label_parent = match kept.last().map(|(i, _, _)| &self.records[*i].id) {
-            Some(k) if k.truthy() => k.clone(),
-            _ => Key::Null,
-        };
-        for (target, label, ts) in labels {
-            let label_id = ids::generate_entry_id(self.env.ids.as_mut(), |id| path_ids.contains(&Key::str(id)));
-            let mut o = Object::new();
-            o.insert("type", Json::str("label"));
-            o.insert("id", Json::str(&label_id));
-            o.insert("parentId", key_json(&label_parent).unwrap_or(Json::Null));
-            if let Some(ts) = ts {
-                o.insert("timestamp", ts);
-            }
-            if let Some(t) = key_json(&target) {
-                o.insert("targetId", t);
-            }
-            o.insert("label", label);
-            new_records.push(record_from_bytes(Json::Object(o).to_canonical_string().into_bytes()));
-            path_ids.insert(Key::str(&label_id));
-            label_parent = Key::str(&label_id);
-        }
-        self.records = new_records;
-        self.session_id = Json::str(&new_id);
-        self.index = TreeIndex::build(&self.records);
-        self.lines.clear();
-        self.tail = None;
-        self.pending = PendingRepairs::default();
-        self.warnings.clear();
-        if self.persist && self.has_conversation()? {
-            // Written at once, streamed from the old file (which stays untouched).
-            self.session_file = Some(new_file.clone());
-            self.write_new_file(&new_file, self.records.len())?;
-            self.flushed = true;
-            return Ok(Some(new_file));
-        }
-        // Not written yet: the bodies must outlive the old file, so they move into memory (a path without a user
-        // or assistant message is small).
-        for i in 0..self.records.len() {
-            let bytes = self.bodies().bytes(i)?;
-            self.records[i].body = Body::memory(bytes);
-        }
-        self.file = None;
-        self.flushed = false;
-        if !self.persist {
-            return Ok(None);
-        }
-        self.session_file = Some(new_file.clone());
-        Ok(Some(new_file))
+        let records = first_new + already_known..self.records.len();
+        Ok(records
+            .clone()
+            .any(|i| !self.records[i].is_header())
+            .then_some(Change::Appended { records, origin: Origin::External }))
     }
 
     // ----------------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 //! `json`, `js`. Only `store` and `catalog` (and `info`, for listing) read or write files.
 
 pub mod catalog;
+pub mod change;
 pub mod context;
 pub mod dirscan;
 pub mod entry;
@@ -28,5 +29,6 @@ pub mod search;
 pub mod store;
 pub mod tree;
 
-pub use error::{Error, Result};
+pub use change::{Change, Commit, EntryRef, Op, OpValue, Origin, Outcome};
+pub use error::{Error, ErrorKind, Result};
 pub use manager::{Env, NewSessionOptions, SessionManager};

@@ -1,14 +1,21 @@
-//! The only place that touches session files' bytes: load, read bodies, append, create, rewrite.
+//! The only place that touches session files' bytes: load, read bodies, append, create, rewrite, fsync.
 //!
 //! Write order for every change, so a crash leaves either the old state or the new one and never a fused line:
-//! the complete line (with its `\n`) is encoded first and handed to one `write` call; a new file is created
-//! exclusively (`O_EXCL`, as pi's `wx`); a whole-file rewrite (migration) goes to a temporary file in the same
-//! directory that is then renamed over the original. Loading never writes: pi's load-time repairs are reported
-//! by [`LoadedFile`] and applied by the caller just before its first write.
+//! the complete lines (each with its `\n`) are encoded first and handed to one `write` call on an `O_APPEND`
+//! handle; a write that fails part-way is cut back to where it started (raft-engine's rule), and if even that
+//! fails the file is poisoned; then the fsync the durability asks for, and only then does the caller advance what
+//! it knows. A new file is created exclusively (`O_EXCL`, as pi's `wx`) and removed again if its first write
+//! fails, so a retry is not refused with `EEXIST`. A whole-file rewrite (migration) goes to a temporary file beside
+//! the real file (the target of a symlink, not the link) that is then renamed over it; temporary files a killed
+//! process left are removed when their directory is next written. Loading never writes: pi's load-time repairs are
+//! reported by [`LoadedFile`] and applied by the caller with its first write.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+
+use super::change::Commit;
 
 use super::entry::{Body, BodySource, Record};
 use super::error::{Error, Result};
@@ -107,12 +114,6 @@ impl LoadedFile {
     pub fn has_valid_header(&self) -> bool {
         self.records.first().is_some_and(|r| r.is_header() && r.id.as_js_str().is_some())
     }
-}
-
-/// Reads and classifies every line of `path`. Never writes.
-pub fn load(path: &str) -> Result<LoadedFile> {
-    let file = open_regular(path)?;
-    load_from(file, path, Start::default(), Body::file)
 }
 
 /// The longest line, in bytes, that is read as an entry: V8's maximum string length (`2^29 - 24` UTF-16 code
@@ -599,9 +600,11 @@ pub enum Durability {
     /// No fsync (what pi does): survives a crash of this process, not of the machine.
     #[default]
     None,
-    /// fsync after every entry (and of the directory when a file is created or renamed).
+    /// fsync after every write, before it is acknowledged (and of the directory when a file is created or
+    /// renamed).
     Entry,
-    /// Group commit: entries are written at once and fsynced together by [`SessionFile::sync`].
+    /// Group commit: writes are made at once and acknowledged once one fsync covers them ([`Commit::wait`]), so
+    /// a burst of writers shares one fsync.
     Batch,
 }
 
@@ -676,13 +679,134 @@ fn now_ns() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-/// What an append did besides writing the line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Appended {
-    /// File offset of the line.
+/// Where an append landed.
+#[derive(Debug)]
+pub struct Landed {
+    /// File offset of the first byte written. It is the length known before the write unless another writer
+    /// (one that takes no lock: pi) appended in between, whose bytes then lie before it.
     pub offset: u64,
-    /// A torn fragment another writer left at the end (offset, length): it was ended with `\n` first.
-    pub terminated_fragment: Option<(u64, u64)>,
+    /// When the write is durable.
+    pub commit: Commit,
+}
+
+/// Group commit and poisoning for one append handle. Writes are numbered as they are made; one fsync covers every
+/// write numbered before it started, so writers waiting meanwhile share it (one fsync runs at a time; a waiter
+/// whose write an fsync made since covers needs none of its own). It lives outside the session's lock (each
+/// [`Commit`] holds it), so an fsync never has to hold up the next writer. Once an fsync fails, or a failed write
+/// cannot be cut back, what is on disk is unknown: the point is poisoned, every write it was to cover fails, and
+/// every later write is refused until the file is opened again (PostgreSQL's lesson: retrying an fsync after a
+/// failure can report success for data the kernel already dropped).
+#[derive(Debug)]
+pub struct SyncPoint {
+    /// A descriptor of the append handle's file, for fsync without the handle.
+    file: File,
+    path: String,
+    state: Mutex<SyncState>,
+    /// Held while an fsync runs, so two are never made at once (the second waits, then usually finds its write
+    /// covered by the first).
+    fsync_turn: Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct SyncState {
+    /// Number of the last write made.
+    written: u64,
+    /// Number of the last write known durable.
+    synced: u64,
+    /// Why the file refuses writes: the failure, and its OS error code when it had one.
+    poison: Option<(String, Option<i32>)>,
+}
+
+impl SyncPoint {
+    fn new(writer: &File, path: &str) -> Result<Arc<SyncPoint>> {
+        let file = writer.try_clone().map_err(|e| Error::io("open", path, e))?;
+        Ok(Arc::new(SyncPoint {
+            file,
+            path: path.to_owned(),
+            state: Mutex::new(SyncState::default()),
+            fsync_turn: Mutex::new(()),
+        }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SyncState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Numbers a write just made; returns its number.
+    fn wrote(&self) -> u64 {
+        let mut s = self.lock();
+        s.written += 1;
+        s.written
+    }
+
+    /// Records that everything written so far is durable (a synced rewrite replaced the file).
+    fn all_synced(&self) {
+        let mut s = self.lock();
+        s.synced = s.written;
+    }
+
+    /// Poisons the file (see the type's doc).
+    fn poison(&self, cause: String, os_error: Option<i32>) {
+        tracing::error!("{}: {cause}; the session refuses writes until it is opened again", self.path);
+        self.lock().poison.get_or_insert((cause, os_error));
+    }
+
+    /// The error a write gets once the file is poisoned.
+    fn refusal(&self) -> Option<Error> {
+        let s = self.lock();
+        s.poison.as_ref().map(|(cause, _)| Error::Poisoned { path: self.path.clone(), cause: cause.clone() })
+    }
+
+    /// True when write number `generation` is durable.
+    pub(crate) fn is_synced(&self, generation: u64) -> bool {
+        self.lock().synced >= generation
+    }
+
+    /// Blocks until write number `generation` is durable, making the fsync on this thread unless one made since
+    /// covers it. A write an fsync failed to cover gets that failure (it is not durable).
+    pub(crate) fn sync_through(&self, generation: u64) -> Result<()> {
+        loop {
+            {
+                let s = self.lock();
+                if s.synced >= generation {
+                    return Ok(());
+                }
+                if let Some((cause, os_error)) = &s.poison {
+                    let source = match os_error {
+                        Some(code) => std::io::Error::from_raw_os_error(*code),
+                        None => std::io::Error::other(cause.clone()),
+                    };
+                    return Err(Error::io("sync", &self.path, source));
+                }
+            }
+            let _turn = self.fsync_turn.lock().unwrap_or_else(|e| e.into_inner());
+            let target = {
+                let s = self.lock();
+                if s.synced >= generation || s.poison.is_some() {
+                    continue;
+                }
+                s.written
+            };
+            let result = self.file.sync_data();
+            let mut s = self.lock();
+            match result {
+                Ok(()) => s.synced = s.synced.max(target),
+                Err(e) => {
+                    tracing::error!(
+                        "{}: fsync failed: {e}; the session refuses writes until it is opened again",
+                        self.path
+                    );
+                    s.poison.get_or_insert((format!("fsync failed: {e}"), e.raw_os_error()));
+                }
+            }
+        }
+    }
+
+    /// fsyncs what is still owed (when the file is closed).
+    fn sync_all_written(&self) -> Result<()> {
+        let written = self.lock().written;
+        self.sync_through(written)
+    }
 }
 
 /// One open session file: a handle for reading bodies, an append handle that holds the single-writer lock, and
@@ -695,10 +819,8 @@ pub struct SessionFile {
     len: u64,
     id: (u64, u64),
     durability: Durability,
-    dirty: bool,
-    /// Another writer's bytes landed between our check and our write (pi takes no lock): the file must be read
-    /// again before anything else is trusted.
-    reread: bool,
+    /// Group commit and poisoning for `writer` (present with it).
+    sync: Option<Arc<SyncPoint>>,
     /// The last bytes before `len`, as read or written: if they change, the file was rewritten in place (same
     /// inode), not appended to, even when it grew.
     tail: Vec<u8>,
@@ -713,6 +835,11 @@ pub struct SessionFile {
     /// The path holds something that is not a session (its stamp when that was found); writes are refused.
     detached: Option<FileStamp>,
 }
+
+/// Why a write to a file found holding something that is not a session is refused.
+pub const DETACHED: &str = "the session file was emptied, or replaced or overwritten by something that is not a pi \
+                            session; nothing was written (the handle reads the file again once it is a session; or \
+                            reopen it)";
 
 /// How many bytes before the known end are kept to recognise an in-place rewrite.
 const TAIL_CHECK: u64 = 64;
@@ -748,8 +875,7 @@ impl SessionFile {
             len: loaded.len,
             id: file_id(&meta),
             durability,
-            dirty: false,
-            reread: false,
+            sync: None,
             tail: Vec::new(),
             head: Vec::new(),
             stamp: FileStamp::of(&meta),
@@ -761,25 +887,39 @@ impl SessionFile {
         Ok((file, loaded))
     }
 
-    /// Creates `path` exclusively (pi's `wx`) with `content`, locked for writing and synced as `durability`
-    /// says.
+    /// Creates `path` exclusively (pi's `wx`) with `content`, locked for writing and synced as `durability` says.
+    /// If anything fails after the file was created, the file is removed again (it is ours: `O_EXCL` made it), so
+    /// a retry once the cause is gone (a full disk freed) does not fail with `EEXIST` on a 0-byte leftover.
     pub fn create(path: &str, content: &[u8], durability: Durability) -> Result<SessionFile> {
-        let mut writer = OpenOptions::new().append(true).create_new(true).open(path).map_err(|e| {
+        sweep_stale_temps(path);
+        let writer = OpenOptions::new().read(true).append(true).create_new(true).open(path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::AlreadyExists { path: path.to_owned() }
             } else {
                 Error::io("create", path, e)
             }
         })?;
-        lock_writer(&writer, path)?;
-        let io = |e| Error::io("write", path, e);
-        writer.write_all(content).map_err(io)?;
-        if durability != Durability::None {
-            writer.sync_all().map_err(io)?;
-            sync_dir_of(path).map_err(io)?;
-        }
-        let reader = File::open(path).map_err(|e| Error::io("open", path, e))?;
-        let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
+        let made = (|| {
+            lock_writer(&writer, path)?;
+            writer.try_clone().and_then(|mut w| w.write_all(content)).map_err(|e| Error::io("write", path, e))?;
+            if durability != Durability::None {
+                writer.sync_all().map_err(|e| Error::io("sync", path, e))?;
+                sync_dir_of(path).map_err(|e| Error::io("sync", path, e))?;
+            }
+            let reader = writer.try_clone().map_err(|e| Error::io("open", path, e))?;
+            let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
+            Ok((reader, meta, SyncPoint::new(&writer, path)?))
+        })();
+        let (reader, meta, sync) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                drop(writer);
+                if let Err(rm) = std::fs::remove_file(path) {
+                    tracing::warn!("{path}: could not remove the file whose first write failed: {rm}");
+                }
+                return Err(e);
+            }
+        };
         let mut file = SessionFile {
             path: path.to_owned(),
             reader,
@@ -787,8 +927,7 @@ impl SessionFile {
             len: content.len() as u64,
             id: file_id(&meta),
             durability,
-            dirty: false,
-            reread: false,
+            sync: Some(sync),
             tail: Vec::new(),
             head: Vec::new(),
             stamp: FileStamp::of(&meta),
@@ -917,7 +1056,7 @@ impl SessionFile {
         let now = FileStamp::of(&meta);
         let racy = self.stamp.mtime_ns.max(self.stamp.ctime_ns).saturating_add(RACY_WINDOW_NS) > self.observed_at_ns;
         let grew_or_same = || if meta.len() > self.len { FileState::Grew(meta.len()) } else { FileState::Same };
-        Ok(if file_id(&meta) != self.id || self.reread || !meta.is_file() {
+        Ok(if file_id(&meta) != self.id || !meta.is_file() {
             FileState::Replaced
         } else if meta.len() < self.len {
             FileState::Shrunk
@@ -936,86 +1075,97 @@ impl SessionFile {
     /// Lines appended by someone else since `from` (complete lines only; a line still being written stays
     /// for later).
     pub fn read_from(&self, start: Start) -> Result<LoadedFile> {
-        use std::io::{Seek, SeekFrom};
         let mut handle = self.reader.try_clone().map_err(|e| Error::io("read", &self.path, e))?;
-        handle.seek(SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", &self.path, e))?;
+        handle.seek(std::io::SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", &self.path, e))?;
         load_from(handle, &self.path, Start { hold_back_partial: true, ..start }, Body::file)
     }
 
-    /// Takes the single-writer lock (once; it is held until the file is dropped).
+    /// The lines between `start` and `end` (bytes another writer put before ours; complete lines only).
+    pub fn read_between(&self, start: Start, end: u64) -> Result<LoadedFile> {
+        let mut handle = self.reader.try_clone().map_err(|e| Error::io("read", &self.path, e))?;
+        handle.seek(std::io::SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", &self.path, e))?;
+        let bounded = handle.take(end.saturating_sub(start.offset));
+        load_from(bounded, &self.path, Start { hold_back_partial: true, ..start }, Body::file)
+    }
+
+    /// Takes the single-writer lock (once; it is held until the file is dropped). The first time, temporary files
+    /// a killed process left beside the file are removed.
     pub fn lock(&mut self) -> Result<()> {
         if self.writer.is_none() {
             let writer =
                 OpenOptions::new().append(true).open(&self.path).map_err(|e| Error::io("open", &self.path, e))?;
             lock_writer(&writer, &self.path)?;
+            self.sync = Some(SyncPoint::new(&writer, &self.path)?);
             self.writer = Some(writer);
+            sweep_stale_temps(&self.path);
         }
         Ok(())
     }
 
-    /// Appends one complete line (with its `\n`) in one write, after checking that nobody else wrote since we
-    /// last looked. A fragment another writer left unterminated (and that does not grow) is ended first, so the
-    /// line is never fused with it.
-    pub fn append_line(&mut self, line: &[u8]) -> Result<Appended> {
+    /// Why writes are refused, once a failed fsync (or a failed write that could not be cut back) poisoned the
+    /// file.
+    pub fn refusal(&self) -> Option<Error> {
+        self.sync.as_ref().and_then(|s| s.refusal())
+    }
+
+    /// Appends `bytes` (whole lines) in one `write` on the locked `O_APPEND` handle, then syncs as the durability
+    /// says. A write that fails part-way is cut back to where it started, so no partial line of a refused entry
+    /// is left; if that fails too, or an `Entry` fsync fails, the file is poisoned. The caller compares
+    /// [`Landed::offset`] with [`SessionFile::len`] (as it was) to see whether another writer got in between.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<Landed> {
         if self.detached.is_some() {
-            return Err(Error::Conflict {
-                path: self.path.clone(),
-                message: "the session file was emptied, or replaced or overwritten by something that is not a pi \
-                          session; nothing was written (the handle reads the file again once it is a session; or \
-                          reopen it)"
-                    .to_owned(),
-            });
+            return Err(Error::Conflict { path: Some(self.path.clone()), leaf: None, message: DETACHED.to_owned() });
         }
         self.lock()?;
-        let mut out = Appended { offset: self.len, terminated_fragment: None };
-        let mut bytes = std::borrow::Cow::Borrowed(line);
-        match self.state()? {
-            FileState::Same => {}
-            FileState::Missing => return Err(Error::io("append to", &self.path, std::io::ErrorKind::NotFound.into())),
-            FileState::Grew(size) if self.is_torn_fragment(size)? => {
-                let fragment = (self.len, size - self.len);
-                let mut with_newline = b"\n".to_vec();
-                with_newline.extend_from_slice(line);
-                bytes = std::borrow::Cow::Owned(with_newline);
-                out = Appended { offset: size + 1, terminated_fragment: Some(fragment) };
-            }
-            _ => {
-                return Err(Error::Conflict {
-                    path: self.path.clone(),
-                    message: "another process changed the session file since it was read".to_owned(),
-                })
-            }
+        if let Some(refused) = self.refusal() {
+            return Err(refused);
         }
+        let point = self.sync.clone().expect("a locked file has a sync point");
+        let path = self.path.clone();
         let writer = self.writer.as_mut().expect("locked");
         #[cfg(debug_assertions)]
-        crash_test::maybe_tear(writer, &bytes);
-        writer.write_all(&bytes).map_err(|e| Error::io("append to", &self.path, e))?;
-        // O_APPEND put the line at the end of the file as it was at that instant, which is where we expected it
-        // unless a writer that takes no lock got in between the check and the write.
-        let end = std::io::Seek::stream_position(writer).map_err(|e| Error::io("append to", &self.path, e))?;
-        let line_start = end - line.len() as u64;
-        if line_start != out.offset {
-            self.reread = true;
-            out.offset = line_start;
-        }
-        self.len = end;
-        match self.durability {
-            Durability::None => {}
-            Durability::Entry => writer.sync_data().map_err(|e| Error::io("sync", &self.path, e))?,
-            Durability::Batch => self.dirty = true,
-        }
+        crash_test::maybe_tear(writer, bytes);
+        let start = match write_appending(writer, bytes) {
+            Ok(start) => start,
+            Err(failed) => {
+                cut_back(writer, &point, failed.landed_at, failed.lost_track);
+                // Our own cut must not look like someone else's rewrite at the next look.
+                self.remember_stamp();
+                return Err(Error::io("append to", &path, failed.error));
+            }
+        };
+        let commit = match self.durability {
+            Durability::None => Commit::done(),
+            Durability::Entry => match writer.sync_data() {
+                Ok(()) => Commit::done(),
+                Err(e) => {
+                    cut_back(writer, &point, Some(start), false);
+                    point.poison(format!("fsync failed: {e}"), e.raw_os_error());
+                    self.remember_stamp();
+                    return Err(Error::io("sync", &path, e));
+                }
+            },
+            Durability::Batch => Commit::pending(point.clone(), point.wrote()),
+        };
+        let contiguous = start == self.len;
+        self.len = start + bytes.len() as u64;
         if bytes.len() as u64 >= TAIL_CHECK {
             self.tail = bytes[bytes.len() - TAIL_CHECK as usize..].to_vec();
+            self.remember_stamp();
+        } else if contiguous {
+            self.tail.extend_from_slice(bytes);
+            let excess = self.tail.len().saturating_sub(TAIL_CHECK as usize);
+            self.tail.drain(..excess);
             self.remember_stamp();
         } else {
             self.remember_tail();
         }
-        Ok(out)
+        Ok(Landed { offset: start, commit })
     }
 
-    /// True when the bytes after what we know hold no newline and stop growing: a write someone else cut short.
-    fn is_torn_fragment(&self, size: u64) -> Result<bool> {
-        use std::os::unix::fs::FileExt;
+    /// True when the bytes after what we know (up to `size`) hold no newline and stop growing: a write someone
+    /// else cut short, which our next line must not be fused with.
+    pub fn is_torn_fragment(&self, size: u64) -> Result<bool> {
         let mut extra = vec![0u8; (size - self.len) as usize];
         self.reader.read_exact_at(&mut extra, self.len).map_err(|e| Error::io("read", &self.path, e))?;
         if extra.contains(&b'\n') {
@@ -1026,32 +1176,28 @@ impl SessionFile {
         Ok(self.state()? == FileState::Grew(size))
     }
 
-    /// Appends raw bytes we must add (a missing final newline).
-    pub fn append_raw(&mut self, bytes: &[u8]) -> Result<()> {
-        self.lock()?;
-        let writer = self.writer.as_mut().expect("locked");
-        writer.write_all(bytes).map_err(|e| Error::io("append to", &self.path, e))?;
-        self.len += bytes.len() as u64;
-        self.remember_tail();
-        Ok(())
-    }
-
     /// fsyncs what group commit left pending.
     pub fn sync(&mut self) -> Result<()> {
-        if self.dirty {
-            if let Some(w) = &self.writer {
-                w.sync_data().map_err(|e| Error::io("sync", &self.path, e))?;
-            }
-            self.dirty = false;
+        match &self.sync {
+            Some(point) => point.sync_all_written(),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Replaces the file atomically with what `write` produces (temp file, locked, synced, renamed over the
-    /// path), keeping the lock. Returns the new length.
+    /// path), keeping the lock. Returns the new length. When the path is a symlink, the file it points to is
+    /// replaced and the link stays (pi's `writeFileSync` writes through links too).
     pub fn replace(&mut self, write: impl FnOnce(&File, &mut dyn Write) -> std::io::Result<()>) -> Result<u64> {
         self.lock()?;
-        let tmp = format!("{}.pi-sessiond-{}.tmp", self.path, std::process::id());
+        if let Some(refused) = self.refusal() {
+            return Err(refused);
+        }
+        let target = std::fs::canonicalize(&self.path)
+            .ok()
+            .and_then(|p| p.to_str().map(str::to_owned))
+            .unwrap_or_else(|| self.path.clone());
+        sweep_stale_temps(&target);
+        let tmp = temp_path(&target);
         let result = (|| -> std::io::Result<File> {
             // Appending handle: after the rename it is the writer, and appends must stay O_APPEND.
             let _ = std::fs::remove_file(&tmp);
@@ -1061,9 +1207,9 @@ impl SessionFile {
             write(&self.reader, &mut w)?;
             w.into_inner().map_err(|e| e.into_error())?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)?;
+            std::fs::rename(&tmp, &target)?;
             if self.durability != Durability::None {
-                sync_dir_of(&self.path)?;
+                sync_dir_of(&target)?;
             }
             Ok(f)
         })();
@@ -1078,18 +1224,114 @@ impl SessionFile {
         self.reader = File::open(&self.path).map_err(|e| Error::io("open", &self.path, e))?;
         self.id = file_id(&meta);
         self.len = meta.len();
-        self.writer = Some(new);
-        self.reread = false;
         self.stale = false;
+        // What was written to the old file is in the new one, which is synced.
+        if let Some(old) = self.sync.take() {
+            old.all_synced();
+        }
+        self.sync = Some(SyncPoint::new(&new, &self.path)?);
+        self.writer = Some(new);
         self.remember_tail();
         Ok(self.len)
     }
 }
 
+/// How a write on an `O_APPEND` handle failed.
+struct FailedWrite {
+    error: std::io::Error,
+    /// Where this write's first bytes landed, when some did.
+    landed_at: Option<u64>,
+    /// Bytes landed but where is unknown (the offset could not be read).
+    lost_track: bool,
+}
+
+/// Writes all of `bytes` (one `write`, more only if the kernel takes less) and returns the offset they start at.
+fn write_appending(writer: &mut File, bytes: &[u8]) -> std::result::Result<u64, FailedWrite> {
+    let mut start = None;
+    let mut done = 0;
+    while done < bytes.len() {
+        match writer.write(&bytes[done..]) {
+            Ok(0) => {
+                let error = std::io::ErrorKind::WriteZero.into();
+                return Err(FailedWrite { error, landed_at: start, lost_track: false });
+            }
+            Ok(n) => {
+                if start.is_none() {
+                    // O_APPEND leaves the offset at the end of what this write put at the end of the file.
+                    match writer.stream_position() {
+                        Ok(end) => start = Some(end - n as u64),
+                        Err(error) => return Err(FailedWrite { error, landed_at: None, lost_track: true }),
+                    }
+                }
+                done += n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(FailedWrite { error, landed_at: start, lost_track: false }),
+        }
+    }
+    match start {
+        Some(s) => Ok(s),
+        None => writer.stream_position().map_err(|error| FailedWrite { error, landed_at: None, lost_track: true }),
+    }
+}
+
+/// Cuts a failed write back to where it started, so no partial line of a refused entry stays in the file; if
+/// that is impossible, poisons the file.
+fn cut_back(writer: &File, point: &SyncPoint, landed_at: Option<u64>, lost_track: bool) {
+    if lost_track {
+        point.poison("a write failed and where it landed is unknown".to_owned(), None);
+    } else if let Some(start) = landed_at {
+        if let Err(e) = writer.set_len(start) {
+            point.poison(format!("a failed write could not be cut back to {start} bytes: {e}"), e.raw_os_error());
+        }
+    }
+}
+
+/// The temporary file a rewrite of `path` goes to (this process's id in it, so a leftover names its maker).
+fn temp_path(path: &str) -> String {
+    format!("{path}.pi-sessiond-{}.tmp", std::process::id())
+}
+
+/// Removes the rewrite temporaries (`*.pi-sessiond-PID.tmp`) in the directory of `path` whose process is gone:
+/// a process killed during a rewrite leaves one, and nothing else would ever remove it. A temporary of a live
+/// process (or one whose pid was reused) is left alone.
+fn sweep_stale_temps(path: &str) {
+    let dir = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty());
+    let Ok(entries) = std::fs::read_dir(dir.unwrap_or(std::path::Path::new("."))) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_owner) else { continue };
+        if pid == std::process::id() || process_alive(pid) {
+            continue;
+        }
+        match std::fs::remove_file(entry.path()) {
+            Ok(()) => tracing::info!("removed {}, left by process {pid}, which is gone", entry.path().display()),
+            Err(e) => tracing::debug!("could not remove stale {}: {e}", entry.path().display()),
+        }
+    }
+}
+
+/// The pid in a rewrite temporary's name (`<file>.pi-sessiond-<pid>.tmp`).
+fn temp_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_suffix(".tmp")?;
+    let (_, pid) = rest.rsplit_once(".pi-sessiond-")?;
+    pid.parse().ok()
+}
+
+fn process_alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return false };
+    // EPERM means it exists but belongs to someone else.
+    !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
+}
+
 impl Drop for SessionFile {
     fn drop(&mut self) {
-        if self.writer.is_some() {
-            let _ = self.sync();
+        // A poisoned file was reported when it was poisoned; there is nothing left to sync.
+        if self.refusal().is_some() {
+            return;
+        }
+        if let Err(e) = self.sync() {
+            tracing::warn!("{}: closing: {e}", self.path);
         }
     }
 }
@@ -1116,7 +1358,8 @@ mod crash_test {
 
 /// Takes the advisory exclusive lock (`flock`) on an append handle, or says who holds it. The lock lives on the
 /// session file itself, so no lock file is left beside sessions, and it dies with its process, so a crashed
-/// writer never leaves a stale lock. pi 1.6.0 takes no lock; it is checked for separately (see `append_line`).
+/// writer never leaves a stale lock. pi 1.6.0 takes no lock; the manager follows the file before each write
+/// instead.
 fn lock_writer(writer: &File, path: &str) -> Result<()> {
     match writer.try_lock() {
         Ok(()) => Ok(()),
@@ -1150,162 +1393,24 @@ fn lock_holder(meta: &std::fs::Metadata) -> Option<u32> {
     })
 }
 
-/// Appends `bytes` (whole lines, each ending in `\n`) to an existing file in one write. Fails if the file does
-/// not exist: re-creating a deleted session file without its header is how pi #8939 loses sessions.
-pub fn append(path: &str, bytes: &[u8]) -> Result<()> {
-    let mut f = OpenOptions::new().append(true).open(path).map_err(|e| Error::io("append to", path, e))?;
-    f.write_all(bytes).map_err(|e| Error::io("append to", path, e))
-}
-
-/// Creates `path`, failing if it exists (pi's `wx`), and writes `bytes`.
-pub fn create_exclusive(path: &str, bytes: &[u8]) -> Result<()> {
-    let mut f = OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            Error::AlreadyExists { path: path.to_owned() }
-        } else {
-            Error::io("create", path, e)
-        }
-    })?;
-    f.write_all(bytes).map_err(|e| Error::io("write", path, e))
-}
-
-/// Replaces `path` atomically with what `write` produces: a temporary file in the same directory, synced, then
-/// renamed over the original, so a crash leaves the old file or the new one, never a mix. The contents are
-/// streamed, so rewriting a multi-gigabyte session does not hold it in memory.
-pub fn replace_with(path: &str, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
-    let tmp = format!("{path}.pi-sessiond-{}.tmp", std::process::id());
-    let result = (|| {
-        let f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-        write(&mut w)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(|e| Error::io("rewrite", path, e))
-}
-
-/// The whole contents of a file (for small files and tests).
-pub fn read_all(path: &str) -> Result<Vec<u8>> {
-    let mut v = Vec::new();
-    File::open(path).and_then(|mut f| f.read_to_end(&mut v)).map_err(|e| Error::io("read", path, e))?;
-    Ok(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// (offset, bytes, len, terminated, skipped) of one line.
-    type Seen = (u64, Vec<u8>, u64, bool, Option<Skipped>);
-
-    /// Every line `reader` hands out.
-    fn lines_of(input: &[u8], limit: usize) -> Vec<Seen> {
-        let mut reader = LineReader::with_limit(input, limit);
-        let mut out = Vec::new();
-        while let Some(l) = reader.next_line().unwrap() {
-            out.push((l.offset, l.bytes.to_vec(), l.len, l.terminated, l.skipped));
-        }
-        out
-    }
-
     #[test]
-    fn a_line_longer_than_the_limit_is_skipped_to_its_newline_and_the_next_line_is_whole() {
-        let long = "x".repeat(50);
-        let input = format!("{{\"a\":1}}\n\"{long}\"\n{{\"b\":2}}\n");
-        let lines = lines_of(input.as_bytes(), 20);
-        assert_eq!(lines.len(), 3);
-        assert_eq!(lines[0], (0, b"{\"a\":1}".to_vec(), 7, true, None));
-        assert_eq!(lines[1], (8, Vec::new(), 52, true, Some(Skipped::TooLong)));
-        assert_eq!(lines[2], (61, b"{\"b\":2}".to_vec(), 7, true, None));
-    }
-
-    #[test]
-    fn an_unterminated_over_long_last_line_is_skipped_to_the_end() {
-        let input = format!("{{}}\n\"{}", "y".repeat(100));
-        let lines = lines_of(input.as_bytes(), 30);
-        assert_eq!(lines[1], (3, Vec::new(), 101, false, Some(Skipped::TooLong)));
-    }
-
-    #[test]
-    fn a_line_exactly_at_the_limit_is_read() {
-        let line = format!("\"{}\"", "z".repeat(18));
-        let lines = lines_of(format!("{line}\n").as_bytes(), 20);
-        assert_eq!(lines, vec![(0, line.into_bytes(), 20, true, None)]);
-    }
-
-    #[test]
-    fn a_long_line_of_garbage_is_skipped_as_soon_as_its_start_cannot_be_json() {
-        // A buffer's worth of zeros: far below the limit, but already no JSON, so it is not buffered further.
-        let mut input = vec![0u8; READ_BUFFER * 3];
-        input.extend_from_slice(b"\n{}\n");
-        let mut reader = LineReader::new(&input[..]);
-        let first = reader.next_line().unwrap().unwrap();
-        assert_eq!((first.len, first.terminated), (READ_BUFFER as u64 * 3, true));
-        assert!(matches!(first.skipped, Some(Skipped::NotJson(SyntaxError { offset: 0, .. }))), "{first:?}");
-        assert_eq!(reader.buf.len(), READ_BUFFER, "the buffer did not grow");
-        let next = reader.next_line().unwrap().unwrap();
-        assert_eq!((next.offset, next.bytes), (READ_BUFFER as u64 * 3 + 1, &b"{}"[..]));
-    }
-
-    #[test]
-    fn a_long_line_that_may_still_be_json_is_buffered_whole() {
-        let mut line = b"{\"text\":\"".to_vec();
-        line.resize(READ_BUFFER * 2, b'a');
-        line.extend_from_slice(b"\"}");
-        let mut input = line.clone();
-        input.push(b'\n');
-        let mut reader = LineReader::new(&input[..]);
-        let l = reader.next_line().unwrap().unwrap();
-        assert_eq!((l.bytes, l.skipped), (&line[..], None));
-    }
-
-    #[test]
-    fn a_long_run_of_white_space_is_not_taken_for_garbage() {
-        // pi trims a line before parsing it: spaces then JSON is an entry.
-        let mut line = vec![b' '; READ_BUFFER + 10];
-        line.extend_from_slice(b"{}");
-        let input = [&line[..], b"\n"].concat();
-        let l = LineReader::new(&input[..]).next_line().unwrap().unwrap().skipped;
-        assert_eq!(l, None);
-    }
-
-    #[test]
-    fn batches_keep_file_offsets_across_a_skipped_line() {
-        let input = format!("{{}}\n\"{}\"\n[1]\n[2]\n", "q".repeat(40));
-        let mut reader = LineReader::with_limit(input.as_bytes(), 16);
-        let mut seen = Vec::new();
-        while let Some(batch) = reader.next_batch().unwrap() {
-            for l in &batch.lines {
-                seen.push((l.offset, batch.bytes[l.range.clone()].to_vec(), l.skipped.is_some()));
-            }
-        }
-        assert_eq!(
-            seen,
-            vec![
-                (0, b"{}".to_vec(), false),
-                (3, vec![], true),
-                (46, b"[1]".to_vec(), false),
-                (50, b"[2]".to_vec(), false)
-            ]
-        );
-    }
-
-    #[test]
-    fn a_body_read_after_its_line_moved_fails_instead_of_returning_other_bytes() {
+    fn one_fsync_covers_every_write_made_before_it() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.jsonl");
-        std::fs::write(&path, "{\"id\":\"aaaa\"}\n{\"id\":\"bbbb\"}\n").unwrap();
-        let file = File::open(&path).unwrap();
-        let second = Body::file(14, 13);
-        assert_eq!(read_body(Some(&file), &second).unwrap(), b"{\"id\":\"bbbb\"}");
-        std::fs::write(&path, "{\"id\":\"aaaa\",\"x\":1}\n{\"id\":\"bbbb\"}\n").unwrap();
-        let moved = read_body(Some(&file), &second).unwrap_err();
-        assert_eq!((moved.kind(), moved.to_string()), (std::io::ErrorKind::InvalidData, MOVED.to_owned()));
-        std::fs::write(&path, "{}\n").unwrap();
-        assert_eq!(read_body(Some(&file), &second).unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+        let path = dir.path().join("s.jsonl").to_str().unwrap().to_owned();
+        let mut file = SessionFile::create(&path, b"{\"type\":\"session\",\"id\":\"x\"}\n", Durability::Batch).unwrap();
+        let commits: Vec<Commit> =
+            (0..3).map(|n| file.append(format!("{{\"n\":{n}}}\n").as_bytes()).unwrap().commit).collect();
+        assert!(commits.iter().all(Commit::is_pending), "nothing is durable before an fsync");
+        let mut commits = commits.into_iter();
+        let first = commits.next().unwrap();
+        first.wait().unwrap();
+        assert!(commits.all(|c| !c.is_pending()), "the fsync for the first write covered the later ones too");
+        let later = file.append(b"{\"n\":3}\n").unwrap().commit;
+        assert!(later.is_pending(), "a write after the fsync needs another");
+        later.wait().unwrap();
     }
 }

@@ -6,9 +6,8 @@ use std::io::Write;
 use pi_sessiond::session::context::Bodies;
 use pi_sessiond::session::json::Json;
 use pi_sessiond::session::key::Key;
-use pi_sessiond::session::manager::Refresh;
 use pi_sessiond::session::store::{Durability, WarningKind};
-use pi_sessiond::session::{Env, Error, NewSessionOptions, SessionManager};
+use pi_sessiond::session::{Change, Env, Error, NewSessionOptions, Origin, SessionManager};
 
 use crate::support::{json, s, temp_dir};
 
@@ -53,12 +52,12 @@ fn refresh_reads_another_writers_complete_lines_and_holds_back_a_partial_one() {
     let line_b = entry_line("bbbbbbbb", "aaaaaaaa", "half written");
     append_raw(&file, format!("{line_a}\n{}", &line_b[..40]).as_bytes());
     let r = viewer.refresh().unwrap();
-    let Refresh::Appended(new) = r else { panic!("{r:?}") };
+    let Some(Change::Appended { records: new, origin: Origin::External }) = r else { panic!("{r:?}") };
     assert_eq!(new.len(), 1, "only the complete line");
     assert_eq!(*viewer.leaf_id(), Key::str("aaaaaaaa"), "the leaf follows the conversation");
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Unchanged, "the partial line is still being written");
+    assert_eq!(viewer.refresh().unwrap(), None, "the partial line is still being written");
     append_raw(&file, format!("{}\n", &line_b[40..]).as_bytes());
-    let Refresh::Appended(new) = viewer.refresh().unwrap() else { panic!() };
+    let Some(Change::Appended { records: new, .. }) = viewer.refresh().unwrap() else { panic!() };
     assert_eq!(new.len(), 1);
     assert_eq!(*viewer.leaf_id(), Key::str("bbbbbbbb"));
     // The viewer now reads what a fresh open reads.
@@ -78,7 +77,7 @@ fn a_line_that_was_incomplete_at_open_is_read_whole_once_it_is_finished() {
     let mut viewer = SessionManager::open(&path, None, None, Env::system()).unwrap();
     assert_eq!(viewer.entry_count(), 0);
     append_raw(&path, format!("{}\n", &line[30..]).as_bytes());
-    let Refresh::Appended(new) = viewer.refresh().unwrap() else { panic!() };
+    let Some(Change::Appended { records: new, .. }) = viewer.refresh().unwrap() else { panic!() };
     assert_eq!(new.len(), 1);
     assert_eq!(viewer.entry_count(), 1);
     assert!(viewer.warnings().iter().all(|w| w.kind != WarningKind::TornTail), "{:?}", viewer.warnings());
@@ -93,15 +92,15 @@ fn refresh_reports_a_truncated_or_replaced_file_as_reset_and_a_removed_one_as_de
     std::fs::write(&tmp, format!("{header}\n{}\n{}\n", entry_line("r1", "", "x"), entry_line("r2", "r1", "y")))
         .unwrap();
     std::fs::rename(&tmp, &file).unwrap();
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Reset);
+    assert_eq!(viewer.refresh().unwrap(), Some(Change::Reloaded));
     assert_eq!(viewer.entry_count(), 2);
     assert_eq!(*viewer.leaf_id(), Key::str("r2"));
     // Truncated in place.
     std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(header.len() as u64 + 1).unwrap();
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Reset);
+    assert_eq!(viewer.refresh().unwrap(), Some(Change::Reloaded));
     assert_eq!(viewer.entry_count(), 0);
     std::fs::remove_file(&file).unwrap();
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Deleted);
+    assert_eq!(viewer.refresh().unwrap(), Some(Change::Deleted));
 }
 
 #[test]
@@ -111,7 +110,7 @@ fn a_leaf_the_host_moved_elsewhere_stays_when_others_append() {
     let second = m.append_message(user("second")).unwrap();
     m.branch(&first).unwrap();
     append_raw(&file, format!("{}\n", entry_line("cccccccc", &second, "from pi")).as_bytes());
-    assert!(matches!(m.refresh().unwrap(), Refresh::Appended(_)));
+    assert!(matches!(m.refresh().unwrap(), Some(Change::Appended { .. })));
     assert_eq!(*m.leaf_id(), first);
 }
 
@@ -147,7 +146,7 @@ fn an_append_after_another_process_wrote_is_refused_instead_of_interleaved() {
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), before);
     // After following the file, the append goes on top of the other writer's entry.
-    assert!(matches!(m.refresh().unwrap(), Refresh::Appended(_)));
+    assert!(matches!(m.refresh().unwrap(), Some(Change::Appended { .. })));
     m.append_message(user("ours")).unwrap();
     let last = std::fs::read_to_string(&file).unwrap().lines().last().unwrap().to_owned();
     assert!(last.contains(r#""parentId":"dddddddd""#), "{last}");
@@ -223,7 +222,7 @@ fn a_same_length_rewrite_in_place_is_read_again_not_served_from_stale_offsets_is
     chain_file(&format!("{path}.new"), &["aaaa", "cccc", "bbbb"]);
     overwrite_in_place(&path, &std::fs::read(format!("{path}.new")).unwrap());
     assert_eq!(std::fs::metadata(&path).unwrap().len(), before);
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Reset);
+    assert_eq!(viewer.refresh().unwrap(), Some(Change::Reloaded));
     let bbbb = viewer.entry(&Key::str("bbbb")).unwrap();
     assert_eq!(viewer.records()[bbbb].parent, Key::str("cccc"));
     assert_eq!(ids_of(&viewer, &viewer.branch_path(None)), ["aaaa", "cccc", "bbbb"]);
@@ -244,7 +243,7 @@ fn a_legacy_file_pi_migrates_in_place_while_we_have_it_open_is_read_again_with_p
     req.insert("files", Json::Array(vec![Json::str(&path)]));
     let Ok(pi) = crate::support::oracle(&Json::Object(req)).into_array() else { panic!("oracle") };
     let pi_leaf = pi[0].get("ok").and_then(|r| r.get("leafId")).cloned().unwrap();
-    assert_eq!(viewer.refresh().unwrap(), Refresh::Reset);
+    assert_eq!(viewer.refresh().unwrap(), Some(Change::Reloaded));
     assert_eq!(key_json(viewer.leaf_id()), pi_leaf, "the leaf is pi's newly assigned id");
     assert!(viewer.warnings().iter().all(|w| w.kind != WarningKind::LegacyVersion), "{:?}", viewer.warnings());
 }
@@ -259,7 +258,7 @@ fn a_file_emptied_while_open_is_reported_gone_refuses_writes_and_is_read_again_o
     let entry = m.entries()[0];
     // What pi's own rewrite (`openSync(path, "w")`) or a shell's `> file` leaves for a moment, or for good.
     std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(0).unwrap();
-    assert_eq!(m.refresh().unwrap(), Refresh::Deleted);
+    assert_eq!(m.refresh().unwrap(), Some(Change::Deleted));
     let err = m.bodies().bytes(entry).unwrap_err().to_string();
     assert!(err.contains("is no longer in the session file"), "{err}");
     // Writing now would mix our lines into a file another program is rewriting, or revive it without the
@@ -267,7 +266,7 @@ fn a_file_emptied_while_open_is_reported_gone_refuses_writes_and_is_read_again_o
     assert!(matches!(m.append_message(user("x")), Err(Error::Conflict { .. })));
     assert_eq!(std::fs::metadata(&file).unwrap().len(), 0);
     chain_file(&file, &["w1"]);
-    assert_eq!(m.refresh().unwrap(), Refresh::Reset);
+    assert_eq!(m.refresh().unwrap(), Some(Change::Reloaded));
     assert_eq!((m.entry_count(), m.leaf_id()), (1, &Key::str("w1")));
     m.append_message(user("after the rewrite")).unwrap();
 }
@@ -278,9 +277,9 @@ fn a_session_written_into_an_empty_file_we_opened_is_read_as_an_open_reads_it() 
     let path = s(&dir.path().join("empty.jsonl"));
     std::fs::write(&path, "").unwrap();
     let mut m = SessionManager::open(&path, None, None, Env::system()).unwrap();
-    assert_eq!(m.refresh().unwrap(), Refresh::Unchanged);
+    assert_eq!(m.refresh().unwrap(), None);
     chain_file(&path, &["p1", "p2"]);
-    assert_eq!(m.refresh().unwrap(), Refresh::Reset, "not followed as appends to our own fresh header");
+    assert_eq!(m.refresh().unwrap(), Some(Change::Reloaded), "not followed as appends to our own fresh header");
     assert_eq!(m.session_id(), &Json::str("chain"));
     assert_eq!(ids_of(&m, &m.entries()), ["p1", "p2"]);
 }
@@ -291,9 +290,9 @@ fn a_file_overwritten_in_place_by_a_non_session_keeps_its_handle_answering_and_r
     m.append_message(user("second")).unwrap();
     let entries = m.entries();
     overwrite_in_place(&file, "just some notes\n".repeat(40).as_bytes());
-    assert_eq!(m.refresh().unwrap(), Refresh::Deleted);
+    assert_eq!(m.refresh().unwrap(), Some(Change::Deleted));
     assert!(m.is_detached());
-    assert_eq!(m.refresh().unwrap(), Refresh::Deleted, "still not a session");
+    assert_eq!(m.refresh().unwrap(), Some(Change::Deleted), "still not a session");
     // What needs no bytes still answers; the header is still shown; an entry's bytes are gone, and the error
     // says which entry, instead of a short read.
     assert_eq!(m.entry_count(), 2);
@@ -309,7 +308,7 @@ fn a_file_overwritten_in_place_by_a_non_session_keeps_its_handle_answering_and_r
     assert_eq!(std::fs::read(&file).unwrap(), notes);
     // Once the path holds a session again, it is read and written as usual.
     chain_file(&file, &["r1", "r2"]);
-    assert_eq!(m.refresh().unwrap(), Refresh::Reset);
+    assert_eq!(m.refresh().unwrap(), Some(Change::Reloaded));
     assert_eq!(*m.leaf_id(), Key::str("r2"));
     m.append_message(user("back")).unwrap();
     assert_eq!(SessionManager::open(&file, None, None, Env::system()).unwrap().entry_count(), 3);
@@ -322,13 +321,13 @@ fn a_file_replaced_by_a_non_session_still_serves_its_entries_from_the_old_file()
     let notes = s(&dir.path().join("notes.txt"));
     std::fs::write(&notes, "not a session\n").unwrap();
     std::fs::rename(&notes, &file).unwrap();
-    assert_eq!(m.refresh().unwrap(), Refresh::Deleted);
+    assert_eq!(m.refresh().unwrap(), Some(Change::Deleted));
     // The old inode is still open: its entries are still there to read.
     assert!(m.bodies().json(entry).unwrap().get("message").is_some());
     assert!(matches!(m.append_message(user("x")), Err(Error::Conflict { .. })));
     // Removed altogether: a deleted session file, which the next write puts back whole (pi #8939).
     std::fs::remove_file(&file).unwrap();
-    assert_eq!(m.refresh().unwrap(), Refresh::Deleted);
+    assert_eq!(m.refresh().unwrap(), Some(Change::Deleted));
     m.append_message(user("written again")).unwrap();
     let back = SessionManager::open(&file, None, None, Env::system()).unwrap();
     assert_eq!((back.entry_count(), back.session_id()), (2, m.session_id()));
@@ -354,10 +353,10 @@ fn a_session_file_that_appears_at_a_path_opened_before_it_existed_is_read() {
     let dir = temp_dir();
     let path = s(&dir.path().join("later.jsonl"));
     let mut m = SessionManager::open(&path, None, None, Env::system()).unwrap();
-    assert_eq!(m.refresh().unwrap(), Refresh::Unchanged);
+    assert_eq!(m.refresh().unwrap(), None);
     // pi writes the file at its first message.
     chain_file(&path, &["n1"]);
-    assert_eq!(m.refresh().unwrap(), Refresh::Reset);
+    assert_eq!(m.refresh().unwrap(), Some(Change::Reloaded));
     assert_eq!((m.session_id(), m.leaf_id()), (&Json::str("chain"), &Key::str("n1")));
     m.append_message(user("and ours")).unwrap();
     assert_eq!(SessionManager::open(&path, None, None, Env::system()).unwrap().entry_count(), 2);

@@ -31,3 +31,5 @@ mod rpc_order;
 mod rpc_search;
 // The team catalog in PostgreSQL (issue 16).
 mod team;
+mod write_faults;
+mod writes;

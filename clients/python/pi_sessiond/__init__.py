@@ -26,6 +26,7 @@ _EXPORTS = {
         "EntryNotFound",
         "HandleNotFound",
         "InternalError",
+        "InvalidEntry",
         "InvalidParams",
         "InvalidRequest",
         "InvalidSessionFile",
@@ -41,6 +42,7 @@ _EXPORTS = {
         "SessiondTimeout",
         "SessionLocked",
         "SessionNotFound",
+        "SessionPoisoned",
     ],
     ".events": ["ChangeStream", "ResyncChange", "SessionEvent", "SessionsChanged"],
     ".tree": ["describe_entry", "format_tree"],
@@ -56,6 +58,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         EntryNotFound,
         HandleNotFound,
         InternalError,
+        InvalidEntry,
         InvalidParams,
         InvalidRequest,
         InvalidSessionFile,
@@ -71,6 +74,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         SessiondTimeout,
         SessionLocked,
         SessionNotFound,
+        SessionPoisoned,
     )
     from .events import ChangeStream, ResyncChange, SessionEvent, SessionsChanged
     from .tree import describe_entry, format_tree

@@ -136,7 +136,7 @@ class HandleNotFound(SessiondError):
 
 
 class InvalidSessionFile(SessiondError):
-    """``1004``: not a pi session, or an entry pi cannot read (``data["line"]``)."""
+    """``1004``: the file is not a pi session (``data["path"]``)."""
 
     KIND = "invalid_session_file"
 
@@ -160,6 +160,20 @@ class SessionLocked(SessiondError):
     KIND = "session_locked"
 
 
+class InvalidEntry(SessiondError):
+    """``1008``: the session holds an entry pi cannot read for this operation (pi throws a ``TypeError``);
+    ``data["line"]`` names its line."""
+
+    KIND = "invalid_entry"
+
+
+class SessionPoisoned(SessiondError):
+    """``1009``: an earlier fsync failed (or a failed write could not be cut back), so what is on disk is unknown:
+    the session refuses writes until the file is opened again; reads still work. ``data["path"]`` names the file."""
+
+    KIND = "session_poisoned"
+
+
 #: One class per error code of ``protocol/methods.json``; a test checks this table against the contract (codes and
 #: ``data.kind``), so a code added there fails the tests until it has a class here.
 _BY_CODE: Dict[int, Type[SessiondError]] = {
@@ -177,6 +191,8 @@ _BY_CODE: Dict[int, Type[SessiondError]] = {
     1005: InvalidSessionId,
     1006: SessiondIOError,
     1007: SessionLocked,
+    1008: InvalidEntry,
+    1009: SessionPoisoned,
 }
 
 

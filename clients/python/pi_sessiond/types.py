@@ -86,6 +86,8 @@ ERROR_KINDS = {
     1005: 'invalid_session_id',
     1006: 'io_error',
     1007: 'session_locked',
+    1008: 'invalid_entry',
+    1009: 'session_poisoned',
 }
 """Error code → ``data.kind``, as the contract lists them."""
 

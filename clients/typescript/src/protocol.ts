@@ -1875,19 +1875,19 @@ export const PROTOCOL_VERSION = "1.0";
 
 /** Every error methods.json lists: its `data.kind` and its code. */
 export const ERROR_CODES = {
-	/** The frame is not JSON. */
-	parse_error: -32700,
 	/** Not a JSON-RPC 2.0 request, or sent after shutdown. */
 	invalid_request: -32600,
 	/** No such method. */
 	method_not_found: -32601,
-	/** A param is missing or has the wrong type; data.path names it. */
+	/** A param is missing, has the wrong type or breaks the operation's rule; data.path names it. */
 	invalid_params: -32602,
 	/** The server failed; nothing was half-written. */
 	internal_error: -32603,
+	/** The frame is not JSON. */
+	parse_error: -32700,
 	/** Cancelled by $/cancelRequest. */
 	request_cancelled: -32800,
-	/** expectedLeafId is not the leaf, or another process wrote the file first (data.path); data.leafId is the leaf now. */
+	/** Nothing was written: expectedLeafId is not the leaf, or another process wrote the file first (data.path); data.leafId is the leaf now. */
 	content_modified: -32801,
 	/** The file or directory does not exist. */
 	session_not_found: 1001,
@@ -1895,14 +1895,18 @@ export const ERROR_CODES = {
 	entry_not_found: 1002,
 	/** No open session has that handle. */
 	handle_not_found: 1003,
-	/** Not a pi session, or an entry pi cannot read (data.line). */
+	/** The file is not a pi session (data.path). */
 	invalid_session_file: 1004,
 	/** The session id breaks pi's rule. */
 	invalid_session_id: 1005,
-	/** The file system failed; data.path names the file. */
+	/** The file system failed (a failed fsync included: the write is not acknowledged); data.path names the file. */
 	io_error: 1006,
 	/** Another process holds the session's write lock; data.pid names it when known. */
 	session_locked: 1007,
+	/** The session holds an entry pi cannot read for this operation (pi throws a TypeError); data.line names its line. */
+	invalid_entry: 1008,
+	/** An earlier fsync (or a failed write that could not be cut back) left what is on disk unknown: the session refuses writes until the file is opened again; reads still work. data.path names the file. */
+	session_poisoned: 1009,
 } as const;
 
 /** An error kind methods.json lists (`data.kind` of an error response). */

@@ -7,56 +7,80 @@ use std::sync::Arc;
 
 use jsonrpsee::types::ErrorObjectOwned;
 
-use super::{any, key_json, null, state_at, Cx, Res, Server, WriteCx};
+use super::{any, key_json, null, registered_path, state_at, Cx, Res, Server, WriteCx};
 use crate::rpc::error::{self, invalid_params};
 use crate::rpc::handles::{Job, Slot};
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
 use crate::rpc::watch::{dir_of, FsEvent};
-use crate::session::manager::Refresh;
+use crate::session::change::{Change as EngineChange, Origin};
 use crate::session::{paths, SessionManager};
 
 /// Sends `session/changed` for what following the file found; returns whether anything changed.
-pub fn follow(server: &Server, slot: &Slot, m: &mut SessionManager) -> Result<bool, ErrorObjectOwned> {
-    let refreshed = match m.refresh() {
-        Ok(r) => r,
+pub fn follow(server: &Server, slot: &Arc<Slot>, m: &mut SessionManager) -> Result<bool, ErrorObjectOwned> {
+    match m.refresh() {
+        Ok(Some(change)) => {
+            publish(server, slot, m, &[change], None)?;
+            Ok(true)
+        }
+        Ok(None) => Ok(false),
         Err(e) => {
-            // The file was replaced by something that is not a session: report it as gone, keep what we have.
+            // Reading the file failed (not what is in it: that is a change): the next refresh tries again.
             tracing::warn!("{}: cannot follow the file: {e}", slot.handle);
-            Refresh::Deleted
+            Ok(false)
         }
-    };
-    let (seq, change) = match refreshed {
-        Refresh::Unchanged => return Ok(false),
-        Refresh::Appended(added) => {
-            slot.deleted_reported.store(false, Ordering::SeqCst);
-            if added.is_empty() {
-                return Ok(false);
+    }
+}
+
+/// Sends one `session/changed` per engine change, in order (a rebind also moves the slot's registration and
+/// directory watch; `old_path` is what the slot was registered under before it).
+pub fn publish(
+    server: &Server,
+    slot: &Arc<Slot>,
+    m: &SessionManager,
+    changes: &[EngineChange],
+    old_path: Option<&str>,
+) -> Result<(), ErrorObjectOwned> {
+    for change in changes {
+        // The engine says "deleted" at every look while the file is gone; a host hears it once until it is back.
+        match change {
+            EngineChange::Deleted if slot.deleted_reported.swap(true, Ordering::SeqCst) => continue,
+            EngineChange::Deleted | EngineChange::LeafMoved => {}
+            // Appended (ours too: a write puts a deleted file back), reloaded or rebound: there is a file again.
+            _ => slot.deleted_reported.store(false, Ordering::SeqCst),
+        }
+        let external = || Some("external".to_owned());
+        let (origin, seq, change) = match change {
+            EngineChange::Appended { records, origin } => {
+                let entries: Vec<usize> = records.clone().filter(|&i| !m.records()[i].is_header()).collect();
+                let origin = if *origin == Origin::External { external() } else { None };
+                (origin, slot.next_seq(), Change::Append { entries: super::read::entries_json(m, &entries)? })
             }
-            (slot.next_seq(), Change::Append { entries: super::read::entries_json(m, &added)? })
-        }
-        Refresh::Reset => {
-            slot.deleted_reported.store(false, Ordering::SeqCst);
-            let seq = slot.next_seq();
-            (seq, Change::Reset { state: Box::new(state_at(&slot.handle, m, seq)?) })
-        }
-        Refresh::Deleted => {
-            if slot.deleted_reported.swap(true, Ordering::SeqCst) {
-                return Ok(false);
+            EngineChange::LeafMoved => (None, slot.next_seq(), Change::Leaf { leaf_id: key_json(m.leaf_id()) }),
+            EngineChange::Rebound => {
+                let new_path = registered_path(m);
+                server.registry.set_path(slot, new_path);
+                moved(server, slot, old_path, new_path);
+                let seq = slot.next_seq();
+                (None, seq, Change::Rebind { state: Box::new(state_at(&slot.handle, m, seq)?) })
             }
-            (slot.next_seq(), Change::Deleted {})
-        }
-    };
-    let note = SessionChanged {
-        handle: slot.handle.clone(),
-        session_id: any(m.session_id()),
-        seq,
-        origin: Some("external".into()),
-        leaf_id: key_json(m.leaf_id()),
-        change,
-    };
-    server.notify("session/changed", &note);
-    Ok(true)
+            EngineChange::Reloaded => {
+                let seq = slot.next_seq();
+                (external(), seq, Change::Reset { state: Box::new(state_at(&slot.handle, m, seq)?) })
+            }
+            EngineChange::Deleted => (external(), slot.next_seq(), Change::Deleted {}),
+        };
+        let note = SessionChanged {
+            handle: slot.handle.clone(),
+            session_id: any(m.session_id()),
+            seq,
+            origin,
+            leaf_id: key_json(m.leaf_id()),
+            change,
+        };
+        server.notify("session/changed", &note);
+    }
+    Ok(())
 }
 
 /// Queues a refresh of a watched session (one at a time per session: events coalesce into it).

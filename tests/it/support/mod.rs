@@ -1,6 +1,7 @@
 //! Test support: pi's own SessionManager as an oracle (`tests/conformance/oracle.mjs` under Node), the
 //! deterministic ids and clock both sides share, and a JSON comparison that says where two values differ.
 
+pub mod faults;
 pub mod postgres;
 pub mod sidecar;
 
@@ -229,6 +230,21 @@ pub fn str_of(v: &Json) -> String {
 /// A user message as the protocol takes it.
 pub fn user_message(text: &str) -> String {
     format!(r#"{{"role":"user","content":"{text}","timestamp":1}}"#)
+}
+
+/// Writes a version 1 session (a header and one message, no ids) to `path`: the first write migrates it with a
+/// rewrite.
+pub fn write_v1_session(path: &str) {
+    std::fs::write(
+        path,
+        concat!(
+            r#"{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+            "\n",
+            r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a","timestamp":1}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
 }
 
 /// A path as a string.
