@@ -18,10 +18,13 @@ pub enum DbError {
     #[error("invalid PostgreSQL connection string: {0}")]
     Config(String),
     /// The server said no, or the connection broke.
-    #[error("PostgreSQL ({server}): {source}")]
+    #[error("PostgreSQL ({server}): {detail}")]
     Postgres {
         /// Where the server is (no credentials).
         server: String,
+        /// What went wrong, in the server's words when it answered (the driver's own `Display` says only
+        /// "db error" for those).
+        detail: String,
         /// What the driver reported.
         #[source]
         source: postgres::Error,
@@ -224,8 +227,29 @@ impl Target {
 
     /// A driver error, with where the server is.
     pub fn error(&self, source: postgres::Error) -> DbError {
-        DbError::Postgres { server: self.describe(), source }
+        DbError::Postgres { server: self.describe(), detail: error_detail(&source), source }
     }
+}
+
+/// A driver error as a sentence: the server's severity, SQLSTATE and message (with its detail and hint) when the
+/// server answered, else the driver's message and its causes (a refused connection, a TLS failure…).
+fn error_detail(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+        for extra in [db.detail(), db.hint()].into_iter().flatten() {
+            text.push_str("; ");
+            text.push_str(extra);
+        }
+        return text;
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 #[cfg(test)]

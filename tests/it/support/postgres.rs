@@ -13,6 +13,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+/// The one role that must log in with a password (all others are trusted); the test that uses it creates it.
+pub const PASSWORD_ROLE: &str = "team_pw";
+
 /// The running server.
 pub struct Server {
     port: u16,
@@ -73,6 +76,12 @@ fn start() -> Result<Server, String> {
     if !out.status.success() {
         return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
+    // Every role logs in without a password (trust), except PASSWORD_ROLE, which must give its password
+    // (scram-sha-256): the first matching line of pg_hba.conf wins, and `host` lines cover TLS connections too.
+    let hba = data.join("pg_hba.conf");
+    let trusted = std::fs::read_to_string(&hba).map_err(|e| format!("pg_hba.conf: {e}"))?;
+    let checked = format!("host all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n");
+    std::fs::write(&hba, checked + &trusted).map_err(|e| format!("pg_hba.conf: {e}"))?;
     // TLS from a self-signed certificate, so a test can connect with sslmode=require.
     let mut tls = Vec::new();
     let cert = Command::new("openssl")
