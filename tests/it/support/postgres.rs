@@ -4,7 +4,8 @@
 //! stops the server and removes the directory. Each test gets a database of its own.
 //!
 //! Where no server can be started (no PostgreSQL installed) the tests skip with a message saying so, except
-//! under CI (`CI` set), where that is a failure: `tests/run-all` installs Debian's `postgresql`.
+//! under CI (`CI` set) and in `tests/run-all` (`PI_SESSIOND_REQUIRE_POSTGRES` set), where that is a failure:
+//! `tests/run-all` installs Debian's `postgresql`.
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -142,7 +143,9 @@ pub fn server() -> Option<&'static Server> {
     static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
     match SERVER.get_or_init(start) {
         Ok(s) => Some(s),
-        Err(e) if std::env::var_os("CI").is_some() => panic!("CI must run the PostgreSQL tests: {e}"),
+        Err(e) if ["CI", "PI_SESSIOND_REQUIRE_POSTGRES"].iter().any(|v| std::env::var_os(v).is_some()) => {
+            panic!("CI and tests/run-all must run the PostgreSQL tests, and no server can be started: {e}")
+        }
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "skipping a PostgreSQL test: no server can be started here ({e})");
             None
