@@ -43,30 +43,55 @@ pub fn push(
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    let mut client = match super::schema::open(&target) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
     let options = PushOptions {
         machine: machine.map(str::to_owned).unwrap_or_else(push::host_name),
         agent_dir: agent_dir.to_owned(),
     };
-    if let Err(e) = push::lock_machine(&mut client, &target, &options.machine) {
-        return fail(e);
-    }
+    // The first connection's faults (a wrong URL, a refused login, a newer schema) end the command at once.
+    let mut client = match connect_and_lock(&target, &options.machine) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
     let mut print = |r: &PushReport| {
         let _ = writeln!(out, "{}", report_json(&options.machine, r));
         let _ = out.flush();
     };
-    let result = if watch {
-        push::watch(&mut client, &target, &options, poll, &|| true, &mut print)
-    } else {
-        push::push_once(&mut client, &target, &options).map(|r| print(&r))
-    };
-    match result {
-        Ok(()) => 0,
-        Err(e) => fail(e),
+    if !watch {
+        return match push::push_once(&mut client, &target, &options).map(|r| print(&r)) {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        };
     }
+    // A watching push outlives its connection: a laptop that sleeps or changes networks, a database restarted. When
+    // the connection is gone it connects again (waiting longer each time, up to a minute) and goes on; the pass
+    // that failed left the database at a line boundary it knows, so nothing is lost or sent twice.
+    loop {
+        let Err(e) = push::watch(&mut client, &target, &options, poll, &|| true, &mut print) else { return 0 };
+        if !client.is_closed() {
+            return fail(e);
+        }
+        tracing::warn!("team database: {e}; connecting again");
+        let mut wait = Duration::from_secs(1);
+        client = loop {
+            std::thread::sleep(wait);
+            match connect_and_lock(&target, &options.machine) {
+                Ok(c) => break c,
+                Err(e) => tracing::warn!("team database: {e}; trying again in {:?}", (wait * 2).min(MAX_RETRY_WAIT)),
+            }
+            wait = (wait * 2).min(MAX_RETRY_WAIT);
+        };
+        tracing::warn!("team database {}: connected again", target.describe());
+    }
+}
+
+/// The longest a watching push waits between attempts to reach the database again.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+
+/// Connects, migrates, and takes the machine's push lock.
+fn connect_and_lock(target: &Target, machine: &str) -> super::db::DbResult<postgres::Client> {
+    let mut client = super::schema::open(target)?;
+    push::lock_machine(&mut client, target, machine)?;
+    Ok(client)
 }
 
 /// `pi-sessiond --catalog URL ls [--cwd C] [--dir D] [--all] [--json]`: pi's `list`/`listAll` across every

@@ -117,6 +117,12 @@ fn message_line(eid: &str, parent: &str, text: &str, i: usize) -> String {
     ) + "\n"
 }
 
+/// Appends `line` to the session file at `path`, as pi appends an entry.
+fn append_line(path: &Path, line: &str) {
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    std::io::Write::write_all(&mut f, line.as_bytes()).unwrap();
+}
+
 #[test]
 fn a_search_finds_a_phrase_from_either_machine_and_says_which() {
     let Some(pg) = pg_server::server() else { return };
@@ -374,11 +380,7 @@ fn a_push_killed_at_random_moments_then_rerun_leaves_exactly_the_sessions_entrie
         // has work to be killed in), and now and then a truncation.
         let f = &files[r.below(files.len())];
         let line = message_line(&format!("r{round:03}{}", r.below(10)), "null", "appended between kills", round);
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(f)
-            .and_then(|mut h| std::io::Write::write_all(&mut h, line.as_bytes()))
-            .unwrap();
+        append_line(f, &line);
         for g in files.iter().filter(|_| r.chance(50)) {
             let mut bytes = std::fs::read(g).unwrap();
             let at = bytes.windows(4).position(|w| w == b"T00:").unwrap() + 2;
@@ -479,11 +481,7 @@ fn a_phrase_appended_on_one_machine_is_found_through_the_other_within_2_s_with_w
     assert!(search(&mut other, "\"zebra migration\"").is_empty(), "the phrase is not there before it is written");
     // A phrase appended to the watched session, and a new session in a new project directory.
     let line = message_line("watc0001", "\"watc0000\"", "the zebra migration finished", 1);
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(&file)
-        .and_then(|mut h| std::io::Write::write_all(&mut h, line.as_bytes()))
-        .unwrap();
+    append_line(&file, &line);
     let appended = std::time::Instant::now();
     session(&laptop.join("sessions/--new--"), "brandnew", &["a whole new project"]);
     // The issue's promise is a deadline: found through the other machine within 2 s of the append. The poll is a
@@ -509,6 +507,55 @@ fn run_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let out = Command::new(binary()).args(args).envs(env.iter().copied()).stdin(Stdio::null()).output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
+    let Some(pg) = pg_server::server() else { return };
+    let url = pg.database();
+    let db = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
+    let tmp = temp_dir();
+    let agent = tmp.path().join("agent");
+    let file = session(&agent.join("sessions/--p--"), "dropped1", &["before the drop"]);
+    let mut watcher = Command::new(binary())
+        .args(["--agent-dir", &s(&agent), "push", "--postgres", &url, "--machine", "laptop", "--watch"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watcher.stdout.take().unwrap()));
+    assert_eq!(number(&json(&lines.next().unwrap().unwrap()), "pushed"), 1.0);
+    // The server ends the push's connection (a restart, a network change, an administrator).
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let ended: Vec<bool> = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND application_name = 'pi-sessiond' AND pid <> pg_backend_pid()",
+            &[&db],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ended, [true], "the watching push had one connection");
+    let line = message_line("drop0001", "\"drop0000\"", "written after the drop", 1);
+    append_line(&file, &line);
+    // Its next pass fails, it connects again, and the append arrives; the process is still running.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let hits = loop {
+        let hits = json(&run(&["--catalog", &url, "search", "--json", "\"after the drop\""]));
+        let exited = watcher.try_wait().unwrap().is_some();
+        if matches!(&hits, Json::Array(h) if !h.is_empty()) || exited || std::time::Instant::now() > deadline {
+            break hits;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let still_running = watcher.try_wait().unwrap().is_none();
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    assert!(still_running, "the watching push exited when its connection was dropped");
+    assert!(matches!(&hits, Json::Array(h) if h.len() == 1), "the append after the drop was never pushed: {hits:?}");
+    assert_database_holds_exactly_the_files(&url, "laptop", &agent);
 }
 
 #[test]
