@@ -98,6 +98,17 @@ const MIGRATION_LOCK: i64 = 0x7069_5f73_6573_7364; // "pi_sessd"
 /// Brings the database's schema to [`SCHEMA_VERSION`] (creating it in an empty database); refuses a newer one.
 pub fn migrate(client: &mut Client, target: &Target) -> DbResult<()> {
     let err = |e| target.error(e);
+    // A schema already current needs no lock and no DDL, so a role that may only read (a viewer's `--catalog`)
+    // can use the database; anything else is decided again under the lock below.
+    match client.query_one("SELECT max(version) FROM pi_sessiond_schema", &[]) {
+        Ok(row) => match row.get::<_, Option<i32>>(0) {
+            Some(v) if v == SCHEMA_VERSION => return Ok(()),
+            Some(v) if v > SCHEMA_VERSION => return Err(DbError::NewerSchema { found: v, known: SCHEMA_VERSION }),
+            _ => {}
+        },
+        Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) => {}
+        Err(e) => return Err(err(e)),
+    }
     let mut tx = client.transaction().map_err(err)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(err)?;
     tx.batch_execute(

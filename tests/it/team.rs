@@ -611,6 +611,45 @@ fn a_url_that_asks_for_tls_gets_an_encrypted_connection_and_a_password_is_used_b
 }
 
 #[test]
+fn a_role_that_may_only_read_lists_searches_and_opens_from_the_catalog() {
+    use crate::support::sidecar::{Sidecar, Wire};
+    let Some(pg) = pg_server::server() else { return };
+    let url = pg.database();
+    let tmp = temp_dir();
+    let agent = tmp.path().join("agent");
+    let file = session(&agent.join("sessions/--proj--"), "readonly", &["the viewer reads this"]);
+    push(&agent, &url, "laptop");
+    // A viewer: it may read the tables and nothing else (no CREATE on the schema, no writes).
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute("CREATE ROLE team_viewer LOGIN; GRANT SELECT ON ALL TABLES IN SCHEMA public TO team_viewer")
+        .unwrap();
+    let viewer = url.replacen("postgres@", "team_viewer@", 1);
+    let listing = by_machine(&json(&run(&["--catalog", &viewer, "ls", "--json", "--all"])));
+    assert_eq!(listing.keys().collect::<Vec<_>>(), ["laptop"]);
+    let hits = json(&run(&["--catalog", &viewer, "search", "--json", "\"viewer reads\""]));
+    assert!(matches!(&hits, Json::Array(h) if h.len() == 1), "{hits:?}");
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &s(tmp.path()), "--catalog", &viewer], &[]);
+    let opened = sc.call("session/open", json(&format!(r#"{{"path":"{}","machine":"laptop"}}"#, s(&file))));
+    let entries = sc.call(
+        "session/getEntries",
+        json(&format!(r#"{{"handle":{}}}"#, opened.get("handle").unwrap().to_canonical_string())),
+    );
+    assert!(entries.to_canonical_string().contains("the viewer reads this"), "{entries:?}");
+    // It cannot push: the database refuses its writes, and the error says so.
+    let out = Command::new(binary())
+        .args(["--agent-dir", &s(&agent), "push", "--postgres", &viewer, "--machine", "viewer"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn the_schema_is_created_once_however_many_machines_start_at_once_and_a_newer_one_is_refused() {
     let Some(pg) = pg_server::server() else { return };
     let url = pg.database();
