@@ -88,6 +88,8 @@ ERROR_KINDS = {
     1007: 'session_locked',
     1008: 'invalid_entry',
     1009: 'session_poisoned',
+    1020: 'catalog_unavailable',
+    1021: 'read_only',
 }
 """Error code → ``data.kind``, as the contract lists them."""
 

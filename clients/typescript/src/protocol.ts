@@ -1907,6 +1907,10 @@ export const ERROR_CODES = {
 	invalid_entry: 1008,
 	/** An earlier fsync (or a failed write that could not be cut back) left what is on disk unknown: the session refuses writes until the file is opened again; reads still work. data.path names the file. */
 	session_poisoned: 1009,
+	/** The team catalog (`--catalog`) failed or cannot be reached; nothing was changed. */
+	catalog_unavailable: 1020,
+	/** The handle holds another machine's session, opened read-only from the team catalog (`data.machine`). */
+	read_only: 1021,
 } as const;
 
 /** An error kind methods.json lists (`data.kind` of an error response). */
