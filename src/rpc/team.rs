@@ -40,21 +40,33 @@ impl TeamServer {
         })
     }
 
-    /// Runs `f` with the catalog, connecting first if needed; after a database failure the connection is
-    /// dropped, so the next request connects again.
+    /// Runs `f` with the catalog, connecting first if needed. When the connection turns out to be gone (the
+    /// database restarted, the network changed since the last request), `f` runs once more on a new one, so the
+    /// host sees no error for what a reconnect fixes; after any other database failure the connection is
+    /// dropped, so the next request connects again. `f` only reads, so running it twice changes nothing.
     pub fn with<T>(
         &self,
-        f: impl FnOnce(&mut TeamCatalog) -> Result<T, ErrorObjectOwned>,
+        mut f: impl FnMut(&mut TeamCatalog) -> Result<T, ErrorObjectOwned>,
     ) -> Result<T, ErrorObjectOwned> {
         let mut slot = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            *slot = Some(TeamCatalog::open(&self.target).map_err(unavailable)?);
-        }
-        let result = f(slot.as_mut().expect("connected above"));
-        if result.as_ref().is_err_and(|e| e.code() == CATALOG_UNAVAILABLE) {
+        let mut retried = false;
+        loop {
+            let catalog = match slot.as_mut() {
+                Some(c) => c,
+                None => slot.insert(TeamCatalog::open(&self.target).map_err(unavailable)?),
+            };
+            let result = f(catalog);
+            if !result.as_ref().is_err_and(|e| e.code() == CATALOG_UNAVAILABLE) {
+                return result;
+            }
+            let lost = catalog.is_closed();
             *slot = None;
+            if !lost || retried {
+                return result;
+            }
+            tracing::warn!("team catalog {}: the connection was gone; connecting again", self.target.describe());
+            retried = true;
         }
-        result
     }
 
     /// Notes that `handle` holds `machine`'s session, read from the database.

@@ -121,6 +121,11 @@ impl TeamCatalog {
         self
     }
 
+    /// Whether the connection is gone (the server closed it, or the network failed).
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
     fn err(&self) -> impl Fn(postgres::Error) -> DbError + '_ {
         |e| self.target.error(e)
     }

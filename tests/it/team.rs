@@ -150,6 +150,13 @@ fn a_search_finds_a_phrase_from_either_machine_and_says_which() {
     assert_eq!(none, Json::Array(Vec::new()));
 }
 
+/// A fresh database, and a temporary directory with the path of an agent directory in it (not yet made).
+fn fresh(pg: &pg_server::Server) -> (String, tempfile::TempDir, std::path::PathBuf) {
+    let tmp = temp_dir();
+    let agent = tmp.path().join("agent");
+    (pg.database(), tmp, agent)
+}
+
 /// A fresh database holding the test tree made from `seed`, pushed as `machine`; the tree's root and its agent
 /// directory.
 fn pushed_tree(pg: &pg_server::Server, seed: u32, machine: &str) -> (String, tempfile::TempDir, std::path::PathBuf) {
@@ -261,9 +268,7 @@ fn assert_database_holds_exactly_the_files(url: &str, machine: &str, agent: &Pat
 #[test]
 fn pushing_twice_adds_nothing() {
     let Some(pg) = pg_server::server() else { return };
-    let url = pg.database();
-    let tmp = temp_dir();
-    let agent = tmp.path().join("agent");
+    let (url, _tmp, agent) = fresh(pg);
     for i in 0..5 {
         session(&agent.join("sessions/--p--"), &format!("s{i}aaaaaaa"), &["one", "two", "three"]);
     }
@@ -289,9 +294,7 @@ fn pushing_twice_adds_nothing() {
 #[test]
 fn an_append_sends_only_the_new_lines_and_a_rewritten_or_deleted_session_is_reflected() {
     let Some(pg) = pg_server::server() else { return };
-    let url = pg.database();
-    let tmp = temp_dir();
-    let agent = tmp.path().join("agent");
+    let (url, tmp, agent) = fresh(pg);
     let dir = agent.join("sessions/--p--");
     let grown = session(&dir, "grown111", &["one", "two"]);
     let rewritten = session(&dir, "rewrite1", &["first version", "of this"]);
@@ -346,9 +349,7 @@ fn an_append_sends_only_the_new_lines_and_a_rewritten_or_deleted_session_is_refl
 #[test]
 fn a_push_killed_at_random_moments_then_rerun_leaves_exactly_the_sessions_entries() {
     let Some(pg) = pg_server::server() else { return };
-    let url = pg.database();
-    let tmp = temp_dir();
-    let agent = tmp.path().join("agent");
+    let (url, _tmp, agent) = fresh(pg);
     let mut r = Rng::new(7);
     // Enough lines that a push takes a while: kills land before, inside and between transactions.
     let filler = "x".repeat(2000);
@@ -509,13 +510,41 @@ fn run_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
+/// Has the server end every pi-sessiond connection to the database at `url`, as a restart would; how many.
+fn end_connections(url: &str) -> usize {
+    let db = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
+    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let ended = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND application_name = 'pi-sessiond' AND pid <> pg_backend_pid()",
+            &[&db],
+        )
+        .unwrap();
+    assert!(ended.iter().all(|r| r.get::<_, bool>(0)), "every connection was ended");
+    ended.len()
+}
+
+#[test]
+fn a_sidecar_with_a_catalog_answers_right_after_the_database_dropped_its_connection() {
+    use crate::support::sidecar::{Sidecar, Wire};
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    session(&agent.join("sessions/--p--"), "survives", &["still here after the drop"]);
+    push(&agent, &url, "laptop");
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &s(&agent), "--catalog", &url], &[]);
+    let before = sc.call("sessions/listAll", json("{}"));
+    assert_eq!(end_connections(&url), 1, "the sidecar had one connection");
+    // The first request after the drop is answered, not failed: the sidecar connects again and runs it.
+    assert_eq!(sc.call("sessions/listAll", json("{}")), before);
+    let hits = sc.call("sessions/search", json(r#"{"query":"\"after the drop\""}"#));
+    assert!(matches!(&hits, Json::Array(h) if h.len() == 1), "{hits:?}");
+}
+
 #[test]
 fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
     let Some(pg) = pg_server::server() else { return };
-    let url = pg.database();
-    let db = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
-    let tmp = temp_dir();
-    let agent = tmp.path().join("agent");
+    let (url, _tmp, agent) = fresh(pg);
     let file = session(&agent.join("sessions/--p--"), "dropped1", &["before the drop"]);
     let mut watcher = Command::new(binary())
         .args(["--agent-dir", &s(&agent), "push", "--postgres", &url, "--machine", "laptop", "--watch"])
@@ -526,18 +555,7 @@ fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watcher.stdout.take().unwrap()));
     assert_eq!(number(&json(&lines.next().unwrap().unwrap()), "pushed"), 1.0);
     // The server ends the push's connection (a restart, a network change, an administrator).
-    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let ended: Vec<bool> = admin
-        .query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = $1 AND application_name = 'pi-sessiond' AND pid <> pg_backend_pid()",
-            &[&db],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(ended, [true], "the watching push had one connection");
+    assert_eq!(end_connections(&url), 1, "the watching push had one connection");
     let line = message_line("drop0001", "\"drop0000\"", "written after the drop", 1);
     append_line(&file, &line);
     // Its next pass fails, it connects again, and the append arrives; the process is still running.
@@ -614,9 +632,7 @@ fn a_url_that_asks_for_tls_gets_an_encrypted_connection_and_a_password_is_used_b
 fn a_role_that_may_only_read_lists_searches_and_opens_from_the_catalog() {
     use crate::support::sidecar::{Sidecar, Wire};
     let Some(pg) = pg_server::server() else { return };
-    let url = pg.database();
-    let tmp = temp_dir();
-    let agent = tmp.path().join("agent");
+    let (url, tmp, agent) = fresh(pg);
     let file = session(&agent.join("sessions/--proj--"), "readonly", &["the viewer reads this"]);
     push(&agent, &url, "laptop");
     // A viewer: it may read the tables and nothing else (no CREATE on the schema, no writes).
@@ -760,9 +776,7 @@ fn a_sidecar_with_a_catalog_answers_across_machines_and_opens_another_machines_s
 #[test]
 fn two_pushes_of_one_machine_at_once_take_turns_and_duplicate_nothing() {
     let Some(pg) = pg_server::server() else { return };
-    let url = pg.database();
-    let tmp = temp_dir();
-    let agent = tmp.path().join("agent");
+    let (url, _tmp, agent) = fresh(pg);
     let filler = "y".repeat(1000);
     for i in 0..40 {
         let texts: Vec<String> = (0..30).map(|j| format!("{j} {filler}")).collect();
