@@ -82,6 +82,8 @@ const MIGRATIONS: &[&str] = &[
     -- Substring search (pi's /resume semantics, what pi-sessiond's own search uses).
     CREATE INDEX pi_entries_search_trgm ON pi_entries USING gin (search_text gin_trgm_ops);
     -- Word search for SQL users: WHERE to_tsvector('simple', coalesce(search_text, '')) @@ websearch_to_tsquery(…).
+    -- pi-sessiond never relies on it, and docs/team.md tells teams they may drop it: no later migration may
+    -- recreate it or depend on it.
     CREATE INDEX pi_entries_search_words ON pi_entries USING gin (to_tsvector('simple', coalesce(search_text, '')));
     CREATE INDEX pi_entries_entry_id ON pi_entries (sid, entry_id);
     -- Search walks the newest entries first.
