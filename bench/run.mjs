@@ -3,7 +3,7 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,team]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,team]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
@@ -57,7 +57,7 @@ const pick = (xs, k) => median(xs.map((x) => x[k]));
 // ---------------------------------------------------------------------------------------------------------------
 // Inputs (deterministic; generated once per data directory)
 const session40 = join(data, "session-40MB.jsonl");
-if (!existsSync(session40)) {
+if ((wanted("open") || wanted("pi")) && !existsSync(session40)) {
   execFileSync(join(gen, "gen_session"), [session40, "--bytes", "40000000", "--image-kib", "16"], { stdio: "inherit" });
 }
 const catalog = (n, bytes) => {
@@ -75,7 +75,7 @@ if (wanted("open")) {
     reps,
     () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
     [
-      () => json(bin, ["stats", "--reads", session40]),
+      () => json(bin, ["stats", "--reads", "--json", session40]),
       async () => {
         const sc = new Sidecar(bin, ["--no-index"]);
         const [openMs, st] = await time(() => sc.call("session/open", { path: session40 }));
@@ -240,7 +240,7 @@ if (wanted("rss") && !quick) {
   console.error("open a 2.6 GB session of base64 images (pi #9613)");
   const huge = join(data, "images-2.6GB.jsonl");
   if (!existsSync(huge)) execFileSync(join(gen, "gen_session"), [huge, "--bytes", "2600000000", "--image-kib", "400"], { stdio: "inherit" });
-  const ours = json(bin, ["stats", huge]);
+  const ours = json(bin, ["stats", "--timing", "--json", huge]);
   // pi gets 3 minutes; its peak is read from /proc while it runs, so a kill still leaves a figure.
   const child = spawn("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", huge], { stdio: ["ignore", "pipe", "pipe"] });
   let peak = 0;
@@ -414,7 +414,7 @@ if (wanted("team")) {
     const file = join(project, "2026-01-01T00-00-00-000Z_watched.jsonl");
     writeFileSync(file, JSON.stringify({ type: "session", version: 3, id: "watched", timestamp: "2026-01-01T00:00:00.000Z", cwd: "/w" }) + "\n");
     const watchUrl = pg.createDatabase("watch");
-    const watcher = spawn(bin, ["--agent-dir", watchDir, "--poll-ms", "60000", "push", "--postgres", watchUrl, "--machine", "laptop", "--watch"], { stdio: ["ignore", "ignore", "inherit"] });
+    const watcher = spawn(bin, ["--agent-dir", watchDir, "push", "--poll-ms", "60000", "--postgres", watchUrl, "--machine", "laptop", "--watch"], { stdio: ["ignore", "ignore", "inherit"] });
     const remote = new Sidecar(bin, ["--agent-dir", watchDir, "--catalog", watchUrl]);
     await new Promise((r) => setTimeout(r, 1000));
     const seen = [];
@@ -440,6 +440,101 @@ if (wanted("team")) {
   } finally {
     pg.stop();
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// pi itself on pi-sessiond (issue 14): pi's SDK with the faux provider, its SessionManager pi's own or the drop-in
+// (pi-sessiond-client/pi, default --durability entry: every append fsynced before pi gets its id). Each side runs
+// in a process of its own under tests/pi's Node 22, so peak memory is that process's.
+if (wanted("pi")) {
+  const node22 = join(new URL("..", import.meta.url).pathname, "tests/pi/node_modules/.bin/node");
+  const script = new URL("./pi-session.mjs", import.meta.url).pathname;
+  const home = join(data, "pi-home");
+  mkdirSync(join(home, "agent"), { recursive: true });
+  const env = { ...process.env, PI_SESSIOND_BIN: bin, PI_OFFLINE: "1", HOME: home, PI_CODING_AGENT_DIR: join(home, "agent") };
+  const side = (name, args, extraEnv = {}) => JSON.parse(execFileSync(node22, [script, name, ...args], { encoding: "utf8", env: { ...env, ...extraEnv }, maxBuffer: 1 << 26 }));
+  const prompts = quick ? 6 : 12;
+  console.error(`pi: ${prompts} prompts on the 40 MB session, with pi's SessionManager and with the drop-in`);
+  const copy = join(data, "pi-run", "session-40MB-copy.jsonl");
+  mkdirSync(join(data, "pi-run"), { recursive: true });
+  const fresh = () => {
+    rmSync(join(data, "pi-run"), { recursive: true, force: true });
+    mkdirSync(join(data, "pi-run"), { recursive: true });
+    execFileSync("cp", [session40, copy]);
+    return copy;
+  };
+  const run = (name) => () => {
+    const r = side(name, ["prompt", fresh(), String(prompts)]);
+    // The first prompt also pays for the model and tool setup pi writes once; the rest are steady state.
+    return { ...r, promptMs: median(r.promptMs.slice(1)) };
+  };
+  const [own, [drop]] = await interleaved(Math.min(reps, 3), run("own"), [run("sessiond")]);
+  row("pi", "pi: time per prompt on the 40 MB session (SDK, faux provider)", pick(own, "promptMs"), pick(drop, "promptMs"), "ms", "drop-in: each append fsynced (--durability entry); target ≥ 0.8× (within 1.25× of pi)");
+  row("pi", "pi: open the 40 MB session and start the agent session", pick(own, "openMs"), pick(drop, "openMs"), "ms", "drop-in: session/open + the entries into the mirror");
+  row("pi", "pi: peak RSS of pi's process", pick(own, "peakRssKiB"), pick(drop, "peakRssKiB"), "KiB", "drop-in: the mirror holds the entries as pi does");
+  row("pi", "pi: peak RSS, pi's process + its sidecar", pick(own, "peakRssKiB"), median(drop.map((d) => d.peakRssKiB + d.sidecarPeakRssKiB)), "KiB", `sidecar alone: ${fmt(pick(drop, "sidecarPeakRssKiB"), "KiB")}`);
+
+  const agent = catalog(3000, 300e6);
+  console.error("pi: /resume's listing of the 3,000-session root (SessionManager.listAll), pi's and the drop-in's");
+  const list = (name) => () => {
+    // Cold: no catalog index yet (the drop-in's sidecar builds it at <agentDir>/pi-sessiond/); warm: the next listing.
+    rmSync(join(agent, "pi-sessiond"), { recursive: true, force: true });
+    return side(name, ["list", agent]);
+  };
+  const [piList, [ourList]] = await interleaved(Math.min(reps, 3), list("own"), [list("sessiond")]);
+  row("pi", "pi: /resume listing of 3,000 sessions, first in the process (drop-in: index built)", pick(piList, "coldMs"), pick(ourList, "coldMs"), "ms");
+  row("pi", "pi: /resume listing of 3,000 sessions, again", pick(piList, "warmMs"), pick(ourList, "warmMs"), "ms", "drop-in: a stat per file");
+  rmSync(join(agent, "pi-sessiond"), { recursive: true, force: true });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The web view (issue 15): a session of 5,200 entries opened in Debian's headless Chromium, from the click on its
+// name to its tree drawn (skeleton rows only; bodies come as rows scroll into view). pi has no live view to set
+// beside it: its nearest thing, `--export` HTML, is a file written once.
+if (wanted("web")) {
+  const { createRequire } = await import("node:module");
+  const { chromium } = createRequire(join(import.meta.dirname, "../tests/web/package.json"))("playwright-core");
+  const { bigSession } = await import("../tests/web/gen.mjs");
+  const n = 5200;
+  const agent = join(data, "web-agent");
+  const project = join(agent, "sessions", "--work-big-app--");
+  const file = join(project, "2026-01-02T00-00-00-000Z_0194aaaa-0000-7000-8000-00000000b16b.jsonl");
+  if (!existsSync(file)) {
+    mkdirSync(project, { recursive: true });
+    writeFileSync(file, bigSession(n, "0194aaaa-0000-7000-8000-00000000b16b"));
+  }
+  const server = spawn(bin, ["--agent-dir", agent, "web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  const url = await new Promise((ok) => {
+    let out = "";
+    server.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) ok(out.slice(0, out.indexOf("\n")));
+    });
+  });
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu"],
+  });
+  const treeMs = [];
+  const wallMs = [];
+  const listMs = [];
+  for (let r = 0; r < reps; r++) {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
+    const t0 = performance.now();
+    await page.goto(url);
+    await page.waitForSelector(`.session[data-path="${file}"]`);
+    listMs.push(performance.now() - t0);
+    const t1 = performance.now();
+    await page.click(`.session[data-path="${file}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    wallMs.push(performance.now() - t1);
+    treeMs.push(Number(await page.getAttribute("body", "data-tree-ms")));
+    await page.close();
+  }
+  await browser.close();
+  server.kill("SIGTERM");
+  row("web", "web view: the page loaded and the sessions listed", undefined, median(listMs), "ms", "headless Chromium");
+  row("web", `web view: a ${n.toLocaleString("en")}-entry session's tree shown after the click`, undefined, median(treeMs), "ms", `the page's own clock; ${fmt(median(wallMs), "ms")} by playwright's, round trips included`);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -82,6 +82,11 @@ pub trait Opens {
     fn known_path(&self) -> Option<String> {
         None
     }
+
+    /// Whether pi's load-time repairs are to be written as the session opens (`session/open {repair: true}`).
+    fn repairs_now(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! names_handle {
@@ -142,6 +147,10 @@ impl Opens for OpenParams {
             None => Some(crate::session::paths::resolve_path(&self.path)),
         }
     }
+
+    fn repairs_now(&self) -> bool {
+        self.repair.unwrap_or(false)
+    }
 }
 
 macro_rules! methods {
@@ -195,7 +204,7 @@ methods! {
     "shutdown", "lifecycle", lifecycle shutdown [NoParams] -> Null, "Closes every session and answers; send the `exit` notification next.";
 
     "session/create", "open", opening open::create [CreateParams] -> SessionState, "A new session for cwd; the file is written once it has a user or assistant message (pi's SessionManager.create).";
-    "session/open", "open", opening open::open [OpenParams] -> SessionState, "Opens a session file without writing to it; a missing file starts a new session there. A file already open returns its handle (reference-counted).";
+    "session/open", "open", opening open::open [OpenParams] -> SessionState, "Opens a session file without writing to it (with repair: true, applying pi's load-time repairs at once, as pi's open does); a missing file starts a new session there. A file already open returns its handle (reference-counted).";
     "session/continueRecent", "open", opening open::continue_recent [ContinueRecentParams] -> SessionState, "The most recent session in the directory, or a new one (pi's continueRecent).";
     "session/inMemory", "open", opening open::in_memory [InMemoryParams] -> SessionState, "A session that never touches the disk, optionally from entries (pi's inMemory).";
     "session/forkFrom", "open", opening open::fork_from [ForkFromParams] -> SessionState, "A new session in targetCwd with another session's whole history (migrated first).";
@@ -288,7 +297,8 @@ where
 {
     let name = p.chosen_handle().map(str::to_owned);
     let path = p.known_path();
-    open::start(server, name, path, Box::new(move |server, slot| handler(p, server, slot)), reply);
+    let repair = p.repairs_now();
+    open::start(server, name, path, repair, Box::new(move |server, slot| handler(p, server, slot)), reply);
     Routed::Dispatched
 }
 

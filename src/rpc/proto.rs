@@ -476,6 +476,11 @@ pub struct OpenParams {
     /// file's path on that machine, the session is as last pushed, and it is read-only (mutations fail with
     /// `read_only`).
     pub machine: Option<String>,
+    /// Apply pi's load-time repairs now, as pi's own open does: a 0-byte file gets its header, a v1/v2 file is
+    /// rewritten migrated, a missing final newline is added. Without it (the default) opening never writes and
+    /// they are applied just before the first write. The open fails if they cannot be written (another
+    /// pi-sessiond holding the file's write lock: `session_locked`).
+    pub repair: Option<bool>,
 }
 
 /// `session/continueRecent`: the most recent session in the directory, or a new one.

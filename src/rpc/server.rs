@@ -25,7 +25,7 @@ use super::proto::{Capabilities, InitializeResult, ServerInfo};
 use super::reply::{error_message, Batch, Reply, ReplyState};
 use super::transport::{Connection, Incoming, Limits};
 use super::watch::{FsEvent, FsWatcher};
-use crate::session::index::SharedIndex;
+use crate::catalog::index::SharedIndex;
 use crate::session::store::Durability;
 
 /// How the server runs.
@@ -85,7 +85,7 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
         Ok(t) => t.map(Arc::new),
         Err(e) => {
             // A catalog URL that cannot be parsed is a startup error, before any request is answered.
-            eprintln!("pi-sessiond: --catalog: {e}");
+            tracing::error!("--catalog: {e}");
             return 2;
         }
     };

@@ -10,9 +10,9 @@ use serde_json::json;
 
 use super::error::{from_session, rpc_error, CATALOG_UNAVAILABLE, READ_ONLY};
 use super::proto::{RawJson, SearchHitJson};
-use crate::session::info::ListedSession;
+use crate::catalog::info::ListedSession;
+use crate::catalog::search::search_hit_json;
 use crate::session::json::Json;
-use crate::session::render::search_hit_json;
 use crate::team::catalog::SearchError;
 use crate::team::{DbError, DbResult, Target, TeamCatalog};
 
@@ -106,7 +106,7 @@ impl TeamServer {
 pub fn search(
     team: &TeamServer,
     query: &str,
-    scope: crate::session::search::Scope<'_>,
+    scope: crate::catalog::search::Scope<'_>,
     roles: Option<&[String]>,
     limit: usize,
 ) -> Result<Vec<SearchHitJson>, ErrorObjectOwned> {

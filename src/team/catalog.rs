@@ -16,12 +16,12 @@ use postgres::types::ToSql;
 use postgres::Client;
 
 use super::db::{DbError, DbResult, Target};
-use crate::session::catalog::{collator, locale_compare};
-use crate::session::info::{Doc, ListedSession, SessionInfo};
+use crate::catalog::info::{Doc, ListedSession, SessionInfo};
+use crate::catalog::listing::{collator, locale_compare};
+use crate::catalog::search::{parse_query, search, Hit, Query, Scope, Token};
 use crate::session::js::sort::sort_like_v8;
 use crate::session::json::{JsString, Json};
 use crate::session::paths;
-use crate::session::search::{parse_query, search, Hit, Query, Scope, Token};
 
 /// A session in the team database: which machine pushed it and pi's `SessionInfo` for it.
 #[derive(Clone, Debug)]
@@ -462,5 +462,5 @@ pub enum SearchError {
 /// A listing as JSON: pi's `SessionInfo` objects, each with a `machine` member after pi's fields.
 pub fn listing_json(sessions: &[TeamSession], with_text: bool) -> Vec<u8> {
     let listed: Vec<Arc<ListedSession>> = sessions.iter().map(|s| s.listed.clone()).collect();
-    crate::session::render::session_infos(&listed, with_text)
+    crate::catalog::info::session_infos(&listed, with_text)
 }

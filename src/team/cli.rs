@@ -7,13 +7,14 @@ use std::time::Duration;
 use super::catalog::{listing_json, TeamCatalog};
 use super::db::Target;
 use super::push::{self, PushOptions, PushReport};
+use crate::catalog::search::search_hit_json;
+use crate::catalog::search::Scope;
 use crate::session::json::{Json, Object};
-use crate::session::render;
-use crate::session::search::Scope;
 
+/// The command line's exit status for an error (as every command: 0 done, 1 `search` found nothing, 2 an error).
 fn fail(e: impl std::fmt::Display) -> i32 {
     eprintln!("pi-sessiond: {e}");
-    1
+    i32::from(crate::cli::output::EXIT_ERROR)
 }
 
 fn report_json(machine: &str, r: &PushReport) -> String {
@@ -122,7 +123,7 @@ pub fn ls(url: &str, cwd: Option<&str>, dir: Option<&str>, all: bool, out: &mut 
 
 /// `pi-sessiond --catalog URL search QUERY …`: the search across every machine; with `json`, the shape of
 /// `sessions/search` plus `machine`.
-pub fn search(url: &str, request: &crate::cli::SearchRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
+pub fn search(url: &str, request: &crate::cli::search::SearchRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
     let mut catalog = match Target::from_env(url).and_then(|t| TeamCatalog::open(&t)) {
         Ok(c) => c,
         Err(e) => return fail(e),
@@ -136,7 +137,7 @@ pub fn search(url: &str, request: &crate::cli::SearchRequest<'_>, json: bool, ou
         let list: Vec<Json> = hits
             .iter()
             .map(|h| {
-                let mut v = render::search_hit_json(&h.hit);
+                let mut v = search_hit_json(&h.hit);
                 if let Json::Object(o) = &mut v {
                     o.insert("machine", Json::str(&h.machine));
                 }
@@ -155,6 +156,7 @@ pub fn search(url: &str, request: &crate::cli::SearchRequest<'_>, json: bool, ou
             .collect()
     };
     match out.write_all(text.as_bytes()) {
+        Ok(()) if hits.is_empty() => i32::from(crate::cli::output::EXIT_NO_MATCH),
         Ok(()) => 0,
         Err(_) => 2,
     }

@@ -24,12 +24,12 @@ use postgres::Client;
 
 use super::db::{DbError, DbResult, Target};
 use super::state;
-use crate::session::catalog::Cancel;
+use crate::catalog::index::{self, bytes_at};
+use crate::catalog::info::{Doc, InfoState, SessionInfo};
+use crate::catalog::Cancel;
 use crate::session::dirscan::{self, FileStat};
-use crate::session::index::{self, bytes_at};
-use crate::session::info::{Doc, InfoState, SessionInfo};
 use crate::session::json::scan::{find_member, scan_document};
-use crate::session::json::value::decode_string_literal;
+use crate::session::json::string::decode_string_literal;
 use crate::session::json::Json;
 use crate::session::paths;
 use crate::session::store::LineReader;

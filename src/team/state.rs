@@ -1,7 +1,7 @@
 //! The listing state a push resumes from, as text in the session row: after an append the next pass feeds only
 //! the new lines, as the local catalog index does, instead of reading the whole file again.
 
-use crate::session::info::InfoState;
+use crate::catalog::info::InfoState;
 use crate::session::json::value::number_value;
 use crate::session::json::{JsString, Json, Object};
 

@@ -9,12 +9,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use pi_sessiond::session::catalog::{Cancel, Catalog};
-use pi_sessiond::session::index::{CatalogIndex, IndexError, SharedIndex};
-use pi_sessiond::session::info::ListedSession;
+use pi_sessiond::catalog::index::{CatalogIndex, IndexError, SharedIndex};
+use pi_sessiond::catalog::info::session_info_json;
+use pi_sessiond::catalog::info::ListedSession;
+use pi_sessiond::catalog::listing::{Cancel, Catalog};
+use pi_sessiond::catalog::search::search_hit_json;
+use pi_sessiond::catalog::search::{search_sessions, Hit, Phase, Scope};
 use pi_sessiond::session::json::Json;
-use pi_sessiond::session::render::{search_hit_json, session_info_json};
-use pi_sessiond::session::search::{search_sessions, Hit, Phase, Scope};
 use pi_sessiond::session::Error;
 
 use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape, DAMAGE};
@@ -347,7 +348,7 @@ fn several_processes_share_one_index_and_each_lists_exactly() {
     for round in 0..3 {
         let expected = {
             let out = std::process::Command::new(crate::support::sidecar::binary())
-                .args(["ls", "--all", "--dir", &d, "--no-index"])
+                .args(["ls", "--json", "--all", "--dir", &d, "--no-index"])
                 .output()
                 .unwrap();
             Json::parse(&out.stdout).unwrap()
@@ -356,7 +357,7 @@ fn several_processes_share_one_index_and_each_lists_exactly() {
         let children: Vec<_> = (0..4)
             .map(|_| {
                 let mut c = std::process::Command::new(crate::support::sidecar::binary());
-                c.args(["ls", "--all", "--dir", &d, "--index", &index]).stdout(std::process::Stdio::piped());
+                c.args(["ls", "--json", "--all", "--dir", &d, "--index", &index]).stdout(std::process::Stdio::piped());
                 c.spawn().unwrap()
             })
             .collect();

@@ -7,6 +7,9 @@ mod support;
 mod conformance;
 mod scenario;
 
+// The command line as people and scripts use it (issue #15).
+mod cli;
+
 // JavaScript semantics checked against Node directly.
 mod compat;
 mod corpus;
@@ -27,9 +30,11 @@ mod rpc_faults;
 mod rpc_listing;
 mod rpc_live;
 mod rpc_memory;
+mod rpc_open_repair;
 mod rpc_order;
 mod rpc_search;
 // The team catalog in PostgreSQL (issue 16).
 mod team;
+mod tidy;
 mod write_faults;
 mod writes;

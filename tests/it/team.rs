@@ -29,6 +29,19 @@ fn run(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
+/// A `search` of the binary: stdout, whether it found something (status 0) or nothing (status 1).
+fn run_search(args: &[&str]) -> String {
+    let out = Command::new(binary()).args(args).stdin(Stdio::null()).output().expect("run pi-sessiond");
+    let found = out.status.code() == Some(0);
+    let stdout = String::from_utf8(out.stdout).expect("UTF-8 output");
+    assert!(
+        found || (out.status.code() == Some(1) && stdout.trim() == "[]"),
+        "pi-sessiond {args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// `push` of `agent` as `machine`; its report.
 fn push(agent: &Path, url: &str, machine: &str) -> Json {
     let out = run(&["--agent-dir", &s(agent), "push", "--postgres", url, "--machine", machine]);
@@ -134,7 +147,7 @@ fn a_search_finds_a_phrase_from_either_machine_and_says_which() {
     session(&b.join("sessions/--proj--"), "cccc3333", &["nothing to see"]);
     push(&a, &url, "laptop");
     push(&b, &url, "ci");
-    let hits = json(&run(&["--catalog", &url, "search", "--json", "\"checkout bug\""]));
+    let hits = json(&run_search(&["--catalog", &url, "search", "--json", "\"checkout bug\""]));
     let Ok(hits) = hits.into_array() else { panic!() };
     let mut found: Vec<(String, String)> =
         hits.iter().map(|h| (str_of(h.get("machine").unwrap()), str_of(h.get("sessionId").unwrap()))).collect();
@@ -146,7 +159,7 @@ fn a_search_finds_a_phrase_from_either_machine_and_says_which() {
         assert!(str_of(h.get("snippet").unwrap()).to_lowercase().contains("checkout"));
         assert!(matches!(h.get("entryId"), Some(Json::String(_))));
     }
-    let none = json(&run(&["--catalog", &url, "search", "--json", "\"checkout bugs galore\""]));
+    let none = json(&run_search(&["--catalog", &url, "search", "--json", "\"checkout bugs galore\""]));
     assert_eq!(none, Json::Array(Vec::new()));
 }
 
@@ -175,8 +188,9 @@ fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() 
     let (url, _tmp, agent) = pushed_tree(pg, 33, "only");
     for query in ["hello", "\"hello world\"", "re:h.l+o", "a b", "zzzz-not-there", "proj"] {
         let agent = s(&agent);
-        let local = json(&run(&["--no-index", "--agent-dir", &agent, "search", "--json", "--limit", "50", query]));
-        let team = json(&run(&["--catalog", &url, "search", "--json", "--limit", "50", query]));
+        let local =
+            json(&run_search(&["--no-index", "--agent-dir", &agent, "search", "--json", "--limit", "50", query]));
+        let team = json(&run_search(&["--catalog", &url, "search", "--json", "--limit", "50", query]));
         let Ok(team) = team.into_array() else { panic!() };
         let stripped: Vec<Json> = team
             .into_iter()
@@ -196,12 +210,12 @@ fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() 
         for limit in [1, 3, 50] {
             for query in ["hello", "\"hello world\"", "re:h.l+o", "a b", "e", "proj hello"] {
                 let mut index = None;
-                let local = pi_sessiond::session::search::search_sessions(
+                let local = pi_sessiond::catalog::search::search_sessions(
                     query,
                     Default::default(),
                     None,
                     limit,
-                    pi_sessiond::session::catalog::Catalog::new(&s(&agent), index.as_mut()),
+                    pi_sessiond::catalog::listing::Catalog::new(&s(&agent), index.as_mut()),
                     &mut |_, _, _| {},
                 )
                 .unwrap();
@@ -227,7 +241,7 @@ fn assert_database_holds_exactly_the_files(url: &str, machine: &str, agent: &Pat
             let p = s(&f.path());
             // What pi lists is pushed; a file that is not a session is not.
             if p.ends_with(".jsonl")
-                && pi_sessiond::session::info::session_info(&p, 0.0, false, &Default::default()).is_some()
+                && pi_sessiond::catalog::info::session_info(&p, 0.0, false, &Default::default()).is_some()
             {
                 let bytes = std::fs::read(&p).unwrap();
                 let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
@@ -340,9 +354,9 @@ fn an_append_sends_only_the_new_lines_and_a_rewritten_or_deleted_session_is_refl
     let mut problems = Vec::new();
     compare("after changes", &pi, &listing["m"], &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
-    let hits = json(&run(&["--catalog", &url, "search", "--json", "fedcba"]));
+    let hits = json(&run_search(&["--catalog", &url, "search", "--json", "fedcba"]));
     assert!(matches!(&hits, Json::Array(h) if h.len() == 1), "{hits:?}");
-    let old = json(&run(&["--catalog", &url, "search", "--json", "\"first version\""]));
+    let old = json(&run_search(&["--catalog", &url, "search", "--json", "\"first version\""]));
     assert_eq!(old, Json::Array(Vec::new()), "the rewritten session's old text is gone");
 }
 
@@ -452,9 +466,9 @@ fn a_phrase_appended_on_one_machine_is_found_through_the_other_within_2_s_with_w
         .args([
             "--agent-dir",
             &s(&laptop),
+            "push",
             "--poll-ms",
             "60000",
-            "push",
             "--postgres",
             &url,
             "--machine",
@@ -561,7 +575,7 @@ fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
     // Its next pass fails, it connects again, and the append arrives; the process is still running.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let hits = loop {
-        let hits = json(&run(&["--catalog", &url, "search", "--json", "\"after the drop\""]));
+        let hits = json(&run_search(&["--catalog", &url, "search", "--json", "\"after the drop\""]));
         let exited = watcher.try_wait().unwrap().is_some();
         if matches!(&hits, Json::Array(h) if !h.is_empty()) || exited || std::time::Instant::now() > deadline {
             break hits;
@@ -643,7 +657,7 @@ fn a_role_that_may_only_read_lists_searches_and_opens_from_the_catalog() {
     let viewer = url.replacen("postgres@", "team_viewer@", 1);
     let listing = by_machine(&json(&run(&["--catalog", &viewer, "ls", "--json", "--all"])));
     assert_eq!(listing.keys().collect::<Vec<_>>(), ["laptop"]);
-    let hits = json(&run(&["--catalog", &viewer, "search", "--json", "\"viewer reads\""]));
+    let hits = json(&run_search(&["--catalog", &viewer, "search", "--json", "\"viewer reads\""]));
     assert!(matches!(&hits, Json::Array(h) if h.len() == 1), "{hits:?}");
     let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &s(tmp.path()), "--catalog", &viewer], &[]);
     let opened = sc.call("session/open", json(&format!(r#"{{"path":"{}","machine":"laptop"}}"#, s(&file))));

@@ -680,6 +680,11 @@ class OpenParams(_OpenParamsRequired, total=False):
     #: file's path on that machine, the session is as last pushed, and it is read-only (mutations fail with
     #: `read_only`).
     machine: Optional[str]
+    #: Apply pi's load-time repairs now, as pi's own open does: a 0-byte file gets its header, a v1/v2 file is
+    #: rewritten migrated, a missing final newline is added. Without it (the default) opening never writes and
+    #: they are applied just before the first write. The open fails if they cannot be written (another
+    #: pi-sessiond holding the file's write lock: `session_locked`).
+    repair: Optional[bool]
     #: Directory for sessions made from this one (default: the file's directory).
     sessionDir: Optional[str]
     #: Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:

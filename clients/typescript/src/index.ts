@@ -45,3 +45,5 @@ export type {
 	SessionUpdate,
 	UpdateChange,
 } from "./types.js";
+export { MirroredSession, type Snapshot, takeSnapshot } from "./mirror.js";
+export { SessionView, type TreeNode } from "./pi/view.js";

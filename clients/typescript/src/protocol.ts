@@ -407,7 +407,7 @@ export interface ProtocolRequests {
 		result: SessionState;
 	};
 	/**
-	 * Opens a session file without writing to it; a missing file starts a new session there. A file already open returns its handle (reference-counted).
+	 * Opens a session file without writing to it (with repair: true, applying pi's load-time repairs at once, as pi's open does); a missing file starts a new session there. A file already open returns its handle (reference-counted).
 	 */
 	"session/open": {
 		params: OpenParams;
@@ -1402,6 +1402,13 @@ export interface OpenParams {
 	 * The session file.
 	 */
 	path: string;
+	/**
+	 * Apply pi's load-time repairs now, as pi's own open does: a 0-byte file gets its header, a v1/v2 file is
+	 * rewritten migrated, a missing final newline is added. Without it (the default) opening never writes and
+	 * they are applied just before the first write. The open fails if they cannot be written (another
+	 * pi-sessiond holding the file's write lock: `session_locked`).
+	 */
+	repair?: boolean | null;
 	/**
 	 * Directory for sessions made from this one (default: the file's directory).
 	 */

@@ -38,6 +38,11 @@ export type RemoteSessionEvents = {
 	resync: [state: SessionState, info: ResyncInfo];
 	/** Fetching the state after a gap failed (the session was closed meanwhile, or the process died). */
 	resyncFailed: [error: Error];
+	/**
+	 * A gap was just seen and the state is being fetched: a `resync` (or `resyncFailed`) follows. Emitted before the
+	 * request that revealed the gap resolves, so a mirror can tell it is stale at once.
+	 */
+	resyncStarted: [info: ResyncInfo];
 	/** The session was closed (by `close()`, by `client.close()`, or because the process ended). */
 	closed: [];
 };
@@ -440,6 +445,11 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 		};
 		for (const queue of this.iterators) queue.push(item);
 		this.emit("resync", state, info);
+	}
+
+	/** @internal A gap was seen; the state is being fetched. */
+	_onResyncStarted(info: ResyncInfo): void {
+		if (!this.closedFlag) this.emit("resyncStarted", info);
 	}
 
 	/** @internal Fetching the state after a gap failed. */

@@ -5,11 +5,12 @@
  */
 
 import assert from "node:assert/strict";
-import { appendFileSync } from "node:fs";
+import { appendFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import sessiondExtension, { renderTree } from "../examples/pi-extension/index.js";
-import type { SessiondClient, SessionTreeFlatNode, SessionTreeNode } from "../src/index.js";
+import sessiondExtension, { renderAroundLeaf } from "../examples/pi-extension/index.js";
+import type { SessiondClient } from "../src/index.js";
 import { spawnTestClient, tempDir, userMessage, waitFor } from "./helpers.js";
 
 type Handler = (args: string, ctx: unknown) => Promise<void>;
@@ -79,6 +80,7 @@ describe("the example extension", () => {
 	it("registers /sessiond and nothing runs until it is used", () => {
 		assert.deepEqual([...commands.keys()], ["sessiond"]);
 		assert.ok(events.has("session_shutdown"));
+		assert.ok(events.has("message_end"));
 	});
 
 	it("lists this project's sessions and switches to the one picked", async () => {
@@ -108,6 +110,23 @@ describe("the example extension", () => {
 		assert.equal(widgets.get("pi-sessiond-tree"), undefined);
 	});
 
+	it("shows the tree of a session pi has not written yet from its first message on", async () => {
+		currentFile = join(tempDir("pi-new-session-"), "new.jsonl");
+		await run("tree");
+		assert.deepEqual(widgets.get("pi-sessiond-tree"), ["(the tree appears with the first message)"]);
+		// pi writes the file at the first message, then reports message_end to extensions.
+		const header = { type: "session", version: 3, id: "0190aaaa-bbbb-7ccc-8ddd-eeeeeeee0009", timestamp: new Date().toISOString(), cwd };
+		const first = { type: "message", id: "pi000011", parentId: null, timestamp: new Date().toISOString(), message: userMessage("a new session") };
+		writeFileSync(currentFile, `${JSON.stringify(header)}\n${JSON.stringify(first)}\n`);
+		await events.get("message_end")?.({ type: "message_end" }, ctx);
+		assert.deepEqual(widgets.get("pi-sessiond-tree"), ["user: a new session ← leaf"]);
+		const second = { type: "message", id: "pi000012", parentId: "pi000011", timestamp: new Date().toISOString(), message: userMessage("and more") };
+		appendFileSync(currentFile, `${JSON.stringify(second)}\n`);
+		await waitFor(() => (widgets.get("pi-sessiond-tree") ?? []).length === 2, "the redrawn tree");
+		assert.deepEqual(widgets.get("pi-sessiond-tree"), ["user: a new session", "user: and more ← leaf"]);
+		await run("hide");
+	});
+
 	it("searches sessions (sessions/search) and switches to the hit's session", async () => {
 		currentFile = undefined;
 		switched.length = 0;
@@ -125,64 +144,35 @@ describe("the example extension", () => {
 	});
 });
 
-/** A nested tree (getTree's shape) as getTreeFlat's pre-order nodes. */
-function flatten(roots: SessionTreeNode[]): SessionTreeFlatNode[] {
-	const out: SessionTreeFlatNode[] = [];
-	const visit = (node: SessionTreeNode, parentIndex: number | null, depth: number) => {
-		const index = out.length;
-		out.push({ entry: node.entry, parentIndex, depth, ...(node.label !== undefined ? { label: node.label } : {}) });
-		for (const child of node.children) visit(child, index, depth + 1);
-	};
-	for (const root of roots) visit(root, null, 0);
-	return out;
-}
-
-describe("renderTree", () => {
-	const entry = (id: string, text: string) => ({ type: "message", id, parentId: null, timestamp: "", message: { role: "user", content: text } });
-
-	it("indents only at branch points and marks the leaf and labels", () => {
-		const lines = renderTree(
-			flatten([
-				{
-					entry: entry("a", "root"),
-					label: "start",
-					children: [
-						{ entry: entry("b", "left"), children: [{ entry: entry("c", "left 2"), children: [{ entry: entry("c2", "left 3"), children: [] }] }] },
-						{
-							entry: entry("d", "right"),
-							children: [
-								{ entry: entry("e", "right a"), children: [] },
-								{ entry: entry("f", "right b"), children: [] },
-							],
-						},
-					],
-				},
-			]),
-			"d",
-			10,
-		);
-		assert.deepEqual(lines, [
-			"user: root [start]",
-			"  ├ user: left",
-			"    user: left 2",
-			"    user: left 3",
-			"  ├ user: right ← leaf",
-			"      ├ user: right a",
-			"      ├ user: right b",
-		]);
-		assert.deepEqual(renderTree(flatten([{ entry: entry("a", "x"), children: [{ entry: entry("b", "y"), children: [] }] }]), null, 1), [
-			"user: x",
-			"… 1 more entries",
-		]);
+describe("renderAroundLeaf", () => {
+	const entry = (id: string, parentId: string | null, text: string) => ({ type: "message", id, parentId, timestamp: "", message: { role: "user", content: text } });
+	/** A TreeSource over entries, with pi's getBranch walk. */
+	const source = (entries: ReturnType<typeof entry>[], leafId: string | null, labels: Record<string, string> = {}) => ({
+		getEntries: () => entries,
+		getLeafId: () => leafId,
+		getLabel: (id: string) => labels[id],
+		getBranch: () => {
+			const byId = new Map(entries.map((e) => [e.id, e]));
+			const path = [];
+			for (let e = leafId ? byId.get(leafId) : undefined; e; e = e.parentId ? byId.get(e.parentId) : undefined) path.push(e);
+			return path.reverse();
+		},
 	});
 
-	it("renders a session far deeper than the call stack, as getTreeFlat returns it", () => {
-		// A linear session of 200 000 entries: 200 000 levels as getTree's nesting.
-		const nodes: SessionTreeFlatNode[] = Array.from({ length: 200_000 }, (_, i) => ({
-			entry: entry(`n${i}`, `message ${i}`),
-			parentIndex: i === 0 ? null : i - 1,
-			depth: i,
-		}));
-		assert.deepEqual(renderTree(nodes, "n1", 3), ["user: message 0", "user: message 1 ← leaf", "user: message 2", "… 199997 more entries"]);
+	it("shows the branch to the leaf, the leaf and labels marked, and how many other branches leave each entry", () => {
+		const tree = [entry("a", null, "root"), entry("b", "a", "left"), entry("c", "a", "right"), entry("d", "c", "right 2"), entry("e", "c", "right 3")];
+		assert.deepEqual(renderAroundLeaf(source(tree, "d", { a: "start" }), 10), [
+			"user: root [start]  ⎇ +1 other branch",
+			"user: right  ⎇ +1 other branch",
+			"user: right 2 ← leaf",
+		]);
+		assert.deepEqual(renderAroundLeaf(source(tree, "c"), 10), ["user: root  ⎇ +1 other branch", "user: right ← leaf  ⎇ +2 other branches"]);
+		assert.deepEqual(renderAroundLeaf(source(tree, null), 10), ["(leaf before the first entry)"]);
+		assert.deepEqual(renderAroundLeaf(source([], null), 10), ["(empty session)"]);
+	});
+
+	it("shows only the last lines of a long branch, far deeper than the call stack, and counts the rest", () => {
+		const chain = Array.from({ length: 200_000 }, (_, i) => entry(`n${i}`, i === 0 ? null : `n${i - 1}`, `message ${i}`));
+		assert.deepEqual(renderAroundLeaf(source(chain, "n199999"), 3), ["… 199998 earlier entries", "user: message 199998", "user: message 199999 ← leaf"]);
 	});
 });

@@ -16,7 +16,7 @@ use crate::rpc::handles::{Job, Slot};
 use crate::rpc::proto::*;
 use crate::rpc::reply::{Out, Reply};
 use crate::session::context::ContextOptions;
-use crate::session::{catalog, paths, Env, NewSessionOptions, SessionManager};
+use crate::session::{dirscan, paths, Env, NewSessionOptions, SessionManager};
 
 /// What an opening handler produced.
 pub enum Opening {
@@ -38,8 +38,15 @@ pub type OpenHandler<P> = fn(P, &Arc<Server>, &Arc<Slot>) -> Result<Opening, Err
 /// An opening handler, ready to run in the request's slot.
 pub type OpenFn = Box<dyn FnOnce(&Arc<Server>, &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> + Send>;
 
-/// Routes an opening request on arrival (see the module doc).
-pub fn start(server: &Arc<Server>, name: Option<String>, path: Option<String>, open: OpenFn, reply: Reply) {
+/// Routes an opening request on arrival (see the module doc); `repair` writes pi's load-time repairs as it opens.
+pub fn start(
+    server: &Arc<Server>,
+    name: Option<String>,
+    path: Option<String>,
+    repair: bool,
+    open: OpenFn,
+    reply: Reply,
+) {
     if let Some(n) = &name {
         if n.is_empty() {
             return reply.error(&invalid_params("handle", "a handle must not be empty"));
@@ -55,26 +62,37 @@ pub fn start(server: &Arc<Server>, name: Option<String>, path: Option<String>, o
     let chosen = name.is_some();
     let job_server = server.clone();
     let job = Job::Write(Box::new(move |session, slot| {
-        run_open(&job_server, session, slot, chosen, open, reply);
+        run_open(&job_server, session, slot, chosen, repair, open, reply);
         None
     }));
     server.registry.queue_open(name.as_deref(), path.as_deref(), job, &server.pool);
 }
 
 /// The job that opens a slot's session. The state is built before the session is kept, so a session whose state
-/// cannot be read is dropped (closing its file) rather than left behind under a handle.
+/// cannot be read, or whose repairs (`repair`) cannot be written, is dropped (closing its file) rather than left
+/// behind under a handle.
 fn run_open(
     server: &Arc<Server>,
     session: &mut Option<SessionManager>,
     slot: &Arc<Slot>,
     chosen: bool,
+    repair: bool,
     open: OpenFn,
     reply: Reply,
 ) {
-    if let Some(m) = session.as_ref() {
+    if let Some(m) = session.as_mut() {
         if chosen {
             return reply
                 .error(&invalid_params("handle", format!("handle {} is already open; choose another", slot.handle)));
+        }
+        if repair {
+            // An earlier plain open may have left repairs pending. What another process appended since is taken
+            // in (and published) first, so the rewrite keeps it; a failed repair adds no reference.
+            let repaired =
+                super::watch::follow(server, slot, m).and_then(|_| m.apply_pending_repairs().map_err(from_session));
+            if let Err(e) = repaired {
+                return reply.error(&e);
+            }
         }
         slot.add_ref();
         return reply.answer(state_of(slot, m).map(Out::Value));
@@ -93,7 +111,7 @@ fn run_open(
         Opening::Elsewhere(existing, open) => {
             let job_server = server.clone();
             let job = Job::Write(Box::new(move |session, slot| {
-                run_open(&job_server, session, slot, false, open, reply);
+                run_open(&job_server, session, slot, false, repair, open, reply);
                 None
             }));
             return existing.push(job, &server.pool);
@@ -101,6 +119,11 @@ fn run_open(
     };
     m.set_context_options(ContextOptions::default());
     m.set_durability(server.durability);
+    if repair {
+        if let Err(e) = m.apply_pending_repairs() {
+            return reply.error(&from_session(e));
+        }
+    }
     let mut state = match state_of(slot, &m) {
         Ok(s) => s,
         Err(e) => return reply.error(&e),
@@ -157,6 +180,11 @@ fn open_from_team(
             "another machine's session cannot be watched (push --watch keeps it current)",
         ));
     }
+    // Repairs are writes, and this session's file is on another machine: writing them here would create or
+    // change a local file at that path.
+    if p.repair == Some(true) {
+        return Err(invalid_params("repair", "another machine's session is read-only: it cannot be repaired here"));
+    }
     let file =
         team.with(|c| c.read_file(machine, &p.path).map_err(crate::rpc::team::unavailable))?.ok_or_else(|| {
             crate::rpc::error::rpc_error(
@@ -179,8 +207,8 @@ pub fn continue_recent(
     slot: &Arc<Slot>,
 ) -> Result<Opening, ErrorObjectOwned> {
     let (dir, filter) =
-        catalog::directory_for(&p.cwd, p.session_dir.as_deref(), &server.agent_dir).map_err(from_session)?;
-    if let Some(recent) = catalog::find_most_recent_session(&dir, filter.then_some(p.cwd.as_str())) {
+        dirscan::directory_for(&p.cwd, p.session_dir.as_deref(), &server.agent_dir).map_err(from_session)?;
+    if let Some(recent) = dirscan::find_most_recent_session(&dir, filter.then_some(p.cwd.as_str())) {
         if let Some(existing) = server.registry.by_path(&recent).filter(|s| !Arc::ptr_eq(s, slot)) {
             if p.handle.is_some() {
                 return Err(invalid_params(

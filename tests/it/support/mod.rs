@@ -3,6 +3,7 @@
 
 pub mod faults;
 pub mod postgres;
+pub mod pty;
 pub mod sidecar;
 
 use std::io::Write;

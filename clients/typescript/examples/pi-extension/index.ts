@@ -5,32 +5,37 @@
  *   /sessiond                 pick one of this project's sessions (newest first) and switch to it
  *   /sessiond all             the same over every project's sessions
  *   /sessiond search WORDS    full-text search over this project's sessions; pick a hit to switch to its session
- *   /sessiond tree            show the current session's tree above the editor, updated as the session grows
+ *   /sessiond tree            show the part of the current session's tree around the leaf above the editor,
+ *                             redrawn from a local mirror as the session grows (from its first message on)
  *   /sessiond hide            hide the tree
  *
  * The sidecar is started on first use (never from the factory: pi may load extensions in runs that start no session)
  * and shut down with the session. It finds `pi-sessiond` on PATH, or the binary `PI_SESSIOND_BIN` names.
  */
 
+import { existsSync } from "node:fs";
 import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import {
-	type RemoteSession,
+	MirroredSession,
 	type SessionEntry,
 	SessiondBinaryNotFoundError,
 	type SessiondClient,
 	SessiondError,
 	type SessionInfo,
-	type SessionTreeFlatNode,
 	spawnSessiond,
 } from "pi-sessiond-client";
 
 const WIDGET = "pi-sessiond-tree";
-const MAX_TREE_LINES = 30;
+/** pi's TUI shows at most 10 lines of a widget given as lines (MAX_WIDGET_LINES). */
+const MAX_TREE_LINES = 10;
 
 export default function sessiondExtension(pi: ExtensionAPI): void {
 	let client: Promise<SessiondClient> | undefined;
-	// The current session, opened with watch so pi's own appends arrive as change events.
-	let watched: { session: RemoteSession; stop: () => void } | undefined;
+	// The current session, mirrored: opened with watch, so pi's own appends arrive as changes and are applied to the
+	// mirror, which the tree is drawn from without another request.
+	let shown: { mirror: MirroredSession; stop: () => void } | undefined;
+	// `/sessiond tree` on a session pi has not written yet: the tree starts with the file, at pi's first message.
+	let waitingFor: { file: string; ctx: ExtensionContext } | undefined;
 
 	function sidecar(): Promise<SessiondClient> {
 		client ??= spawnSessiond({ stderr: "ignore", clientInfo: { name: "pi-sessiond-extension-example" } }).catch((error: unknown) => {
@@ -41,48 +46,46 @@ export default function sessiondExtension(pi: ExtensionAPI): void {
 	}
 
 	async function hideTree(ctx: ExtensionContext): Promise<void> {
-		const current = watched;
-		watched = undefined;
+		const current = shown;
+		shown = undefined;
+		waitingFor = undefined;
 		if (ctx.hasUI) ctx.ui.setWidget(WIDGET, undefined);
 		if (current) {
 			current.stop();
-			await current.session.close().catch(() => undefined);
+			await current.mirror.close().catch(() => undefined);
 		}
 	}
 
-	async function showTree(ctx: ExtensionCommandContext): Promise<void> {
+	async function showTree(ctx: ExtensionContext): Promise<void> {
 		const file = ctx.sessionManager.getSessionFile();
 		if (!file) {
-			ctx.ui.notify("This session is not saved to a file yet (or runs in memory): no tree to show.", "warning");
+			ctx.ui.notify("This session runs in memory: there is no file to show the tree of.", "warning");
 			return;
 		}
 		await hideTree(ctx);
+		if (!existsSync(file)) {
+			// pi writes the file with the session's first message; message_end (below) opens it then.
+			waitingFor = { file, ctx };
+			ctx.ui.setWidget(WIDGET, ["(the tree appears with the first message)"]);
+			return;
+		}
 		const sessiond = await sidecar();
 		// Opening never writes, and pi-sessiond takes no lock until its first write: pi keeps writing the file as usual.
-		const session = await sessiond.openSession(file, { watch: true });
-		const render = async () => {
-			// The flat tree: a long session is thousands of levels deep as getTree's nesting.
-			const [tree, leafId] = await Promise.all([session.getTreeFlat(), session.getLeafId()]);
-			if (watched?.session === session) ctx.ui.setWidget(WIDGET, renderTree(tree, leafId, MAX_TREE_LINES));
+		const mirror = await MirroredSession.attach(await sessiond.openSession(file, { watch: true }));
+		const draw = () => {
+			if (shown?.mirror === mirror) ctx.ui.setWidget(WIDGET, renderAroundLeaf(mirror, MAX_TREE_LINES));
 		};
-		let pending = Promise.resolve();
-		// Re-render on every change pi makes (they arrive with origin "external") and after a resync; chain the renders
-		// so a burst of appends cannot draw an older tree over a newer one.
-		const rerender = () => {
-			pending = pending.then(render).catch((error: unknown) => ctx.ui.notify(`pi-sessiond: ${describe(error)}`, "error"));
-		};
-		const offChanged = session.on("changed", rerender);
-		const offResync = session.on("resync", rerender);
-		watched = {
-			session,
-			stop: () => {
-				offChanged();
-				offResync();
-			},
-		};
-		rerender();
-		await pending;
+		shown = { mirror, stop: mirror.onUpdate(draw) };
+		draw();
 	}
+
+	pi.on("message_end", async (_event, ctx) => {
+		const waiting = waitingFor;
+		if (waiting && existsSync(waiting.file)) {
+			waitingFor = undefined;
+			await showTree(waiting.ctx).catch((error: unknown) => ctx.ui.notify(`pi-sessiond: ${describe(error)}`, "error"));
+		}
+	});
 
 	async function pickSession(ctx: ExtensionCommandContext, sessions: SessionInfo[], title: string): Promise<void> {
 		if (sessions.length === 0) {
@@ -205,32 +208,32 @@ function textOf(content: unknown): string {
 		.join(" ");
 }
 
+/** What `renderAroundLeaf` reads: a mirror's (or pi's own SessionManager's) entries, leaf, branch and labels. */
+export interface TreeSource {
+	getEntries(): SessionEntry[];
+	getBranch(): SessionEntry[];
+	getLeafId(): string | null;
+	getLabel(id: string): string | undefined;
+}
+
 /**
- * The tree (`getTreeFlat`'s pre-order nodes) as lines. A conversation is mostly a chain, so only branch points
- * indent: children after the first start a new, indented line of descent. The leaf is marked, labels shown. At most
- * `max` lines; the rest is counted. No recursion, so a session of any depth renders.
+ * The part of the tree around the leaf, as at most `max` lines: the last entries of the branch that ends at the
+ * leaf (the leaf marked, labels shown), and at each entry where the conversation branched, how many other branches
+ * leave it. Everything is read from `source`, locally: a redraw costs one pass over the entries and no request.
  */
-export function renderTree(nodes: SessionTreeFlatNode[], leafId: string | null, max: number): string[] {
-	// How many children each node has, and how many roots there are (index -1).
-	const children = new Map<number, number>();
-	for (const node of nodes) children.set(node.parentIndex ?? -1, (children.get(node.parentIndex ?? -1) ?? 0) + 1);
-	// Per node: the indentation of its group of siblings, and whether that group branches. Pre-order puts every
-	// parent before its children, so one pass computes both.
-	const indent: number[] = [];
-	const branching: boolean[] = [];
-	const lines: string[] = [];
-	let hidden = 0;
-	nodes.forEach((node, i) => {
-		const parent = node.parentIndex;
-		indent[i] = parent === null ? 0 : branching[parent]! ? indent[parent]! + 2 : indent[parent]!;
-		branching[i] = (children.get(parent ?? -1) ?? 0) > 1;
-		// Siblings are branches: each gets a marked line one step in, and its descendants continue under its text.
-		const prefix = branching[i] ? `${"  ".repeat(indent[i]! + 1)}├ ` : "  ".repeat(indent[i]!);
-		const label = typeof node.label === "string" ? ` [${node.label}]` : "";
-		const mark = node.entry.id === leafId ? " ← leaf" : "";
-		if (lines.length < max) lines.push(`${prefix}${summarize(node.entry)}${label}${mark}`);
-		else hidden++;
-	});
-	if (hidden > 0) lines.push(`… ${hidden} more entries`);
+export function renderAroundLeaf(source: TreeSource, max: number): string[] {
+	const branch = source.getBranch();
+	if (branch.length === 0) return [source.getEntries().length === 0 ? "(empty session)" : "(leaf before the first entry)"];
+	const children = new Map<unknown, number>();
+	for (const entry of source.getEntries()) children.set(entry.parentId, (children.get(entry.parentId) ?? 0) + 1);
+	const leafId = source.getLeafId();
+	const shownCount = branch.length > max ? max - 1 : branch.length;
+	const lines = branch.length > max ? [`… ${branch.length - shownCount} earlier entries`] : [];
+	for (const entry of branch.slice(branch.length - shownCount)) {
+		const label = source.getLabel(entry.id as string);
+		const others = (children.get(entry.id) ?? 0) - (entry.id === leafId ? 0 : 1);
+		const fork = others > 0 ? `  ⎇ +${others} other branch${others > 1 ? "es" : ""}` : "";
+		lines.push(`${summarize(entry)}${label ? ` [${label}]` : ""}${entry.id === leafId ? " ← leaf" : ""}${fork}`);
+	}
 	return lines;
 }

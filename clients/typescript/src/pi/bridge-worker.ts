@@ -1,0 +1,163 @@
+/**
+ * The worker thread behind `SyncBridge`: it owns the pi-sessiond process and its pipes, so the main thread can
+ * block in `Atomics.wait` while a request is answered. It does not parse JSON: it splits the server's output into
+ * lines, routes each by its first bytes (the server writes `{"jsonrpc":"2.0","id":N,…` and
+ * `{"jsonrpc":"2.0","method":…`), and hands lines to the main thread, large ones as transferred bytes.
+ *
+ * For a synchronous call every `session/changed` line received since the previous answer travels with the answer,
+ * in order, so the main thread applies a mutation's notifications before it returns the mutation's value.
+ */
+
+import { spawn } from "node:child_process";
+import { type MessagePort, workerData } from "node:worker_threads";
+
+/** What the main thread gives the worker. */
+export interface BridgeWorkerData {
+	binary: string;
+	args: string[];
+	cwd: string;
+	env: NodeJS.ProcessEnv;
+	/** Int32Array slot 0: 0 waiting, 1 answered, 2 the worker itself failed. */
+	signal: SharedArrayBuffer;
+	syncPort: MessagePort;
+	asyncPort: MessagePort;
+	/** "inherit" copies the server's stderr to this process's; otherwise it is only kept for error messages. */
+	stderr: "inherit" | "keep";
+}
+
+/** A line for the main thread: text when small, bytes (transferred) when large. */
+export type Frame = string | ArrayBuffer;
+
+const data = workerData as BridgeWorkerData;
+const flag = new Int32Array(data.signal);
+const TRANSFER_ABOVE = 64 * 1024;
+const STDERR_TAIL = 8192;
+
+let pendingSync: number | undefined;
+let changedSinceAnswer: Frame[] = [];
+const pendingAsync = new Set<number>();
+let stderrTail = "";
+let dead: string | undefined;
+
+const child = spawn(data.binary, data.args, { cwd: data.cwd, env: data.env, stdio: ["pipe", "pipe", "pipe"], windowsHide: true });
+
+function wake(state: 1 | 2): void {
+	Atomics.store(flag, 0, state);
+	Atomics.notify(flag, 0);
+}
+
+function frameOf(line: Buffer): Frame {
+	if (line.length <= TRANSFER_ABOVE) return line.toString("utf8");
+	const bytes = new ArrayBuffer(line.length);
+	new Uint8Array(bytes).set(line);
+	return bytes;
+}
+
+function post(port: MessagePort, message: { frames: Frame[]; [k: string]: unknown }): void {
+	const transfer = message.frames.filter((f): f is ArrayBuffer => typeof f !== "string");
+	port.postMessage(message, transfer);
+}
+
+function deadAnswer(id: number): Frame[] {
+	const tail = stderrTail.trim() ? `; its last stderr output:\n${stderrTail.trimEnd()}` : "";
+	const message = `pi-sessiond ${dead}${tail}`;
+	return [JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32099, message, data: { kind: "sidecar_exited" } } })];
+}
+
+/** The process is gone: every pending call is answered with an error that says why, and so is every later one. */
+function fail(why: string): void {
+	if (dead) return;
+	dead = why;
+	if (pendingSync !== undefined) {
+		const id = pendingSync;
+		pendingSync = undefined;
+		post(data.syncPort, { id, frames: deadAnswer(id) });
+		wake(1);
+	}
+	for (const id of pendingAsync) post(data.asyncPort, { id, frames: deadAnswer(id) });
+	pendingAsync.clear();
+}
+
+const RESPONSE = /^\{"jsonrpc":"2\.0","id":(\d+),/;
+const NOTIFICATION = /^\{"jsonrpc":"2\.0","method":"([^"]+)"/;
+
+function route(line: Buffer): void {
+	const head = line.subarray(0, 96).toString("latin1");
+	let id: number | undefined;
+	let method: string | undefined;
+	const response = RESPONSE.exec(head);
+	if (response) id = Number(response[1]);
+	else {
+		const notification = NOTIFICATION.exec(head);
+		if (notification) method = notification[1];
+		else {
+			// Not the server's usual member order: fall back to parsing.
+			try {
+				const message = JSON.parse(line.toString("utf8")) as { id?: unknown; method?: unknown };
+				if (typeof message.id === "number") id = message.id;
+				else if (typeof message.method === "string") method = message.method;
+			} catch {
+				return;
+			}
+		}
+	}
+	if (id !== undefined) {
+		if (id === pendingSync) {
+			pendingSync = undefined;
+			const frames = [...changedSinceAnswer, frameOf(line)];
+			changedSinceAnswer = [];
+			post(data.syncPort, { id, frames });
+			wake(1);
+		} else if (pendingAsync.delete(id)) {
+			post(data.asyncPort, { id, frames: [frameOf(line)] });
+		}
+		return;
+	}
+	if (method === "session/changed") changedSinceAnswer.push(frameOf(line));
+	else if (method === "$/progress") post(data.asyncPort, { progress: true, frames: [frameOf(line)] });
+}
+
+let partial: Buffer[] = [];
+child.stdout.on("data", (chunk: Buffer) => {
+	let start = 0;
+	for (let nl = chunk.indexOf(10, start); nl !== -1; nl = chunk.indexOf(10, start)) {
+		const piece = chunk.subarray(start, nl);
+		const line = partial.length > 0 ? Buffer.concat([...partial, piece]) : piece;
+		partial = [];
+		if (line.length > 0) route(line);
+		start = nl + 1;
+	}
+	if (start < chunk.length) partial.push(chunk.subarray(start));
+});
+child.stderr.setEncoding("utf8");
+child.stderr.on("data", (text: string) => {
+	stderrTail = (stderrTail + text).slice(-STDERR_TAIL);
+	if (data.stderr === "inherit") process.stderr.write(text);
+});
+child.on("error", (error) => fail(`could not be started: ${error.message}`));
+child.on("close", (code, signal) => fail(signal ? `was killed by ${signal}` : `exited with status ${code}`));
+child.stdin.on("error", () => undefined);
+
+data.syncPort.on("message", (message: { id: number; line: string }) => {
+	if (dead) {
+		post(data.syncPort, { id: message.id, frames: deadAnswer(message.id) });
+		wake(1);
+		return;
+	}
+	pendingSync = message.id;
+	child.stdin.write(`${message.line}\n`);
+});
+data.asyncPort.on("message", (message: { id?: number; line: string }) => {
+	if (dead) {
+		if (message.id !== undefined) post(data.asyncPort, { id: message.id, frames: deadAnswer(message.id) });
+		return;
+	}
+	if (message.id !== undefined) pendingAsync.add(message.id);
+	child.stdin.write(`${message.line}\n`);
+});
+
+// A bug here must not leave the main thread waiting forever.
+process.on("uncaughtException", (error) => {
+	fail(`bridge failed: ${error.message}`);
+	wake(2);
+});

@@ -1,0 +1,205 @@
+/**
+ * `SyncBridge`: synchronous JSON-RPC calls to one pi-sessiond per process, for the drop-in `SessionManager`, whose
+ * methods pi calls synchronously and whose return values pi uses at once.
+ *
+ * A worker thread (`bridge-worker.ts`) owns the process; the main thread posts a request and blocks in
+ * `Atomics.wait` until the worker has the answer, then takes it with `receiveMessageOnPort`. Requests are written
+ * as `JSON.stringify` makes them here, on the main thread, so what reaches the server is what pi would have
+ * serialised (`toJSON`, dropped `undefined`s and functions), not a structured clone. Only writes and opens take
+ * this path: reads are answered from the mirror without a round trip.
+ *
+ * Listings (`list`, `listAll`) are asynchronous in pi and stay so: they go through a second port and resolve on
+ * the event loop, with `$/progress` reported as they load.
+ */
+
+import { existsSync, readFileSync } from "node:fs";
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
+import { resolveBinary } from "../binary.js";
+import { getAgentDir } from "./paths.js";
+import type { BridgeWorkerData, Frame } from "./bridge-worker.js";
+
+/** A JSON-RPC error answered by pi-sessiond (or made up by the bridge when the process is gone). */
+export interface RpcError {
+	code: number;
+	message: string;
+	data?: { kind?: string; [key: string]: unknown };
+}
+
+/** A `session/changed` notification. */
+export interface Changed {
+	handle: string;
+	sessionId: unknown;
+	seq: number;
+	origin?: string;
+	leafId?: unknown;
+	change: { kind: string; [key: string]: any };
+}
+
+/** What a synchronous call returns: its result or error, and the notifications that came before it. */
+export interface CallOutcome<T> {
+	result?: T;
+	error?: RpcError;
+	changes: Changed[];
+}
+
+const decoder = new TextDecoder();
+/** `PI_SESSIOND_TRACE=1` writes every synchronous call and its answer to stderr (shortened), for debugging. */
+const trace = process.env.PI_SESSIOND_TRACE ? (text: string) => process.stderr.write(`pi-sessiond bridge: ${text}`) : undefined;
+
+function parseFrame(frame: Frame): unknown {
+	return JSON.parse(typeof frame === "string" ? frame : decoder.decode(frame));
+}
+
+/** The environment variable with extra pi-sessiond arguments (`--durability batch`, `--log-level debug`, …). */
+export const ARGS_ENV_VAR = "PI_SESSIOND_ARGS";
+
+/** One pi-sessiond process, called synchronously. */
+export class SyncBridge {
+	/** The sidecar's binary. */
+	readonly binary: string;
+	/** The agent directory the sidecar was started with (pi's, from `PI_CODING_AGENT_DIR`, at start). */
+	readonly agentDir: string;
+	private readonly worker: Worker;
+	private readonly flag: Int32Array;
+	private readonly syncPort: MessagePort;
+	private readonly asyncPort: MessagePort;
+	private nextId = 0;
+	private readonly asyncCalls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+	private readonly progress = new Map<string, (value: { loaded: number; total: number }) => void>();
+
+	/** Starts the sidecar (`PI_SESSIOND_BIN`, then PATH) and checks that it answers. */
+	constructor() {
+		this.binary = resolveBinary();
+		this.agentDir = getAgentDir();
+		const extra = (process.env[ARGS_ENV_VAR] ?? "").split(/\s+/).filter((a) => a !== "");
+		const signal = new SharedArrayBuffer(4);
+		this.flag = new Int32Array(signal);
+		const sync = new MessageChannel();
+		const async = new MessageChannel();
+		this.syncPort = sync.port1;
+		this.asyncPort = async.port1;
+		const workerData: BridgeWorkerData = {
+			binary: this.binary,
+			args: ["--agent-dir", this.agentDir, ...extra],
+			cwd: process.cwd(),
+			env: { ...process.env },
+			signal,
+			syncPort: sync.port2,
+			asyncPort: async.port2,
+			stderr: process.env.PI_SESSIOND_STDERR === "inherit" ? "inherit" : "keep",
+		};
+		this.worker = new Worker(new URL("./bridge-worker.js", import.meta.url), {
+			workerData,
+			transferList: [sync.port2, async.port2],
+			// The worker must not inherit an --import hook (pi-sessiond-client/register) meant for the main thread.
+			execArgv: [],
+		});
+		// Neither the worker nor its ports may keep the process alive: pi exits when it is done, and the sidecar then
+		// sees the end of its input and shuts down in order (every answered write is already durable).
+		this.worker.unref();
+		this.syncPort.unref();
+		this.asyncPort.on("message", (message: { id?: number; progress?: boolean; frames: Frame[] }) => this.onAsync(message));
+		this.asyncPort.unref();
+		const init = this.call<{ protocolVersion: string }>("initialize", { clientInfo: { name: "pi-sessiond-client/pi" } });
+		if (init.error) throw new Error(init.error.message);
+	}
+
+	/** Sends one request and blocks until it is answered. */
+	call<T>(method: string, params: object): CallOutcome<T> {
+		const id = ++this.nextId;
+		const started = trace ? performance.now() : 0;
+		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
+		Atomics.store(this.flag, 0, 0);
+		this.syncPort.postMessage({ id, line });
+		for (;;) {
+			Atomics.wait(this.flag, 0, 0, 10_000);
+			const state = Atomics.load(this.flag, 0);
+			if (state !== 0) break;
+		}
+		const received = receiveMessageOnPort(this.syncPort);
+		Atomics.store(this.flag, 0, 0);
+		if (!received) {
+			return { error: { code: -32099, message: `pi-sessiond bridge failed while ${method} was pending`, data: { kind: "sidecar_exited" } }, changes: [] };
+		}
+		const message = received.message as { id: number; frames: Frame[] };
+		const frames = message.frames.map(parseFrame) as { id?: number; result?: T; error?: RpcError; params?: Changed }[];
+		const answer = frames.pop() ?? {};
+		const changes = frames.map((f) => f.params as Changed);
+		if (trace) {
+			const ms = (performance.now() - started).toFixed(1);
+			trace(`${line.slice(0, 300)}\n  <- ${JSON.stringify(answer).slice(0, 300)} after ${changes.length} change(s), ${ms} ms\n`);
+		}
+		return answer.error ? { error: answer.error, changes } : { result: answer.result as T, changes };
+	}
+
+	/** Sends a request without waiting for (or reading) its answer. */
+	send(method: string, params: object): void {
+		const line = JSON.stringify({ jsonrpc: "2.0", id: ++this.nextId, method, params });
+		this.asyncPort.postMessage({ line });
+	}
+
+	/** Sends a request and resolves on the event loop; `onProgress` receives its `$/progress` reports. */
+	request<T>(method: string, params: object, onProgress?: (loaded: number, total: number) => void): Promise<T> {
+		const id = ++this.nextId;
+		const token = onProgress ? `pi-sessiond-pi-${id}` : undefined;
+		if (token && onProgress) this.progress.set(token, (v) => onProgress(v.loaded, v.total));
+		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params: token ? { ...params, progressToken: token } : params });
+		return new Promise<T>((resolve, reject) => {
+			this.asyncCalls.set(id, {
+				resolve: (v) => {
+					if (token) this.progress.delete(token);
+					resolve(v as T);
+				},
+				reject: (e) => {
+					if (token) this.progress.delete(token);
+					reject(e);
+				},
+			});
+			if (this.asyncCalls.size === 1) this.asyncPort.ref();
+			this.asyncPort.postMessage({ id, line });
+		});
+	}
+
+	private onAsync(message: { id?: number; progress?: boolean; frames: Frame[] }): void {
+		for (const frame of message.frames) {
+			const parsed = parseFrame(frame) as { id?: number; result?: unknown; error?: RpcError; params?: { token: string; value: { loaded: number; total: number } } };
+			if (message.progress) {
+				const params = parsed.params;
+				if (params) this.progress.get(String(params.token))?.(params.value);
+				continue;
+			}
+			const call = message.id !== undefined ? this.asyncCalls.get(message.id) : undefined;
+			if (!call || message.id === undefined) continue;
+			this.asyncCalls.delete(message.id);
+			if (this.asyncCalls.size === 0) this.asyncPort.unref();
+			if (parsed.error) call.reject(new Error(parsed.error.message));
+			else call.resolve(parsed.result);
+		}
+	}
+}
+
+let shared: SyncBridge | undefined;
+
+/** The process's one bridge, started on first use. */
+export function bridge(): SyncBridge {
+	shared ??= new SyncBridge();
+	return shared;
+}
+
+/**
+ * The process that runs pi-sessiond `pid`, when the system says (Linux: its parent in `/proc`), so a lock error
+ * can name the pi that owns a session rather than only its sidecar.
+ */
+export function hostOf(pid: number): number | undefined {
+	const stat = `/proc/${pid}/stat`;
+	if (!existsSync(stat)) return undefined;
+	try {
+		// The command name (field 2) is in parentheses and may hold spaces; the parent pid is the second field after it.
+		const text = readFileSync(stat, "utf8");
+		const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+		const ppid = Number(fields[1]);
+		return Number.isInteger(ppid) && ppid > 1 ? ppid : undefined;
+	} catch {
+		return undefined;
+	}
+}

@@ -1,0 +1,36 @@
+/**
+ * `pi-sessiond-client/register`: `node --import pi-sessiond-client/register …/pi …` runs the real, unchanged `pi`
+ * with every session operation on pi-sessiond.
+ *
+ * pi's command (`dist/bundle/cli.js`) loads a bundle in which `SessionManager` is inlined into a chunk, so there
+ * is no module to replace there. The package also ships the same program unbundled (`dist/cli.js` and the modules
+ * it imports by path), so this hook, for this thread only, resolves the bundle's runtime to the unbundled entry
+ * and pi's `core/session-manager.js` to the drop-in (`pi-sessiond-client/pi`). Nothing in pi's files changes, and
+ * a `pi` started without the hook runs as before on the same session files.
+ */
+
+import * as nodeModule from "node:module";
+import { redirect } from "./redirect.js";
+
+type ResolveHook = (
+	specifier: string,
+	context: unknown,
+	nextResolve: (specifier: string, context?: unknown) => { url: string; format?: string | null },
+) => { url: string; format?: string | null; shortCircuit?: boolean };
+
+const registerHooks = (nodeModule as unknown as { registerHooks?: (hooks: { resolve: ResolveHook }) => unknown }).registerHooks;
+if (typeof registerHooks !== "function") {
+	throw new Error(
+		`pi-sessiond-client/register needs module.registerHooks (Node >= 22.15; this is ${process.version}). pi 1.6.0 itself needs Node >= 22.19.`,
+	);
+}
+
+const dropIn = new URL("./index.js", import.meta.url).href;
+
+registerHooks({
+	resolve(specifier, context, nextResolve) {
+		const resolved = nextResolve(specifier, context);
+		const target = redirect(resolved.url, dropIn);
+		return target === undefined ? resolved : { url: target, format: "module", shortCircuit: true };
+	},
+});

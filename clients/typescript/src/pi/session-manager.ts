@@ -1,0 +1,841 @@
+/**
+ * The drop-in `SessionManager`: pi 1.6.0's class, with its static and instance methods, synchronous signatures and
+ * return values, whose persisted sessions are owned by pi-sessiond.
+ *
+ * - Reads are answered here, from a full mirror of the session (`SessionView`): pi calls `getBranch`,
+ *   `getEntries` and `buildSessionProjection` many times per prompt, and a round trip each would cost seconds on a
+ *   large session.
+ * - Writes of a persisted session go to pi-sessiond through the blocking `SyncBridge`, so they take its
+ *   single-writer lock and its durability mode; the entry the server wrote comes back (ids and timestamps are the
+ *   server's) and is added to the mirror in pi's in-memory shape (the caller's objects, pi's keys and order).
+ *   Everything pi checks before writing (unknown entries, invalid ids, context-edit rules) is checked here first,
+ *   with pi's messages.
+ * - In-memory sessions never touch the disk, so they never go to the server: pi builds them per turn (a preview
+ *   manager holding the whole branch) and a round trip would copy the branch each time. They run here, as pi's.
+ *
+ * Several instances may open one file (pi's tests do; so does `/resume` of the current session). Each keeps its
+ * own entries and leaf, as pi's instances do, while the server holds one handle per file: before writing, an
+ * instance moves the server's leaf to its own, and if the handle meanwhile holds another session (rebound by
+ * another instance) it opens its file again.
+ */
+
+import { existsSync, mkdirSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { bridge, type Changed, type CallOutcome, hostOf, type RpcError } from "./bridge.js";
+import { type Entry, getCurrentSystemMessage, type Message } from "./context.js";
+import {
+	assertValidSessionId,
+	CURRENT_SESSION_VERSION,
+	findMostRecentSession,
+	generateId,
+	headerCwd,
+	loadEntriesFromFile,
+	migrateToCurrentVersion,
+	readSessionHeader,
+	SessionHeaderScanLimitError,
+	uuidv7,
+} from "./files.js";
+import { defaultSessionDirPath, getDefaultSessionDir, getSessionsDir, normalizePath, pathsEqual, resolvePath } from "./paths.js";
+import { SessionView } from "./view.js";
+
+/** pi's `NewSessionOptions`. */
+export interface NewSessionOptions {
+	id?: string;
+	parentSession?: string;
+}
+
+/** pi's `SessionListProgress`. */
+export type SessionListProgress = (loaded: number, total: number, partialSessions?: readonly unknown[]) => void;
+
+/** What pi-sessiond says about an open session (`SessionState`). */
+interface ServerState {
+	handle: string;
+	sessionId: string;
+	sessionFile: string | null;
+	sessionDir: string;
+	cwd: string;
+	header: Entry | null;
+	leafId: string | null;
+	seq: number;
+	snapshot?: { seq: number; entries: Entry[] };
+}
+
+/** What this process knows of one server handle, shared by the instances that opened it. */
+interface HandleState {
+	sessionId: unknown;
+	sessionFile: string | null;
+	leafId: unknown;
+	seq: number;
+}
+
+const handles = new Map<string, HandleState>();
+
+/** Entries per `session/getEntries` page when reading a session into the mirror. */
+const ENTRIES_PAGE = 1000;
+
+/** Drops an instance's reference to its handle once the instance is garbage. */
+const releaser = new FinalizationRegistry<{ handle: string | undefined }>((held) => {
+	if (held.handle !== undefined) bridge().send("session/close", { handle: held.handle });
+});
+
+/** A pi-sessiond error, as the `Error` pi's own code would have thrown (same message where pi has one). */
+export class SessiondSessionError extends Error {
+	/** The error's `data.kind` (`session_locked`, `content_modified`, `io_error`, …). */
+	readonly kind: string;
+	/** The error's `data`. */
+	readonly data: Record<string, unknown>;
+	/** The JSON-RPC error code. */
+	readonly code: number;
+
+	constructor(error: RpcError, message: string = error.message) {
+		super(message);
+		this.name = "SessiondSessionError";
+		this.kind = error.data?.kind ?? `code_${error.code}`;
+		this.data = error.data ?? {};
+		this.code = error.code;
+	}
+}
+
+/**
+ * The error pi's code would see for a pi-sessiond error. `appended`: the refusal came with other processes'
+ * appends, which the caller has just added to the session (a retry continues after them).
+ */
+function errorOf(error: RpcError, file: string | undefined, appended = false): SessiondSessionError {
+	const kind = error.data?.kind;
+	if (kind === "session_locked") {
+		const pid = typeof error.data?.pid === "number" ? error.data.pid : undefined;
+		const host = pid !== undefined ? hostOf(pid) : undefined;
+		const owner = pid === undefined ? "another process" : host !== undefined ? `process ${host} (through its pi-sessiond, pid ${pid})` : `pi-sessiond pid ${pid}`;
+		return new SessiondSessionError(
+			error,
+			`Session file ${error.data?.path ?? file ?? ""} is being written by ${owner}; not writing to it from here, so the file is never interleaved. Close the other pi or open another session.`,
+		);
+	}
+	if (kind === "content_modified" && appended) {
+		return new SessiondSessionError(
+			error,
+			`Session file ${file ?? ""} was appended to by another process since it was read; nothing was written. Its entries are now part of this session: retry to continue after them.`,
+		);
+	}
+	if (kind === "content_modified") {
+		// Not another process's appends (the file was emptied, replaced, or is not a session any more): say what
+		// pi-sessiond found.
+		return new SessiondSessionError(error, `Session file ${file ?? ""}: ${error.message}`);
+	}
+	return new SessiondSessionError(error);
+}
+
+function unwrap<T>(outcome: CallOutcome<T>, file: string | undefined): T {
+	if (outcome.error) throw errorOf(outcome.error, file);
+	return outcome.result as T;
+}
+
+/** `params` without its undefined members, so they are absent on the wire rather than `null`. */
+function defined<T extends object>(params: T): T {
+	return Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined)) as T;
+}
+
+/**
+ * pi's `SessionManager`, with persisted sessions owned by pi-sessiond. See the module comment for how it works and
+ * `clients/typescript/README.md` for where it differs from pi.
+ */
+export class SessionManager extends SessionView {
+	private sessionId = "";
+	private sessionFile: string | undefined;
+	private sessionDir: string;
+	private cwd: string;
+	private persist: boolean;
+	private flushed = false;
+	/** The server handle of a persisted session (undefined in memory). */
+	private handle: string | undefined;
+	private readonly held: { handle: string | undefined } = { handle: undefined };
+
+	private constructor(cwd: string, sessionDir: string, persist: boolean) {
+		super();
+		this.cwd = resolvePath(cwd);
+		this.sessionDir = normalizePath(sessionDir);
+		this.persist = persist;
+		if (persist && this.sessionDir && !existsSync(this.sessionDir)) mkdirSync(this.sessionDir, { recursive: true });
+		releaser.register(this, this.held);
+	}
+
+	// ----- Static constructors (pi's) -----
+
+	/** A new session for `cwd` in `sessionDir` (default: pi's directory for `cwd`); written at its first message. */
+	static create(cwd: string, sessionDir?: string, options?: NewSessionOptions): SessionManager {
+		const dir = sessionDir ? normalizePath(sessionDir) : getDefaultSessionDir(cwd);
+		const manager = new SessionManager(cwd, dir, true);
+		manager.startNew(options);
+		return manager;
+	}
+
+	/** Opens a session file (a missing one starts a new session at that path). */
+	static open(path: string, sessionDir?: string, cwdOverride?: string): SessionManager {
+		const resolvedPath = resolvePath(path);
+		let header: Entry | null = null;
+		if (cwdOverride === undefined && existsSync(resolvedPath)) {
+			try {
+				header = readSessionHeader(resolvedPath);
+			} catch (error) {
+				if (!(error instanceof SessionHeaderScanLimitError)) throw error;
+				const first = loadEntriesFromFile(resolvedPath)[0];
+				header = first?.type === "session" ? first : null;
+			}
+		}
+		const cwd = cwdOverride ?? headerCwd(header) ?? process.cwd();
+		const dir = sessionDir ? normalizePath(sessionDir) : resolve(resolvedPath, "..");
+		const manager = new SessionManager(cwd, dir, true);
+		manager.openFile(resolvedPath);
+		return manager;
+	}
+
+	/** The most recent session of `cwd` in `sessionDir`, or a new one. */
+	static continueRecent(cwd: string, sessionDir?: string): SessionManager {
+		const dir = sessionDir ? normalizePath(sessionDir) : getDefaultSessionDir(cwd);
+		const filterCwd = sessionDir !== undefined && !pathsEqual(dir, defaultSessionDirPath(cwd));
+		const mostRecent = findMostRecentSession(dir, filterCwd ? cwd : undefined);
+		const manager = new SessionManager(cwd, dir, true);
+		if (mostRecent) manager.openFile(mostRecent);
+		else manager.startNew(undefined);
+		return manager;
+	}
+
+	/** A session that never touches the disk, optionally from entries (a header among them is adopted). */
+	static inMemory(cwd: string = process.cwd(), options?: NewSessionOptions, entries?: Entry[]): SessionManager {
+		const manager = new SessionManager(cwd, "", false);
+		if (entries?.length) manager.loadLocal(entries, options);
+		else manager.newSession(options);
+		return manager;
+	}
+
+	/** A new session in `targetCwd` holding `sourcePath`'s whole history (written at once, by pi-sessiond). */
+	static forkFrom(sourcePath: string, targetCwd: string, sessionDir?: string, options?: NewSessionOptions): SessionManager {
+		const resolvedSource = resolvePath(sourcePath);
+		const resolvedTarget = resolvePath(targetCwd);
+		const dir = sessionDir ? normalizePath(sessionDir) : getDefaultSessionDir(resolvedTarget);
+		if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
+		if (options?.id !== undefined) assertValidSessionId(options.id);
+		const manager = new SessionManager(resolvedTarget, dir, true);
+		const state = unwrap(
+			bridge().call<ServerState>(
+				"session/forkFrom",
+				defined({ sourcePath: resolvedSource, targetCwd: resolvedTarget, sessionDir: dir, id: options?.id, snapshot: "full" }),
+			),
+			resolvedSource,
+		);
+		manager.adopt(state);
+		return manager;
+	}
+
+	/** The file of the session with exactly this id in `cwd`'s directory (or `sessionDir`), or undefined. */
+	static findById(cwd: string, id: string, sessionDir?: string): string | undefined {
+		const dir = sessionDir ? normalizePath(sessionDir) : getDefaultSessionDir(cwd);
+		const result = unwrap(bridge().call<{ path: string | null }>("sessions/findById", { cwd: resolvePath(cwd), id, sessionDir: dir }), undefined);
+		return result.path ?? undefined;
+	}
+
+	/** pi's `list`: the sessions of `cwd` (or of `sessionDir`, filtered to `cwd` when it is not cwd's own). */
+	static async list(cwd: string, sessionDir?: string, onProgress?: SessionListProgress, signal?: AbortSignal): Promise<unknown[]> {
+		signal?.throwIfAborted();
+		const dir = sessionDir ? normalizePath(sessionDir) : getDefaultSessionDir(cwd);
+		const filterCwd = sessionDir !== undefined && !pathsEqual(dir, defaultSessionDirPath(cwd));
+		// Unfiltered, `list` of a directory is `listAll` of it: ask for that, so the server's own idea of cwd's default
+		// directory (fixed when it started) cannot arm a filter pi would not.
+		const sessions = filterCwd
+			? await bridge().request<unknown[]>("sessions/list", { cwd: resolvePath(cwd), sessionDir: dir }, onProgress)
+			: await bridge().request<unknown[]>("sessions/listAll", { sessionDir: dir }, onProgress);
+		signal?.throwIfAborted();
+		return sessions.map(reviveInfo);
+	}
+
+	/** pi's `listAll`: every session under the agent directory, or of `sessionDir`. */
+	static async listAll(
+		sessionDirOrOnProgress?: string | SessionListProgress,
+		onProgressOrSignal?: SessionListProgress | AbortSignal,
+		signal?: AbortSignal,
+	): Promise<unknown[]> {
+		const customDir = typeof sessionDirOrOnProgress === "string" ? normalizePath(sessionDirOrOnProgress) : undefined;
+		const progress =
+			typeof sessionDirOrOnProgress === "function"
+				? sessionDirOrOnProgress
+				: typeof onProgressOrSignal === "function"
+					? onProgressOrSignal
+					: undefined;
+		const abort = typeof sessionDirOrOnProgress === "string" || typeof onProgressOrSignal === "function" ? signal : (onProgressOrSignal ?? signal);
+		abort?.throwIfAborted();
+		const sidecar = bridge();
+		// The server's root is the agent directory it was started with; pi reads the variable on every call.
+		if (!customDir && !pathsEqual(getSessionsDir(), join(sidecar.agentDir, "sessions"))) {
+			throw new Error(
+				`pi-sessiond lists the sessions of ${sidecar.agentDir} (PI_CODING_AGENT_DIR when it started); it is now ${getSessionsDir()}: pass the directory to listAll`,
+			);
+		}
+		const params = customDir ? { sessionDir: customDir } : {};
+		const sessions = await sidecar.request<unknown[]>("sessions/listAll", params, progress ? (l, t) => progress(l, t) : undefined);
+		abort?.throwIfAborted();
+		return sessions.map(reviveInfo);
+	}
+
+	// ----- Identity -----
+
+	/**
+	 * Switches to another session file (used for resume and branching). pi reads the file as its open does,
+	 * repairs included, keeping this manager's cwd and session directory; so does this, by opening the file
+	 * (the handle of the file left is released).
+	 */
+	setSessionFile(sessionFile: string): void {
+		const path = resolvePath(sessionFile);
+		if (!this.persist) {
+			this.setLocalFile(path);
+			return;
+		}
+		this.openFile(path);
+	}
+
+	/** Starts a new, empty session (the old file is untouched); returns the new file (undefined in memory). */
+	newSession(options?: NewSessionOptions): string | undefined {
+		if (options?.id !== undefined) assertValidSessionId(options.id);
+		if (!this.persist) {
+			this.newLocal(options);
+			return undefined;
+		}
+		if (this.handle === undefined || !this.ownsHandle()) {
+			this.startNew(options);
+			return this.sessionFile;
+		}
+		this.adopt(
+			this.callOnHandle<ServerState>("session/newSession", defined({ id: options?.id, parentSession: options?.parentSession, snapshot: "full" })),
+			options ?? {},
+		);
+		return this.sessionFile;
+	}
+
+	/** False for an in-memory session. */
+	isPersisted(): boolean {
+		return this.persist;
+	}
+
+	/** The working directory. */
+	getCwd(): string {
+		return this.cwd;
+	}
+
+	/** The directory new sessions go to (`""` in memory). */
+	getSessionDir(): string {
+		return this.sessionDir;
+	}
+
+	/** True when the session directory is pi's default for the cwd. */
+	usesDefaultSessionDir(): boolean {
+		return pathsEqual(this.sessionDir, defaultSessionDirPath(this.cwd));
+	}
+
+	/** The session id. */
+	getSessionId(): string {
+		return this.sessionId;
+	}
+
+	/** The session file (undefined in memory). */
+	getSessionFile(): string | undefined {
+		return this.sessionFile;
+	}
+
+	/**
+	 * pi's internal write of one entry. pi-sessiond writes every entry itself (and the whole file at the first
+	 * conversation message), so there is nothing left to do here; it exists because pi's class declares it public.
+	 */
+	_persist(_entry: Entry): void {}
+
+	// ----- Appends -----
+
+	/** Appends a message under the leaf; returns its id. */
+	appendMessage(message: Message): string {
+		return this.append(
+			(id, parentId, timestamp) => ({ type: "message", id, parentId, timestamp, message }),
+			"session/appendMessage",
+			{ message },
+		);
+	}
+
+	/** Appends a thinking-level change; returns its id. */
+	appendThinkingLevelChange(thinkingLevel: string): string {
+		return this.append(
+			(id, parentId, timestamp) => ({ type: "thinking_level_change", id, parentId, timestamp, thinkingLevel }),
+			"session/appendThinkingLevelChange",
+			{ thinkingLevel },
+		);
+	}
+
+	/** Appends a model change; returns its id. */
+	appendModelChange(provider: string, modelId: string): string {
+		return this.append(
+			(id, parentId, timestamp) => ({ type: "model_change", id, parentId, timestamp, provider, modelId }),
+			"session/appendModelChange",
+			{ provider, modelId },
+		);
+	}
+
+	/** Appends usage that is not part of the context; returns the entry. */
+	appendUsage(kind: string, provider: string, model: string, usage: unknown, note?: string): Entry {
+		const id = this.append(
+			(id, parentId, timestamp) => ({ type: "usage", id, parentId, timestamp, kind, provider, model, usage, ...(note ? { note } : {}) }),
+			"session/appendUsage",
+			defined({ kind, provider, model, usage, note: note ? note : undefined }),
+		);
+		return this.byId.get(id);
+	}
+
+	/** Appends a compaction with pi's system-message checkpoint; returns its id. */
+	appendCompaction(summary: string, firstKeptEntryId: string | null, tokensBefore: number, details?: unknown, fromHook?: boolean, usage?: unknown): string {
+		const projection = this.buildSessionProjection().messages;
+		return this.append(
+			(id, parentId, timestamp, written) => {
+				const systemMessage = written ? written.systemMessage : getCurrentSystemMessage(projection);
+				return {
+					type: "compaction",
+					id,
+					parentId,
+					timestamp,
+					summary,
+					firstKeptEntryId: written ? written.firstKeptEntryId : (firstKeptEntryId ?? id),
+					tokensBefore,
+					details,
+					usage,
+					fromHook,
+					...(systemMessage ? { systemMessage: written ? systemMessage : { ...systemMessage, timestamp: new Date(timestamp).getTime() } } : {}),
+				};
+			},
+			"session/appendCompaction",
+			defined({ summary, firstKeptEntryId, tokensBefore, details, fromHook, usage }),
+		);
+	}
+
+	/** Appends an extension's entry (not part of the context); returns its id. */
+	appendCustomEntry(customType: string, data?: unknown): string {
+		return this.append(
+			(id, parentId, timestamp) => ({ type: "custom", customType, data, id, parentId, timestamp }),
+			"session/appendCustomEntry",
+			defined({ customType, data }),
+		);
+	}
+
+	/** Sets the session's display name; returns the entry's id. */
+	appendSessionInfo(name: string): string {
+		const sanitized = name.replace(/[\r\n]+/g, " ").trim();
+		return this.append(
+			(id, parentId, timestamp) => ({ type: "session_info", id, parentId, timestamp, name: sanitized }),
+			"session/appendSessionInfo",
+			{ name },
+		);
+	}
+
+	/** Appends an extension message that is part of the context; returns its id. */
+	appendCustomMessageEntry(customType: string, content: unknown, display: boolean, details?: unknown): string {
+		return this.append(
+			(id, parentId, timestamp) => ({ type: "custom_message", customType, content, display, details, id, parentId, timestamp }),
+			"session/appendCustomMessageEntry",
+			defined({ customType, content, display, details }),
+		);
+	}
+
+	/** Appends a branch-local edit of an earlier entry's context; returns its id. */
+	appendContextEdit(targetId: string, replacement: { content: unknown } | null): string {
+		if (
+			replacement !== null &&
+			(typeof replacement !== "object" ||
+				!("content" in replacement) ||
+				(typeof replacement.content !== "string" && !Array.isArray(replacement.content)))
+		) {
+			throw new Error("Context edit replacement must be null or contain string/array content");
+		}
+		const target = this.byId.get(targetId);
+		if (!target) throw new Error(`Entry ${targetId} not found`);
+		if (!this.getBranch().some((entry) => entry.id === targetId)) throw new Error(`Entry ${targetId} is not on the active branch`);
+		const editable =
+			target.type === "custom_message" ||
+			(target.type === "message" && (target.message.role === "user" || target.message.role === "assistant" || target.message.role === "toolResult"));
+		if (!editable) throw new Error(`Entry ${targetId} does not contribute editable model content`);
+		const role = target.type === "message" ? target.message.role : "custom";
+		const normalized =
+			replacement !== null && (role === "assistant" || role === "toolResult") && typeof replacement.content === "string"
+				? { content: [{ type: "text", text: replacement.content }] }
+				: replacement;
+		return this.append(
+			(id, parentId, timestamp) => ({ type: "context_edit", id, parentId, timestamp, targetId, replacement: normalized }),
+			"session/appendContextEdit",
+			{ targetId, replacement: normalized },
+		);
+	}
+
+	/** Sets or clears (`undefined`, `""`) an entry's label; returns the label entry's id. */
+	appendLabelChange(targetId: string, label: string | undefined): string {
+		if (!this.byId.has(targetId)) throw new Error(`Entry ${targetId} not found`);
+		return this.append(
+			(id, parentId, timestamp) => ({ type: "label", id, parentId, timestamp, targetId, label }),
+			"session/appendLabelChange",
+			defined({ targetId, label }),
+		);
+	}
+
+	// ----- Leaf and branches -----
+
+	/** Moves the leaf to an earlier entry: the next append starts a branch there. */
+	branch(branchFromId: string): void {
+		if (!this.byId.has(branchFromId)) throw new Error(`Entry ${branchFromId} not found`);
+		this.leafId = branchFromId;
+	}
+
+	/** Moves the leaf before the first entry: the next append is a new root. */
+	resetLeaf(): void {
+		this.leafId = null;
+	}
+
+	/** Moves the leaf to `branchFromId` (null: a new root) and appends a summary of the branch left; returns its id. */
+	branchWithSummary(branchFromId: string | null, summary: string, details?: unknown, fromHook?: boolean, usage?: unknown): string {
+		if (branchFromId !== null && !this.byId.has(branchFromId)) throw new Error(`Entry ${branchFromId} not found`);
+		const fromId = this.leafId ?? "root";
+		return this.append(
+			(id, _parentId, timestamp) => ({ type: "branch_summary", id, parentId: branchFromId, timestamp, fromId, summary, details, usage, fromHook }),
+			"session/branchWithSummary",
+			defined({ entryId: branchFromId, summary, details, fromHook, usage }),
+			branchFromId,
+		);
+	}
+
+	/**
+	 * Makes this a new session holding only the path to `leafId` (labels re-created after it); returns the new
+	 * file, or undefined in memory. pi-sessiond writes the file (at once when the path has a conversation).
+	 */
+	createBranchedSession(leafId: string): string | undefined {
+		const path = this.getBranch(leafId);
+		if (path.length === 0) throw new Error(`Entry ${leafId} not found`);
+		if (!this.persist) return this.branchLocal(path);
+		const previousFile = this.sessionFile;
+		const handle = this.ensureHandle();
+		const outcome = bridge().call<{ path: string | null }>("session/createBranchedSession", { handle, leafId });
+		const changes = this.track(handle, outcome.changes);
+		const result = unwrap(outcome, this.sessionFile);
+		// The handle now holds the branched session; its rebind notification carries the state (read it directly
+		// otherwise: this instance no longer matches what the handle holds, so callOnHandle would reopen the old file).
+		const rebind = changes.find((c) => c.change.kind === "rebind");
+		const state = rebind ? (rebind.change.state as ServerState) : unwrap(bridge().call<ServerState>("session/getState", { handle }), previousFile);
+		this.adopt(state, undefined, previousFile);
+		return result.path ?? undefined;
+	}
+
+	// ----- Extras (not in pi's class) -----
+
+	/** The pi-sessiond handle of a persisted session (undefined in memory). */
+	get sessiondHandle(): string | undefined {
+		return this.handle;
+	}
+
+	/**
+	 * Drops this instance's hold on its session, so its write lock is released (pi has no such method; without it
+	 * the hold ends when the instance is garbage-collected or the process exits).
+	 */
+	close(): void {
+		if (this.handle === undefined) return;
+		bridge().call("session/close", { handle: this.handle });
+		this.handle = undefined;
+		this.held.handle = undefined;
+	}
+
+	// ----- Internals: in memory (pi's own logic) -----
+
+	private newLocal(options: NewSessionOptions | undefined): void {
+		this.sessionId = options?.id ?? uuidv7();
+		const timestamp = new Date().toISOString();
+		this.fileEntries = [{ type: "session", version: CURRENT_SESSION_VERSION, id: this.sessionId, timestamp, cwd: this.cwd, parentSession: options?.parentSession }];
+		this.byId.clear();
+		this.labelsById.clear();
+		this.labelTimestampsById.clear();
+		this.leafId = null;
+		this.flushed = false;
+	}
+
+	private loadLocal(entries: Entry[], options?: NewSessionOptions): void {
+		const header = entries.find((e) => e.type === "session");
+		if (header) {
+			this.fileEntries = entries;
+			this.sessionId = header.id;
+			migrateToCurrentVersion(this.fileEntries);
+		} else {
+			if (options?.id !== undefined) assertValidSessionId(options.id);
+			this.newLocal(options);
+			this.fileEntries = this.fileEntries.concat(entries);
+		}
+		this._buildIndex();
+	}
+
+	/** pi's `setSessionFile` on an in-memory manager: it reads the file but never writes it. */
+	private setLocalFile(path: string): void {
+		this.sessionFile = path;
+		if (existsSync(path)) {
+			const entries = loadEntriesFromFile(path);
+			if (entries.length === 0) {
+				if (statSync(path).size > 0) throw new Error(`Session file is not a valid pi session: ${path}`);
+				this.newLocal(undefined);
+				this.sessionFile = path;
+				return;
+			}
+			this.loadLocal(entries);
+			this.flushed = true;
+		} else {
+			this.newLocal(undefined);
+			this.sessionFile = path;
+		}
+	}
+
+	private branchLocal(path: Entry[]): undefined {
+		const withoutLabels: Entry[] = [];
+		const replacementByLabelId = new Map<unknown, unknown>();
+		const pendingLabelIds: unknown[] = [];
+		let parentId: unknown = null;
+		for (const entry of path) {
+			if (entry.type === "label") {
+				pendingLabelIds.push(entry.id);
+				continue;
+			}
+			for (const labelId of pendingLabelIds) replacementByLabelId.set(labelId, entry.id);
+			pendingLabelIds.length = 0;
+			withoutLabels.push(
+				entry.type === "compaction"
+					? {
+							...entry,
+							parentId,
+							firstKeptEntryId:
+								entry.firstKeptEntryId === entry.id ? entry.id : (replacementByLabelId.get(entry.firstKeptEntryId) ?? entry.firstKeptEntryId),
+						}
+					: { ...entry, parentId },
+			);
+			parentId = entry.id;
+		}
+		const newSessionId = uuidv7();
+		const header = { type: "session", version: CURRENT_SESSION_VERSION, id: newSessionId, timestamp: new Date().toISOString(), cwd: this.cwd, parentSession: undefined };
+		const pathIds = new Set(withoutLabels.map((e) => e.id));
+		const labels: { targetId: unknown; label: string; timestamp: string | undefined }[] = [];
+		for (const [targetId, label] of this.labelsById) {
+			if (pathIds.has(targetId)) labels.push({ targetId, label, timestamp: this.labelTimestampsById.get(targetId) });
+		}
+		const labelEntries: Entry[] = [];
+		let labelParent = withoutLabels[withoutLabels.length - 1]?.id || null;
+		for (const { targetId, label, timestamp } of labels) {
+			const entry = {
+				type: "label",
+				id: generateId(new Set([...pathIds, ...labelEntries.map((e) => e.id)])),
+				parentId: labelParent,
+				timestamp,
+				targetId,
+				label,
+			};
+			labelEntries.push(entry);
+			labelParent = entry.id;
+		}
+		this.fileEntries = [header, ...withoutLabels, ...labelEntries];
+		this.sessionId = newSessionId;
+		this._buildIndex();
+		return undefined;
+	}
+
+	// ----- Internals: persisted (through pi-sessiond) -----
+
+	/**
+	 * One append: pi's checks were made by the caller; in memory the entry is built here as pi builds it, otherwise
+	 * the server writes it and the entry it returns (its id, parent, timestamp) is rebuilt in pi's shape around the
+	 * caller's values. `leafBefore` is where the leaf must be before the append (branchWithSummary's target).
+	 */
+	private append(
+		build: (id: string, parentId: string | null, timestamp: string, written?: Entry) => Entry,
+		method: string,
+		params: object,
+		leafBefore: string | null | undefined = undefined,
+	): string {
+		if (!this.persist) {
+			if (leafBefore !== undefined) this.leafId = leafBefore;
+			const entry = build(generateId(this.byId), this.leafId, new Date().toISOString());
+			this.pushEntry(entry);
+			return entry.id;
+		}
+		const changes = this.write(method, params);
+		const own = changes.filter((c) => c.origin !== "external" && c.change.kind === "append");
+		const written = own[own.length - 1]?.change.entries?.[0] as Entry | undefined;
+		if (!written) throw new Error(`pi-sessiond answered ${method} without the appended entry`);
+		const entry = build(written.id, written.parentId, written.timestamp, written);
+		this.pushEntry(entry);
+		this.flushed = true;
+		return entry.id;
+	}
+
+	/** Sends a mutation of this instance's session with the server's leaf at this instance's leaf. */
+	private write(method: string, params: object): Changed[] {
+		const handle = this.ensureHandle();
+		const state = handles.get(handle);
+		if (state && state.leafId !== this.leafId) {
+			if (this.leafId === null) this.callOnHandle("session/resetLeaf", {});
+			else this.callOnHandle("session/branch", { entryId: this.leafId });
+		}
+		const expected = this.leafId === null ? {} : { expectedLeafId: this.leafId };
+		const outcome = bridge().call<unknown>(method, { handle, ...expected, ...params });
+		const changes = this.track(handle, outcome.changes);
+		if (outcome.error) {
+			const appended = changes.some((c) => c.origin === "external" && c.change.kind === "append");
+			throw errorOf(outcome.error, this.sessionFile, appended);
+		}
+		return changes;
+	}
+
+	/** Calls a method on this instance's handle and applies what it reports. */
+	private callOnHandle<T>(method: string, params: object): T {
+		const handle = this.ensureHandle();
+		const outcome = bridge().call<T>(method, { handle, ...params });
+		this.track(handle, outcome.changes);
+		return unwrap(outcome, this.sessionFile);
+	}
+
+	/**
+	 * Records what the server reports for `handle` (leaf, session, seq) and applies appends other processes made,
+	 * which the server publishes before refusing a write: this instance then holds what the file holds.
+	 */
+	private track(handle: string, changes: Changed[]): Changed[] {
+		const state = handles.get(handle);
+		for (const n of changes) {
+			if (n.handle !== handle || !state) continue;
+			state.seq = n.seq;
+			state.leafId = n.leafId ?? null;
+			state.sessionId = n.sessionId;
+			const change = n.change;
+			if (change.kind === "rebind" || change.kind === "reset") state.sessionFile = change.state.sessionFile ?? null;
+			if (n.origin === "external" && change.kind === "append") {
+				const ownLeaf = this.leafId;
+				for (const entry of change.entries as Entry[]) this.pushEntry(entry);
+				this.leafId = ownLeaf;
+			}
+		}
+		return changes.filter((n) => n.handle === handle);
+	}
+
+	/** True while the server's handle still holds this instance's session (another instance may have rebound it). */
+	private ownsHandle(): boolean {
+		if (this.handle === undefined) return false;
+		const state = handles.get(this.handle);
+		return state !== undefined && state.sessionId === this.sessionId && (state.sessionFile ?? undefined) === this.sessionFile;
+	}
+
+	/** This instance's handle, opening its file again if the handle was rebound under it. */
+	private ensureHandle(): string {
+		if (this.handle !== undefined && this.ownsHandle()) return this.handle;
+		if (this.sessionFile === undefined) throw new Error("pi-sessiond: this session has no file to write");
+		const entries = this.fileEntries;
+		const leaf = this.leafId;
+		const id = this.sessionId;
+		this.openFile(this.sessionFile);
+		if (this.sessionId !== id) {
+			// The file now holds another session (this instance never wrote it, and someone else created it).
+			throw new Error(`Session file ${this.sessionFile} now holds session ${this.sessionId}, not ${id}; not writing to it`);
+		}
+		// Keep what this instance had (pi's instances do not see each other's appends); only the handle is new.
+		this.fileEntries = entries;
+		this._buildIndex();
+		this.leafId = leaf;
+		if (this.handle === undefined) throw new Error(`pi-sessiond did not open ${this.sessionFile}`);
+		return this.handle;
+	}
+
+	private startNew(options: NewSessionOptions | undefined): void {
+		if (options?.id !== undefined) assertValidSessionId(options.id);
+		const state = unwrap(
+			bridge().call<ServerState>(
+				"session/create",
+				defined({ cwd: this.cwd, sessionDir: this.sessionDir, id: options?.id, parentSession: options?.parentSession, snapshot: "full" }),
+			),
+			undefined,
+		);
+		this.adopt(state, options ?? {});
+	}
+
+	/**
+	 * Opens `path` as pi's open does: with `repair`, the server writes pi's load-time repairs at once (a header into
+	 * a 0-byte file, a v1/v2 file rewritten migrated, a missing final newline), where its plain open would wait
+	 * for the first write.
+	 */
+	private openFile(path: string): void {
+		const previous = this.handle;
+		const state = unwrap(
+			bridge().call<ServerState>("session/open", {
+				path,
+				sessionDir: this.sessionDir,
+				cwdOverride: this.cwd,
+				repair: true,
+				snapshot: "full",
+			}),
+			path,
+		);
+		// Opening a file this instance already holds counted one more reference to the same handle: give it back.
+		if (previous !== undefined && previous === state.handle) bridge().send("session/close", { handle: previous });
+		this.adopt(state);
+	}
+
+	/**
+	 * Makes this instance hold the server's session `state`: identity, then the entries (from the state's snapshot
+	 * when the server sends one, else read once). `fresh` rebuilds a new session's header in pi's shape (with
+	 * `parentSession` present even when undefined); `previousFile` does the same for a branched session.
+	 */
+	private adopt(state: ServerState, fresh?: NewSessionOptions, previousFile?: string): void {
+		if (this.handle !== undefined && this.handle !== state.handle) bridge().send("session/close", { handle: this.handle });
+		this.handle = state.handle;
+		this.held.handle = state.handle;
+		const entries = state.snapshot ? state.snapshot.entries : this.readEntries(state.handle);
+		const seq = state.snapshot ? state.snapshot.seq : state.seq;
+		handles.set(state.handle, { sessionId: state.sessionId, sessionFile: state.sessionFile, leafId: state.leafId ?? null, seq });
+		this.sessionId = state.sessionId;
+		this.sessionFile = state.sessionFile ?? undefined;
+		this.cwd = state.cwd;
+		this.sessionDir = state.sessionDir;
+		let header = state.header;
+		if (header && fresh) {
+			header = { type: "session", version: header.version, id: header.id, timestamp: header.timestamp, cwd: header.cwd, parentSession: fresh.parentSession };
+		} else if (header && previousFile !== undefined) {
+			header = { type: "session", version: header.version, id: header.id, timestamp: header.timestamp, cwd: header.cwd, parentSession: previousFile };
+		}
+		this.fileEntries = header ? [header, ...entries] : entries;
+		this._buildIndex();
+		this.leafId = (state.leafId as string | null) ?? null;
+		this.flushed = this.sessionFile !== undefined && existsSync(this.sessionFile);
+	}
+
+	/**
+	 * The entries of `handle` as `session/getEntries` returns them (until the server sends snapshots on open), in
+	 * pages: on a 40 MB session one answer of 40 MB took twice as long to read and parse as pages of a thousand
+	 * entries, and its buffers raised the peak memory by a third. Nothing else writes this handle meanwhile: the
+	 * drop-in does not watch, and this process's calls are sequential.
+	 */
+	private readEntries(handle: string): Entry[] {
+		const entries: Entry[] = [];
+		for (let offset = 0; ; offset += ENTRIES_PAGE) {
+			const page = unwrap(bridge().call<Entry[]>("session/getEntries", { handle, offset, limit: ENTRIES_PAGE }), this.sessionFile);
+			for (const entry of page) entries.push(entry);
+			if (page.length < ENTRIES_PAGE) return entries;
+		}
+	}
+}
+
+/**
+ * A listing entry in pi's shape: its members in pi's order (`name` and `parentSessionPath` present, undefined when
+ * the server left them out), dates as `Date`s.
+ */
+function reviveInfo(info: unknown): unknown {
+	const v = info as Record<string, unknown>;
+	return {
+		path: v.path,
+		id: v.id,
+		cwd: v.cwd,
+		name: v.name,
+		parentSessionPath: v.parentSessionPath,
+		created: new Date(v.created as string),
+		modified: new Date(v.modified as string),
+		messageCount: v.messageCount,
+		firstMessage: v.firstMessage,
+		allMessagesText: v.allMessagesText,
+	};
+}

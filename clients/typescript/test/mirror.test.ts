@@ -1,0 +1,147 @@
+/**
+ * The mirror is pi: after every step of a scenario (own writes of every kind, another process appending with pi's
+ * own SessionManager, a lost notification and the resync it forces), every read of a `MirroredSession` equals what
+ * pi 1.6.0's SessionManager reads from the same file at the same leaf.
+ */
+
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { after, before, describe, it } from "node:test";
+import { MirroredSession, type SessiondClient } from "../src/index.js";
+import { kTestHooks } from "../src/internal.js";
+import { assistantMessage, IDS, spawnTestClient, tempDir, userMessage, writePiSession } from "./helpers.js";
+
+const piModule = new URL("../../node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js", import.meta.url);
+const { SessionManager: Pi } = (await import(piModule.href)) as { SessionManager: any };
+
+let client: SessiondClient;
+
+before(async () => {
+	({ client } = await spawnTestClient());
+});
+
+after(async () => {
+	await client.close();
+});
+
+/** Every read pi has, of pi's own manager on `file` with its leaf moved to the mirror's, and of the mirror. */
+function assertMirrorIsPi(mirror: MirroredSession, file: string, step: string): void {
+	const pi = Pi.open(file);
+	const leaf = mirror.getLeafId();
+	if (leaf === null) pi.resetLeaf();
+	else if (leaf !== pi.getLeafId()) pi.branch(leaf);
+	const reads = (m: MirroredSession | typeof pi) => {
+		const ids = m.getEntries().map((e: { id: string }) => e.id);
+		return {
+			header: m.getHeader(),
+			entries: m.getEntries(),
+			leafId: m.getLeafId(),
+			leafEntry: m.getLeafEntry(),
+			tree: m.getTree(),
+			branch: m.getBranch(),
+			branchFromFirst: ids.length > 0 ? m.getBranch(ids[0]) : [],
+			contextEntries: m.buildContextEntries(),
+			projection: m.buildSessionProjection(),
+			context: m.buildSessionContext(),
+			sessionName: m.getSessionName(),
+			entryCount: m.getEntryCount(),
+			labels: ids.map((id: string) => m.getLabel(id)),
+			children: ids.map((id: string) => m.getChildren(id)),
+			byId: ids.map((id: string) => m.getEntry(id)),
+		};
+	};
+	assert.deepStrictEqual(reads(mirror), reads(pi), `after ${step}`);
+	assert.equal(mirror.getSessionId(), pi.getSessionId());
+	assert.equal(mirror.getSessionFile(), pi.getSessionFile());
+}
+
+/** pi's own SessionManager, in another process, appends `count` messages to `file`. */
+function piAppends(file: string, count: number): void {
+	const script = `
+		const { SessionManager } = await import(${JSON.stringify(piModule.href)});
+		const m = SessionManager.open(${JSON.stringify(file)});
+		for (let i = 0; i < ${count}; i++) m.appendMessage({ role: "user", content: "from another pi " + i, timestamp: 1 });
+	`;
+	const result = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8" });
+	assert.equal(result.status, 0, result.stderr);
+}
+
+/** Resolves once the mirror holds `count` entries (the watch delivers another process's appends). */
+async function untilCount(mirror: MirroredSession, count: number): Promise<void> {
+	if (mirror.getEntryCount() >= count) return;
+	await new Promise<void>((resolve) => {
+		const off = mirror.remote.on("changed", () => {
+			queueMicrotask(() => {
+				if (mirror.getEntryCount() >= count) {
+					off();
+					resolve();
+				}
+			});
+		});
+	});
+	await mirror.ready();
+}
+
+describe("MirroredSession", () => {
+	it("answers every read as pi does after own writes, another process's appends, and a resync after a lost change", async () => {
+		const file = writePiSession(tempDir());
+		const remote = await client.openSession(file, { watch: true });
+		const mirror = await MirroredSession.attach(remote);
+		assertMirrorIsPi(mirror, file, "open");
+
+		await remote.appendMessage(userMessage("own question"));
+		assertMirrorIsPi(mirror, file, "appendMessage");
+		await remote.branch(IDS.a1);
+		assertMirrorIsPi(mirror, file, "branch");
+		await remote.appendMessage(assistantMessage("an answer on a new branch"));
+		await remote.appendLabelChange(IDS.u1, "the start");
+		assertMirrorIsPi(mirror, file, "appendLabelChange");
+		await remote.appendCompaction("what happened so far", IDS.a1, 1234);
+		assertMirrorIsPi(mirror, file, "appendCompaction");
+		await remote.appendCustomMessageEntry("note", "hidden context", false, { why: "test" });
+		await remote.appendCustomEntry("state", { n: 1 });
+		await remote.appendThinkingLevelChange("high");
+		await remote.appendModelChange("openai", "gpt-test");
+		assertMirrorIsPi(mirror, file, "custom entries, thinking level and model");
+		await remote.appendContextEdit(IDS.a1, { content: "an edited answer" });
+		assertMirrorIsPi(mirror, file, "appendContextEdit");
+		await remote.branchWithSummary(IDS.u1, "the branch left behind");
+		await remote.appendSessionInfo("mirrored");
+		await remote.appendLabelChange(IDS.u1, undefined);
+		assertMirrorIsPi(mirror, file, "branchWithSummary, name, label cleared");
+
+		const before = mirror.getEntryCount();
+		piAppends(file, 3);
+		await untilCount(mirror, before + 3);
+		assertMirrorIsPi(mirror, file, "three appends by pi in another process");
+
+		client[kTestHooks].dropSessionChanged = 1;
+		await remote.appendMessage(userMessage("its notification is lost"));
+		await remote.appendMessage(userMessage("this one reveals the gap"));
+		await mirror.ready();
+		assert.equal(mirror.snapshotCount, 2, "the gap was repaired by a fresh snapshot");
+		assertMirrorIsPi(mirror, file, "the resync after a lost notification");
+
+		await remote.resetLeaf();
+		assertMirrorIsPi(mirror, file, "resetLeaf");
+		await remote.appendMessage(userMessage("a second root"));
+		assertMirrorIsPi(mirror, file, "an append after resetLeaf");
+		await mirror.close();
+	});
+
+	it("follows the handle to a new session after newSession and setSessionFile", async () => {
+		const dir = tempDir();
+		const file = writePiSession(dir);
+		const remote = await client.openSession(file);
+		const mirror = await MirroredSession.attach(remote);
+		await remote.newSession();
+		await mirror.ready();
+		assert.deepEqual(mirror.getEntries(), []);
+		assert.equal(mirror.getHeader()?.id, mirror.getSessionId());
+		await remote.setSessionFile(file);
+		await mirror.ready();
+		assertMirrorIsPi(mirror, file, "setSessionFile back to the first file");
+		await mirror.close();
+	});
+});
+

@@ -1,0 +1,136 @@
+// The drop-in against pi's own SessionManager, in one process: the same operations on a persisted session give the
+// same return values and reads (ids and times aside, which pi-sessiond makes), the live instance equals pi's live
+// instance value for value (undefined members included: entries are rebuilt in pi's in-memory shape), and listings
+// of one directory are identical, Dates and all; and the module has every export and public method of pi's.
+import { deepStrictEqual, equal, ok, throws } from "node:assert/strict";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { normalise, PiSessionManager, readsOfManager } from "./lib.mjs";
+
+const { SessionManager: DropIn, buildSessionContext } = await import(new URL("../../clients/typescript/dist/pi/index.js", import.meta.url).href);
+
+const user = (text) => ({ role: "user", content: text, timestamp: 1 });
+const assistant = (text) => ({ role: "assistant", content: [{ type: "text", text }], provider: "p", model: "m", usage: { input: 1 }, timestamp: 2 });
+
+/** A scenario over every mutation; returns what each step returned and the reads after it. */
+function scenario(Manager, dir) {
+	const log = [];
+	const m = Manager.create("/work/project", dir);
+	const step = (name, f) => {
+		let value;
+		try {
+			value = f();
+		} catch (error) {
+			value = { error: error.message };
+		}
+		log.push({ name, value, ...readsOfManager(m) });
+		return value;
+	};
+	step("model", () => m.appendModelChange("p", "m"));
+	step("thinking", () => m.appendThinkingLevelChange("high"));
+	const u1 = step("user", () => m.appendMessage(user("first")));
+	const a1 = step("assistant", () => m.appendMessage(assistant("answer")));
+	step("label", () => m.appendLabelChange(u1, "start"));
+	step("custom", () => m.appendCustomEntry("state", { n: 1 }));
+	step("custom without data", () => m.appendCustomEntry("bare"));
+	step("custom message", () => m.appendCustomMessageEntry("note", "hidden", false));
+	step("usage", () => m.appendUsage("cache_warm", "p", "m", { input: 3 }, ""));
+	step("context edit", () => m.appendContextEdit(a1, { content: "edited" }));
+	step("context edit off the branch", () => m.appendContextEdit("nope", null));
+	step("compaction", () => m.appendCompaction("summary", u1, 10));
+	step("branch", () => m.branch(u1));
+	step("branch to nothing", () => m.branch("missing"));
+	step("after branch", () => m.appendMessage(user("second branch")));
+	step("branch summary", () => m.branchWithSummary(a1, "left", { why: 1 }));
+	step("name", () => m.appendSessionInfo("  a\nname  "));
+	step("clear label", () => m.appendLabelChange(u1, undefined));
+	step("reset leaf", () => m.resetLeaf());
+	step("new root", () => m.appendMessage(user("another root")));
+	step("branched session", () => m.createBranchedSession(a1));
+	step("in the branched session", () => m.appendMessage(user("after branching")));
+	step("new session", () => m.newSession({ parentSession: "/x.jsonl" }));
+	step("in the new session", () => m.appendMessage(user("fresh")));
+	return log;
+}
+
+test("the drop-in returns and reads what pi's SessionManager returns and reads, step by step", () => {
+	const pi = scenario(PiSessionManager, mkdtempSync(join(tmpdir(), "dropin-pi-")));
+	const ours = scenario(DropIn, mkdtempSync(join(tmpdir(), "dropin-ours-")));
+	equal(ours.length, pi.length);
+	for (let i = 0; i < pi.length; i++) deepStrictEqual(normalise(ours[i]), normalise(pi[i]), pi[i].name);
+});
+
+test("the drop-in's entries are pi's in-memory objects: the caller's message, undefined members kept", () => {
+	const m = DropIn.create("/work/project", mkdtempSync(join(tmpdir(), "dropin-shape-")));
+	const message = user("kept as given");
+	const id = m.appendMessage(message);
+	equal(m.getEntry(id).message, message, "the same object, as pi keeps it");
+	const custom = m.getEntry(m.appendCustomEntry("bare"));
+	deepStrictEqual(Object.keys(custom), ["type", "customType", "data", "id", "parentId", "timestamp"]);
+	throws(() => m.appendLabelChange("missing", "x"), /Entry missing not found/);
+	equal(buildSessionContext(m.getEntries()).messages[0], message);
+});
+
+test("list and listAll of one directory are pi's, Dates and key order included", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "dropin-list-"));
+	for (const cwd of ["/work/a", "/work/b"]) {
+		const m = PiSessionManager.create(cwd, dir);
+		m.appendMessage(user(`hello from ${cwd}`));
+		m.appendMessage(assistant("hi"));
+		m.appendSessionInfo(cwd === "/work/a" ? "named" : "");
+	}
+	deepStrictEqual(await DropIn.listAll(dir), await PiSessionManager.listAll(dir));
+	deepStrictEqual(await DropIn.list("/work/a", dir), await PiSessionManager.list("/work/a", dir));
+	deepStrictEqual(DropIn.findById("/work/a", (await PiSessionManager.list("/work/a", dir))[0].id, dir), (await PiSessionManager.list("/work/a", dir))[0].path);
+});
+
+test("the drop-in module exports everything pi's session-manager module exports", async () => {
+	const piModule = await import(new URL("./node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js", import.meta.url).href);
+	const ours = await import(new URL("../../clients/typescript/dist/pi/index.js", import.meta.url).href);
+	for (const name of Object.keys(piModule)) equal(typeof ours[name], typeof piModule[name], name);
+	for (const name of Object.getOwnPropertyNames(PiSessionManager)) {
+		if (!["length", "name", "prototype"].includes(name)) equal(typeof DropIn[name], typeof PiSessionManager[name], `static ${name}`);
+	}
+	// pi's declarations say which members are private (its internals); every other one must be there.
+	const declarations = readFileSync(new URL("./node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.d.ts", import.meta.url), "utf8");
+	const privates = new Set([...declarations.matchAll(/^\s+private (\w+)/gm)].map((m) => m[1]));
+	ok(privates.has("_appendEntry"), "pi's private members were found");
+	for (const name of Object.getOwnPropertyNames(PiSessionManager.prototype)) {
+		if (privates.has(name)) continue;
+		const inherited = (proto) => (proto ? Object.getOwnPropertyNames(proto).includes(name) || inherited(Object.getPrototypeOf(proto)) : false);
+		equal(inherited(DropIn.prototype), true, `method ${name}`);
+	}
+});
+
+test("a refused write says why: another process's appends (then a retry goes on after them), or a file gone", () => {
+	const dir = mkdtempSync(join(tmpdir(), "dropin-refused-"));
+	const m = DropIn.create("/work/project", dir);
+	m.appendMessage(user("mine"));
+	const file = m.getSessionFile();
+	const other = PiSessionManager.open(file, dir);
+	const theirs = other.appendMessage(user("pi, without the sidecar"));
+	throws(() => m.appendMessage(user("refused")), (e) => e.kind === "content_modified" && /appended to by another process/.test(e.message));
+	ok(m.getEntry(theirs), "the other process's entry joined the session");
+	m.appendMessage(user("retried"));
+
+	renameSync(file, `${file}.aside`);
+	mkdirSync(file);
+	throws(
+		() => m.appendMessage(user("nowhere to go")),
+		(e) => e.kind === "content_modified" && !/appended to/.test(e.message) && e.message.includes(file),
+	);
+});
+
+test("in-memory session ids are UUID v7s of the current time that sort in the order they were made, as pi's", () => {
+	const before = Date.now();
+	const ids = Array.from({ length: 3000 }, () => DropIn.inMemory("/work").getSessionId());
+	const after = Date.now();
+	for (const id of ids) ok(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id), id);
+	deepStrictEqual([...ids].sort(), ids, "made in order, sorted in order");
+	equal(new Set(ids).size, ids.length);
+	const ms = (id) => Number.parseInt(id.replaceAll("-", "").slice(0, 12), 16);
+	// Within a millisecond the counter may carry into the next, so the last id can run a little ahead of the clock.
+	ok(ms(ids[0]) >= before && ms(ids.at(-1)) <= after + ids.length / 2048 + 1, `${ms(ids[0])}..${ms(ids.at(-1))} vs ${before}..${after}`);
+});

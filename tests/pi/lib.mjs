@@ -1,0 +1,217 @@
+// Helpers for the real-pi tests: run pi 1.6.0 (Node 22, faux provider) in RPC or print mode, with or without the
+// pi-sessiond-client/register hook, in a throwaway HOME and agent directory; and read session files back with
+// pi's own SessionManager, ids and timestamps replaced by their order of appearance, so two runs compare equal.
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const piCli = fileURLToPath(new URL("./node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js", import.meta.url));
+export const register = fileURLToPath(new URL("../../clients/typescript/dist/pi/register.js", import.meta.url));
+export const faux = fileURLToPath(new URL("./fixtures/faux.ts", import.meta.url));
+const piModule = new URL("./node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js", import.meta.url);
+
+/** pi's own SessionManager (the published module, never the drop-in). */
+export const { SessionManager: PiSessionManager } = await import(piModule.href);
+
+/**
+ * A fresh HOME, agent directory (with settings) and working directory (`cwd` if given: the cwd is in pi's system
+ * prompt and so in the token counts the faux provider reports, so runs that must compare equal share one).
+ */
+export function sandbox(name, cwd) {
+	const root = mkdtempSync(join(tmpdir(), `pi-real-${name}-`));
+	for (const dir of ["home", "agent", "cwd"]) mkdirSync(join(root, dir), { recursive: true });
+	// Keep little of the history at a compaction, so a short scripted session has something to compact.
+	writeFileSync(join(root, "agent", "settings.json"), `${JSON.stringify({ compaction: { keepRecentTokens: 20 } })}\n`);
+	return { root, home: join(root, "home"), agentDir: join(root, "agent"), cwd: cwd ?? join(root, "cwd") };
+}
+
+function env(box) {
+	return { ...process.env, HOME: box.home, PI_CODING_AGENT_DIR: box.agentDir, PI_OFFLINE: "1", NO_COLOR: "1" };
+}
+
+function argv(sessiond, args, extensions = []) {
+	return [...(sessiond ? ["--import", register] : []), piCli, "-e", faux, ...extensions.flatMap((e) => ["-e", e]), "--model", "faux/faux-1", ...args];
+}
+
+/** pi in print mode: resolves with its exit code and output. */
+export function printPi(box, { sessiond, args }) {
+	return new Promise((resolve) => {
+		const child = spawn(process.execPath, argv(sessiond, ["-p", ...args]), { cwd: box.cwd, env: env(box), stdio: ["ignore", "pipe", "pipe"] });
+		let stdout = "";
+		let stderr = "";
+		child.stdout.on("data", (d) => (stdout += d));
+		child.stderr.on("data", (d) => (stderr += d));
+		child.on("close", (code) => resolve({ code, stdout, stderr }));
+	});
+}
+
+/** pi in RPC mode, driven one command at a time. */
+export class RpcPi {
+	constructor(box, { sessiond, args = [], extensions = [] }) {
+		this.child = spawn(process.execPath, argv(sessiond, ["--mode", "rpc", ...args], extensions), {
+			cwd: box.cwd,
+			env: env(box),
+			stdio: ["pipe", "pipe", "pipe"],
+		});
+		this.widgets = [];
+		this.widgetWaiters = [];
+		this.pid = this.child.pid;
+		this.nextId = 0;
+		this.waiters = new Map();
+		this.settled = [];
+		this.stderr = "";
+		this.exited = new Promise((resolve) => this.child.on("close", (code) => resolve(code)));
+		this.child.stderr.on("data", (d) => (this.stderr += d));
+		let partial = "";
+		this.child.stdout.on("data", (chunk) => {
+			const lines = (partial + chunk).split("\n");
+			partial = lines.pop() ?? "";
+			for (const line of lines) if (line.trim()) this.onLine(JSON.parse(line));
+		});
+	}
+
+	onLine(message) {
+		if (message.type === "response" && this.waiters.has(message.id)) {
+			this.waiters.get(message.id)(message);
+			this.waiters.delete(message.id);
+		} else if (message.type === "agent_settled") {
+			this.settled.shift()?.();
+		} else if (message.type === "extension_ui_request" && message.method === "setWidget") {
+			this.widgets.push(message);
+			for (const waiter of this.widgetWaiters.splice(0)) waiter();
+		}
+	}
+
+	/** Sends a command and resolves with its response; rejects on `success: false`. */
+	async command(command) {
+		const id = String(++this.nextId);
+		const response = await new Promise((resolve) => {
+			this.waiters.set(id, resolve);
+			this.child.stdin.write(`${JSON.stringify({ id, ...command })}\n`);
+		});
+		if (!response.success) throw new Error(`pi ${command.type}: ${response.error}\n${this.stderr}`);
+		return response.data;
+	}
+
+	/**
+	 * Sends a prompt and resolves once the agent has settled (the turn, its tool calls and its writes are done), or
+	 * at once for an extension command, which pi has run by the time it answers.
+	 */
+	async prompt(message) {
+		let resolveSettled;
+		const settled = new Promise((resolve) => (resolveSettled = resolve));
+		this.settled.push(resolveSettled);
+		const { disposition } = await this.command({ type: "prompt", message });
+		if (disposition !== "started") {
+			this.settled = this.settled.filter((r) => r !== resolveSettled);
+			return;
+		}
+		await settled;
+	}
+
+	/**
+	 * Resolves with the first widget update (an extension's `setWidget`) at or after index `from` of `widgets`
+	 * whose lines satisfy `test`.
+	 */
+	async widget(test, from = 0) {
+		for (let seen = from; ; ) {
+			while (seen < this.widgets.length) {
+				const w = this.widgets[seen++];
+				if (test(w.widgetLines ?? [])) return w.widgetLines;
+			}
+			await new Promise((resolve) => this.widgetWaiters.push(resolve));
+		}
+	}
+
+	/** Ends pi (end of input) and resolves with its exit code. */
+	close() {
+		this.child.stdin.end();
+		return this.exited;
+	}
+}
+
+/** Every session file under `agentDir`, oldest header first. */
+export function sessionFiles(agentDir) {
+	const root = join(agentDir, "sessions");
+	const files = [];
+	for (const dir of readdirSync(root)) {
+		const full = join(root, dir);
+		if (!statSync(full).isDirectory()) continue;
+		for (const file of readdirSync(full)) if (file.endsWith(".jsonl")) files.push(join(full, file));
+	}
+	const header = (f) => PiSessionManager.open(f).getHeader().timestamp;
+	return files.sort((a, b) => header(a).localeCompare(header(b)));
+}
+
+/** Every read pi's SessionManager has (of pi's own class or the drop-in), at its leaf. */
+export function readsOfManager(m) {
+	return {
+		header: m.getHeader(),
+		entries: m.getEntries(),
+		leafId: m.getLeafId(),
+		leafEntry: m.getLeafEntry(),
+		tree: m.getTree(),
+		branch: m.getBranch(),
+		contextEntries: m.buildContextEntries(),
+		projection: m.buildSessionProjection(),
+		context: m.buildSessionContext(),
+		sessionName: m.getSessionName(),
+		entryCount: m.getEntryCount(),
+	};
+}
+
+/** pi's reads of a file (its own SessionManager, opened fresh). */
+export function readsOf(file) {
+	return readsOfManager(PiSessionManager.open(file));
+}
+
+/**
+ * `value` with what differs between two runs of one script replaced by stable names: entry ids, session ids and
+ * session file paths by their order of first appearance, and every `timestamp` and `durationMs` (time) by "T".
+ */
+export function normalise(value, names = new Map()) {
+	const name = (s, kind) => {
+		if (!names.has(s)) names.set(s, `${kind}${names.size + 1}`);
+		return names.get(s);
+	};
+	const walk = (v, key) => {
+		if (key === "timestamp" || key === "labelTimestamp" || key === "durationMs") return "T";
+		if (typeof v === "string") {
+			if (/^[0-9a-f]{8}$/.test(v) || names.has(v)) return name(v, "id");
+			if (/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-/.test(v)) return name(v, "session");
+			if (v.endsWith(".jsonl")) return name(v, "file");
+			return v;
+		}
+		if (Array.isArray(v)) return v.map((x) => walk(x));
+		if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x, k)]));
+		return v;
+	};
+	return walk(value);
+}
+
+/**
+ * A copy of one of the client's examples inside this package, so its imports (`@earendil-works/pi-coding-agent`,
+ * `pi-sessiond-client`) resolve to what is installed here; `edit` may change its text first.
+ */
+export function exampleCopy(relative, name, edit = (text) => text) {
+	const source = fileURLToPath(new URL(`../../clients/typescript/examples/${relative}`, import.meta.url));
+	const dir = join(fileURLToPath(new URL(".", import.meta.url)), ".run");
+	mkdirSync(dir, { recursive: true });
+	const target = join(dir, name);
+	writeFileSync(target, edit(readFileSync(source, "utf8")));
+	return target;
+}
+
+/** Runs a node script with pi's environment for `box`; resolves with its exit code and output. */
+export function runNode(box, script, args) {
+	return new Promise((resolve) => {
+		const child = spawn(process.execPath, [script, ...args], { cwd: box.cwd, env: env(box), stdio: ["ignore", "pipe", "pipe"] });
+		let stdout = "";
+		let stderr = "";
+		child.stdout.on("data", (d) => (stdout += d));
+		child.stderr.on("data", (d) => (stderr += d));
+		child.on("close", (code) => resolve({ code, stdout, stderr }));
+	});
+}

@@ -1,0 +1,114 @@
+// Real pi 1.6.0, unchanged, run with its own SessionManager and on pi-sessiond (node --import
+// pi-sessiond-client/register): the same scripted session (tool calls, a branch with a summary, a compaction, a
+// name, /fork, /resume, /new) must leave files that pi's own SessionManager reads identically, ids and timestamps
+// aside (issue 14). And two pi processes on one session on pi-sessiond: the second is refused, naming the first,
+// and the file is never interleaved (pi #8177, #8300, #8334, #8848, #9596).
+import { deepStrictEqual, equal, match, notEqual, ok } from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { exampleCopy, normalise, printPi, readsOf, RpcPi, runNode, sandbox, sessionFiles } from "./lib.mjs";
+
+/** The script: what a user does in one pi session, through pi's RPC commands and an extension command. */
+async function script(pi) {
+	await pi.prompt("hello");
+	await pi.prompt("run echo hi from bash");
+	await pi.prompt("read notes.txt");
+	const { entries } = await pi.command({ type: "get_entries" });
+	const firstAnswer = entries.find((e) => e.type === "message" && e.message.role === "assistant");
+	await pi.prompt(`/goto ${firstAnswer.id}`);
+	await pi.prompt("after the branch");
+	await pi.command({ type: "compact" });
+	await pi.prompt("after compaction");
+	await pi.command({ type: "set_session_name", name: "scripted session" });
+	const main = (await pi.command({ type: "get_state" })).sessionFile;
+	const later = (await pi.command({ type: "get_entries" })).entries;
+	const forkPoint = later.find((e) => e.type === "message" && e.message.role === "user" && e.message.content?.[0]?.text === "after the branch");
+	ok(forkPoint, "the user message to fork from");
+	await pi.command({ type: "fork", entryId: forkPoint.id });
+	await pi.prompt("in the fork");
+	await pi.command({ type: "switch_session", sessionPath: main });
+	await pi.prompt("resumed");
+	await pi.command({ type: "new_session" });
+	await pi.prompt("fresh start");
+	return main;
+}
+
+async function runScript(name, sessiond, cwd) {
+	const box = sandbox(name, cwd);
+	writeFileSync(join(box.cwd, "notes.txt"), "remember the milk\n");
+	const pi = new RpcPi(box, { sessiond });
+	const main = await script(pi);
+	equal(await pi.close(), 0, pi.stderr);
+	const files = sessionFiles(box.agentDir);
+	return { box, main, files, reads: normalise(files.map(readsOf)) };
+}
+
+test("a scripted pi session leaves files pi reads the same with its own manager and on pi-sessiond", async () => {
+	const cwd = mkdtempSync(join(tmpdir(), "pi-real-cwd-"));
+	const own = await runScript("own", false, cwd);
+	const delegated = await runScript("sessiond", true, cwd);
+	equal(own.files.length, 3, "the session, its fork and the new session");
+	equal(delegated.files.length, 3);
+	deepStrictEqual(delegated.reads, own.reads);
+	const types = new Set(own.reads.flatMap((r) => r.entries.map((e) => e.type)));
+	for (const type of ["message", "branch_summary", "compaction", "label", "session_info", "model_change", "thinking_level_change"]) {
+		ok(types.has(type), `the script wrote a ${type} entry`);
+	}
+});
+
+test("a second pi on a session pi-sessiond holds for the first is refused, naming the first, and writes nothing", async () => {
+	const box = sandbox("two");
+	const first = new RpcPi(box, { sessiond: true });
+	await first.prompt("hello from the first pi");
+	const file = (await first.command({ type: "get_state" })).sessionFile;
+	const before = readFileSync(file, "utf8");
+
+	const second = await printPi(box, { sessiond: true, args: ["--session", file, "hello from the second pi"] });
+	notEqual(second.code, 0, "the second pi fails");
+	match(second.stdout + second.stderr, new RegExp(`being written by process ${first.pid}\\b`));
+	equal(readFileSync(file, "utf8"), before, "the file is exactly as the first pi left it");
+
+	await first.prompt("the first pi goes on");
+	equal(await first.close(), 0, first.stderr);
+	const texts = readsOf(file).entries.flatMap((e) => (e.type === "message" && e.message.role === "user" ? [e.message.content[0].text] : []));
+	deepStrictEqual(texts, ["hello from the first pi", "the first pi goes on"]);
+});
+
+test("pi's SDK with the drop-in writes the session pi's SDK writes with its own manager", async () => {
+	const cwd = mkdtempSync(join(tmpdir(), "pi-real-sdk-cwd-"));
+	const runs = [];
+	for (const [name, edit] of [
+		["own", (text) => text.replace('from "pi-sessiond-client/pi"', 'from "@earendil-works/pi-coding-agent"')],
+		["sessiond", (text) => text],
+	]) {
+		const box = sandbox(`sdk-${name}`, cwd);
+		const script = exampleCopy("pi-sdk/index.mjs", `sdk-${name}.mjs`, edit);
+		const result = await runNode(box, script, ["--faux", "hello", "run echo from the sdk", "bye"]);
+		equal(result.code, 0, result.stderr);
+		match(result.stdout, /done: bash/);
+		runs.push(normalise(sessionFiles(box.agentDir).map(readsOf)));
+	}
+	equal(runs[0].length, 1);
+	deepStrictEqual(runs[1], runs[0]);
+});
+
+test("the example extension shows the tree around the leaf inside real pi, from the first message on", async () => {
+	const box = sandbox("extension");
+	const extension = exampleCopy("pi-extension/index.ts", "extension.ts");
+	const pi = new RpcPi(box, { sessiond: false, extensions: [extension] });
+	// Before the first message pi has not written the session file yet.
+	await pi.prompt("/sessiond tree");
+	await pi.widget((lines) => lines[0] === "(the tree appears with the first message)");
+	await pi.prompt("first question");
+	const drawn = await pi.widget((lines) => lines.some((l) => l.includes("first question")));
+	ok(drawn.some((l) => l.includes("← leaf")), drawn.join("\n"));
+	ok(drawn.length <= 10, "pi shows at most 10 lines of a widget");
+	const mark = pi.widgets.length;
+	await pi.prompt("second question");
+	// pi's own appends reach the extension's watched mirror and the tree is drawn again from it.
+	const redrawn = await pi.widget((lines) => lines.some((l) => l.includes("echo: second question ← leaf")), mark);
+	ok(redrawn.some((l) => l.includes("first question")), redrawn.join("\n"));
+	equal(await pi.close(), 0, pi.stderr);
+});
