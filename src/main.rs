@@ -390,7 +390,11 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
     match command {
         Command::Ls { cwd, dir, all } if global.catalog.is_some() => {
             let url = global.catalog.as_deref().unwrap_or_default();
-            Ok(pi_sessiond::team::cli::ls(url, cwd.as_deref(), dir.as_deref(), all, &mut std::io::stdout()) as u8)
+            let request = cli::ls::LsRequest { cwd, dir, all };
+            let mut screen = paged(&style);
+            let status = pi_sessiond::team::cli::ls(url, &request, json, &style, &mut screen.writer());
+            screen.finish();
+            Ok(status as u8)
         }
         Command::Push { postgres, machine, watch, poll_ms } => {
             let poll = std::time::Duration::from_millis(poll_ms.max(1));

@@ -96,29 +96,55 @@ fn connect_and_lock(target: &Target, machine: &str) -> super::db::DbResult<postg
 }
 
 /// `pi-sessiond --catalog URL ls [--cwd C] [--dir D] [--all] [--json]`: pi's `list`/`listAll` across every
-/// machine, each session with its `machine`.
-pub fn ls(url: &str, cwd: Option<&str>, dir: Option<&str>, all: bool, out: &mut dyn Write) -> i32 {
+/// machine. With `json`, pi's listing with a `machine` member in each session; else the command line's table of
+/// sessions, one per machine under its name.
+pub fn ls(
+    url: &str,
+    request: &crate::cli::ls::LsRequest,
+    json: bool,
+    style: &crate::cli::output::Style,
+    out: &mut dyn Write,
+) -> i32 {
     let mut catalog = match Target::from_env(url).and_then(|t| TeamCatalog::open(&t)) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let sessions = if all {
-        catalog.list_all(dir, true)
+    let sessions = if request.all {
+        catalog.list_all(request.dir.as_deref(), true)
     } else {
-        let cwd = cwd.map(str::to_owned).unwrap_or_else(crate::session::paths::process_cwd);
-        catalog.list(&cwd, dir, true)
+        let cwd = request.cwd.clone().unwrap_or_else(crate::session::paths::process_cwd);
+        catalog.list(&cwd, request.dir.as_deref(), true)
     };
-    match sessions {
-        Ok(s) => {
-            let mut bytes = listing_json(&s, true);
-            bytes.push(b'\n');
-            if out.write_all(&bytes).is_err() {
-                return 2;
-            }
-            0
-        }
-        Err(e) => fail(e),
+    let sessions = match sessions {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    if json {
+        let mut bytes = listing_json(&sessions, true);
+        bytes.push(b'\n');
+        return if out.write_all(&bytes).is_ok() { 0 } else { 2 };
     }
+    if sessions.is_empty() {
+        eprintln!("no sessions in the team catalog for this scope");
+        return 0;
+    }
+    // The listing is in pi's order across machines; the table groups it by machine, each in that order.
+    let mut machines: Vec<&str> = sessions.iter().map(|s| s.machine.as_str()).collect();
+    machines.sort_unstable();
+    machines.dedup();
+    for (i, machine) in machines.into_iter().enumerate() {
+        let mine: Vec<_> = sessions.iter().filter(|s| s.machine == machine).map(|s| s.listed.clone()).collect();
+        let heading = format!("{}{machine}:\n", if i == 0 { "" } else { "\n" });
+        if out.write_all(heading.as_bytes()).is_err() {
+            return 2;
+        }
+        match crate::cli::ls::print(&mine, false, style, out) {
+            Ok(0) => {}
+            Ok(status) => return i32::from(status),
+            Err(failure) => return i32::from(failure.report(false)),
+        }
+    }
+    0
 }
 
 /// `pi-sessiond --catalog URL search QUERY …`: the search across every machine; with `json`, the shape of

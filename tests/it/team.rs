@@ -161,6 +161,19 @@ fn a_search_finds_a_phrase_from_either_machine_and_says_which() {
     }
     let none = json(&run_search(&["--catalog", &url, "search", "--json", "\"checkout bugs galore\""]));
     assert_eq!(none, Json::Array(Vec::new()));
+    // For a person, ls is the command line's table, one per machine under its name.
+    let table = run(&["--catalog", &url, "ls", "--all"]);
+    let lines: Vec<&str> = table.lines().collect();
+    let at = |heading: &str| lines.iter().position(|l| *l == heading).unwrap_or_else(|| panic!("{heading}\n{table}"));
+    let (ci, laptop) = (at("ci:"), at("laptop:"));
+    assert!(ci < laptop, "machines by name:\n{table}");
+    let ci_rows = &lines[ci..laptop];
+    assert!(
+        ci_rows.iter().any(|l| l.contains("the Checkout Bug came back on ci") && l.contains("bbbb2222")),
+        "{table}"
+    );
+    assert!(ci_rows.iter().any(|l| l.contains("cccc3333")), "{table}");
+    assert!(lines[laptop..].iter().any(|l| l.contains("we fixed the checkout bug today") && l.contains("aaaa1111")));
 }
 
 /// A fresh database, and a temporary directory with the path of an agent directory in it (not yet made).
