@@ -399,7 +399,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
         Command::Push { postgres, machine, watch, poll_ms } => {
             let poll = std::time::Duration::from_millis(poll_ms.max(1));
             let out = &mut std::io::stdout();
-            Ok(pi_sessiond::team::cli::push(&agent_dir, &postgres, machine.as_deref(), watch, poll, out) as u8)
+            Ok(pi_sessiond::team::cli::push(&agent_dir, &postgres, machine.as_deref(), watch, poll, json, out) as u8)
         }
         Command::Ls { cwd, dir, all } => {
             let request = cli::ls::LsRequest { cwd, dir, all };

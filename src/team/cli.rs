@@ -5,16 +5,23 @@ use std::io::Write;
 use std::time::Duration;
 
 use super::catalog::{listing_json, TeamCatalog};
-use super::db::Target;
+use super::db::{DbError, Target};
 use super::push::{self, PushOptions, PushReport};
 use crate::catalog::search::search_hit_json;
 use crate::catalog::search::Scope;
+use crate::cli::output::{Failure, FailureKind};
 use crate::session::json::{Json, Object};
+use crate::session::ErrorKind;
 
-/// The command line's exit status for an error (as every command: 0 done, 1 `search` found nothing, 2 an error).
-fn fail(e: impl std::fmt::Display) -> i32 {
-    eprintln!("pi-sessiond: {e}");
-    i32::from(crate::cli::output::EXIT_ERROR)
+/// Reports a team failure as every command reports its failures (with `json`, `{"error": {"kind", "message"}}` on
+/// stdout, else one line on stderr) and returns the exit status for an error.
+fn fail(e: DbError, json: bool) -> i32 {
+    let kind = match &e {
+        DbError::Config(_) => FailureKind::Session(ErrorKind::InvalidParams),
+        DbError::File { .. } => FailureKind::Session(ErrorKind::IoError),
+        _ => FailureKind::CatalogUnavailable,
+    };
+    i32::from(Failure::new(kind, e.to_string()).report(json))
 }
 
 fn report_json(machine: &str, r: &PushReport) -> String {
@@ -38,11 +45,12 @@ pub fn push(
     machine: Option<&str>,
     watch: bool,
     poll: Duration,
+    json: bool,
     out: &mut dyn Write,
 ) -> i32 {
     let target = match Target::from_env(url) {
         Ok(t) => t,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e, json),
     };
     let options = PushOptions {
         machine: machine.map(str::to_owned).unwrap_or_else(push::host_name),
@@ -51,7 +59,7 @@ pub fn push(
     // The first connection's faults (a wrong URL, a refused login, a newer schema) end the command at once.
     let mut client = match connect_and_lock(&target, &options.machine) {
         Ok(c) => c,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e, json),
     };
     let mut print = |r: &PushReport| {
         let _ = writeln!(out, "{}", report_json(&options.machine, r));
@@ -60,7 +68,7 @@ pub fn push(
     if !watch {
         return match push::push_once(&mut client, &target, &options).map(|r| print(&r)) {
             Ok(()) => 0,
-            Err(e) => fail(e),
+            Err(e) => fail(e, json),
         };
     }
     // A watching push outlives its connection: a laptop that sleeps or changes networks, a database restarted. When
@@ -69,7 +77,7 @@ pub fn push(
     loop {
         let Err(e) = push::watch(&mut client, &target, &options, poll, &|| true, &mut print) else { return 0 };
         if !client.is_closed() {
-            return fail(e);
+            return fail(e, json);
         }
         tracing::warn!("team database: {e}; connecting again");
         let mut wait = Duration::from_secs(1);
@@ -107,7 +115,7 @@ pub fn ls(
 ) -> i32 {
     let mut catalog = match Target::from_env(url).and_then(|t| TeamCatalog::open(&t)) {
         Ok(c) => c,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e, json),
     };
     let sessions = if request.all {
         catalog.list_all(request.dir.as_deref(), true)
@@ -117,7 +125,7 @@ pub fn ls(
     };
     let sessions = match sessions {
         Ok(s) => s,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e, json),
     };
     if json {
         let mut bytes = listing_json(&sessions, true);
@@ -152,12 +160,15 @@ pub fn ls(
 pub fn search(url: &str, request: &crate::cli::search::SearchRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
     let mut catalog = match Target::from_env(url).and_then(|t| TeamCatalog::open(&t)) {
         Ok(c) => c,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e, json),
     };
     let scope = Scope { cwd: request.cwd, session_dir: request.dir };
     let hits = match catalog.search(request.query, scope, request.roles.as_deref(), request.limit) {
         Ok(h) => h,
-        Err(e) => return fail(e),
+        Err(super::catalog::SearchError::Db(e)) => return fail(e, json),
+        Err(e @ super::catalog::SearchError::Query(_)) => {
+            return i32::from(Failure::invalid(e.to_string()).report(json));
+        }
     };
     let text = if json {
         let list: Vec<Json> = hits

@@ -644,10 +644,18 @@ fn a_url_that_asks_for_tls_gets_an_encrypted_connection_and_a_password_is_used_b
     // A wrong password is refused with an error naming the server, and neither password is in it.
     let wrong = "hunter2-wrong";
     let bad = format!("postgresql://{role}:{wrong}@127.0.0.1:{port}/{db}?sslmode=require");
-    let (ok, out, err) = run_env(&["--catalog", &bad, "ls", "--json", "--all"], &trace);
+    let (ok, out, err) = run_env(&["--catalog", &bad, "ls", "--all"], &trace);
     assert!(!ok, "a wrong password was accepted: {out}");
     assert!(err.contains(&format!("{role}@127.0.0.1:{port}/{db}")), "{err}");
     assert!(!err.contains(wrong) && !err.contains(password), "{err}");
+    // With --json the failure is the command line's JSON error on stdout, with the sidecar's kind.
+    let out = Command::new(binary()).args(["--json", "--catalog", &bad, "ls", "--all"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let failure = json(String::from_utf8_lossy(&out.stdout).trim());
+    let error = failure.get("error").expect("an error object");
+    assert_eq!(error.get("kind"), Some(&Json::str("catalog_unavailable")), "{failure:?}");
+    assert!(str_of(error.get("message").unwrap()).contains("password authentication failed"), "{failure:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(wrong));
     let (ok, _, err) = run_env(
         &["--agent-dir", &s(&agent), "push", "--postgres", &bare, "--machine", "m"],
         &[trace[0], ("PGPASSWORD", wrong)],
