@@ -113,3 +113,65 @@ export function turn(i) {
     { role: "toolResult", toolCallId: `call${i}`, toolName: "bash", content: [{ type: "text", text: "a.txt\nb.txt" }], isError: false, timestamp: ts + 2 },
   ];
 }
+
+/**
+ * A PostgreSQL server for the team rows: `initdb` in `dir` (made anew) and `postgres` on a loopback port, run as
+ * `nobody` when this runs as root (initdb refuses root). Returns `{url(db), createDatabase(name), stop()}`.
+ */
+export async function startPostgres(dir) {
+  const { execFileSync, spawn: spawnChild } = await import("node:child_process");
+  const { chownSync, existsSync, mkdirSync, readdirSync, rmSync } = await import("node:fs");
+  const net = await import("node:net");
+  const bindir = (() => {
+    try {
+      return execFileSync("pg_config", ["--bindir"], { encoding: "utf8" }).trim();
+    } catch {
+      const versions = existsSync("/usr/lib/postgresql") ? readdirSync("/usr/lib/postgresql").sort() : [];
+      if (!versions.length) throw new Error("PostgreSQL is not installed (Debian: apt-get install postgresql)");
+      return `/usr/lib/postgresql/${versions.at(-1)}/bin`;
+    }
+  })();
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const asUser = process.getuid() === 0 ? { uid: 65534, gid: 65534 } : {};
+  if (process.getuid() === 0) chownSync(dir, 65534, 65534);
+  const data = `${dir}/data`;
+  execFileSync(`${bindir}/initdb`, ["-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8"], {
+    stdio: "ignore",
+    cwd: dir,
+    ...asUser,
+  });
+  const port = await new Promise((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+  });
+  const server = spawnChild(`${bindir}/postgres`, ["-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1"], {
+    stdio: "ignore",
+    cwd: dir,
+    ...asUser,
+  });
+  const url = (db) => `postgresql://postgres@127.0.0.1:${port}/${db}?sslmode=disable`;
+  const psql = (sql) => execFileSync(`${bindir}/psql`, ["-q", "-d", url("postgres"), "-c", sql], { stdio: "pipe" });
+  for (let i = 0; ; i++) {
+    try {
+      psql("SELECT 1");
+      break;
+    } catch (e) {
+      if (i > 300) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return {
+    url,
+    createDatabase(name) {
+      psql(`DROP DATABASE IF EXISTS ${name}`);
+      psql(`CREATE DATABASE ${name}`);
+      return url(name);
+    },
+    stop() {
+      server.kill("SIGINT");
+    },
+  };
+}

@@ -3,12 +3,12 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
 import { join } from "node:path";
-import { Sidecar, median, piSessionManager, quantile, time, turn } from "./lib.mjs";
+import { Sidecar, median, piSessionManager, quantile, startPostgres, time, turn } from "./lib.mjs";
 import { MirroredSession, spawnSessiond } from "../clients/typescript/dist/index.js";
 
 const args = process.argv.slice(2);
@@ -344,6 +344,103 @@ if (wanted("latency")) {
   row("latency", "RPC round trip, session/appendMessage, p99", undefined, quantile(appends.slice(200), 0.99), "ms");
   row("latency", "external append → session/changed, p50", undefined, median(external), "ms", "another process appends a line to a watched file");
   row("latency", "external append → session/changed, p99", undefined, quantile(external, 0.99), "ms");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+if (wanted("team")) {
+  // The team catalog (docs/team.md): push throughput into a PostgreSQL on this machine, then warm listing and
+  // search from it against the local index, and how soon a watching push makes an append searchable.
+  const [n, bytes] = quick ? [1000, 40e6] : [3000, 300e6];
+  const agent = catalog(n, bytes);
+  process.env.PI_CODING_AGENT_DIR = agent;
+  const cwd = "/home/user/big-project";
+  const phrase = "borrow lifetime";
+  console.error(`team: push ${n} sessions into PostgreSQL`);
+  const pg = await startPostgres(join(data, "postgres"));
+  try {
+    execFileSync("sh", ["-c", `find '${agent}/sessions' -type f -exec cat {} + > /dev/null`]);
+    const pushes = [];
+    let report;
+    for (let r = 0; r < Math.min(reps, 2); r++) {
+      const url = pg.createDatabase(`push${r}`);
+      const [ms, out] = await time(() => execFileSync(bin, ["--agent-dir", agent, "push", "--postgres", url, "--machine", "bench"], { encoding: "utf8" }));
+      report = JSON.parse(out.trim());
+      pushes.push(ms);
+    }
+    const url = pg.url("push0");
+    const pushMs = median(pushes);
+    const mb = report.bytes / 1e6;
+    row("team", `push ${n} sessions (${mb.toFixed(0)} MB, ${report.entries} entries) into an empty database`, undefined, pushMs, "ms", "one machine, PostgreSQL on the same machine");
+    row("team", "push throughput, entries", undefined, `${Math.round(report.entries / (pushMs / 1000))} entries/s`, "");
+    row("team", "push throughput, bytes", undefined, `${(mb / (pushMs / 1000)).toFixed(1)} MB/s`, "");
+    const dbBytes = Number(execFileSync("psql", ["-At", "-d", url, "-c", "SELECT pg_database_size(current_database())"], { encoding: "utf8" }).trim());
+    const sessionBytes = Number(execFileSync("du", ["-sb", join(agent, "sessions")], { encoding: "utf8" }).split("\t")[0]);
+    row("team", `database size for ${n} sessions`, sessionBytes / 1024, dbBytes / 1024, "KiB", "pi column: the sessions themselves");
+    const again = [];
+    for (let r = 0; r < reps; r++) {
+      again.push((await time(() => execFileSync(bin, ["--agent-dir", agent, "push", "--postgres", url, "--machine", "bench"])))[0]);
+    }
+    row("team", `push again, nothing changed (${n} stats)`, undefined, median(again), "ms", "process start included");
+
+    const expected = JSON.parse(JSON.stringify(await SessionManager.list(cwd)));
+    const index = join(data, `index-team-${n}.sqlite`);
+    const local = new Sidecar(bin, ["--agent-dir", agent, "--index", index]);
+    const team = new Sidecar(bin, ["--agent-dir", agent, "--catalog", url]);
+    deepStrictEqual(await local.call("sessions/list", { cwd }), expected);
+    const fromPg = await team.call("sessions/list", { cwd });
+    deepStrictEqual(fromPg.map(({ machine, ...rest }) => rest), expected);
+    await local.call("sessions/search", { query: `"${phrase}"`, cwd, limit: 50 });
+    await team.call("sessions/search", { query: `"${phrase}"`, cwd, limit: 50 });
+    const [pi, [localList, pgList, localSearch, pgSearch]] = await interleaved(
+      reps,
+      async () => (await time(() => SessionManager.list(cwd)))[0],
+      [
+        async () => (await time(() => local.call("sessions/list", { cwd })))[0],
+        async () => (await time(() => team.call("sessions/list", { cwd })))[0],
+        async () => (await time(() => local.call("sessions/search", { query: `"${phrase}"`, cwd, limit: 50 })))[0],
+        async () => (await time(() => team.call("sessions/search", { query: `"${phrase}"`, cwd, limit: 50 })))[0],
+      ],
+    );
+    const piMs = median(pi);
+    row("team", `list ${n} sessions, warm, local index`, piMs, median(localList), "ms", "same result as pi, checked");
+    row("team", `list ${n} sessions, warm, from PostgreSQL`, piMs, median(pgList), "ms", "pi's result plus machine, checked");
+    row("team", `search "${phrase}", warm, local index`, undefined, median(localSearch), "ms", "limit 50");
+    row("team", `search "${phrase}", warm, from PostgreSQL`, undefined, median(pgSearch), "ms", "limit 50, pg_trgm");
+
+    // A watching push, and a host on "another machine" searching through PostgreSQL for a phrase just appended.
+    const watchDir = join(data, "team-watch");
+    rmSync(watchDir, { recursive: true, force: true });
+    const project = join(watchDir, "sessions", "--w--");
+    mkdirSync(project, { recursive: true });
+    const file = join(project, "2026-01-01T00-00-00-000Z_watched.jsonl");
+    writeFileSync(file, JSON.stringify({ type: "session", version: 3, id: "watched", timestamp: "2026-01-01T00:00:00.000Z", cwd: "/w" }) + "\n");
+    const watchUrl = pg.createDatabase("watch");
+    const watcher = spawn(bin, ["--agent-dir", watchDir, "push", "--poll-ms", "60000", "--postgres", watchUrl, "--machine", "laptop", "--watch"], { stdio: ["ignore", "ignore", "inherit"] });
+    const remote = new Sidecar(bin, ["--agent-dir", watchDir, "--catalog", watchUrl]);
+    await new Promise((r) => setTimeout(r, 1000));
+    const seen = [];
+    for (let i = 0; i < 20; i++) {
+      const word = `zebra${i}x${Date.now()}`;
+      const line = { type: "message", id: `w${String(i).padStart(7, "0")}`, parentId: null, timestamp: "2026-01-01T00:00:01.000Z", message: { role: "user", content: `the ${word} moved`, timestamp: 1767225601000 + i } };
+      const t = performance.now();
+      appendFileSync(file, JSON.stringify(line) + "\n");
+      for (;;) {
+        const hits = await remote.call("sessions/search", { query: word });
+        if (hits.length) break;
+        if (performance.now() - t > 30000) throw new Error("a watched append was not pushed within 30 s");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      seen.push(performance.now() - t);
+    }
+    watcher.kill();
+    await remote.close();
+    await local.close();
+    await team.close();
+    row("team", "append on one machine → found by search on another, p50", undefined, median(seen), "ms", "push --watch, poll 60 s: notifications only; search every 10 ms");
+    row("team", "append on one machine → found by search on another, max", undefined, Math.max(...seen), "ms", "20 appends");
+  } finally {
+    pg.stop();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

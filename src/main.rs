@@ -54,6 +54,10 @@ struct GlobalArgs {
     /// Use no catalog index: listings and searches read every file.
     #[arg(long, global = true, conflicts_with = "index")]
     no_index: bool,
+    /// The team catalog (a PostgreSQL URL, e.g. postgres://user@host/db): `ls`, `search` and the server then answer
+    /// across every machine that pushed to it (`push`), as JSON. Credentials may also come from PG* variables.
+    #[arg(long, global = true, value_name = "URL")]
+    catalog: Option<String>,
     /// Print JSON for scripts (errors too: {"error": {"kind", "message"}} on stdout).
     #[arg(long, global = true)]
     json: bool,
@@ -154,6 +158,23 @@ enum Command {
         /// List every session (pi's `listAll`).
         #[arg(long)]
         all: bool,
+    },
+    /// Copy this machine's sessions into a team PostgreSQL database (incremental; safe to kill and rerun).
+    Push {
+        /// The database, as a URL (postgres://user@host:port/db?sslmode=require) or libpq key=value string;
+        /// what it leaves out comes from PGHOST, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE….
+        #[arg(long, value_name = "URL")]
+        postgres: String,
+        /// This machine's name in the database (default: the host name).
+        #[arg(long)]
+        machine: Option<String>,
+        /// Keep running and push every change as it happens.
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: how often session files are checked even without a file-system notification, in
+        /// milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 1000)]
+        poll_ms: u64,
     },
     /// Draw a session's tree: branches indented, the leaf and labels marked, entries off the active branch dimmed.
     Tree {
@@ -287,6 +308,7 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> i32 {
         durability,
         index_path,
         poll_interval: std::time::Duration::from_millis(args.poll_ms.unwrap_or(1000).max(1)),
+        catalog: global.catalog.clone(),
     };
     pi_sessiond::rpc::serve_connection(config, pi_sessiond::rpc::Connection::stdio())
 }
@@ -366,6 +388,19 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
     // Output for reading at leisure goes through the pager on a terminal.
     let paged = |style: &Style| Screen::open(style, !global.no_pager);
     match command {
+        Command::Ls { cwd, dir, all } if global.catalog.is_some() => {
+            let url = global.catalog.as_deref().unwrap_or_default();
+            let request = cli::ls::LsRequest { cwd, dir, all };
+            let mut screen = paged(&style);
+            let status = pi_sessiond::team::cli::ls(url, &request, json, &style, &mut screen.writer());
+            screen.finish();
+            Ok(status as u8)
+        }
+        Command::Push { postgres, machine, watch, poll_ms } => {
+            let poll = std::time::Duration::from_millis(poll_ms.max(1));
+            let out = &mut std::io::stdout();
+            Ok(pi_sessiond::team::cli::push(&agent_dir, &postgres, machine.as_deref(), watch, poll, json, out) as u8)
+        }
         Command::Ls { cwd, dir, all } => {
             let request = cli::ls::LsRequest { cwd, dir, all };
             let listing = index.with(|ix| cli::ls::listing(&request, &agent_dir, ix))?;
@@ -412,6 +447,9 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 limit: limit as usize,
                 roles,
             };
+            if let Some(url) = &global.catalog {
+                return Ok(pi_sessiond::team::cli::search(url, &request, json, &mut std::io::stdout()) as u8);
+            }
             let mut screen = paged(&style);
             let status =
                 index.with(|ix| cli::search::search(&request, &agent_dir, ix, json, &style, &mut screen.writer()));

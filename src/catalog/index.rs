@@ -1176,7 +1176,7 @@ fn forget_if(conn: &Connection, version: Version) -> IndexResult<()> {
 }
 
 /// The bytes of `file` in `[at, at + len)`, or None when they cannot all be read.
-fn bytes_at(file: &File, at: u64, len: u64) -> Option<Vec<u8>> {
+pub(crate) fn bytes_at(file: &File, at: u64, len: u64) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; len as usize];
     file.read_exact_at(&mut buf, at).ok()?;
     Some(buf)
@@ -1184,7 +1184,7 @@ fn bytes_at(file: &File, at: u64, len: u64) -> Option<Vec<u8>> {
 
 /// True when the file still starts with `head` and has `tail` just before `offset`: it was appended to, not
 /// rewritten.
-fn continues(file: &File, head: &[u8], tail: &[u8], offset: u64) -> bool {
+pub(crate) fn continues(file: &File, head: &[u8], tail: &[u8], offset: u64) -> bool {
     let head_ok = bytes_at(file, 0, head.len() as u64).is_some_and(|b| b == head);
     let tail_ok = bytes_at(file, offset - tail.len() as u64, tail.len() as u64).is_some_and(|b| b == tail);
     head_ok && tail_ok
@@ -1197,7 +1197,7 @@ fn row_continues(file: &File, row: &Row) -> bool {
 const SCAN_CHUNK: u64 = 64 * 1024;
 
 /// Where the last `\n` of `file` lies in `[from, to)`, searching backwards (an error once cancelled).
-fn last_newline(file: &File, from: u64, to: u64, cancel: &Cancel) -> std::io::Result<Option<u64>> {
+pub(crate) fn last_newline(file: &File, from: u64, to: u64, cancel: &Cancel) -> std::io::Result<Option<u64>> {
     let mut end = to;
     let mut buf = vec![0u8; SCAN_CHUNK as usize];
     while end > from {

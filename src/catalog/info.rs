@@ -73,6 +73,19 @@ impl ListedSession {
         ListedSession { info, json_head: head.into_boxed_slice(), json_text }
     }
 
+    /// Renders `info` with one more member after pi's fields (the team catalog's `machine`), so every listing
+    /// renderer (plain or as a delta) writes it.
+    pub fn with_member(info: SessionInfo, name: &str, value: &Json) -> ListedSession {
+        let mut listed = ListedSession::new(info);
+        let mut head = listed.json_head.into_vec();
+        head.push(b',');
+        Json::str(name).write_canonical(&mut head);
+        head.push(b':');
+        value.write_canonical(&mut head);
+        listed.json_head = head.into_boxed_slice();
+        listed
+    }
+
     /// Whether `allMessagesText` is kept.
     pub fn has_text(&self) -> bool {
         self.json_text.is_some()

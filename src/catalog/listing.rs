@@ -25,7 +25,8 @@ use crate::session::json::{JsString, Json};
 use crate::session::paths;
 use crate::session::store::read_header_bounded;
 
-fn collator() -> CollatorBorrowed<'static> {
+/// The root-locale collator behind [`locale_compare`].
+pub fn collator() -> CollatorBorrowed<'static> {
     Collator::try_new(Default::default(), CollatorOptions::default()).expect("root collation data is compiled in")
 }
 

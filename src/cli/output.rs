@@ -188,6 +188,9 @@ pub enum FailureKind {
     AmbiguousEntry,
     /// The web view's sidecar does not know the handle (it was closed).
     HandleNotFound,
+    /// The team catalog (`--catalog`, `push --postgres`) failed or cannot be reached (the sidecar's kind of the
+    /// same name).
+    CatalogUnavailable,
     /// Something that should not happen (a sidecar answer of an unexpected shape).
     Internal,
 }
@@ -200,13 +203,19 @@ impl FailureKind {
             FailureKind::AmbiguousSession => "ambiguous_session",
             FailureKind::AmbiguousEntry => "ambiguous_entry",
             FailureKind::HandleNotFound => "handle_not_found",
+            FailureKind::CatalogUnavailable => "catalog_unavailable",
             FailureKind::Internal => "internal_error",
         }
     }
 
     /// The kind a sidecar's `data.kind` names (a name from outside both tables is an internal error).
     pub fn from_name(name: &str) -> FailureKind {
-        let ours = [FailureKind::AmbiguousSession, FailureKind::AmbiguousEntry, FailureKind::HandleNotFound];
+        let ours = [
+            FailureKind::AmbiguousSession,
+            FailureKind::AmbiguousEntry,
+            FailureKind::HandleNotFound,
+            FailureKind::CatalogUnavailable,
+        ];
         ErrorKind::ALL
             .into_iter()
             .map(FailureKind::Session)

@@ -39,6 +39,10 @@ pub const SESSION_LOCKED: i32 = 1007;
 pub const INVALID_ENTRY: i32 = 1008;
 /// An earlier failed fsync left the file's durable state unknown; the session refuses writes until reopened.
 pub const SESSION_POISONED: i32 = 1009;
+/// The team catalog (`--catalog`) failed or cannot be reached.
+pub const CATALOG_UNAVAILABLE: i32 = 1020;
+/// The session was opened read-only (another machine's, from the team catalog).
+pub const READ_ONLY: i32 = 1021;
 
 /// A JSON-RPC error object with `data.kind`.
 pub fn rpc_error(code: i32, kind: &str, message: impl Into<String>, extra: serde_json::Value) -> ErrorObjectOwned {

@@ -156,7 +156,11 @@ impl Opens for OpenParams {
     }
 
     fn known_path(&self) -> Option<String> {
-        Some(crate::session::paths::resolve_path(&self.path))
+        // Another machine's session is not this machine's file of the same path: it always gets a slot of its own.
+        match self.machine {
+            Some(_) => None,
+            None => Some(crate::session::paths::resolve_path(&self.path)),
+        }
     }
 
     fn repairs_now(&self) -> bool {

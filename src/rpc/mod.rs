@@ -19,6 +19,7 @@ pub mod proto;
 pub mod protocol;
 pub mod reply;
 pub mod server;
+pub mod team;
 pub mod transport;
 pub mod watch;
 

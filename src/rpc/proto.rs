@@ -559,6 +559,10 @@ pub struct OpenParams {
     /// Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:
     /// "external"`.
     pub watch: Option<bool>,
+    /// Open this machine's session from the team catalog (`--catalog`) instead of a local file: `path` is the
+    /// file's path on that machine, the session is as last pushed, and it is read-only (mutations fail with
+    /// `read_only`).
+    pub machine: Option<String>,
     /// Apply pi's load-time repairs now, as pi's own open does: a 0-byte file gets its header, a v1/v2 file is
     /// rewritten migrated, a missing final newline is added. Without it (the default) opening never writes and
     /// they are applied just before the first write. The open fails if they cannot be written (another
@@ -762,6 +766,10 @@ pub struct SessionState {
     /// With `snapshot` `skeleton` or `full` on the request: the entries this state holds, at that detail.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<SnapshotJson>,
+    /// The machine whose session this is, when it was opened read-only from the team catalog (absent otherwise;
+    /// `session/open` and `session/getState` give it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -1228,6 +1236,9 @@ pub enum ProgressToken {
 pub struct FindResult {
     /// The file, or `null`.
     pub path: Option<String>,
+    /// With `--catalog`: the machine the file is on (absent without a catalog).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 // ------------------------------------------------------------------------------------------------------------------

@@ -100,6 +100,8 @@ pub fn generate() -> (String, String) {
         json!({ "code": error::METHOD_NOT_FOUND, "kind": "method_not_found", "meaning": "No such method." }),
         json!({ "code": error::INTERNAL_ERROR, "kind": "internal_error", "meaning": "The server failed; nothing was half-written." }),
         json!({ "code": error::HANDLE_NOT_FOUND, "kind": "handle_not_found", "meaning": "No open session has that handle." }),
+        json!({ "code": error::CATALOG_UNAVAILABLE, "kind": "catalog_unavailable", "meaning": "The team catalog (`--catalog`) failed or cannot be reached; nothing was changed." }),
+        json!({ "code": error::READ_ONLY, "kind": "read_only", "meaning": "The handle holds another machine's session, opened read-only from the team catalog (`data.machine`)." }),
     ];
     errors.extend(
         ErrorKind::ALL.iter().map(|&k| json!({ "code": error::code(k), "kind": k.as_str(), "meaning": k.meaning() })),

@@ -43,6 +43,9 @@ pub struct Config {
     pub index_path: Option<String>,
     /// How often watched files are checked even without a notification (the safety net for missed events).
     pub poll_interval: Duration,
+    /// The team catalog's PostgreSQL URL (`--catalog`): listings, lookups and searches then answer across every
+    /// machine that pushed to it, and `session/open` with `machine` reads another machine's session from it.
+    pub catalog: Option<String>,
 }
 
 /// Everything the event loop reacts to.
@@ -78,6 +81,14 @@ pub fn serve(
 
 /// Serves JSON-RPC on a connection (the process's stdio, or [`Connection::memory`] in tests).
 pub fn serve_connection(config: Config, connection: Connection) -> i32 {
+    let team = match config.catalog.as_deref().map(super::team::TeamServer::new).transpose() {
+        Ok(t) => t.map(Arc::new),
+        Err(e) => {
+            // A catalog URL that cannot be parsed is a startup error, before any request is answered.
+            tracing::error!("--catalog: {e}");
+            return 2;
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("pi-sessiond-rt")
@@ -112,6 +123,7 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
         dir_watches: Mutex::new(HashMap::new()),
         next_watch_id: Default::default(),
         listings: Mutex::new(RecentListings::default()),
+        team,
     });
     let ticks = events_tx.clone();
     runtime.spawn(async move {

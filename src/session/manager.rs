@@ -255,6 +255,33 @@ impl SessionManager {
         Self::construct(&cwd, &dir, Some(&resolved), true, NewSessionOptions::default(), preloaded, env)
     }
 
+    /// A session whose lines came from elsewhere (another machine's copy in the team database): pi's reads over
+    /// `bytes` as if they were the file at `path`, which need not exist here. Bodies are held in memory, nothing is
+    /// ever written (the session is not persisted), and the caller refuses mutations. Refused as `open` refuses
+    /// the file: bytes without a session header are not a session.
+    pub fn open_pushed(path: &str, bytes: &[u8], env: Env) -> Result<Self> {
+        let body_at = |offset: u64, len: u64| Body::memory(bytes[offset as usize..(offset + len) as usize].to_vec());
+        let loaded = store::load_from(bytes, path, store::Start::default(), body_at)?;
+        if !loaded.has_valid_header() {
+            return Err(Error::InvalidSessionFile { path: path.to_owned() });
+        }
+        let cwd = loaded.records[0].header().and_then(|h| h.get("cwd")).and_then(Json::as_js_str);
+        let cwd = cwd.map(|c| c.to_string_lossy()).unwrap_or_else(paths::process_cwd);
+        let mut m = Self::construct(
+            &cwd,
+            "",
+            None,
+            false,
+            NewSessionOptions::default(),
+            Some(Preloaded::Entries(loaded)),
+            env,
+        )?;
+        m.session_file = Some(path.to_owned());
+        m.session_dir = paths::parent_dir(path);
+        m.flushed = true;
+        Ok(m)
+    }
+
     /// `SessionManager.continueRecent(cwd, sessionDir?)`: the most recent session in the directory, or a new one.
     pub fn continue_recent(cwd: &str, session_dir: Option<&str>, env: Env) -> Result<Self> {
         let (dir, filter_cwd) = super::dirscan::directory_for(cwd, session_dir, &env.agent_dir())?;

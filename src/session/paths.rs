@@ -254,13 +254,17 @@ fn file_url_to_path(url: &str) -> String {
         Some(i) => &rest[i..],
         None => "/",
     };
-    let path = path.split(['?', '#']).next().unwrap_or(path);
-    let mut out = Vec::with_capacity(path.len());
-    let b = path.as_bytes();
+    percent_decode(path.split(['?', '#']).next().unwrap_or(path))
+}
+
+/// `%XX` escapes decoded (invalid ones kept as they are; bytes that are not UTF-8 become U+FFFD).
+pub fn percent_decode(text: &str) -> String {
+    let mut out = Vec::with_capacity(text.len());
+    let b = text.as_bytes();
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&path[i + 1..i + 3], 16) {
+            if let Ok(v) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
                 out.push(v);
                 i += 3;
                 continue;

@@ -37,6 +37,8 @@ impl Bridge {
             durability: crate::session::store::Durability::Entry,
             index_path,
             poll_interval: std::time::Duration::from_millis(500),
+            // The web view shows this machine's sessions.
+            catalog: None,
         };
         std::thread::Builder::new().name("pi-sessiond-web-sidecar".into()).spawn(move || {
             let status = crate::rpc::serve(config, to_server_read, from_server_write);

@@ -16,7 +16,7 @@ use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape};
 use crate::support::{json, json_diff, oracle, replace_in_strings, s, temp_dir};
 
 /// One file of a test tree: path relative to the root, contents, mtime.
-struct FileSpec {
+pub(crate) struct FileSpec {
     path: String,
     bytes: Vec<u8>,
     mtime_ms: u64,
@@ -28,7 +28,7 @@ fn header(id: &str, ts: &str, cwd: &str) -> String {
 
 /// The tree both sides list: project directories under `agent/sessions`, a symlinked one, stray files, and a
 /// custom session directory shared by two cwds.
-fn tree(r: &mut Rng) -> (Vec<FileSpec>, Vec<(String, String)>) {
+pub(crate) fn tree(r: &mut Rng) -> (Vec<FileSpec>, Vec<(String, String)>) {
     let mut files = Vec::new();
     let mut t = 1_767_000_000_000u64;
     let mut add = |path: String, bytes: Vec<u8>| {
@@ -94,7 +94,7 @@ fn tree(r: &mut Rng) -> (Vec<FileSpec>, Vec<(String, String)>) {
     (files, links)
 }
 
-fn build(root: &Path, files: &[FileSpec], links: &[(String, String)]) {
+pub(crate) fn build(root: &Path, files: &[FileSpec], links: &[(String, String)]) {
     for f in files {
         let p = root.join(&f.path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -146,7 +146,7 @@ fn pi_listing_throws(path: &str) -> bool {
 }
 
 /// Compares one call's result from pi and from us.
-fn compare(what: &str, pi: &Json, ours: &Json, problems: &mut Vec<String>) {
+pub(crate) fn compare(what: &str, pi: &Json, ours: &Json, problems: &mut Vec<String>) {
     let (Json::Array(pi_list), Json::Array(our_list)) = (pi, ours) else {
         if let Some(d) = json_diff("", pi, ours) {
             problems.push(format!("{what}: {d}"));

@@ -34,6 +34,8 @@ mod rpc_mirror;
 mod rpc_open_repair;
 mod rpc_order;
 mod rpc_search;
+// The team catalog in PostgreSQL (issue 16).
+mod team;
 mod tidy;
 mod write_faults;
 mod writes;

@@ -25,6 +25,7 @@ impl Host {
             durability: Durability::Entry,
             index_path: None,
             poll_interval: Duration::from_secs(1),
+            catalog: None,
         };
         let (connection, io) = Connection::memory();
         let server = std::thread::spawn(move || serve_connection(config, connection));

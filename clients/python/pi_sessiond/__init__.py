@@ -22,6 +22,7 @@ from ._version import __version__
 _EXPORTS = {
     ".client": ["Client", "Session", "SessionsWatch", "find_binary"],
     ".errors": [
+        "CatalogUnavailable",
         "ContentModified",
         "EntryNotFound",
         "HandleNotFound",
@@ -33,6 +34,7 @@ _EXPORTS = {
         "InvalidSessionId",
         "MethodNotFound",
         "ParseError",
+        "ReadOnly",
         "RequestCancelled",
         "SessiondClosed",
         "SessiondError",
@@ -55,6 +57,7 @@ __all__ = ["__version__", *sorted(_MODULE_OF)]
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from .client import Client, Session, SessionsWatch, find_binary
     from .errors import (
+        CatalogUnavailable,
         ContentModified,
         EntryNotFound,
         HandleNotFound,
@@ -66,6 +69,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         InvalidSessionId,
         MethodNotFound,
         ParseError,
+        ReadOnly,
         RequestCancelled,
         SessiondClosed,
         SessiondError,

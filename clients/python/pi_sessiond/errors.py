@@ -174,6 +174,20 @@ class SessionPoisoned(SessiondError):
     KIND = "session_poisoned"
 
 
+class CatalogUnavailable(SessiondError):
+    """``1020``: the team catalog (``--catalog``) failed or cannot be reached; nothing was changed, and the next
+    request connects again."""
+
+    KIND = "catalog_unavailable"
+
+
+class ReadOnly(SessiondError):
+    """``1021``: the handle holds another machine's session, opened read-only from the team catalog;
+    ``data["machine"]`` names that machine."""
+
+    KIND = "read_only"
+
+
 #: One class per error code of ``protocol/methods.json``; a test checks this table against the contract (codes and
 #: ``data.kind``), so a code added there fails the tests until it has a class here.
 _BY_CODE: Dict[int, Type[SessiondError]] = {
@@ -193,6 +207,8 @@ _BY_CODE: Dict[int, Type[SessiondError]] = {
     1007: SessionLocked,
     1008: InvalidEntry,
     1009: SessionPoisoned,
+    1020: CatalogUnavailable,
+    1021: ReadOnly,
 }
 
 

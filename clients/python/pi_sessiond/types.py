@@ -90,6 +90,8 @@ ERROR_KINDS = {
     1007: 'session_locked',
     1008: 'invalid_entry',
     1009: 'session_poisoned',
+    1020: 'catalog_unavailable',
+    1021: 'read_only',
 }
 """Error code → ``data.kind``, as the contract lists them."""
 
@@ -611,6 +613,8 @@ class FindByIdParams(_FindByIdParamsRequired, total=False):
 class FindResult(TypedDict, total=False):
     """`sessions/findById` result."""
 
+    #: With `--catalog`: the machine the file is on (absent without a catalog).
+    machine: Optional[str]
     #: The file, or `null`.
     path: Optional[str]
 
@@ -794,6 +798,10 @@ class OpenParams(_OpenParamsRequired, total=False):
     #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
     #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.
     handle: Optional[str]
+    #: Open this machine's session from the team catalog (`--catalog`) instead of a local file: `path` is the
+    #: file's path on that machine, the session is as last pushed, and it is read-only (mutations fail with
+    #: `read_only`).
+    machine: Optional[str]
     #: Apply pi's load-time repairs now, as pi's own open does: a 0-byte file gets its header, a v1/v2 file is
     #: rewritten migrated, a missing final newline is added. Without it (the default) opening never writes and
     #: they are applied just before the first write. The open fails if they cannot be written (another
@@ -1053,6 +1061,9 @@ class SessionState(_SessionStateRequired, total=False):
     header: Optional['SessionHeader']
     #: The leaf (`null` before the first entry or after `resetLeaf`).
     leafId: Optional['AnyValue']
+    #: The machine whose session this is, when it was opened read-only from the team catalog (absent otherwise;
+    #: `session/open` and `session/getState` give it).
+    machine: Optional[str]
     #: The file (`null` in memory).
     sessionFile: Optional[str]
     #: The session name, if set. Also null when the latest `session_info`'s name is not a string: pi's

@@ -1292,6 +1292,11 @@ export interface SessionState {
 	 */
 	leafId?: AnyValue | null;
 	/**
+	 * The machine whose session this is, when it was opened read-only from the team catalog (absent otherwise;
+	 * `session/open` and `session/getState` give it).
+	 */
+	machine?: string | null;
+	/**
 	 * The `seq` of the last `session/changed` this state includes: notifications with a higher `seq` happened
 	 * after it (a host resynchronising after a gap applies only those).
 	 */
@@ -1717,6 +1722,12 @@ export interface OpenParams {
 	 */
 	handle?: string | null;
 	/**
+	 * Open this machine's session from the team catalog (`--catalog`) instead of a local file: `path` is the
+	 * file's path on that machine, the session is as last pushed, and it is read-only (mutations fail with
+	 * `read_only`).
+	 */
+	machine?: string | null;
+	/**
 	 * The session file.
 	 */
 	path: string;
@@ -1811,6 +1822,10 @@ export interface FindByIdParams {
  * via the `definition` "FindResult".
  */
 export interface FindResult {
+	/**
+	 * With `--catalog`: the machine the file is on (absent without a catalog).
+	 */
+	machine?: string | null;
 	/**
 	 * The file, or `null`.
 	 */
@@ -2205,6 +2220,10 @@ export const ERROR_CODES = {
 	invalid_entry: 1008,
 	/** An earlier fsync (or a failed write that could not be cut back) left what is on disk unknown: the session refuses writes until the file is opened again; reads still work. data.path names the file. */
 	session_poisoned: 1009,
+	/** The team catalog (`--catalog`) failed or cannot be reached; nothing was changed. */
+	catalog_unavailable: 1020,
+	/** The handle holds another machine's session, opened read-only from the team catalog (`data.machine`). */
+	read_only: 1021,
 } as const;
 
 /** An error kind methods.json lists (`data.kind` of an error response). */

@@ -127,12 +127,18 @@ type Run<'r> =
 /// or not).
 fn listing<T>(
     cx: &Cx<'_>,
+    scope: (Option<&str>, Option<&str>),
     token: Option<ProgressToken>,
     include_text: Option<bool>,
     run: Box<Run<'_>>,
     render: impl FnOnce(Vec<Arc<ListedSession>>, bool) -> Vec<u8>,
 ) -> Res<T> {
     let server = cx.server;
+    if let Some(team) = &server.team {
+        // Every machine's sessions, from the team catalog (the local index is not used).
+        let infos = team.listing(scope.0, scope.1, include_text != Some(false))?;
+        return Ok(Out::json(render(infos, include_text != Some(false))));
+    }
     let mut progress = ProgressReporter::new(cx, token);
     let infos = server
         .index
@@ -149,20 +155,24 @@ fn pi_listing(infos: Vec<Arc<ListedSession>>, with_text: bool) -> Vec<u8> {
 /// `sessions/list`.
 pub fn list(p: ListParams, cx: &Cx<'_>) -> Res<SessionInfoListJson> {
     let (cwd, dir) = (p.cwd, p.session_dir);
+    let scope = (Some(cwd.clone()), dir.clone());
     let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| c.list(&cwd, dir.as_deref(), progress);
-    listing(cx, p.progress_token, p.include_all_messages_text, Box::new(run), pi_listing)
+    let scope = (scope.0.as_deref(), scope.1.as_deref());
+    listing(cx, scope, p.progress_token, p.include_all_messages_text, Box::new(run), pi_listing)
 }
 
 /// `sessions/listAll`.
 pub fn list_all(p: ListAllParams, cx: &Cx<'_>) -> Res<SessionInfoListJson> {
     let dir = p.session_dir;
+    let scope_dir = dir.clone();
     let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| c.list_all(dir.as_deref(), progress);
-    listing(cx, p.progress_token, p.include_all_messages_text, Box::new(run), pi_listing)
+    listing(cx, (None, scope_dir.as_deref()), p.progress_token, p.include_all_messages_text, Box::new(run), pi_listing)
 }
 
 /// `sessions/listDelta`.
 pub fn list_delta(p: ListDeltaParams, cx: &Cx<'_>) -> Res<ListingDeltaJson> {
     let (cwd, session_dir, since) = (p.cwd, p.session_dir, p.since);
+    let scope = (cwd.clone(), session_dir.clone());
     let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| match &cwd {
         Some(cwd) => c.list(cwd, session_dir.as_deref(), progress),
         None => c.list_all(session_dir.as_deref(), progress),
@@ -176,17 +186,24 @@ pub fn list_delta(p: ListDeltaParams, cx: &Cx<'_>) -> Res<ListingDeltaJson> {
         drop(recent);
         listing_delta(&token, base.as_deref().map_or(&[], Vec::as_slice), &infos, with_text)
     };
-    listing(cx, p.progress_token, p.include_all_messages_text, Box::new(run), render)
+    let scope = (scope.0.as_deref(), scope.1.as_deref());
+    listing(cx, scope, p.progress_token, p.include_all_messages_text, Box::new(run), render)
 }
 
 /// `sessions/findById`.
 pub fn find_by_id(p: FindByIdParams, cx: &Cx<'_>) -> Res<FindResult> {
     let server = cx.server;
+    if let Some(team) = &server.team {
+        let found = team
+            .with(|c| c.find_by_id(&p.cwd, &p.id, p.session_dir.as_deref()).map_err(crate::rpc::team::unavailable))?;
+        let (machine, path) = found.map_or((None, None), |(m, p)| (Some(m), Some(p)));
+        return Ok(Out::Value(FindResult { path, machine }));
+    }
     let path = server
         .index
         .with(|ix| catalog(cx, ix).find_by_id(&p.cwd, &p.id, p.session_dir.as_deref()))
         .map_err(from_session)?;
-    Ok(Out::Value(FindResult { path }))
+    Ok(Out::Value(FindResult { path, machine: None }))
 }
 
 /// Brings the shared index up to date on the files this process wrote, on one long-lived thread: an append only
@@ -230,6 +247,9 @@ pub fn search(p: SearchParams, cx: &Cx<'_>) -> Res<Vec<SearchHitJson>> {
     let mut progress = ProgressReporter::new(cx, p.progress_token);
     let scope = Scope { cwd: p.cwd.as_deref(), session_dir: p.session_dir.as_deref() };
     let limit = p.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
+    if let Some(team) = &server.team {
+        return crate::rpc::team::search(team, &p.query, scope, p.roles.as_deref(), limit).map(Out::Value);
+    }
     let hits = server
         .index
         .with(|ix| {

@@ -64,6 +64,15 @@ pub struct Server {
     pub next_watch_id: AtomicU64,
     /// What `sessions/listDelta` answered lately.
     pub listings: Mutex<RecentListings>,
+    /// The team catalog (`--catalog`): listings and searches then answer across machines from it.
+    pub team: Option<Arc<super::team::TeamServer>>,
+}
+
+impl Server {
+    /// The machine whose session `handle` holds, when it was opened read-only from the team catalog.
+    pub fn read_only(&self, handle: &str) -> Option<String> {
+        self.team.as_ref().and_then(|t| t.read_only(handle))
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -187,6 +196,7 @@ pub fn state_at(handle: &str, detail: Detail, m: &SessionManager, seq: u64) -> R
         is_persisted: m.is_persisted(),
         detail,
         snapshot: None,
+        machine: None,
     })
 }
 

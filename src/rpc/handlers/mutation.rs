@@ -21,6 +21,9 @@ use crate::session::{paths, NewSessionOptions};
 /// the file found (even when the op is refused), then what the op did.
 pub fn apply(cx: &mut WriteCx<'_>, expected_leaf: Option<String>, op: Op) -> Result<OpValue, ErrorObjectOwned> {
     let (server, slot) = (cx.server, cx.slot);
+    if let Some(machine) = server.read_only(&slot.handle) {
+        return Err(crate::rpc::team::read_only(&slot.handle, &machine));
+    }
     let m = &mut *cx.m;
     let old_path = registered_path(m).map(str::to_owned);
     let outcome = m.apply(op, expected_leaf.as_deref());
@@ -362,7 +365,7 @@ pub fn create_branched_session(p: CreateBranchedSessionParams, cx: &mut WriteCx<
 pub fn new_session(p: NewSessionParams, cx: &mut WriteCx<'_>) -> Res<SessionState> {
     let options = NewSessionOptions { id: p.id, parent_session: p.parent_session };
     rebind(cx, None, p.snapshot, Op::NewSession(options))?;
-    super::open::state_with(cx.reply, cx.slot, cx.m, p.snapshot)
+    super::open::state_with(cx.reply, cx.slot, cx.m, p.snapshot, None)
 }
 
 /// `session/setSessionFile`.
@@ -375,5 +378,5 @@ pub fn set_session_file(p: SetSessionFileParams, cx: &mut WriteCx<'_>) -> Res<Se
         ));
     }
     rebind(cx, None, p.snapshot, Op::SetSessionFile { path: resolved })?;
-    super::open::state_with(cx.reply, cx.slot, cx.m, p.snapshot)
+    super::open::state_with(cx.reply, cx.slot, cx.m, p.snapshot, None)
 }

@@ -156,10 +156,11 @@ fn run_open(
             // on changes.
             slot.set_detail(Detail::Full);
         }
-        let state = match state_of(slot, m) {
+        let mut state = match state_of(slot, m) {
             Ok(s) => s,
             Err(e) => return reply.error(&e),
         };
+        state.machine = server.read_only(&slot.handle);
         if answer_state(&reply, m, &state, request.snapshot).is_ok() {
             slot.add_ref();
         }
@@ -167,7 +168,12 @@ fn run_open(
     }
     let opened = match open(server, slot) {
         Ok(o) => o,
-        Err(e) => return reply.error(&e),
+        Err(e) => {
+            if let Some(team) = &server.team {
+                team.forget(&slot.handle);
+            }
+            return reply.error(&e);
+        }
     };
     let (mut m, watch) = match opened {
         Opening::New { manager, watch } => (*manager, watch),
@@ -189,10 +195,11 @@ fn run_open(
         }
     }
     slot.set_detail(request.snapshot.unwrap_or_default());
-    let state = match state_of(slot, &m) {
+    let mut state = match state_of(slot, &m) {
         Ok(s) => s,
         Err(e) => return reply.error(&e),
     };
+    state.machine = server.read_only(&slot.handle);
     if !server.registry.set_path(slot, registered_path(&m)) {
         // Another handle took the file meanwhile (continueRecent finding a file opened since it looked).
         return reply.error(&invalid_params("path", "the file was opened under another handle meanwhile; retry"));
@@ -222,11 +229,49 @@ pub fn create(p: CreateParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> Resul
 }
 
 /// `session/open`.
-pub fn open(p: OpenParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> {
+pub fn open(p: OpenParams, server: &Arc<Server>, slot: &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> {
+    if let Some(machine) = &p.machine {
+        return open_from_team(&p, machine, server, slot);
+    }
     let resolved = paths::resolve_path(&p.path);
     let manager = SessionManager::open(&resolved, p.session_dir.as_deref(), p.cwd_override.as_deref(), new_env(server))
         .map_err(from_session)?;
     Ok(Opening::New { manager: Box::new(manager), watch: p.watch.unwrap_or(false) })
+}
+
+/// `session/open` with `machine`: that machine's session as last pushed, from the team catalog, read-only.
+fn open_from_team(
+    p: &OpenParams,
+    machine: &str,
+    server: &Arc<Server>,
+    slot: &Arc<Slot>,
+) -> Result<Opening, ErrorObjectOwned> {
+    let Some(team) = &server.team else {
+        return Err(invalid_params("machine", "opening another machine's session needs --catalog"));
+    };
+    if p.watch == Some(true) {
+        return Err(invalid_params(
+            "watch",
+            "another machine's session cannot be watched (push --watch keeps it current)",
+        ));
+    }
+    // Repairs are writes, and this session's file is on another machine: writing them here would create or
+    // change a local file at that path.
+    if p.repair == Some(true) {
+        return Err(invalid_params("repair", "another machine's session is read-only: it cannot be repaired here"));
+    }
+    let file =
+        team.with(|c| c.read_file(machine, &p.path).map_err(crate::rpc::team::unavailable))?.ok_or_else(|| {
+            crate::rpc::error::rpc_error(
+                crate::rpc::error::SESSION_NOT_FOUND,
+                "session_not_found",
+                format!("the team catalog has no session {} of machine {machine}", p.path),
+                serde_json::json!({ "path": p.path, "machine": machine }),
+            )
+        })?;
+    let manager = SessionManager::open_pushed(&file.path, &file.bytes, new_env(server)).map_err(from_session)?;
+    team.mark_read_only(&slot.handle, machine);
+    Ok(Opening::New { manager: Box::new(manager), watch: false })
 }
 
 /// `session/continueRecent`: the directory's most recent file is found when the request runs, so a file already
@@ -288,12 +333,20 @@ pub fn fork_from(p: ForkFromParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> 
 
 /// `session/getState`: with `snapshot`, the entries too (the handle's detail stays as it is).
 pub fn get_state(p: GetStateParams, cx: &super::ReadCx<'_>) -> Res<SessionState> {
-    state_with(cx.reply, cx.slot, cx.m, p.snapshot)
+    state_with(cx.reply, cx.slot, cx.m, p.snapshot, cx.server.read_only(&cx.slot.handle))
 }
 
-/// A handler's result: the handle's state, with a snapshot at `snapshot` when it asks for entries.
-pub fn state_with(reply: &Reply, slot: &Slot, m: &SessionManager, snapshot: Option<Detail>) -> Res<SessionState> {
-    let state = state_of(slot, m)?;
+/// A handler's result: the handle's state (naming `machine` for a read-only session of another machine), with a
+/// snapshot at `snapshot` when it asks for entries.
+pub fn state_with(
+    reply: &Reply,
+    slot: &Slot,
+    m: &SessionManager,
+    snapshot: Option<Detail>,
+    machine: Option<String>,
+) -> Res<SessionState> {
+    let mut state = state_of(slot, m)?;
+    state.machine = machine;
     match snapshot {
         Some(detail @ (Detail::Skeleton | Detail::Full)) => {
             reply.rendered(true, &|out| super::snapshot::state_with_snapshot(m, &state, detail, out))
@@ -307,6 +360,9 @@ pub fn state_with(reply: &Reply, slot: &Slot, m: &SessionManager, snapshot: Opti
 pub fn close(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
     if cx.slot.drop_ref() {
         super::watch::stop(cx.server, cx.slot);
+        if let Some(team) = &cx.server.team {
+            team.forget(&cx.slot.handle);
+        }
         // The file is free at once (an open of it from now on makes a new handle); the session is taken out once
         // this job returns (see `methods::writing`), and the slot is retired when idle.
         cx.server.registry.set_path(cx.slot, None);

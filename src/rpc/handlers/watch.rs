@@ -137,6 +137,9 @@ pub fn moved(server: &Server, slot: &Slot, old: Option<&str>, new: Option<&str>)
 
 /// `session/watch`.
 pub fn watch_session(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
+    if let Some(machine) = cx.server.read_only(&cx.slot.handle) {
+        return Err(crate::rpc::team::read_only(&cx.slot.handle, &machine));
+    }
     start(cx.server, cx.slot);
     Ok(Out::Value(null()))
 }

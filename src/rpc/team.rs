@@ -1,0 +1,146 @@
+//! The sidecar's side of the team catalog (`--catalog URL`): one connection to the team database, opened on first
+//! use and reopened after a failure, shared by requests one at a time; the handles opened read-only from it; and
+//! the errors a host sees when the database is unavailable or a read-only session is asked to change.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use jsonrpsee::types::ErrorObjectOwned;
+use serde_json::json;
+
+use super::error::{from_session, rpc_error, CATALOG_UNAVAILABLE, READ_ONLY};
+use super::proto::{RawJson, SearchHitJson};
+use crate::catalog::info::ListedSession;
+use crate::catalog::search::search_hit_json;
+use crate::session::json::Json;
+use crate::team::catalog::SearchError;
+use crate::team::{DbError, DbResult, Target, TeamCatalog};
+
+/// The team database as the server uses it.
+pub struct TeamServer {
+    target: Target,
+    catalog: Mutex<Option<TeamCatalog>>,
+    /// Handles opened from the database: handle → machine.
+    read_only: Mutex<HashMap<String, String>>,
+}
+
+impl std::fmt::Debug for TeamServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamServer").field("server", &self.target.describe()).finish()
+    }
+}
+
+impl TeamServer {
+    /// The database at `url` (connected on first use; a string that cannot be parsed is an error now).
+    pub fn new(url: &str) -> DbResult<TeamServer> {
+        Ok(TeamServer {
+            target: Target::from_env(url)?,
+            catalog: Mutex::new(None),
+            read_only: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Runs `f` with the catalog, connecting first if needed. When the connection turns out to be gone (the
+    /// database restarted, the network changed since the last request), `f` runs once more on a new one, so the
+    /// host sees no error for what a reconnect fixes; after any other database failure the connection is
+    /// dropped, so the next request connects again. `f` only reads, so running it twice changes nothing.
+    pub fn with<T>(
+        &self,
+        mut f: impl FnMut(&mut TeamCatalog) -> Result<T, ErrorObjectOwned>,
+    ) -> Result<T, ErrorObjectOwned> {
+        let mut slot = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+        let mut retried = false;
+        loop {
+            let catalog = match slot.as_mut() {
+                Some(c) => c,
+                None => slot.insert(TeamCatalog::open(&self.target).map_err(unavailable)?),
+            };
+            let result = f(catalog);
+            if !result.as_ref().is_err_and(|e| e.code() == CATALOG_UNAVAILABLE) {
+                return result;
+            }
+            let lost = catalog.is_closed();
+            *slot = None;
+            if !lost || retried {
+                return result;
+            }
+            tracing::warn!("team catalog {}: the connection was gone; connecting again", self.target.describe());
+            retried = true;
+        }
+    }
+
+    /// Notes that `handle` holds `machine`'s session, read from the database.
+    pub fn mark_read_only(&self, handle: &str, machine: &str) {
+        self.read_only.lock().unwrap_or_else(|e| e.into_inner()).insert(handle.to_owned(), machine.to_owned());
+    }
+
+    /// Forgets `handle` (closed: the host may give its name to another session).
+    pub fn forget(&self, handle: &str) {
+        self.read_only.lock().unwrap_or_else(|e| e.into_inner()).remove(handle);
+    }
+
+    /// The machine whose session `handle` holds, when it was opened from the database.
+    pub fn read_only(&self, handle: &str) -> Option<String> {
+        self.read_only.lock().unwrap_or_else(|e| e.into_inner()).get(handle).cloned()
+    }
+
+    /// A listing across machines: `list(cwd, dir)` with a cwd, `listAll(dir)` without.
+    pub fn listing(
+        &self,
+        cwd: Option<&str>,
+        dir: Option<&str>,
+        with_text: bool,
+    ) -> Result<Vec<Arc<ListedSession>>, ErrorObjectOwned> {
+        let sessions = self.with(|c| {
+            match cwd {
+                Some(cwd) => c.list(cwd, dir, with_text),
+                None => c.list_all(dir, with_text),
+            }
+            .map_err(unavailable)
+        })?;
+        Ok(sessions.into_iter().map(|s| s.listed).collect())
+    }
+}
+
+/// `sessions/search` across machines: the hits with their `machine`.
+pub fn search(
+    team: &TeamServer,
+    query: &str,
+    scope: crate::catalog::search::Scope<'_>,
+    roles: Option<&[String]>,
+    limit: usize,
+) -> Result<Vec<SearchHitJson>, ErrorObjectOwned> {
+    let hits = team.with(|c| {
+        c.search(query, scope, roles, limit).map_err(|e| match e {
+            SearchError::Query(message) => from_session(crate::session::Error::InvalidQuery { message }),
+            SearchError::Db(e) => unavailable(e),
+        })
+    })?;
+    Ok(hits
+        .iter()
+        .map(|h| {
+            let mut v = search_hit_json(&h.hit);
+            if let Json::Object(o) = &mut v {
+                o.insert("machine", Json::str(&h.machine));
+            }
+            SearchHitJson(RawJson::from_json(&v))
+        })
+        .collect())
+}
+
+/// The database failed (or cannot be reached): `data.kind: "catalog_unavailable"`. The message names the server,
+/// never its credentials.
+pub fn unavailable(e: DbError) -> ErrorObjectOwned {
+    tracing::warn!("team catalog: {e}");
+    rpc_error(CATALOG_UNAVAILABLE, "catalog_unavailable", e.to_string(), json!({}))
+}
+
+/// A mutation of a session opened read-only from the team database.
+pub fn read_only(handle: &str, machine: &str) -> ErrorObjectOwned {
+    rpc_error(
+        READ_ONLY,
+        "read_only",
+        format!("{handle} is {machine}'s session, opened read-only from the team catalog"),
+        json!({ "handle": handle, "machine": machine }),
+    )
+}

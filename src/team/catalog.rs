@@ -1,0 +1,466 @@
+//! Reading the team database: every machine's sessions listed, found and searched as pi would on each machine,
+//! and a session of another machine read back line for line.
+//!
+//! Orders follow pi per machine: a directory's sessions are taken in filename-descending `localeCompare` order
+//! (`list`), or by file mtime then basename (`listAll`), machine after machine, and then stably sorted by
+//! `modified`; so the listing filtered to one machine is exactly pi's listing on it (as of its last push).
+//!
+//! Search keeps pi's `/resume` semantics (case-insensitive substrings, phrases, `re:`) by judging candidates with
+//! the same matcher the local index uses; PostgreSQL narrows the candidates with `pg_trgm` (`ILIKE` over a
+//! trigram GIN index) and walks them newest first, stopping once `limit` best hits are found.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use postgres::types::ToSql;
+use postgres::Client;
+
+use super::db::{DbError, DbResult, Target};
+use crate::catalog::info::{Doc, ListedSession, SessionInfo};
+use crate::catalog::listing::{collator, locale_compare};
+use crate::catalog::search::{parse_query, search, Hit, Query, Scope, Token};
+use crate::session::js::sort::sort_like_v8;
+use crate::session::json::{JsString, Json};
+use crate::session::paths;
+
+/// A session in the team database: which machine pushed it and pi's `SessionInfo` for it.
+#[derive(Clone, Debug)]
+pub struct TeamSession {
+    /// The machine that pushed it.
+    pub machine: String,
+    /// Its listing entry, as pi lists it on that machine, with a `machine` member after pi's fields.
+    pub listed: Arc<ListedSession>,
+    sid: i64,
+    agent_dir: String,
+    file_name: String,
+    mtime_ms: f64,
+}
+
+/// A search result and the machine of its session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TeamHit {
+    /// The machine that pushed the session.
+    pub machine: String,
+    /// The hit, as the local search gives it.
+    pub hit: Hit,
+}
+
+/// A session file as pushed: its complete lines, in order.
+#[derive(Clone, Debug)]
+pub struct PushedFile {
+    /// The machine.
+    pub machine: String,
+    /// The file's path on that machine.
+    pub path: String,
+    /// The file's bytes as of the push: the lines, each with its `\n`, then what followed the last one.
+    pub bytes: Vec<u8>,
+}
+
+/// The team database, for reading.
+pub struct TeamCatalog {
+    target: Target,
+    client: Client,
+    /// Entries per window of search's newest-first walk.
+    window: i64,
+}
+
+impl std::fmt::Debug for TeamCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamCatalog").field("server", &self.target.describe()).finish()
+    }
+}
+
+fn parse_literal(text: &str) -> Json {
+    Json::parse(text.as_bytes()).unwrap_or(Json::Null)
+}
+
+fn js_string(text: &str) -> JsString {
+    parse_literal(text).into_string().unwrap_or_default()
+}
+
+/// `%needle%` for `ILIKE`, with the pattern characters escaped.
+fn contains_pattern(needle: &str) -> String {
+    let mut p = String::with_capacity(needle.len() + 2);
+    p.push('%');
+    for c in needle.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// pi's `sessionCwdMatches`.
+fn cwd_matches(cwd: &str, resolved_cwd: &str) -> bool {
+    !cwd.is_empty() && paths::resolve_path(cwd) == resolved_cwd
+}
+
+/// Whether a session at `path` on a machine whose agent directory is `agent_dir` is in pi's `list(cwd,
+/// session_dir)` there, before the cwd filter; and whether that filter applies.
+fn in_list_scope(path: &str, agent_dir: &str, cwd: &str, session_dir: Option<&str>) -> Option<bool> {
+    let default = paths::default_session_dir_path(cwd, agent_dir);
+    let dir = match session_dir.filter(|d| !d.is_empty()) {
+        Some(d) => paths::normalize_path(d),
+        None => default.clone(),
+    };
+    (paths::parent_dir(path) == dir).then(|| !paths::paths_equal(&dir, &default))
+}
+
+impl TeamCatalog {
+    /// Connects to the database (creating or migrating the schema).
+    pub fn open(target: &Target) -> DbResult<TeamCatalog> {
+        Ok(TeamCatalog { target: target.clone(), client: super::schema::open(target)?, window: NEWEST_WINDOW })
+    }
+
+    /// Walks search's newest entries `entries` at a time (tests make every path of the search run on a small
+    /// database with a small window).
+    pub fn with_search_window(mut self, entries: i64) -> TeamCatalog {
+        self.window = entries.max(1);
+        self
+    }
+
+    /// Whether the connection is gone (the server closed it, or the network failed).
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    fn err(&self) -> impl Fn(postgres::Error) -> DbError + '_ {
+        |e| self.target.error(e)
+    }
+
+    /// Every session row, machine by machine (each machine's in an unspecified order).
+    fn sessions(
+        &mut self,
+        with_text: bool,
+        filter: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> DbResult<Vec<TeamSession>> {
+        let text = if with_text { "info_all_messages_text" } else { "NULL::text" };
+        let sql = format!(
+            "SELECT sid, machine, path, agent_dir, file_name, file_mtime_ns, info_id, info_cwd, info_name,
+                    info_parent_session, info_created, info_modified, info_message_count, info_first_message, {text}
+             FROM pi_sessions {filter} ORDER BY machine"
+        );
+        let rows = self.client.query(&sql, params).map_err(|e| self.target.error(e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mtime_ns: i64 = r.get(5);
+                let stat = crate::session::dirscan::FileStat { len: 0, mtime_ns, dev: 0, ino: 0, regular: true };
+                let info = SessionInfo {
+                    path: r.get(2),
+                    id: parse_literal(r.get(6)),
+                    cwd: js_string(r.get(7)),
+                    name: r.get::<_, Option<&str>>(8).map(js_string),
+                    parent_session_path: r.get::<_, Option<&str>>(9).map(parse_literal),
+                    created: r.get(10),
+                    modified: r.get(11),
+                    message_count: r.get::<_, i64>(12) as u64,
+                    first_message: js_string(r.get(13)),
+                    all_messages_text: r.get::<_, Option<&str>>(14).map(js_string),
+                };
+                TeamSession {
+                    sid: r.get(0),
+                    machine: r.get(1),
+                    agent_dir: r.get(3),
+                    file_name: r.get(4),
+                    mtime_ms: stat.mtime_ms(),
+                    listed: Arc::new(ListedSession::with_member(info, "machine", &Json::str(r.get(1)))),
+                }
+            })
+            .collect())
+    }
+
+    /// pi's `listAll(sessionDir?)` on every machine: with a directory, the sessions in that directory on each
+    /// machine; without, every session.
+    pub fn list_all(&mut self, session_dir: Option<&str>, with_text: bool) -> DbResult<Vec<TeamSession>> {
+        let mut all = self.sessions(with_text, "", &[])?;
+        if let Some(d) = session_dir.filter(|d| !d.is_empty()) {
+            let dir = paths::normalize_path(d);
+            all.retain(|s| paths::parent_dir(&s.listed.info.path) == dir);
+        }
+        // pi's candidate order (mtime, then basename, both descending), one machine after another.
+        let c = collator();
+        let mut ordered = Vec::with_capacity(all.len());
+        for mut group in group_by_machine(all) {
+            sort_like_v8(&mut group, |a, b| {
+                let diff = b.mtime_ms - a.mtime_ms;
+                if diff != 0.0 && !diff.is_nan() {
+                    diff
+                } else {
+                    locale_compare(&c, &b.file_name, &a.file_name)
+                }
+            });
+            ordered.extend(group);
+        }
+        sort_like_v8(&mut ordered, |a, b| b.listed.info.modified - a.listed.info.modified);
+        Ok(ordered)
+    }
+
+    /// pi's `list(cwd, sessionDir?)` on every machine: the sessions of `cwd`'s project directory on each (or of
+    /// `session_dir`, filtered by cwd unless it is the default one), newest activity first.
+    pub fn list(&mut self, cwd: &str, session_dir: Option<&str>, with_text: bool) -> DbResult<Vec<TeamSession>> {
+        let resolved = paths::resolve_path(cwd);
+        let all = self.sessions(with_text, "", &[])?;
+        let c = collator();
+        let mut ordered = Vec::new();
+        for mut group in group_by_machine(all) {
+            group.retain(|s| match in_list_scope(&s.listed.info.path, &s.agent_dir, cwd, session_dir) {
+                Some(filter) => !filter || cwd_matches(&s.listed.info.cwd.to_string_lossy(), &resolved),
+                None => false,
+            });
+            sort_like_v8(&mut group, |a, b| locale_compare(&c, &b.file_name, &a.file_name));
+            ordered.extend(group);
+        }
+        sort_like_v8(&mut ordered, |a, b| b.listed.info.modified - a.listed.info.modified);
+        Ok(ordered)
+    }
+
+    /// pi's `findById(cwd, id, sessionDir?)` on every machine: the first machine (by name) whose copy of the
+    /// directory holds a session with exactly this id; `(machine, path)`.
+    pub fn find_by_id(&mut self, cwd: &str, id: &str, session_dir: Option<&str>) -> DbResult<Option<(String, String)>> {
+        let resolved = paths::resolve_path(cwd);
+        let rows = self
+            .client
+            .query(
+                "SELECT machine, path, agent_dir, info_cwd FROM pi_sessions WHERE session_id = $1
+                 ORDER BY machine, file_name",
+                &[&id],
+            )
+            .map_err(self.err())?;
+        for r in rows {
+            let (machine, path, agent_dir): (String, String, String) = (r.get(0), r.get(1), r.get(2));
+            let Some(filter) = in_list_scope(&path, &agent_dir, cwd, session_dir) else { continue };
+            if filter && !cwd_matches(&js_string(r.get(3)).to_string_lossy(), &resolved) {
+                continue;
+            }
+            return Ok(Some((machine, path)));
+        }
+        Ok(None)
+    }
+
+    /// The session `path` of `machine` as pushed, or None when the database has no such session.
+    pub fn read_file(&mut self, machine: &str, path: &str) -> DbResult<Option<PushedFile>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT e.raw FROM pi_sessions s JOIN pi_entries e ON e.sid = s.sid
+                 WHERE s.machine = $1 AND s.path = $2 ORDER BY e.line",
+                &[&machine, &path],
+            )
+            .map_err(self.err())?;
+        let Some(session) = self
+            .client
+            .query_opt("SELECT unterminated FROM pi_sessions WHERE machine = $1 AND path = $2", &[&machine, &path])
+            .map_err(self.err())?
+        else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        for r in rows {
+            bytes.extend_from_slice(r.get::<_, &[u8]>(0));
+            bytes.push(b'\n');
+        }
+        bytes.extend_from_slice(session.get::<_, &[u8]>(0));
+        Ok(Some(PushedFile { machine: machine.to_owned(), path: path.to_owned(), bytes }))
+    }
+
+    /// `sessions/search` across every machine: pi's `/resume` query over the sessions in `scope` on each machine,
+    /// best first, at most `limit`. An invalid query is an error; so is a database failure.
+    pub fn search(
+        &mut self,
+        query: &str,
+        scope: Scope<'_>,
+        roles: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<TeamHit>, SearchError> {
+        let parsed = parse_query(query).map_err(SearchError::Query)?;
+        let sessions = match scope.cwd {
+            Some(cwd) => self.list(cwd, scope.session_dir, false)?,
+            None => self.list_all(scope.session_dir, false)?,
+        };
+        if sessions.is_empty() || matches!(&parsed, Query::Tokens(t) if t.is_empty()) || limit == 0 {
+            return Ok(Vec::new());
+        }
+        // The matcher knows sessions by path, and paths repeat across machines: key them by row id instead.
+        let keyed: Vec<Arc<ListedSession>> = sessions
+            .iter()
+            .map(|s| {
+                let mut info = s.listed.info.clone();
+                info.path = s.sid.to_string();
+                Arc::new(ListedSession::new(info))
+            })
+            .collect();
+        let by_sid: HashMap<String, &TeamSession> = sessions.iter().map(|s| (s.sid.to_string(), s)).collect();
+        let sids: Vec<i64> = sessions.iter().map(|s| s.sid).collect();
+        let full = match &parsed {
+            Query::Regex(_) => 10.0,
+            Query::Tokens(t) => 10.0 * t.len() as f64,
+        };
+        let single = match &parsed {
+            Query::Regex(_) => true,
+            Query::Tokens(t) => t.len() <= 1,
+        };
+        // What an entry's text must contain for a token to be found in it: the word, or every word of a phrase
+        // (white space between them may be anything, so the phrase itself cannot be a pattern).
+        let patterns: Vec<String> = match &parsed {
+            Query::Regex(_) => Vec::new(),
+            Query::Tokens(tokens) => tokens
+                .iter()
+                .flat_map(|t| match t {
+                    Token::Fuzzy(v) => vec![v.to_lowercase()],
+                    Token::Phrase(p) => p.split_whitespace().map(str::to_lowercase).collect(),
+                })
+                .map(|n| contains_pattern(&n))
+                .collect(),
+        };
+        let roles_filter: Option<Vec<String>> = roles.map(<[String]>::to_vec);
+        // Entries holding every token, newest first, until `limit` of them are full hits. A common word is in
+        // most entries: walking the newest ones finds `limit` hits after reading a few windows. A rarer one is
+        // found through the trigram index, which reads only the entries that hold it.
+        let mut docs = Vec::new();
+        let mut hits = Vec::new();
+        let mut found = false;
+        let mut walked_all = false;
+        for window in 0..NEWEST_WINDOWS {
+            let (fetched, older) =
+                self.docs(&sids, &patterns, true, roles_filter.as_deref(), Some(window * self.window))?;
+            docs.extend(fetched);
+            hits = search(&parsed, &keyed, &docs, roles, limit);
+            found = hits.iter().filter(|h| h.entry_id.is_some() && h.score >= full).count() >= limit;
+            walked_all = !older;
+            if found || walked_all {
+                break;
+            }
+        }
+        if !found {
+            if !walked_all {
+                let (every, _) = self.docs(&sids, &patterns, true, roles_filter.as_deref(), None)?;
+                hits = search(&parsed, &keyed, &every, roles, limit);
+            }
+            if !single {
+                // Entries holding only some tokens (the rest matched by the session's own fields) count too.
+                let (any, _) = self.docs(&sids, &patterns, false, roles_filter.as_deref(), None)?;
+                hits = search(&parsed, &keyed, &any, roles, limit);
+            }
+        }
+        Ok(hits
+            .into_iter()
+            .filter_map(|mut hit| {
+                let s = by_sid.get(&hit.path)?;
+                hit.path = s.listed.info.path.clone();
+                Some(TeamHit { machine: s.machine.clone(), hit })
+            })
+            .collect())
+    }
+
+    /// Searchable entries of the sessions `sids` whose text contains every (`all`) or any of `patterns`: all of
+    /// them through the trigram index, or (`window`) those among the next window of newest entries from that
+    /// offset, and whether entries older than the window remain.
+    fn docs(
+        &mut self,
+        sids: &[i64],
+        patterns: &[String],
+        all: bool,
+        roles: Option<&[String]>,
+        window: Option<i64>,
+    ) -> DbResult<(Vec<(String, Doc)>, bool)> {
+        let columns = "sid, search_entry, search_role, search_text, search_ts";
+        let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(sids.to_vec())];
+        let from = match window {
+            // Planned on its own, so the walk goes down the newest-first index and stops after the window.
+            Some(offset) => {
+                params.push(Box::new(self.window));
+                params.push(Box::new(offset));
+                format!(
+                    "(SELECT {columns}, line FROM pi_entries WHERE search_text IS NOT NULL
+                      ORDER BY search_ts DESC NULLS LAST, sid, line LIMIT $2 OFFSET $3) e"
+                )
+            }
+            None => "pi_entries e".to_owned(),
+        };
+        let mut sql = format!("SELECT {columns} FROM {from} WHERE sid = ANY($1) AND search_text IS NOT NULL");
+        // One condition per pattern: the trigram index serves `ILIKE` but not `ILIKE ALL (array)`.
+        let mut conditions = Vec::new();
+        for p in patterns {
+            params.push(Box::new(p.clone()));
+            conditions.push(format!("search_text ILIKE ${}", params.len()));
+        }
+        if !conditions.is_empty() {
+            sql.push_str(&format!(" AND ({})", conditions.join(if all { " AND " } else { " OR " })));
+        }
+        if let Some(r) = roles {
+            params.push(Box::new(r.to_vec()));
+            sql.push_str(&format!(" AND search_role = ANY(${})", params.len()));
+        }
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref()).collect();
+        let rows = self.client.query(&sql, &refs).map_err(self.err())?;
+        let older = match window {
+            Some(offset) => self
+                .client
+                .query_opt(
+                    "SELECT 1 FROM pi_entries WHERE search_text IS NOT NULL
+                     ORDER BY search_ts DESC NULLS LAST, sid, line OFFSET $1 LIMIT 1",
+                    &[&(offset + self.window)],
+                )
+                .map_err(self.err())?
+                .is_some(),
+            None => false,
+        };
+        let docs = rows
+            .into_iter()
+            .map(|r| {
+                let doc = Doc {
+                    entry_id: r.get::<_, Option<String>>(1).unwrap_or_else(|| "null".to_owned()),
+                    role: role_name(r.get(2)),
+                    text: r.get(3),
+                    timestamp: r.get::<_, Option<f64>>(4).unwrap_or(f64::NAN),
+                };
+                (r.get::<_, i64>(0).to_string(), doc)
+            })
+            .collect();
+        Ok((docs, older))
+    }
+}
+
+/// Entries per window of the newest-first walk (by default), and how many windows are walked before the trigram
+/// index.
+const NEWEST_WINDOW: i64 = 2000;
+const NEWEST_WINDOWS: i64 = 4;
+
+/// Splits sessions (ordered by machine) into one group per machine.
+fn group_by_machine(sessions: Vec<TeamSession>) -> Vec<Vec<TeamSession>> {
+    let mut groups: Vec<Vec<TeamSession>> = Vec::new();
+    for s in sessions {
+        match groups.last_mut() {
+            Some(g) if g[0].machine == s.machine => g.push(s),
+            _ => groups.push(vec![s]),
+        }
+    }
+    groups
+}
+
+/// The static role name of a stored role.
+fn role_name(role: &str) -> &'static str {
+    const ROLES: [&str; 8] = ["user", "assistant", "toolResult", "custom", "bashExecution", "name", "label", "summary"];
+    ROLES.iter().find(|r| **r == role).copied().unwrap_or("other")
+}
+
+/// Why a search failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// The query is not valid (an empty or broken `re:`).
+    #[error("invalid query: {0}")]
+    Query(String),
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// A listing as JSON: pi's `SessionInfo` objects, each with a `machine` member after pi's fields.
+pub fn listing_json(sessions: &[TeamSession], with_text: bool) -> Vec<u8> {
+    let listed: Vec<Arc<ListedSession>> = sessions.iter().map(|s| s.listed.clone()).collect();
+    crate::catalog::info::session_infos(&listed, with_text)
+}

@@ -1,0 +1,200 @@
+//! The team commands of the command line: `push`, and `ls`/`search` answered from the team database
+//! (`--catalog URL`). Output is JSON a script can read; errors go to stderr with exit status 1.
+
+use std::io::Write;
+use std::time::Duration;
+
+use super::catalog::{listing_json, TeamCatalog};
+use super::db::{DbError, Target};
+use super::push::{self, PushOptions, PushReport};
+use crate::catalog::search::search_hit_json;
+use crate::catalog::search::Scope;
+use crate::cli::output::{Failure, FailureKind};
+use crate::session::json::{Json, Object};
+use crate::session::ErrorKind;
+
+/// Reports a team failure as every command reports its failures (with `json`, `{"error": {"kind", "message"}}` on
+/// stdout, else one line on stderr) and returns the exit status for an error.
+fn fail(e: DbError, json: bool) -> i32 {
+    let kind = match &e {
+        DbError::Config(_) => FailureKind::Session(ErrorKind::InvalidParams),
+        DbError::File { .. } => FailureKind::Session(ErrorKind::IoError),
+        _ => FailureKind::CatalogUnavailable,
+    };
+    i32::from(Failure::new(kind, e.to_string()).report(json))
+}
+
+fn report_json(machine: &str, r: &PushReport) -> String {
+    let mut o = Object::new();
+    o.insert("machine", Json::str(machine));
+    o.insert("files", Json::number(r.files as f64));
+    o.insert("pushed", Json::number(r.pushed as f64));
+    o.insert("rewritten", Json::number(r.rewritten as f64));
+    o.insert("deleted", Json::number(r.deleted as f64));
+    o.insert("entries", Json::number(r.entries as f64));
+    o.insert("bytes", Json::number(r.bytes as f64));
+    Json::Object(o).to_canonical_string()
+}
+
+/// `pi-sessiond --agent-dir DIR push --postgres URL [--machine NAME] [--watch]`: one pass (a JSON report line on
+/// stdout), or with `watch` a pass whenever a session changes (a line per pass that changed something), until
+/// killed. Killing it at any moment loses nothing: the next run continues where the database says.
+pub fn push(
+    agent_dir: &str,
+    url: &str,
+    machine: Option<&str>,
+    watch: bool,
+    poll: Duration,
+    json: bool,
+    out: &mut dyn Write,
+) -> i32 {
+    let target = match Target::from_env(url) {
+        Ok(t) => t,
+        Err(e) => return fail(e, json),
+    };
+    let options = PushOptions {
+        machine: machine.map(str::to_owned).unwrap_or_else(push::host_name),
+        agent_dir: agent_dir.to_owned(),
+    };
+    // The first connection's faults (a wrong URL, a refused login, a newer schema) end the command at once.
+    let mut client = match connect_and_lock(&target, &options.machine) {
+        Ok(c) => c,
+        Err(e) => return fail(e, json),
+    };
+    let mut print = |r: &PushReport| {
+        let _ = writeln!(out, "{}", report_json(&options.machine, r));
+        let _ = out.flush();
+    };
+    if !watch {
+        return match push::push_once(&mut client, &target, &options).map(|r| print(&r)) {
+            Ok(()) => 0,
+            Err(e) => fail(e, json),
+        };
+    }
+    // A watching push outlives its connection: a laptop that sleeps or changes networks, a database restarted. When
+    // the connection is gone it connects again (waiting longer each time, up to a minute) and goes on; the pass
+    // that failed left the database at a line boundary it knows, so nothing is lost or sent twice.
+    loop {
+        let Err(e) = push::watch(&mut client, &target, &options, poll, &|| true, &mut print) else { return 0 };
+        if !client.is_closed() {
+            return fail(e, json);
+        }
+        tracing::warn!("team database: {e}; connecting again");
+        let mut wait = Duration::from_secs(1);
+        client = loop {
+            std::thread::sleep(wait);
+            match connect_and_lock(&target, &options.machine) {
+                Ok(c) => break c,
+                Err(e) => tracing::warn!("team database: {e}; trying again in {:?}", (wait * 2).min(MAX_RETRY_WAIT)),
+            }
+            wait = (wait * 2).min(MAX_RETRY_WAIT);
+        };
+        tracing::warn!("team database {}: connected again", target.describe());
+    }
+}
+
+/// The longest a watching push waits between attempts to reach the database again.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+
+/// Connects, migrates, and takes the machine's push lock.
+fn connect_and_lock(target: &Target, machine: &str) -> super::db::DbResult<postgres::Client> {
+    let mut client = super::schema::open(target)?;
+    push::lock_machine(&mut client, target, machine)?;
+    Ok(client)
+}
+
+/// `pi-sessiond --catalog URL ls [--cwd C] [--dir D] [--all] [--json]`: pi's `list`/`listAll` across every
+/// machine. With `json`, pi's listing with a `machine` member in each session; else the command line's table of
+/// sessions, one per machine under its name.
+pub fn ls(
+    url: &str,
+    request: &crate::cli::ls::LsRequest,
+    json: bool,
+    style: &crate::cli::output::Style,
+    out: &mut dyn Write,
+) -> i32 {
+    let mut catalog = match Target::from_env(url).and_then(|t| TeamCatalog::open(&t)) {
+        Ok(c) => c,
+        Err(e) => return fail(e, json),
+    };
+    let sessions = if request.all {
+        catalog.list_all(request.dir.as_deref(), true)
+    } else {
+        let cwd = request.cwd.clone().unwrap_or_else(crate::session::paths::process_cwd);
+        catalog.list(&cwd, request.dir.as_deref(), true)
+    };
+    let sessions = match sessions {
+        Ok(s) => s,
+        Err(e) => return fail(e, json),
+    };
+    if json {
+        let mut bytes = listing_json(&sessions, true);
+        bytes.push(b'\n');
+        return if out.write_all(&bytes).is_ok() { 0 } else { 2 };
+    }
+    if sessions.is_empty() {
+        eprintln!("no sessions in the team catalog for this scope");
+        return 0;
+    }
+    // The listing is in pi's order across machines; the table groups it by machine, each in that order.
+    let mut machines: Vec<&str> = sessions.iter().map(|s| s.machine.as_str()).collect();
+    machines.sort_unstable();
+    machines.dedup();
+    for (i, machine) in machines.into_iter().enumerate() {
+        let mine: Vec<_> = sessions.iter().filter(|s| s.machine == machine).map(|s| s.listed.clone()).collect();
+        let heading = format!("{}{machine}:\n", if i == 0 { "" } else { "\n" });
+        if out.write_all(heading.as_bytes()).is_err() {
+            return 2;
+        }
+        match crate::cli::ls::print(&mine, false, style, out) {
+            Ok(0) => {}
+            Ok(status) => return i32::from(status),
+            Err(failure) => return i32::from(failure.report(false)),
+        }
+    }
+    0
+}
+
+/// `pi-sessiond --catalog URL search QUERY …`: the search across every machine; with `json`, the shape of
+/// `sessions/search` plus `machine`.
+pub fn search(url: &str, request: &crate::cli::search::SearchRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
+    let mut catalog = match Target::from_env(url).and_then(|t| TeamCatalog::open(&t)) {
+        Ok(c) => c,
+        Err(e) => return fail(e, json),
+    };
+    let scope = Scope { cwd: request.cwd, session_dir: request.dir };
+    let hits = match catalog.search(request.query, scope, request.roles.as_deref(), request.limit) {
+        Ok(h) => h,
+        Err(super::catalog::SearchError::Db(e)) => return fail(e, json),
+        Err(e @ super::catalog::SearchError::Query(_)) => {
+            return i32::from(Failure::invalid(e.to_string()).report(json));
+        }
+    };
+    let text = if json {
+        let list: Vec<Json> = hits
+            .iter()
+            .map(|h| {
+                let mut v = search_hit_json(&h.hit);
+                if let Json::Object(o) = &mut v {
+                    o.insert("machine", Json::str(&h.machine));
+                }
+                v
+            })
+            .collect();
+        format!("{}\n", Json::Array(list).to_canonical_string())
+    } else if hits.is_empty() {
+        "no matches\n".to_owned()
+    } else {
+        hits.iter()
+            .map(|h| {
+                let when = crate::session::js::date::to_iso_string(h.hit.timestamp).unwrap_or_else(|| "-".into());
+                format!("{when}  {:<13} {}:{}\n    {}\n", h.hit.role, h.machine, h.hit.path, h.hit.snippet)
+            })
+            .collect()
+    };
+    match out.write_all(text.as_bytes()) {
+        Ok(()) if hits.is_empty() => i32::from(crate::cli::output::EXIT_NO_MATCH),
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
+}

@@ -1,0 +1,295 @@
+//! Connecting to the team's PostgreSQL: the URL (or libpq key=value string) with the usual `PG*` variables filling
+//! in what it leaves out, TLS as `sslmode` asks, and a description of the server that never carries credentials.
+//!
+//! tokio-postgres parses URLs but knows neither the `PG*` variables nor libpq's `verify-ca`/`verify-full` modes, so
+//! both are handled here before it sees the string. As in libpq, `prefer` and `require` encrypt without checking
+//! the server's certificate, `verify-ca` checks the chain (against `sslrootcert` when given, else the system's
+//! roots), and `verify-full` also checks the host name.
+
+use std::str::FromStr;
+
+use postgres::config::{Host, SslMode};
+use postgres::{Client, Config};
+
+/// Why the database could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The URL or a `PG*` variable is not understood.
+    #[error("invalid PostgreSQL connection string: {0}")]
+    Config(String),
+    /// The server said no, or the connection broke.
+    #[error("PostgreSQL ({server}): {detail}")]
+    Postgres {
+        /// Where the server is (no credentials).
+        server: String,
+        /// What went wrong, in the server's words when it answered (the driver's own `Display` says only
+        /// "db error" for those).
+        detail: String,
+        /// What the driver reported.
+        #[source]
+        source: postgres::Error,
+    },
+    /// TLS could not be set up.
+    #[error("TLS for PostgreSQL: {0}")]
+    Tls(String),
+    /// The database holds a schema this pi-sessiond does not know.
+    #[error("the database's pi-sessiond schema is version {found}, newer than this pi-sessiond supports ({known}): upgrade pi-sessiond")]
+    NewerSchema {
+        /// The version in the database.
+        found: i32,
+        /// The newest version this build knows.
+        known: i32,
+    },
+    /// Another push of the same machine holds the machine's lock.
+    #[error("another push for machine {machine:?} is running (it holds the machine's lock)")]
+    Busy {
+        /// The machine.
+        machine: String,
+    },
+    /// A session file could not be read while pushing it.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Results of team operations.
+pub type DbResult<T> = std::result::Result<T, DbError>;
+
+/// How the server's certificate is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verify {
+    /// Not at all (libpq's `prefer` and `require`).
+    Nothing,
+    /// The chain, not the host name (`verify-ca`).
+    Chain,
+    /// Chain and host name (`verify-full`).
+    Full,
+}
+
+/// A parsed connection target: the driver's config plus what the driver cannot express.
+#[derive(Clone)]
+pub struct Target {
+    config: Config,
+    verify: Verify,
+    root_cert: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// Splits `sslmode` and `sslrootcert` out of a URL's query or a key=value string: tokio-postgres refuses the
+/// verify modes and the root certificate option.
+fn take_tls_options(conn: &str) -> (String, Option<String>, Option<String>) {
+    let mut mode = None;
+    let mut root = None;
+    if conn.starts_with("postgres://") || conn.starts_with("postgresql://") {
+        let Some((base, query)) = conn.split_once('?') else { return (conn.to_owned(), None, None) };
+        let mut kept = Vec::new();
+        for pair in query.split('&') {
+            match pair.split_once('=') {
+                Some(("sslmode", v)) => mode = Some(v.to_owned()),
+                Some(("sslrootcert", v)) => root = Some(crate::session::paths::percent_decode(v)),
+                _ => kept.push(pair),
+            }
+        }
+        let rebuilt = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+        return (rebuilt, mode, root);
+    }
+    let mut kept = Vec::new();
+    for pair in conn.split_whitespace() {
+        match pair.split_once('=') {
+            Some(("sslmode", v)) => mode = Some(v.trim_matches('\'').to_owned()),
+            Some(("sslrootcert", v)) => root = Some(v.trim_matches('\'').to_owned()),
+            _ => kept.push(pair),
+        }
+    }
+    (kept.join(" "), mode, root)
+}
+
+impl Target {
+    /// Parses `conn` (a `postgres://` URL or a libpq key=value string); what it leaves out comes from `env`
+    /// (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, `PGSSLMODE`, `PGSSLROOTCERT`,
+    /// `PGAPPNAME`, `PGCONNECT_TIMEOUT`), then libpq's defaults (the OS user; a local socket).
+    pub fn parse(conn: &str, env: &dyn Fn(&str) -> Option<String>) -> DbResult<Target> {
+        let (rest, mode, root) = take_tls_options(conn.trim());
+        let mut config = if rest.is_empty() {
+            Config::new()
+        } else {
+            Config::from_str(&rest).map_err(|e| DbError::Config(e.to_string()))?
+        };
+        let var = |k: &str| env(k).filter(|v| !v.is_empty());
+        if config.get_hosts().is_empty() {
+            match var("PGHOST") {
+                Some(h) => {
+                    for host in h.split(',') {
+                        config.host(host);
+                    }
+                }
+                None => {
+                    config.host("/var/run/postgresql");
+                }
+            }
+        }
+        if config.get_ports().is_empty() {
+            if let Some(p) = var("PGPORT") {
+                config.port(p.parse().map_err(|_| DbError::Config(format!("PGPORT is not a port: {p}")))?);
+            }
+        }
+        if config.get_user().is_none() {
+            let user = var("PGUSER").or_else(|| var("USER")).unwrap_or_else(|| "postgres".to_owned());
+            config.user(&user);
+        }
+        if config.get_password().is_none() {
+            if let Some(p) = var("PGPASSWORD") {
+                config.password(p);
+            }
+        }
+        if config.get_dbname().is_none() {
+            if let Some(d) = var("PGDATABASE") {
+                config.dbname(&d);
+            }
+        }
+        if config.get_application_name().is_none() {
+            config.application_name(&var("PGAPPNAME").unwrap_or_else(|| "pi-sessiond".to_owned()));
+        }
+        if config.get_connect_timeout().is_none() {
+            let secs = var("PGCONNECT_TIMEOUT").and_then(|s| s.parse::<u64>().ok()).unwrap_or(10);
+            config.connect_timeout(std::time::Duration::from_secs(secs.max(1)));
+        }
+        let mode = mode.or_else(|| var("PGSSLMODE")).unwrap_or_else(|| "prefer".to_owned());
+        let (ssl, verify) = match mode.as_str() {
+            "disable" => (SslMode::Disable, Verify::Nothing),
+            "allow" | "prefer" => (SslMode::Prefer, Verify::Nothing),
+            "require" => (SslMode::Require, Verify::Nothing),
+            "verify-ca" => (SslMode::Require, Verify::Chain),
+            "verify-full" => (SslMode::Require, Verify::Full),
+            other => return Err(DbError::Config(format!("unknown sslmode {other:?}"))),
+        };
+        config.ssl_mode(ssl);
+        Ok(Target { config, verify, root_cert: root.or_else(|| var("PGSSLROOTCERT")) })
+    }
+
+    /// [`Target::parse`] with the process's environment.
+    pub fn from_env(conn: &str) -> DbResult<Target> {
+        Target::parse(conn, &|k| std::env::var(k).ok())
+    }
+
+    /// `user@host:port/dbname`, for messages and logs: never the password.
+    pub fn describe(&self) -> String {
+        let hosts: Vec<String> = self
+            .config
+            .get_hosts()
+            .iter()
+            .map(|h| match h {
+                Host::Tcp(name) => name.clone(),
+                Host::Unix(path) => path.display().to_string(),
+            })
+            .collect();
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
+        let user = self.config.get_user().unwrap_or("");
+        let db = self.config.get_dbname().unwrap_or(user);
+        format!("{user}@{}:{port}/{db}", hosts.join(","))
+    }
+
+    fn tls(&self) -> DbResult<postgres_native_tls::MakeTlsConnector> {
+        let mut builder = native_tls::TlsConnector::builder();
+        match self.verify {
+            Verify::Nothing => {
+                builder.danger_accept_invalid_certs(true).danger_accept_invalid_hostnames(true);
+            }
+            Verify::Chain => {
+                builder.danger_accept_invalid_hostnames(true);
+            }
+            Verify::Full => {}
+        }
+        if let Some(path) = &self.root_cert {
+            let pem = std::fs::read(path).map_err(|e| DbError::Tls(format!("sslrootcert {path}: {e}")))?;
+            let cert = native_tls::Certificate::from_pem(&pem).map_err(|e| DbError::Tls(format!("{path}: {e}")))?;
+            builder.add_root_certificate(cert);
+        }
+        let connector = builder.build().map_err(|e| DbError::Tls(e.to_string()))?;
+        Ok(postgres_native_tls::MakeTlsConnector::new(connector))
+    }
+
+    /// Opens a connection.
+    pub fn connect(&self) -> DbResult<Client> {
+        let tls = self.tls()?;
+        self.config.connect(tls).map_err(|e| self.error(e))
+    }
+
+    /// A driver error, with where the server is.
+    pub fn error(&self, source: postgres::Error) -> DbError {
+        DbError::Postgres { server: self.describe(), detail: error_detail(&source), source }
+    }
+}
+
+/// A driver error as a sentence: the server's severity, SQLSTATE and message (with its detail and hint) when the
+/// server answered, else the driver's message and its causes (a refused connection, a TLS failure…).
+fn error_detail(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+        for extra in [db.detail(), db.hint()].into_iter().flatten() {
+            text.push_str("; ");
+            text.push_str(extra);
+        }
+        return text;
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned())
+    }
+
+    #[test]
+    fn pg_variables_fill_in_what_the_url_leaves_out() {
+        let vars = [("PGHOST", "db.example"), ("PGPORT", "6543"), ("PGUSER", "alice"), ("PGDATABASE", "team")];
+        let t = Target::parse("postgresql://", &env(&vars)).unwrap();
+        assert_eq!(t.describe(), "alice@db.example:6543/team");
+        let t = Target::parse("postgresql://bob@other:7000/x", &env(&vars)).unwrap();
+        assert_eq!(t.describe(), "bob@other:7000/x");
+    }
+
+    #[test]
+    fn the_description_of_a_server_never_holds_its_password() {
+        let t = Target::parse("postgresql://carol:s3cret@h:1/db?sslmode=verify-full", &env(&[])).unwrap();
+        assert!(!t.describe().contains("s3cret"));
+        assert!(!format!("{t:?}").contains("s3cret"));
+        let t = Target::parse("host=h user=u dbname=d", &env(&[("PGPASSWORD", "hunter2")])).unwrap();
+        assert!(!format!("{t:?}").contains("hunter2"));
+        assert_eq!(t.config.get_password(), Some(&b"hunter2"[..]));
+    }
+
+    #[test]
+    fn verify_modes_are_accepted_though_the_driver_does_not_know_them() {
+        for (mode, verify) in
+            [("verify-ca", Verify::Chain), ("verify-full", Verify::Full), ("require", Verify::Nothing)]
+        {
+            let t = Target::parse(&format!("postgres://u@h/d?sslmode={mode}&sslrootcert=%2Ftmp%2Fca.pem"), &env(&[]))
+                .unwrap();
+            assert_eq!(t.verify, verify);
+            assert_eq!(t.config.get_ssl_mode(), SslMode::Require);
+            assert_eq!(t.root_cert.as_deref(), Some("/tmp/ca.pem"));
+        }
+        assert!(matches!(Target::parse("postgres://u@h/d?sslmode=bogus", &env(&[])), Err(DbError::Config(_))));
+    }
+}

@@ -1,0 +1,141 @@
+//! The team database's schema, created and migrated by pi-sessiond itself: an ordered list of migrations and a
+//! version table, applied under an advisory lock so that several machines starting at once migrate it once.
+//!
+//! A database whose version is newer than this build knows is refused rather than written to: an older
+//! pi-sessiond could otherwise store rows a newer one misreads.
+
+use postgres::Client;
+
+use super::db::{DbError, DbResult, Target};
+
+/// The migrations, in order; migration `i` brings the schema to version `i + 1`. Never edit one that has shipped:
+/// add another.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions (one row per session file of a machine) and entries (one row per line of it).
+    "
+    CREATE EXTENSION IF NOT EXISTS pg_trgm;
+    CREATE TABLE pi_sessions (
+      sid bigserial PRIMARY KEY,
+      machine text NOT NULL,
+      -- The file on its machine, and where it sits there: <agent_dir>/sessions/<project_dir>/<file_name>.
+      path text NOT NULL,
+      agent_dir text NOT NULL,
+      project_dir text NOT NULL,
+      file_name text NOT NULL,
+      -- The header's id when it is a string (pi's findById matches only those).
+      session_id text,
+      header text NOT NULL,
+      -- pi's SessionInfo, each field as JSON text (strings may hold what PostgreSQL text cannot: NUL, lone
+      -- surrogates), so that a listing from here is byte for byte the one pi gives on that machine.
+      info_id text NOT NULL,
+      info_cwd text NOT NULL,
+      info_name text,
+      info_parent_session text,
+      info_created double precision NOT NULL,
+      info_modified double precision NOT NULL,
+      info_message_count bigint NOT NULL,
+      info_first_message text NOT NULL,
+      info_all_messages_text text NOT NULL,
+      -- Readable copies for SQL users.
+      cwd text NOT NULL,
+      name text,
+      -- What was pushed: the file's stat then, how far its complete lines go, the bytes that tell an append from
+      -- a rewrite, and the listing state after the last pushed line (to continue without reading it all again).
+      file_size bigint NOT NULL,
+      file_mtime_ns bigint NOT NULL,
+      file_dev bigint NOT NULL,
+      file_ino bigint NOT NULL,
+      pushed_offset bigint NOT NULL,
+      pushed_lines integer NOT NULL,
+      head bytea NOT NULL,
+      tail bytea NOT NULL,
+      -- The bytes after the last complete line (a line being written, or a file that does not end in a
+      -- newline): kept here, not as an entry, until their newline arrives.
+      unterminated bytea NOT NULL,
+      resume_state text NOT NULL,
+      -- When the file was read for this row (ns since the epoch): a file modified within two seconds of it
+      -- has its bytes checked on the next pass, as its stat may not show a change.
+      read_at_ns bigint NOT NULL,
+      pushed_at timestamptz NOT NULL DEFAULT now(),
+      UNIQUE (machine, path)
+    );
+    CREATE INDEX pi_sessions_session_id ON pi_sessions (session_id);
+    CREATE INDEX pi_sessions_project ON pi_sessions (project_dir);
+    CREATE TABLE pi_entries (
+      sid bigint NOT NULL REFERENCES pi_sessions (sid) ON DELETE CASCADE,
+      line integer NOT NULL,
+      byte_offset bigint NOT NULL,
+      raw bytea NOT NULL,
+      entry_id text,
+      parent_id text,
+      type text,
+      timestamp text,
+      role text,
+      -- The entry's searchable text, as the local index extracts it.
+      search_role text,
+      -- The entry's id as JSON text, as search results give it.
+      search_entry text,
+      search_text text,
+      search_ts double precision,
+      PRIMARY KEY (sid, line)
+    );
+    -- Substring search (pi's /resume semantics, what pi-sessiond's own search uses).
+    CREATE INDEX pi_entries_search_trgm ON pi_entries USING gin (search_text gin_trgm_ops);
+    -- Word search for SQL users: WHERE to_tsvector('simple', coalesce(search_text, '')) @@ websearch_to_tsquery(…).
+    -- pi-sessiond never relies on it, and docs/team.md tells teams they may drop it: no later migration may
+    -- recreate it or depend on it.
+    CREATE INDEX pi_entries_search_words ON pi_entries USING gin (to_tsvector('simple', coalesce(search_text, '')));
+    CREATE INDEX pi_entries_entry_id ON pi_entries (sid, entry_id);
+    -- Search walks the newest entries first.
+    CREATE INDEX pi_entries_newest ON pi_entries (search_ts DESC NULLS LAST, sid, line) WHERE search_text IS NOT NULL;
+    ",
+];
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// An arbitrary constant: the advisory lock that serialises migrations.
+const MIGRATION_LOCK: i64 = 0x7069_5f73_6573_7364; // "pi_sessd"
+
+/// Brings the database's schema to [`SCHEMA_VERSION`] (creating it in an empty database); refuses a newer one.
+pub fn migrate(client: &mut Client, target: &Target) -> DbResult<()> {
+    let err = |e| target.error(e);
+    // A schema already current needs no lock and no DDL, so a role that may only read (a viewer's `--catalog`)
+    // can use the database; anything else is decided again under the lock below.
+    match client.query_one("SELECT max(version) FROM pi_sessiond_schema", &[]) {
+        Ok(row) => match row.get::<_, Option<i32>>(0) {
+            Some(v) if v == SCHEMA_VERSION => return Ok(()),
+            Some(v) if v > SCHEMA_VERSION => return Err(DbError::NewerSchema { found: v, known: SCHEMA_VERSION }),
+            _ => {}
+        },
+        Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) => {}
+        Err(e) => return Err(err(e)),
+    }
+    let mut tx = client.transaction().map_err(err)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(err)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS pi_sessiond_schema (
+           version integer PRIMARY KEY,
+           applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .map_err(err)?;
+    let current: i32 =
+        tx.query_one("SELECT coalesce(max(version), 0) FROM pi_sessiond_schema", &[]).map_err(err)?.get(0);
+    if current > SCHEMA_VERSION {
+        return Err(DbError::NewerSchema { found: current, known: SCHEMA_VERSION });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let version = i as i32 + 1;
+        tracing::info!("team database {}: migrating the schema to version {version}", target.describe());
+        tx.batch_execute(sql).map_err(err)?;
+        tx.execute("INSERT INTO pi_sessiond_schema (version) VALUES ($1)", &[&version]).map_err(err)?;
+    }
+    tx.commit().map_err(err)
+}
+
+/// Connects and migrates: what every team command does first.
+pub fn open(target: &Target) -> DbResult<Client> {
+    let mut client = target.connect()?;
+    migrate(&mut client, target)?;
+    Ok(client)
+}
