@@ -101,43 +101,20 @@ local function field(entry, name)
   return js_string(v)
 end
 
--- What one line says about a skeleton entry: the same words as for a stored one, the server's preview as the text.
-local function describe_skeleton(entry)
-  local t = entry.type
-  local preview = type(entry.preview) == "string" and entry.preview or ""
-  if t == "message" then
-    return (type(entry.role) == "string" and entry.role or "message") .. ": " .. one_line(preview)
-  elseif t == "compaction" then
-    return "compaction: " .. one_line(preview)
-  elseif t == "branch_summary" then
-    return "branch summary: " .. one_line(preview)
-  elseif t == "custom_message" then
-    return "custom message (" .. field(entry, "customType") .. "): " .. one_line(preview)
-  elseif t == "custom" then
-    return "custom (" .. field(entry, "customType") .. ")"
-  elseif t == "label" then
-    return "label " .. field(entry, "targetId") .. " → " .. (truthy(entry.label) and js_string(entry.label) or "(cleared)")
-  elseif t == "session_info" then
-    return "name: " .. field(entry, "name")
-  elseif t == "usage" then
-    return "usage (" .. preview .. ")"
-  elseif t == "context_edit" then
-    return "context edit of " .. field(entry, "targetId")
-  elseif t == "thinking_level_change" or t == "model_change" then
-    return preview
-  end
-  return js_string(t)
-end
-
 --- What one line says about an entry (after its id): type or role and a preview.
 --- @param entry table a decoded session entry
 --- @return string
 function M.describe(entry)
   local t = entry.type
+  -- A skeleton (no body, its size in `bytes`) brings the server's one-line preview of the text instead.
+  local preview
   if entry.message == nil and entry.bytes ~= nil then
-    return describe_skeleton(entry)
+    preview = type(entry.preview) == "string" and entry.preview or ""
   end
   if t == "message" then
+    if preview then
+      return (type(entry.role) == "string" and entry.role or "message") .. ": " .. one_line(preview)
+    end
     local msg = type(entry.message) == "table" and entry.message or {}
     local role = type(msg.role) == "string" and msg.role or "message"
     local text
@@ -151,15 +128,15 @@ function M.describe(entry)
     end
     return role .. ": " .. one_line(text)
   elseif t == "thinking_level_change" then
-    return "thinking level → " .. field(entry, "thinkingLevel")
+    return preview or ("thinking level → " .. field(entry, "thinkingLevel"))
   elseif t == "model_change" then
-    return "model → " .. field(entry, "provider") .. "/" .. field(entry, "modelId")
+    return preview or ("model → " .. field(entry, "provider") .. "/" .. field(entry, "modelId"))
   elseif t == "compaction" then
-    return "compaction: " .. one_line(content_text(entry.summary))
+    return "compaction: " .. one_line(preview or content_text(entry.summary))
   elseif t == "branch_summary" then
-    return "branch summary: " .. one_line(content_text(entry.summary))
+    return "branch summary: " .. one_line(preview or content_text(entry.summary))
   elseif t == "custom_message" then
-    return "custom message (" .. field(entry, "customType") .. "): " .. one_line(content_text(entry.content))
+    return "custom message (" .. field(entry, "customType") .. "): " .. one_line(preview or content_text(entry.content))
   elseif t == "custom" then
     return "custom (" .. field(entry, "customType") .. ")"
   elseif t == "label" then
@@ -167,7 +144,7 @@ function M.describe(entry)
   elseif t == "session_info" then
     return "name: " .. field(entry, "name")
   elseif t == "usage" then
-    return "usage (" .. field(entry, "kind") .. ")"
+    return "usage (" .. (preview or field(entry, "kind")) .. ")"
   elseif t == "context_edit" then
     return "context edit of " .. field(entry, "targetId")
   end
