@@ -8,8 +8,8 @@ import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
 import { join } from "node:path";
-import { Sidecar, median, piSessionManager, quantile, time } from "./lib.mjs";
-import { spawnSessiond } from "../clients/typescript/dist/index.js";
+import { Sidecar, hostTurn, median, piSessionManager, quantile, time } from "./lib.mjs";
+import { MirroredSession, spawnSessiond } from "../clients/typescript/dist/index.js";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -483,6 +483,48 @@ if (wanted("mirror")) {
   row("mirror", "(b) live tree per external append, p99", piGetTreeMs, quantile(perAppend, 0.99), "ms");
   row("mirror", "(b) bytes on the pipe per external append, max", undefined, Math.max(...deltaBytes), "B", "target ≤ 64 KiB; every tenth append holds 1 MB");
   row("mirror", "(b) before: getTree over the pipe again per change", piGetTreeMs, rereadMs, "ms", `${fmt(rereadBytes, "B")} per change`);
+
+  // (c) A host's per-turn work on the 40 MB session: append the user's prompt, the assistant's message with a tool
+  // call and the tool's result, then build the context. pi: its SessionManager in-process. Ours: a full
+  // MirroredSession (TypeScript client), the three appends awaited one by one or sent as one appendBatch, the
+  // context built from the mirror, which holds the appends once their answers are in.
+  const turns = quick ? 20 : 50;
+  const copy = (name) => {
+    const path = join(dir, name);
+    execFileSync("cp", [session40, path]);
+    return path;
+  };
+  const mirrorTurns = (durability, batch) => async () => {
+    const path = copy(`turn-${durability}-${batch ? "batch" : "each"}.jsonl`);
+    const host = await spawnSessiond({ binary: bin, args: ["--no-index", "--durability", durability], stderr: "ignore" });
+    const mirror = await MirroredSession.attach(await host.openSession(path, { snapshot: "full" }));
+    const perTurn = [];
+    let context;
+    for (let i = 0; i < turns; i++) {
+      const t = performance.now();
+      const messages = hostTurn(i);
+      if (batch) await mirror.remote.appendBatch(messages.map((message) => ({ method: "session/appendMessage", params: { message } })));
+      else for (const message of messages) await mirror.remote.appendMessage(message);
+      context = mirror.buildSessionContext();
+      perTurn.push(performance.now() - t);
+    }
+    await mirror.close();
+    await host.close();
+    // The mirror's context after the last turn is pi's own on the file the turns wrote.
+    deepStrictEqual(context, SessionManager.open(path).buildSessionContext());
+    return { turnMs: median(perTurn) };
+  };
+  const turnModes = [["none", false], ["none", true], ["entry", false], ["entry", true]];
+  const [piTurns, oursTurns] = await interleaved(
+    Math.min(reps, 3),
+    () => json("node", [piOps, "turn", copy("turn-pi.jsonl"), String(turns)]),
+    turnModes.map(([d, batch]) => mirrorTurns(d, batch)),
+  );
+  for (const [i, [d, batch]] of turnModes.entries()) {
+    const how = batch ? "one appendBatch of 3" : "3 appends awaited in turn";
+    const note = `${d === "none" ? "no fsync, like pi" : batch ? "one fsync per turn" : "an fsync per append"}; pi's context ${fmt(pick(piTurns, "contextMs"), "ms")} of it; mirror's context equals pi's, checked`;
+    row("mirror", `(c) a host's turn on the 40 MB session: pi in-process vs a mirror, ${how}, --durability ${d}`, pick(piTurns, "turnMs"), pick(oursTurns[i], "turnMs"), "ms", note);
+  }
 
   // (d) 10,000 appends in batches of 100 and 1,000 (all batches sent at once), against pi's appendMessage loop.
   const count = quick ? 2000 : 10000;
