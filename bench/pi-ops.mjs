@@ -6,6 +6,7 @@
 import { hostTurn, piSessionManager } from "./lib.mjs";
 
 const SessionManager = await piSessionManager();
+
 const [op, target, count] = process.argv.slice(2);
 const round = (x) => Math.round(x * 100) / 100;
 const peak = () => process.resourceUsage().maxRSS;

@@ -6,9 +6,9 @@
 //! `cargo bench --bench hot_paths`
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use pi_sessiond::session::catalog::Catalog;
+use pi_sessiond::catalog::index::CatalogIndex;
+use pi_sessiond::catalog::listing::Catalog;
 use pi_sessiond::session::entry::Body;
-use pi_sessiond::session::index::CatalogIndex;
 use pi_sessiond::session::line::parse_line;
 use pi_sessiond::session::render::{self, JsonOut};
 use pi_sessiond::session::{Env, SessionManager};

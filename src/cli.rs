@@ -5,14 +5,14 @@
 
 use std::io::Write;
 
-use crate::session::catalog::Catalog;
+use crate::catalog::index::CatalogIndex;
+use crate::catalog::listing::Catalog;
+use crate::catalog::search::{search_sessions, Scope};
 use crate::session::context::ContextOptions;
-use crate::session::index::CatalogIndex;
 use crate::session::js::date::to_iso_string;
 use crate::session::json::{JsString, Json};
 use crate::session::key::Key;
 use crate::session::render::{self, JsonOut, ObjectWriter};
-use crate::session::search::{search_sessions, Scope};
 use crate::session::store::Warning;
 use crate::session::{Env, Error, SessionManager};
 
@@ -196,7 +196,7 @@ pub fn ls(
         Ok(i) => i,
         Err(e) => return print_error(out, &e),
     };
-    let mut bytes = render::session_infos(&infos, true);
+    let mut bytes = crate::catalog::info::session_infos(&infos, true);
     bytes.push(b'\n');
     match out.write_all(&bytes) {
         Ok(()) => 0,
@@ -250,7 +250,7 @@ pub fn search(
         Err(e) => return print_error(out, &e),
     };
     if json {
-        return print_json(out, &Json::Array(hits.iter().map(render::search_hit_json).collect()));
+        return print_json(out, &Json::Array(hits.iter().map(crate::catalog::search::search_hit_json).collect()));
     }
     let mut text = String::new();
     for h in &hits {

@@ -1,10 +1,11 @@
 //! pi-sessiond: pi's session files, exactly, behind a JSON-RPC sidecar.
 //!
 //! [`session`] is the engine: pi 1.6.0's `SessionManager` reimplemented over a memory-light index of the file,
-//! with no knowledge of RPC. [`rpc`] is the JSON-RPC sidecar in front of it; [`cli`] holds the command-line
-//! tools built directly on the engine.
+//! with no knowledge of RPC. [`catalog`] lists, indexes and searches many sessions, built on the engine. [`rpc`] is
+//! the JSON-RPC sidecar in front of both; [`cli`] holds the command-line tools built directly on them.
 #![deny(missing_docs)]
 
+pub mod catalog;
 pub mod cli;
 pub mod rpc;
 pub mod session;

@@ -5,11 +5,11 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use pi_sessiond::catalog::index::{default_index_path, SharedIndex};
 use pi_sessiond::cli;
 use pi_sessiond::rpc::framing::Framing;
 use pi_sessiond::rpc::Config;
 use pi_sessiond::session::context::ContextOptions;
-use pi_sessiond::session::index::{default_index_path, SharedIndex};
 use pi_sessiond::session::paths;
 use pi_sessiond::session::store::Durability;
 

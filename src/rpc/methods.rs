@@ -240,7 +240,7 @@ methods! {
     "session/branch", "mutation", writing mutation::branch [BranchParams] -> Null, "Moves the leaf to an entry; the next append starts a branch there.";
     "session/resetLeaf", "mutation", writing mutation::reset_leaf [ResetLeafParams] -> Null, "Moves the leaf before the first entry; the next append is a new root.";
     "session/branchWithSummary", "mutation", writing mutation::branch_with_summary [BranchWithSummaryParams] -> IdResult, "Moves the leaf and appends a summary of the abandoned branch.";
-    "session/appendBatch", "mutation", writing mutation::append_batch [AppendBatchParams] -> AppendBatchResult, "Appends, leaf moves and branch summaries as one write (one fsync, one session/changed), all or nothing; results in order.";
+    "session/appendBatch", "mutation", writing append_batch [AppendBatchParams] -> AppendBatchResult, "Appends, leaf moves and branch summaries as one write (one fsync, one session/changed), all or nothing; results in order.";
     "session/createBranchedSession", "mutation", writing mutation::create_branched_session [CreateBranchedSessionParams] -> PathResult, "The handle becomes a new session holding only the path to leafId.";
 
     "session/getLeafId", "read", reading read::get_leaf_id [HandleParams] -> Option<AnyJson>, "The leaf id, or null.";
@@ -288,8 +288,19 @@ fn parse<P: DeserializeOwned>(raw: Option<&RawValue>) -> Result<P, ErrorObjectOw
     })
 }
 
+/// `session/appendBatch`: each op parsed here, with its own method's params type, then run as one batch.
+fn append_batch(p: AppendBatchParams, cx: &mut WriteCx<'_>) -> Res<AppendBatchResult> {
+    let mut planned = Vec::with_capacity(p.ops.len());
+    for (n, op) in p.ops.into_iter().enumerate() {
+        let op = batch_op(&op.method, op.params.as_deref(), &p.handle)
+            .map_err(|e| error::within(e, &format!("ops[{n}]")))?;
+        planned.push(op);
+    }
+    mutation::append_batch(p.expected_leaf_id, planned, cx)
+}
+
 /// Parses one op of `session/appendBatch` (`params` without `handle`) into what the engine runs.
-pub fn batch_op(method: &str, params: Option<&RawValue>, handle: &str) -> Result<mutation::Planned, ErrorObjectOwned> {
+fn batch_op(method: &str, params: Option<&RawValue>, handle: &str) -> Result<mutation::Planned, ErrorObjectOwned> {
     let text = params.map_or("{}", RawValue::get).trim_start();
     let Some(rest) = text.strip_prefix('{') else {
         return Err(invalid_params("params", "params must be an object (by-name parameters)"));

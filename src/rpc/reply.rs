@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::error::{self, rpc_error};
 use super::framing::{Framing, Message, StreamEscaper};
 use super::transport::{Outbox, StreamSender};
-use crate::session::catalog::Cancel;
+use crate::catalog::listing::Cancel;
 use crate::session::render::JsonOut;
 
 /// A rendered result longer than this is streamed rather than sent as one message.

@@ -25,7 +25,7 @@ use super::proto::{Capabilities, InitializeResult, ServerInfo};
 use super::reply::{error_message, Batch, Reply, ReplyState};
 use super::transport::{Connection, Incoming, Limits};
 use super::watch::{FsEvent, FsWatcher};
-use crate::session::index::SharedIndex;
+use crate::catalog::index::SharedIndex;
 use crate::session::store::Durability;
 
 /// How the server runs.

@@ -8,13 +8,20 @@
 //! find out.
 
 use std::ops::Range;
-use std::sync::Arc;
 
 use super::error::Result;
 use super::json::{JsString, Json};
 use super::key::Key;
-use super::manager::NewSessionOptions;
-use super::store::SyncPoint;
+pub use super::store::Commit;
+
+/// Options for a new session (`NewSessionOptions`).
+#[derive(Clone, Debug, Default)]
+pub struct NewSessionOptions {
+    /// A caller-chosen session id (checked against pi's rule).
+    pub id: Option<String>,
+    /// The `parentSession` header field.
+    pub parent_session: Option<String>,
+}
 
 /// Who wrote appended records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -270,39 +277,4 @@ pub struct Outcome {
     pub changes: Vec<Change>,
     /// When the write is durable.
     pub commit: Commit,
-}
-
-/// The durability of one write: [`Commit::wait`] returns once the write is on disk as the session's durability
-/// asks. Under `Durability::Batch` the fsync happens there, without the session (a `&mut SessionManager` is not
-/// needed), and one fsync covers every write made before it, so a burst of writers shares one
-/// ([`SessionManager::sync`](super::SessionManager::sync) does the same for everything written). Under `None` and
-/// `Entry` there is nothing to wait for (an `Entry` write was synced before it was applied to memory).
-#[derive(Debug, Default)]
-#[must_use = "a write is not durable until its commit is waited for"]
-pub struct Commit(Option<(Arc<SyncPoint>, u64)>);
-
-impl Commit {
-    /// A commit with nothing to wait for.
-    pub fn done() -> Commit {
-        Commit(None)
-    }
-
-    pub(crate) fn pending(point: Arc<SyncPoint>, generation: u64) -> Commit {
-        Commit(Some((point, generation)))
-    }
-
-    /// True when [`Commit::wait`] may block (an fsync is still owed).
-    pub fn is_pending(&self) -> bool {
-        self.0.as_ref().is_some_and(|(point, generation)| !point.is_synced(*generation))
-    }
-
-    /// Blocks until the write is durable. The first waiter fsyncs everything written so far; the others wait
-    /// for it. A failed fsync fails every write it was to cover (none of them is durable) and poisons the
-    /// session: later writes fail until the file is opened again.
-    pub fn wait(self) -> Result<()> {
-        match self.0 {
-            None => Ok(()),
-            Some((point, generation)) => point.sync_through(generation),
-        }
-    }
 }

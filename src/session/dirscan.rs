@@ -1,5 +1,7 @@
-//! Directory scans for listings: what a listing needs of a file's `stat`, and stats of many names in one
-//! directory through its descriptor.
+//! Session directories: pi's default session directory (created when missing) and the directory a cwd-scoped
+//! call uses, pi's `findMostRecentSession`, what a listing needs of a file's `stat`, and stats of many names in
+//! one directory through its descriptor. The engine's second file-system room beside `store` (the catalog builds
+//! its listings on these scans).
 //!
 //! A warm listing of thousands of sessions is mostly these stats, so they avoid both the path walk of a full-path
 //! `stat` and `std::fs::Metadata` (which can only come from a path or a `DirEntry`, and so would tie the stats to a
@@ -9,6 +11,12 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+use super::error::Result;
+use super::js::sort::sort_like_v8;
+use super::json::Json;
+use super::paths;
+use super::store::{self, read_header_bounded};
 
 /// What the catalog keeps of a file's `stat`: enough to tell whether the file changed, and pi's `mtime`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +94,64 @@ pub fn jsonl_names(dir: &str) -> std::io::Result<Vec<String>> {
         }
     }
     Ok(names)
+}
+
+/// pi's exported `getDefaultSessionDir(cwd, agentDir)`: the default directory for `cwd`, created if missing.
+pub fn default_session_dir(cwd: &str, agent_dir: &str) -> Result<String> {
+    let dir = paths::default_session_dir_path(cwd, agent_dir);
+    store::ensure_dir(&dir)?;
+    Ok(dir)
+}
+
+/// The directory a cwd-scoped call uses and whether it filters by cwd: the given directory (filtered unless it is
+/// the cwd's default one) or the default directory (created).
+pub fn directory_for(cwd: &str, session_dir: Option<&str>, agent_dir: &str) -> Result<(String, bool)> {
+    match session_dir {
+        Some(d) if !d.is_empty() => {
+            let dir = paths::normalize_path(d);
+            let filter = !paths::paths_equal(&dir, &paths::default_session_dir_path(cwd, agent_dir));
+            Ok((dir, filter))
+        }
+        _ => Ok((default_session_dir(cwd, agent_dir)?, false)),
+    }
+}
+
+/// The `*.jsonl` entries of `dir` in directory order (like `readdir`), each with `stat`'s answer (followed
+/// through symlinks, as pi's `statSync`; None if it failed).
+pub fn jsonl_entries(dir: &str) -> std::io::Result<Vec<(String, Option<FileStat>)>> {
+    let names = jsonl_names(dir)?;
+    let stats = stat_names(dir, &names);
+    Ok(names.into_iter().zip(stats).collect())
+}
+
+/// pi's `sessionCwdMatches`: a non-empty cwd that resolves to `resolved_cwd`.
+pub fn cwd_matches(cwd: &str, resolved_cwd: &str) -> bool {
+    !cwd.is_empty() && paths::resolve_path(cwd) == resolved_cwd
+}
+
+/// pi's `findMostRecentSession(sessionDir, cwd?)`: the newest-mtime file with a valid header (and, with `cwd`,
+/// a matching header cwd).
+pub fn find_most_recent_session(dir: &str, cwd: Option<&str>) -> Option<String> {
+    let dir = paths::normalize_path(dir);
+    let resolved_cwd = cwd.map(paths::resolve_path);
+    let mut files = Vec::new();
+    for (name, meta) in jsonl_entries(&dir).ok()? {
+        // pi's statSync throws on a vanished file, and the whole lookup gives up. A file that is not regular keeps
+        // its place in the order but is never read (pi would wait on a FIFO for ever).
+        let meta = meta?;
+        files.push((paths::join(&[&dir, &name]), meta.regular, meta.mtime_ms()));
+    }
+    sort_like_v8(&mut files, |a, b| b.2 - a.2);
+    files.into_iter().filter(|(_, regular, _)| *regular).map(|(p, _, _)| p).find(|p| {
+        let Some(header) = read_header_bounded(p) else { return false };
+        match &resolved_cwd {
+            None => true,
+            Some(rc) => {
+                let c = header.get("cwd").and_then(Json::as_js_str).map(|c| c.to_string_lossy());
+                c.is_some_and(|c| cwd_matches(&c, rc))
+            }
+        }
+    })
 }
 
 #[cfg(test)]

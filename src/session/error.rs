@@ -5,6 +5,9 @@
 
 use std::io;
 
+/// The message pi throws for an invalid session id.
+pub const INVALID_SESSION_ID_MESSAGE: &str = "Session id must be non-empty, contain only alphanumeric characters, '-', '_', and '.', and start and end with an alphanumeric character";
+
 /// Everything the engine can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -54,7 +57,7 @@ pub enum Error {
     #[error("Context edit replacement must be null or contain string/array content")]
     InvalidReplacement,
     /// A caller-chosen session id breaks pi's rule.
-    #[error("{}", super::ids::INVALID_SESSION_ID_MESSAGE)]
+    #[error("{}", INVALID_SESSION_ID_MESSAGE)]
     InvalidSessionId,
     /// An entry pi would crash on (a `TypeError` in pi), e.g. a message entry without a message where pi must
     /// read its role. pi throws; we refuse the same operation with the line that caused it.

@@ -131,9 +131,6 @@ pub fn assert_valid_session_id(id: &str) -> Result<(), super::error::Error> {
     }
 }
 
-/// The message pi throws for an invalid session id.
-pub const INVALID_SESSION_ID_MESSAGE: &str = "Session id must be non-empty, contain only alphanumeric characters, '-', '_', and '.', and start and end with an alphanumeric character";
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,7 +53,7 @@ impl Key {
     /// The key for the raw JSON value `bytes` (a validated value).
     pub fn from_raw(bytes: &[u8]) -> Key {
         match bytes.first() {
-            Some(b'"') => Key::Str(super::json::value::decode_string_literal(bytes)),
+            Some(b'"') => Key::Str(super::json::string::decode_string_literal(bytes)),
             Some(b'{' | b'[') => Key::fresh_object(),
             Some(b't') => Key::Bool(true),
             Some(b'f') => Key::Bool(false),

@@ -8,8 +8,9 @@
 use super::entry::{Body, Detail, EntryType, MessageShape, Record, Role};
 use super::js::date;
 use super::json::scan::{find_member, scan_document, Kind, Member, SyntaxError};
+use super::json::string::decode_string_literal;
 use super::json::string::is_js_whitespace;
-use super::json::value::{decode_string_literal, number_value};
+use super::json::value::number_value;
 use super::json::{JsString, Json};
 use super::key::Key;
 

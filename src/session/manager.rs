@@ -13,7 +13,7 @@ mod write;
 
 use std::sync::{Arc, Mutex};
 
-use super::change::{Change, Origin};
+use super::change::{Change, NewSessionOptions, Origin};
 use super::context::{self, Bodies, ContextOptions, Projection};
 use super::entry::{Body, Detail, EntryType, Record};
 use super::error::{Error, Result};
@@ -76,15 +76,6 @@ impl Default for Env {
     }
 }
 
-/// Options for a new session (`NewSessionOptions`).
-#[derive(Clone, Debug, Default)]
-pub struct NewSessionOptions {
-    /// A caller-chosen session id (checked against pi's rule).
-    pub id: Option<String>,
-    /// The `parentSession` header field.
-    pub parent_session: Option<String>,
-}
-
 /// pi's load-time file repairs, held back until the first write.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PendingRepairs {
@@ -143,7 +134,7 @@ impl Bodies for RecordBodies<'_> {
         let r = &self.records[record];
         let read = match self.file {
             Some(f) => f.read_body(&r.body),
-            None => store::read_body(None, &r.body),
+            None => store::BodyReader::NONE.body(&r.body),
         };
         read.or_else(|e| match r.header() {
             // The header's value is in memory: a header whose line is gone is still shown (in its parsed form).
@@ -216,8 +207,8 @@ impl SessionManager {
             env,
             last_seen: None,
         };
-        if persist && !m.session_dir.is_empty() && !paths::as_path(&m.session_dir).exists() {
-            std::fs::create_dir_all(&m.session_dir).map_err(|e| Error::io("create directory", &m.session_dir, e))?;
+        if persist && !m.session_dir.is_empty() {
+            store::ensure_dir(&m.session_dir)?;
         }
         match (session_file, preloaded) {
             (Some(file), Some(Preloaded::File(f, loaded))) => m.set_session_file_inner(file, Some((*f, loaded)))?,
@@ -236,7 +227,7 @@ impl SessionManager {
     pub fn create(cwd: &str, session_dir: Option<&str>, options: NewSessionOptions, env: Env) -> Result<Self> {
         let dir = match session_dir {
             Some(d) if !d.is_empty() => paths::normalize_path(d),
-            _ => super::catalog::default_session_dir(cwd, &env.agent_dir())?,
+            _ => super::dirscan::default_session_dir(cwd, &env.agent_dir())?,
         };
         Self::construct(cwd, &dir, None, true, options, None, env)
     }
@@ -246,7 +237,7 @@ impl SessionManager {
         let resolved = paths::resolve_path(path);
         let mut preloaded = None;
         let mut header_cwd = None;
-        if paths::as_path(&resolved).exists() {
+        if store::exists(&resolved) {
             let (file, loaded) = SessionFile::open(&resolved, Durability::None)?;
             if loaded.has_valid_header() {
                 header_cwd = loaded.records[0].header().and_then(|h| h.get("cwd")).and_then(Json::as_js_str).cloned();
@@ -266,8 +257,8 @@ impl SessionManager {
 
     /// `SessionManager.continueRecent(cwd, sessionDir?)`: the most recent session in the directory, or a new one.
     pub fn continue_recent(cwd: &str, session_dir: Option<&str>, env: Env) -> Result<Self> {
-        let (dir, filter_cwd) = super::catalog::directory_for(cwd, session_dir, &env.agent_dir())?;
-        let recent = super::catalog::find_most_recent_session(&dir, filter_cwd.then_some(cwd));
+        let (dir, filter_cwd) = super::dirscan::directory_for(cwd, session_dir, &env.agent_dir())?;
+        let recent = super::dirscan::find_most_recent_session(&dir, filter_cwd.then_some(cwd));
         match recent {
             Some(path) => Self::construct(cwd, &dir, Some(&path), true, NewSessionOptions::default(), None, env),
             None => Self::construct(cwd, &dir, None, true, NewSessionOptions::default(), None, env),
@@ -307,7 +298,7 @@ impl SessionManager {
         let source = paths::resolve_path(source_path);
         let target = paths::resolve_path(target_cwd);
         let invalid = || Error::InvalidForkSource { path: source.clone() };
-        if !paths::as_path(&source).exists() {
+        if !store::exists(&source) {
             return Err(invalid());
         }
         let (source_file, mut loaded) = SessionFile::open(&source, Durability::None)?;
@@ -316,11 +307,9 @@ impl SessionManager {
         }
         let dir = match session_dir {
             Some(d) if !d.is_empty() => paths::normalize_path(d),
-            _ => super::catalog::default_session_dir(&target, &env.agent_dir())?,
+            _ => super::dirscan::default_session_dir(&target, &env.agent_dir())?,
         };
-        if !paths::as_path(&dir).exists() {
-            std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
-        }
+        store::ensure_dir(&dir)?;
         if let Some(id) = &options.id {
             if !ids::is_valid_session_id(id) {
                 return Err(Error::InvalidSessionId);
@@ -334,12 +323,12 @@ impl SessionManager {
         let new_file = paths::join(&[&dir, &format!("{}_{}.jsonl", file_stamp(&timestamp), new_id)]);
         migrate::migrate(&mut loaded.records, env.ids.as_mut())?;
         let header = header_json(&new_id, &timestamp, &target, Some(&source));
-        let src_file = source_file.reader();
+        let src_file = source_file.lines();
         let mut content = Vec::new();
         header.write_canonical(&mut content);
         content.push(b'\n');
         for r in loaded.records.iter().filter(|r| !r.is_header()) {
-            let bytes = store::read_body(Some(src_file), &r.body).map_err(|e| Error::io("read", &source, e))?;
+            let bytes = src_file.body(&r.body).map_err(|e| Error::io("read", &source, e))?;
             content.extend_from_slice(trim_json_ws(&bytes));
             content.push(b'\n');
         }
@@ -351,7 +340,7 @@ impl SessionManager {
         let resolved = paths::resolve_path(path);
         let opened = match preloaded {
             Some(p) => Some(p),
-            None if paths::as_path(&resolved).exists() => Some(SessionFile::open(&resolved, self.durability)?),
+            None if store::exists(&resolved) => Some(SessionFile::open(&resolved, self.durability)?),
             None => None,
         };
         let Some((mut file, loaded)) = opened else {
@@ -464,11 +453,7 @@ impl SessionManager {
     /// `setSessionFile(path)`: switch to another file (opened, or started lazily if it does not exist).
     pub fn set_session_file(&mut self, path: &str) -> Result<()> {
         let resolved = paths::resolve_path(path);
-        let opened = if paths::as_path(&resolved).exists() {
-            Some(SessionFile::open(&resolved, self.durability)?)
-        } else {
-            None
-        };
+        let opened = if store::exists(&resolved) { Some(SessionFile::open(&resolved, self.durability)?) } else { None };
         self.pending = PendingRepairs::default();
         self.lines.clear();
         self.set_session_file_inner(&resolved, opened)
@@ -532,7 +517,7 @@ impl SessionManager {
     fn follow_appearance(&mut self) -> Result<Option<Change>> {
         let Some(path) = self.session_file.clone() else { return Ok(None) };
         let has_entries = self.records.iter().any(|r| !r.is_header());
-        if has_entries || self.file.is_some() || !paths::as_path(&path).is_file() {
+        if has_entries || self.file.is_some() || !store::is_file(&path) {
             return Ok(None);
         }
         match SessionFile::open(&path, self.durability) {
@@ -555,8 +540,7 @@ impl SessionManager {
         let Some(seen) = store::FileStamp::of_path(&path).map_err(|e| Error::io("stat", &path, e))? else {
             return Ok(Some(Change::Deleted));
         };
-        let opened =
-            if paths::as_path(&path).is_file() { Some(SessionFile::open(&path, self.durability)) } else { None };
+        let opened = if store::is_file(&path) { Some(SessionFile::open(&path, self.durability)) } else { None };
         let read_again = match opened {
             Some(Ok((file, loaded))) if loaded.has_valid_header() => {
                 let pending = std::mem::take(&mut self.pending);

@@ -2,21 +2,20 @@
 //!
 //! A session file is read line by line into [`entry::Record`]s — skeletons that keep only what pi's logic reads
 //! (ids, parent ids, types, roles, labels, names) plus where each entry's bytes are — so memory follows the tree,
-//! not the bodies. [`manager::SessionManager`] runs pi's operations over them; [`context`] builds what the model
-//! sees; [`catalog`] lists and finds sessions; [`render`] writes pi's read results as JSON.
+//! not the bodies. [`manager::SessionManager`] runs pi's operations over them, each mutation one [`change::Op`]
+//! that says what it changed; [`context`] builds what the model sees; [`render`] writes pi's read results as JSON.
+//! Listing and searching many sessions is the catalog's job (`crate::catalog`), built on this engine.
 //!
-//! Layering (imports go downward): `manager` → `context`, `tree`, `migrate`, `store` → `line`, `entry`, `key` →
-//! `json`, `js`. Only `store` and `catalog` (and `info`, for listing) read or write files.
+//! Layering (imports go downward, and `tests/it/tidy.rs` refuses a cycle): `render` → `manager` → `change`,
+//! `context`, `tree`, `migrate` → `store` → `line`, `entry`, `key`, `ids`, `error` → `json`, `js`. Only `store`
+//! (session files) and `dirscan` (session directories) touch the file system.
 
-pub mod catalog;
 pub mod change;
 pub mod context;
 pub mod dirscan;
 pub mod entry;
 pub mod error;
 pub mod ids;
-pub mod index;
-pub mod info;
 pub mod js;
 pub mod json;
 pub mod key;
@@ -25,10 +24,10 @@ pub mod manager;
 pub mod migrate;
 pub mod paths;
 pub mod render;
-pub mod search;
 pub mod store;
 pub mod tree;
 
+pub use change::NewSessionOptions;
 pub use change::{Change, Commit, EntryRef, Op, OpValue, Origin, Outcome};
 pub use error::{Error, ErrorKind, Result};
-pub use manager::{Env, NewSessionOptions, SessionManager};
+pub use manager::{Env, SessionManager};

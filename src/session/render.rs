@@ -5,19 +5,15 @@
 //! and entries are their stored bytes (so a number spelt `12345678901234567890` in the file is not rounded on the
 //! way out). Bytes that are not UTF-8 are replaced as Node's decoder replaces them, so the output is always valid.
 
-use std::collections::HashMap;
 use std::io::Write;
-use std::sync::Arc;
 
 use super::context::{ContextMessage, Projection};
 use super::error::{Error, Result};
-use super::info::{ListedSession, SessionInfo};
 use super::js::date::to_iso_string;
 use super::json::scan::{find_member, scan_document};
 use super::json::{JsString, Json};
 use super::key::Key;
 use super::manager::{trim_json_ws, SessionManager};
-use super::search::Hit;
 use super::tree::Tree;
 
 /// Writes JSON text into a growing buffer that the caller may drain (for streaming large results).
@@ -373,114 +369,4 @@ pub fn date_json(ms: f64) -> Json {
         Some(s) => Json::str(&s),
         None => Json::Null,
     }
-}
-
-/// Writes a `SessionInfo` as `JSON.stringify` writes it (undefined members omitted, dates as ISO strings).
-/// Written straight to bytes: a listing is thousands of these.
-pub fn session_info(s: &SessionInfo, out: &mut JsonOut<'_>) -> Result<()> {
-    let date = |out: &mut JsonOut<'_>, ms: f64| match to_iso_string(ms) {
-        Some(iso) => out.str(&iso),
-        None => out.raw(b"null"),
-    };
-    let mut o = ObjectWriter::open(out)?;
-    o.key(out, "path")?;
-    out.str(&s.path)?;
-    o.key(out, "id")?;
-    out.value(&s.id)?;
-    o.key(out, "cwd")?;
-    out.string(&s.cwd)?;
-    if let Some(n) = &s.name {
-        o.key(out, "name")?;
-        out.string(n)?;
-    }
-    if let Some(p) = &s.parent_session_path {
-        o.key(out, "parentSessionPath")?;
-        out.value(p)?;
-    }
-    o.key(out, "created")?;
-    date(out, s.created)?;
-    o.key(out, "modified")?;
-    date(out, s.modified)?;
-    o.key(out, "messageCount")?;
-    out.raw(s.message_count.to_string().as_bytes())?;
-    o.key(out, "firstMessage")?;
-    out.string(&s.first_message)?;
-    if let Some(text) = &s.all_messages_text {
-        o.key(out, "allMessagesText")?;
-        out.string(text)?;
-    }
-    o.close(out)
-}
-
-/// A `SessionInfo`'s JSON (what [`session_info`] writes).
-pub fn session_info_bytes(s: &SessionInfo) -> Vec<u8> {
-    let mut out = JsonOut::memory();
-    session_info(s, &mut out).expect("memory output cannot fail");
-    out.into_bytes()
-}
-
-/// A listing's JSON, `[SessionInfo, …]`, from the renderings its entries keep (`allMessagesText` included when
-/// `with_text` and kept).
-pub fn session_infos(listing: &[Arc<ListedSession>], with_text: bool) -> Vec<u8> {
-    let size: usize = listing.iter().map(|s| s.json_len(with_text) + 1).sum();
-    let mut out = Vec::with_capacity(size + 2);
-    out.push(b'[');
-    for (i, s) in listing.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        s.write_json(with_text, &mut out);
-    }
-    out.push(b']');
-    out
-}
-
-/// A listing as a change to `base`, one the host holds: `{"token": token, "sessions": [...]}`, where each entry is
-/// its `SessionInfo` or, when `base` has an identical entry, that entry's index in `base`. With an empty base every
-/// entry comes in full.
-pub fn listing_delta(
-    token: &str,
-    base: &[Arc<ListedSession>],
-    listing: &[Arc<ListedSession>],
-    with_text: bool,
-) -> Vec<u8> {
-    let known: HashMap<&str, usize> = base.iter().enumerate().map(|(i, s)| (s.info.path.as_str(), i)).collect();
-    let mut o = JsonOut::memory();
-    o.raw(b"{\"token\":").and_then(|()| o.str(token)).expect("memory output cannot fail");
-    let mut out = o.into_bytes();
-    out.extend_from_slice(b",\"sessions\":[");
-    for (i, s) in listing.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        // Entries the memo answered are the very same allocation; others may still render the same.
-        let same =
-            known.get(s.info.path.as_str()).filter(|&&k| Arc::ptr_eq(&base[k], s) || base[k].same_json(s, with_text));
-        match same {
-            Some(k) => out.extend_from_slice(k.to_string().as_bytes()),
-            None => s.write_json(with_text, &mut out),
-        }
-    }
-    out.extend_from_slice(b"]}");
-    out
-}
-
-/// A listing entry as a JSON value (what [`session_infos`] writes for it).
-pub fn session_info_json(s: &ListedSession, with_text: bool) -> Json {
-    let mut out = Vec::new();
-    s.write_json(with_text, &mut out);
-    Json::parse(&out).expect("rendered JSON parses")
-}
-
-/// A search hit as `sessions/search` returns it (dates as ISO strings, `null` when unknown).
-pub fn search_hit_json(h: &Hit) -> Json {
-    let mut o = super::json::Object::new();
-    o.insert("path", Json::str(&h.path));
-    o.insert("sessionId", h.session_id.clone());
-    o.insert("entryId", h.entry_id.as_deref().and_then(|t| Json::parse(t.as_bytes()).ok()).unwrap_or(Json::Null));
-    o.insert("role", Json::str(&h.role));
-    o.insert("snippet", Json::str(&h.snippet));
-    o.insert("timestamp", date_json(h.timestamp));
-    o.insert("score", Json::number(h.score));
-    Json::Object(o)
 }

@@ -15,13 +15,12 @@ use std::io::{Read, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 
-use super::change::Commit;
-
 use super::entry::{Body, BodySource, Record};
 use super::error::{Error, Result};
 use super::json::patch;
 use super::json::scan::{scan_document, SyntaxError};
-use super::line::{parse_line, LineOutcome};
+use super::json::Json;
+use super::line::{is_blank, is_falsy, parse_line, LineOutcome};
 
 /// Something about a file that a reader should know: a line pi would silently skip, a torn tail, a broken link
 /// in the tree. The file is never changed because of a warning.
@@ -554,7 +553,7 @@ pub fn load_from(
 /// The line is checked to still be where it was read: a file truncated since fails with `UnexpectedEof`, and one
 /// rewritten so that the line no longer ends where it did (the byte after it is not its `\n`) with
 /// `InvalidData` ([`MOVED`]), instead of handing out a short buffer or another entry's bytes.
-pub fn read_body(file: Option<&File>, body: &Body) -> std::io::Result<Vec<u8>> {
+fn read_body(file: Option<&File>, body: &Body) -> std::io::Result<Vec<u8>> {
     let raw: std::borrow::Cow<'_, [u8]> = match &body.source {
         BodySource::Memory(bytes) => std::borrow::Cow::Borrowed(bytes),
         BodySource::File { offset, len } => {
@@ -566,6 +565,47 @@ pub fn read_body(file: Option<&File>, body: &Body) -> std::io::Result<Vec<u8>> {
         Some(p) => patch::apply(&raw, p),
         None => raw.into_owned(),
     })
+}
+
+/// Whether anything is at `path`, following symlinks (pi's `existsSync`).
+pub fn exists(path: &str) -> bool {
+    super::paths::as_path(path).exists()
+}
+
+/// Whether `path` is a regular file, following symlinks.
+pub fn is_file(path: &str) -> bool {
+    super::paths::as_path(path).is_file()
+}
+
+/// Creates `dir` and its missing parents unless it exists (pi's `mkdirSync(dir, {recursive: true})`).
+pub fn ensure_dir(dir: &str) -> Result<()> {
+    if !exists(dir) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+    }
+    Ok(())
+}
+
+/// Reads the lines of one session file for copying them elsewhere (a rewrite, a fork, the first write), so the
+/// file's descriptor never leaves the store. [`BodyReader::NONE`] reads only bodies held in memory.
+#[derive(Clone, Copy)]
+pub struct BodyReader<'a>(Option<&'a File>);
+
+impl BodyReader<'_> {
+    /// A reader with no file: bodies held in memory only.
+    pub const NONE: BodyReader<'static> = BodyReader(None);
+
+    /// A body's bytes with its patch applied (see [`read_body`] for the checks).
+    pub fn body(&self, body: &Body) -> std::io::Result<Vec<u8>> {
+        read_body(self.0, body)
+    }
+
+    /// `len` bytes of the file at `offset`, as they are.
+    pub fn raw(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+        let file = self.0.ok_or_else(|| std::io::Error::other("no file to copy a line from"))?;
+        let mut raw = vec![0u8; len as usize];
+        file.read_exact_at(&mut raw, offset)?;
+        Ok(raw)
+    }
 }
 
 /// The message of the `InvalidData` error [`read_body`] gives for a line that is no longer where it was.
@@ -1015,9 +1055,10 @@ impl SessionFile {
         &self.path
     }
 
-    /// The handle bodies are read from (it stays valid if the path is removed or replaced).
-    pub fn reader(&self) -> &File {
-        &self.reader
+    /// Reads this file's lines for copying them elsewhere (through the handle bodies are read from, which stays
+    /// valid if the path is removed or replaced).
+    pub fn lines(&self) -> BodyReader<'_> {
+        BodyReader(Some(&self.reader))
     }
 
     /// Bytes known to be in the file (the end of the last complete line read or written).
@@ -1187,7 +1228,10 @@ impl SessionFile {
     /// Replaces the file atomically with what `write` produces (temp file, locked, synced, renamed over the
     /// path), keeping the lock. Returns the new length. When the path is a symlink, the file it points to is
     /// replaced and the link stays (pi's `writeFileSync` writes through links too).
-    pub fn replace(&mut self, write: impl FnOnce(&File, &mut dyn Write) -> std::io::Result<()>) -> Result<u64> {
+    pub fn replace(
+        &mut self,
+        write: impl FnOnce(BodyReader<'_>, &mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<u64> {
         self.lock()?;
         if let Some(refused) = self.refusal() {
             return Err(refused);
@@ -1204,7 +1248,7 @@ impl SessionFile {
             let f = OpenOptions::new().read(true).append(true).create_new(true).open(&tmp)?;
             f.try_lock().map_err(|e| std::io::Error::other(e.to_string()))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, &f);
-            write(&self.reader, &mut w)?;
+            write(BodyReader(Some(&self.reader)), &mut w)?;
             w.into_inner().map_err(|e| e.into_error())?;
             f.sync_all()?;
             std::fs::rename(&tmp, &target)?;
@@ -1391,6 +1435,96 @@ fn lock_holder(meta: &std::fs::Metadata) -> Option<u32> {
             && ino.parse::<u64>().ok()? == meta.ino();
         matches.then(|| fields.get(4)?.parse().ok()).flatten()
     })
+}
+
+/// The durability of one write: [`Commit::wait`] returns once the write is on disk as the session's durability
+/// asks. Under `Durability::Batch` the fsync happens there, without the session (a `&mut SessionManager` is not
+/// needed), and one fsync covers every write made before it, so a burst of writers shares one
+/// ([`SessionManager::sync`](super::SessionManager::sync) does the same for everything written). Under `None` and
+/// `Entry` there is nothing to wait for (an `Entry` write was synced before it was applied to memory).
+#[derive(Debug, Default)]
+#[must_use = "a write is not durable until its commit is waited for"]
+pub struct Commit(Option<(Arc<SyncPoint>, u64)>);
+
+impl Commit {
+    /// A commit with nothing to wait for.
+    pub fn done() -> Commit {
+        Commit(None)
+    }
+
+    pub(crate) fn pending(point: Arc<SyncPoint>, generation: u64) -> Commit {
+        Commit(Some((point, generation)))
+    }
+
+    /// True when [`Commit::wait`] may block (an fsync is still owed).
+    pub fn is_pending(&self) -> bool {
+        self.0.as_ref().is_some_and(|(point, generation)| !point.is_synced(*generation))
+    }
+
+    /// Blocks until the write is durable. The first waiter fsyncs everything written so far; the others wait
+    /// for it. A failed fsync fails every write it was to cover (none of them is durable) and poisons the
+    /// session: later writes fail until the file is opened again.
+    pub fn wait(self) -> Result<()> {
+        match self.0 {
+            None => Ok(()),
+            Some((point, generation)) => point.sync_through(generation),
+        }
+    }
+}
+
+/// How far into a file pi looks for its header when discovering sessions (1 MiB).
+pub const HEADER_SCAN_LIMIT: u64 = 1024 * 1024;
+
+/// The header a discovery scan finds: the first parsed line, if it is a header with a string id and it lies
+/// within the first MiB (pi's bounded `readSessionHeader`).
+pub fn read_header_bounded(path: &str) -> Option<Json> {
+    let mut f = open_regular(path).ok()?;
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut start = 0;
+    let mut searched = 0;
+    // Read in growing steps: the header is nearly always the first line, and a full MiB per file would make
+    // discovering thousands of sessions read gigabytes.
+    let mut step = 16 * 1024;
+    let mut at_end = false;
+    while !at_end && (buf.len() as u64) < HEADER_SCAN_LIMIT {
+        let want = (HEADER_SCAN_LIMIT - buf.len() as u64).min(step);
+        let got = (&mut f).take(want).read_to_end(&mut buf).ok()?;
+        at_end = (got as u64) < want;
+        step *= 4;
+        while let Some(i) = memchr::memchr(b'\n', &buf[searched..]) {
+            let line = &buf[start..searched + i];
+            start = searched + i + 1;
+            searched = start;
+            if let Some(decision) = header_candidate(line) {
+                return decision;
+            }
+        }
+        searched = buf.len();
+    }
+    // The rest has no newline: it is the final line only if the file ends within the limit.
+    if !at_end {
+        let mut probe = [0u8; 1];
+        if f.read(&mut probe).ok()? != 0 {
+            return None;
+        }
+    }
+    header_candidate(&buf[start..]).flatten()
+}
+
+/// None: keep scanning (blank, malformed or falsy). Some(header or None): the first parsed line decides.
+fn header_candidate(line: &[u8]) -> Option<Option<Json>> {
+    if is_blank(line) {
+        return None;
+    }
+    let doc = scan_document(line).ok()?;
+    let value = &line[doc.value.clone()];
+    if is_falsy(value) {
+        return None;
+    }
+    let parsed = Json::parse(value).ok()?;
+    let is_header = parsed.get("type").and_then(Json::as_js_str).is_some_and(|t| t.eq_str("session"))
+        && matches!(parsed.get("id"), Some(Json::String(_)));
+    Some(is_header.then_some(parsed))
 }
 
 #[cfg(test)]

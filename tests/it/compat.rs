@@ -7,7 +7,7 @@ use pi_sessiond::session::json::{JsString, Json, Object};
 use pi_sessiond::session::key::Key;
 use pi_sessiond::session::render::JsonOut;
 use pi_sessiond::session::store::WarningKind;
-use pi_sessiond::session::{catalog, Env, Error, NewSessionOptions, SessionManager};
+use pi_sessiond::session::{Env, Error, NewSessionOptions, SessionManager};
 
 use crate::support::{json, json_diff, oracle, s, temp_dir, Deterministic};
 
@@ -185,12 +185,13 @@ fn sessions_pi_hides_because_a_message_has_null_content_are_still_listed() {
     req.insert("calls", Json::Array(vec![json(&format!(r#"{{"kind":"listAll","dir":"{session_dir}"}}"#))]));
     let pi = oracle(&Json::Object(req));
     assert_eq!(pi, json(r#"[{"ok":[]}]"#), "pi 1.6.0 drops the file");
-    let ours =
-        catalog::Catalog::new("/nonexistent-agent-dir", None).list_all(Some(&session_dir), &mut |_, _| {}).unwrap();
+    let ours = pi_sessiond::catalog::listing::Catalog::new("/nonexistent-agent-dir", None)
+        .list_all(Some(&session_dir), &mut |_, _| {})
+        .unwrap();
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0].info.message_count, 2);
     assert_eq!(ours[0].info.first_message, JsString::from("(no messages)"));
-    let rendered = pi_sessiond::session::render::session_info_json(&ours[0], true);
+    let rendered = pi_sessiond::catalog::info::session_info_json(&ours[0], true);
     assert_eq!(rendered.get("allMessagesText"), Some(&Json::str("still here")));
     assert_eq!(
         pi_sessiond::session::js::date::to_iso_string(ours[0].info.modified).unwrap(),

@@ -9,12 +9,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use pi_sessiond::session::catalog::{Cancel, Catalog};
-use pi_sessiond::session::index::{CatalogIndex, IndexError, SharedIndex};
-use pi_sessiond::session::info::ListedSession;
+use pi_sessiond::catalog::index::{CatalogIndex, IndexError, SharedIndex};
+use pi_sessiond::catalog::info::session_info_json;
+use pi_sessiond::catalog::info::ListedSession;
+use pi_sessiond::catalog::listing::{Cancel, Catalog};
+use pi_sessiond::catalog::search::search_hit_json;
+use pi_sessiond::catalog::search::{search_sessions, Hit, Phase, Scope};
 use pi_sessiond::session::json::Json;
-use pi_sessiond::session::render::{search_hit_json, session_info_json};
-use pi_sessiond::session::search::{search_sessions, Hit, Phase, Scope};
 use pi_sessiond::session::Error;
 
 use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape, DAMAGE};

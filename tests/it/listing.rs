@@ -4,11 +4,12 @@
 
 use std::path::Path;
 
-use pi_sessiond::session::catalog::{self, Catalog};
-use pi_sessiond::session::index::CatalogIndex;
-use pi_sessiond::session::info::ListedSession;
+use pi_sessiond::catalog::index::CatalogIndex;
+use pi_sessiond::catalog::info::session_info_json;
+use pi_sessiond::catalog::info::ListedSession;
+use pi_sessiond::catalog::listing::Catalog;
+use pi_sessiond::session::dirscan;
 use pi_sessiond::session::json::{Json, Object};
-use pi_sessiond::session::render::session_info_json;
 use std::sync::Arc;
 
 use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape};
@@ -234,7 +235,7 @@ fn our_answer(call: &Json, index: Option<&mut CatalogIndex>) -> Json {
         "list" => infos(catalog.list(&st("cwd").unwrap(), st("dir").as_deref(), &mut |_, _| {}).unwrap()),
         "listAll" => infos(catalog.list_all(st("dir").as_deref(), &mut |_, _| {}).unwrap()),
         "findById" => path(catalog.find_by_id(&st("cwd").unwrap(), &st("id").unwrap(), st("dir").as_deref()).unwrap()),
-        "findMostRecentSession" => path(catalog::find_most_recent_session(&st("dir").unwrap(), st("cwd").as_deref())),
+        "findMostRecentSession" => path(dirscan::find_most_recent_session(&st("dir").unwrap(), st("cwd").as_deref())),
         other => panic!("{other}"),
     }
 }

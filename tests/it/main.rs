@@ -31,5 +31,6 @@ mod rpc_mirror;
 mod rpc_open_repair;
 mod rpc_order;
 mod rpc_search;
+mod tidy;
 mod write_faults;
 mod writes;

@@ -688,3 +688,62 @@ fn a_mirror_that_asks_for_changes_since_a_seq_after_the_last_is_refused() {
     let e = sc.call_err("session/changesSince", json(r#"{"handle":"q","seq":5}"#));
     assert_eq!(e.get("data").unwrap().get("path"), Some(&Json::str("seq")));
 }
+
+#[test]
+fn every_opening_method_and_rebind_returns_a_snapshot_at_the_detail_asked_and_keeps_it_for_later_changes() {
+    let dir = temp_dir();
+    let source = s(&dir.path().join("source.jsonl"));
+    std::fs::write(&source, format!("{HEADER}\n{}\n{}\n", line("a", None, 1, "one"), line("b", Some("a"), 2, "two")))
+        .unwrap();
+    let mut sc = Sidecar::new();
+    let d = s(dir.path());
+    let opens = [
+        ("session/create", format!(r#""cwd":"/p","sessionDir":"{d}""#), 0),
+        // A directory per detail: the first round's append makes the recent session of the second.
+        ("session/continueRecent", format!(r#""cwd":"/elsewhere","sessionDir":"{d}/recent-DETAIL""#), 0),
+        ("session/inMemory", r#""cwd":"/p""#.to_owned(), 0),
+        ("session/forkFrom", format!(r#""sourcePath":"{source}","targetCwd":"/q","sessionDir":"{d}/forks""#), 2),
+        // Its count grows: each round appends to it. (usize::MAX: what the file holds then.)
+        ("session/open", format!(r#""path":"{source}""#), usize::MAX),
+    ];
+    for (n, (method, rest, count)) in opens.iter().enumerate() {
+        for detail in ["skeleton", "full"] {
+            let h = format!("o{n}{detail}");
+            let rest = rest.replace("DETAIL", detail);
+            let st = sc.call(method, json(&format!(r#"{{"handle":"{h}","snapshot":"{detail}",{rest}}}"#)));
+            assert_eq!(st.get("detail"), Some(&Json::str(detail)), "{method}");
+            let entries = entries_of(st.get("snapshot").unwrap_or_else(|| panic!("{method}: a snapshot")));
+            let lines: Vec<Json> = std::fs::read_to_string(&source).unwrap().lines().skip(1).map(json).collect();
+            let count = if *count == usize::MAX { lines.len() } else { *count };
+            assert_eq!(entries.len(), count, "{method}");
+            if detail == "full" && *method == "session/open" {
+                assert_eq!(json_diff("", &Json::Array(lines), &Json::Array(entries)), None, "{method}");
+            }
+            // The open's detail is the detail of its later changes.
+            on(&mut sc, &h, "session/appendMessage", &format!(r#""message":{USER}"#));
+            let change = changes_of(&mut sc, &h).pop().unwrap();
+            let appended = &entries_of(change.get("change").unwrap())[0];
+            assert_eq!(appended.get("message").is_some(), detail == "full", "{method} at {detail}");
+            sc.call("session/close", json(&format!(r#"{{"handle":"{h}"}}"#)));
+        }
+    }
+    // Rebinding methods take a snapshot of the session they move to, and may change the detail.
+    sc.call("session/open", json(&format!(r#"{{"path":"{source}","handle":"r"}}"#)));
+    let branched = on(&mut sc, "r", "session/createBranchedSession", r#""leafId":"a","snapshot":"skeleton""#);
+    assert!(branched.get("path").is_some());
+    let entries = entries_of(branched.get("snapshot").unwrap());
+    assert_eq!(entries.iter().map(|e| e.get("id").cloned()).collect::<Vec<_>>(), [Some(Json::str("a"))]);
+    assert!(entries[0].get("message").is_none(), "skeleton");
+    let rebind = changes_of(&mut sc, "r").pop().unwrap();
+    assert_eq!(rebind.get("change").unwrap().get("kind"), Some(&Json::str("rebind")));
+    assert!(rebind.get("change").unwrap().get("snapshot").is_some(), "the rebind carries the new detail's snapshot");
+    let fresh = on(&mut sc, "r", "session/newSession", r#""snapshot":"full""#);
+    assert_eq!(fresh.get("detail"), Some(&Json::str("full")));
+    assert_eq!(entries_of(fresh.get("snapshot").unwrap()).len(), 0);
+    let state = on(&mut sc, "r", "session/getState", "");
+    assert_eq!(state.get("detail"), Some(&Json::str("full")), "the rebind's detail stays");
+    // A second open of a file open at one detail cannot ask for another.
+    sc.call("session/open", json(&format!(r#"{{"path":"{source}","handle":"x","snapshot":"full"}}"#)));
+    let e = sc.call_err("session/open", json(&format!(r#"{{"path":"{source}","snapshot":"skeleton"}}"#)));
+    assert_eq!(e.get("data").unwrap().get("path"), Some(&Json::str("snapshot")), "{}", e.to_canonical_string());
+}

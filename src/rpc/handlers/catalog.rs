@@ -3,18 +3,20 @@
 //! catalog work stops at its next check. Also the index's catch-up on files this process wrote, on a thread of its
 //! own.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{mpsc, Arc, Mutex};
 
 use super::{Cx, Res};
+use crate::catalog::index::{CatalogIndex, SharedIndex};
+use crate::catalog::info::session_infos;
+use crate::catalog::info::ListedSession;
+use crate::catalog::listing::Catalog;
+use crate::catalog::search::search_hit_json;
+use crate::catalog::search::{search_sessions, Phase, Scope};
 use crate::rpc::error::from_session;
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
-use crate::session::catalog::Catalog;
-use crate::session::index::{CatalogIndex, SharedIndex};
-use crate::session::info::ListedSession;
-use crate::session::render::{self, search_hit_json};
-use crate::session::search::{search_sessions, Phase, Scope};
+use crate::session::render::JsonOut;
 
 /// Listings `sessions/listDelta` answered lately, by token, so the next answer can refer to their entries.
 #[derive(Debug)]
@@ -141,7 +143,7 @@ fn listing<T>(
 }
 
 fn pi_listing(infos: Vec<Arc<ListedSession>>, with_text: bool) -> Vec<u8> {
-    render::session_infos(&infos, with_text)
+    session_infos(&infos, with_text)
 }
 
 /// `sessions/list`.
@@ -172,7 +174,7 @@ pub fn list_delta(p: ListDeltaParams, cx: &Cx<'_>) -> Res<ListingDeltaJson> {
         let base = since.and_then(|t| recent.get(&t, with_text));
         let token = recent.keep(with_text, infos.clone());
         drop(recent);
-        render::listing_delta(&token, base.as_deref().map_or(&[], Vec::as_slice), &infos, with_text)
+        listing_delta(&token, base.as_deref().map_or(&[], Vec::as_slice), &infos, with_text)
     };
     listing(cx, p.progress_token, p.include_all_messages_text, Box::new(run), render)
 }
@@ -242,4 +244,34 @@ pub fn search(p: SearchParams, cx: &Cx<'_>) -> Res<Vec<SearchHitJson>> {
         .map_err(from_session)?;
     progress.end();
     Ok(Out::Value(hits.iter().map(|h| SearchHitJson(RawJson::from_json(&search_hit_json(h)))).collect()))
+}
+
+/// A listing as a change to `base`, one the host holds: `{"token": token, "sessions": [...]}`, where each entry is
+/// its `SessionInfo` or, when `base` has an identical entry, that entry's index in `base`. With an empty base every
+/// entry comes in full.
+pub fn listing_delta(
+    token: &str,
+    base: &[Arc<ListedSession>],
+    listing: &[Arc<ListedSession>],
+    with_text: bool,
+) -> Vec<u8> {
+    let known: HashMap<&str, usize> = base.iter().enumerate().map(|(i, s)| (s.info.path.as_str(), i)).collect();
+    let mut o = JsonOut::memory();
+    o.raw(b"{\"token\":").and_then(|()| o.str(token)).expect("memory output cannot fail");
+    let mut out = o.into_bytes();
+    out.extend_from_slice(b",\"sessions\":[");
+    for (i, s) in listing.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // Entries the memo answered are the very same allocation; others may still render the same.
+        let same =
+            known.get(s.info.path.as_str()).filter(|&&k| Arc::ptr_eq(&base[k], s) || base[k].same_json(s, with_text));
+        match same {
+            Some(k) => out.extend_from_slice(k.to_string().as_bytes()),
+            None => s.write_json(with_text, &mut out),
+        }
+    }
+    out.extend_from_slice(b"]}");
+    out
 }

@@ -13,7 +13,7 @@ use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
 
 use super::snapshot;
-use super::{any, key_json, registered_path, state_at, state_of, ReadCx, Res, Server};
+use super::{any, key_json, state_at, state_of, ReadCx, Res, Server};
 use crate::rpc::error::invalid_params;
 use crate::rpc::handles::Slot;
 use crate::rpc::proto::{AnyJson, ChangesSinceParams, ChangesSinceResult, Detail};
@@ -36,21 +36,16 @@ struct Head<'a> {
 
 const NOTIFICATION_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"session/changed","params":"#;
 
-/// Sends one `session/changed` per engine change, in order, and keeps each for `session/changesSince`. A rebind
-/// also moves the slot's registration and directory watch (`old_path` is what the slot was registered under
-/// before it); the engine's "deleted" at every look while the file is gone is told once until the file is back.
-pub fn publish(server: &Server, slot: &Arc<Slot>, m: &SessionManager, changes: &[Change], old_path: Option<&str>) {
+/// Sends one `session/changed` per engine change, in order, and keeps each for `session/changesSince`. The
+/// engine's "deleted" at every look while the file is gone is told once until the file is back. (A rebind's new
+/// path is registered by the mutation that made it, before this runs.)
+pub fn publish(server: &Server, slot: &Arc<Slot>, m: &SessionManager, changes: &[Change]) {
     for change in changes {
         match change {
             Change::Deleted if slot.deleted_reported.swap(true, Ordering::SeqCst) => continue,
             Change::Deleted | Change::LeafMoved => {}
             // Appended (ours too: a write puts a deleted file back), reloaded or rebound: there is a file again.
             _ => slot.deleted_reported.store(false, Ordering::SeqCst),
-        }
-        if *change == Change::Rebound {
-            let new_path = registered_path(m);
-            server.registry.set_path(slot, new_path);
-            super::watch::moved(server, slot, old_path, new_path);
         }
         publish_one(server, slot, m, change);
     }

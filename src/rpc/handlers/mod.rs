@@ -28,7 +28,7 @@ use super::proto::{AnyJson, Detail, HeaderJson, RawJson, SessionState};
 use super::reply::{Out, Reply};
 use super::transport::Outbox;
 use super::watch::FsWatcher;
-use crate::session::index::SharedIndex;
+use crate::catalog::index::SharedIndex;
 use crate::session::json::{JsString, Json};
 use crate::session::key::Key;
 use crate::session::render::{self, JsonOut};

@@ -24,7 +24,13 @@ pub fn apply(cx: &mut WriteCx<'_>, expected_leaf: Option<String>, op: Op) -> Res
     let m = &mut *cx.m;
     let old_path = registered_path(m).map(str::to_owned);
     let outcome = m.apply(op, expected_leaf.as_deref());
-    publish(server, slot, m, &outcome.changes, old_path.as_deref());
+    if outcome.changes.contains(&Change::Rebound) {
+        // The handle holds another file now: requests and watches find it under the new path.
+        let new_path = registered_path(m);
+        server.registry.set_path(slot, new_path);
+        super::watch::moved(server, slot, old_path.as_deref(), new_path);
+    }
+    publish(server, slot, m, &outcome.changes);
     // The shared index catches up on what reached the file off the request path, so a search finds it (no `stat`
     // of its own: a written session has its file).
     let file_changed = outcome.changes.iter().any(|c| matches!(c, Change::Appended { .. } | Change::Reloaded));
@@ -260,27 +266,30 @@ pub fn branch_with_summary(p: BranchWithSummaryParams, cx: &mut WriteCx<'_>) -> 
     run_planned(cx, branch_with_summary_op(p))
 }
 
-/// `session/appendBatch`: the ops as one engine batch (one write, one fsync under `--durability entry`, one
-/// `session/changed` for all the entries, all or nothing), answered with what each op's method answers alone.
-pub fn append_batch(p: AppendBatchParams, cx: &mut WriteCx<'_>) -> Res<AppendBatchResult> {
-    if p.ops.is_empty() {
+/// `session/appendBatch`, its ops parsed (`methods::append_batch` parses each with its own method's params type):
+/// one engine batch (one write, one fsync under `--durability entry`, one `session/changed` for all the entries,
+/// all or nothing), answered with what each op's method answers alone.
+pub fn append_batch(
+    expected_leaf: Option<String>,
+    planned: Vec<Planned>,
+    cx: &mut WriteCx<'_>,
+) -> Res<AppendBatchResult> {
+    if planned.is_empty() {
         return Err(invalid_params("ops", "a batch needs at least one op"));
     }
-    let mut ops = Vec::with_capacity(p.ops.len());
-    let mut answers = Vec::with_capacity(p.ops.len());
-    for (n, op) in p.ops.into_iter().enumerate() {
-        let planned = crate::rpc::methods::batch_op(&op.method, op.params.as_deref(), &p.handle)
-            .map_err(|e| error::within(e, &format!("ops[{n}]")))?;
-        if planned.expected_leaf.is_some() {
+    let mut ops = Vec::with_capacity(planned.len());
+    let mut answers = Vec::with_capacity(planned.len());
+    for (n, p) in planned.into_iter().enumerate() {
+        if p.expected_leaf.is_some() {
             return Err(invalid_params(
                 &format!("ops[{n}].params.expectedLeafId"),
                 "give expectedLeafId on the batch, not on its ops",
             ));
         }
-        ops.push(planned.op);
-        answers.push(planned.answer);
+        ops.push(p.op);
+        answers.push(p.answer);
     }
-    let value = apply(cx, p.expected_leaf_id, Op::Batch(ops))?;
+    let value = apply(cx, expected_leaf, Op::Batch(ops))?;
     let OpValue::Batch(values) = &value else { return Err(unexpected("a batch", &value)) };
     let mut text = br#"{"results":["#.to_vec();
     for (n, (&answer, v)) in answers.iter().zip(values).enumerate() {

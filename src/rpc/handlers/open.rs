@@ -16,7 +16,7 @@ use crate::rpc::handles::{Job, Slot};
 use crate::rpc::proto::*;
 use crate::rpc::reply::{Out, Rendered, Reply};
 use crate::session::context::ContextOptions;
-use crate::session::{catalog, paths, Env, NewSessionOptions, SessionManager};
+use crate::session::{dirscan, paths, Env, NewSessionOptions, SessionManager};
 
 /// What an opening handler produced.
 pub enum Opening {
@@ -237,8 +237,8 @@ pub fn continue_recent(
     slot: &Arc<Slot>,
 ) -> Result<Opening, ErrorObjectOwned> {
     let (dir, filter) =
-        catalog::directory_for(&p.cwd, p.session_dir.as_deref(), &server.agent_dir).map_err(from_session)?;
-    if let Some(recent) = catalog::find_most_recent_session(&dir, filter.then_some(p.cwd.as_str())) {
+        dirscan::directory_for(&p.cwd, p.session_dir.as_deref(), &server.agent_dir).map_err(from_session)?;
+    if let Some(recent) = dirscan::find_most_recent_session(&dir, filter.then_some(p.cwd.as_str())) {
         if let Some(existing) = server.registry.by_path(&recent).filter(|s| !Arc::ptr_eq(s, slot)) {
             if p.handle.is_some() {
                 return Err(invalid_params(

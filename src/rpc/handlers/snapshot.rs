@@ -14,7 +14,7 @@ use crate::rpc::proto::{Detail, SessionState};
 use crate::session::entry::EntryType;
 use crate::session::js::to_js_string;
 use crate::session::json::scan::{array_elements, find_member, object_members, scan_document, Kind};
-use crate::session::json::value::decode_string_literal;
+use crate::session::json::string::decode_string_literal;
 use crate::session::json::Json;
 use crate::session::manager::trim_json_ws;
 use crate::session::render::{self, JsonOut, ObjectWriter};

@@ -19,7 +19,7 @@ use crate::session::{paths, SessionManager};
 pub fn follow(server: &Server, slot: &Arc<Slot>, m: &mut SessionManager) -> bool {
     match m.refresh() {
         Ok(Some(change)) => {
-            publish(server, slot, m, &[change], None);
+            publish(server, slot, m, &[change]);
             true
         }
         Ok(None) => false,

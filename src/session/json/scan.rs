@@ -12,6 +12,8 @@
 
 use std::ops::Range;
 
+use super::string::find_string_special;
+
 /// Why a line is not JSON, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyntaxError {
@@ -48,7 +50,7 @@ impl Member {
         if !raw.contains(&b'\\') {
             return false;
         }
-        super::value::decode_string_literal(&bytes[self.key.clone()]).eq_str(name)
+        super::string::decode_string_literal(&bytes[self.key.clone()]).eq_str(name)
     }
 }
 
@@ -419,56 +421,6 @@ impl<'a> Scanner<'a> {
         } else {
             Err(self.err("bad literal"))
         }
-    }
-}
-
-/// The first byte that ends a run of plain string content: `"`, `\\`, or a control character (which JSON forbids
-/// raw in strings). This is the loop every multi-megabyte base64 image goes through, so it looks at 16 bytes at a
-/// time with SSE2 (part of every x86-64 CPU) and falls back to bytes elsewhere.
-#[inline]
-pub fn find_string_special(bytes: &[u8]) -> Option<usize> {
-    find_special::<b'"'>(bytes)
-}
-
-/// The first byte a JSON string writer must look at: what [`find_string_special`] finds, or 0xED (the lead byte
-/// of a WTF-8 surrogate, which is written as an escape).
-#[inline]
-pub fn find_escape_candidate(bytes: &[u8]) -> Option<usize> {
-    find_special::<0xED>(bytes)
-}
-
-/// The first `"`, `\\`, control character or `EXTRA`.
-#[inline]
-fn find_special<const EXTRA: u8>(bytes: &[u8]) -> Option<usize> {
-    let special = |b: u8| b == b'"' || b == b'\\' || b < 0x20 || b == EXTRA;
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::*;
-        let mut chunks = bytes.chunks_exact(16);
-        let mut base = 0;
-        for chunk in &mut chunks {
-            // SAFETY: SSE2 is part of the x86-64 baseline, and `chunk` holds exactly the 16 bytes loaded.
-            let mask = unsafe {
-                let v = _mm_loadu_si128(chunk.as_ptr().cast());
-                let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
-                let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-                let extra = _mm_cmpeq_epi8(v, _mm_set1_epi8(EXTRA as i8));
-                // Unsigned v <= 0x1f, as max(v, 0x1f) == 0x1f.
-                let limit = _mm_set1_epi8(0x1f);
-                let control = _mm_cmpeq_epi8(_mm_max_epu8(v, limit), limit);
-                let any = _mm_or_si128(_mm_or_si128(quote, backslash), _mm_or_si128(control, extra));
-                _mm_movemask_epi8(any) as u32
-            };
-            if mask != 0 {
-                return Some(base + mask.trailing_zeros() as usize);
-            }
-            base += 16;
-        }
-        chunks.remainder().iter().position(|&b| special(b)).map(|i| base + i)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        bytes.iter().position(|&b| special(b))
     }
 }
 

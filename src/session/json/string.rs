@@ -270,7 +270,7 @@ pub fn write_json_string_bytes(bytes: &[u8], out: &mut Vec<u8>) {
     let mut i = 0;
     while i < bytes.len() {
         // Skip plain text in bulk: strings here can be megabytes of tool output.
-        match super::scan::find_escape_candidate(&bytes[i..]) {
+        match find_escape_candidate(&bytes[i..]) {
             Some(k) => i += k,
             None => break,
         }
@@ -335,6 +335,95 @@ fn is_wtf8(bytes: &[u8]) -> bool {
         }
     }
     true
+}
+
+/// Decodes a validated string literal (quotes included).
+pub fn decode_string_literal(lit: &[u8]) -> JsString {
+    let body = &lit[1..lit.len() - 1];
+    let mut out = JsString::new();
+    let mut i = 0;
+    let mut start = 0;
+    while i < body.len() {
+        if body[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        out.push_bytes_lossy(&body[start..i]);
+        let c = body[i + 1];
+        i += 2;
+        match c {
+            b'"' => out.push_char('"'),
+            b'\\' => out.push_char('\\'),
+            b'/' => out.push_char('/'),
+            b'b' => out.push_char('\u{8}'),
+            b'f' => out.push_char('\u{c}'),
+            b'n' => out.push_char('\n'),
+            b'r' => out.push_char('\r'),
+            b't' => out.push_char('\t'),
+            _ => {
+                let hex = std::str::from_utf8(&body[i..i + 4]).expect("validated hex");
+                let unit = u32::from_str_radix(hex, 16).expect("validated hex");
+                i += 4;
+                // push_code_point + push_js pairing is done by JsString when halves meet.
+                let mut unit_str = JsString::new();
+                unit_str.push_code_point(unit);
+                out.push_js(&unit_str);
+            }
+        }
+        start = i;
+    }
+    out.push_bytes_lossy(&body[start..]);
+    out
+}
+
+/// The first byte that ends a run of plain string content: `"`, `\\`, or a control character (which JSON forbids
+/// raw in strings). This is the loop every multi-megabyte base64 image goes through, so it looks at 16 bytes at a
+/// time with SSE2 (part of every x86-64 CPU) and falls back to bytes elsewhere.
+#[inline]
+pub fn find_string_special(bytes: &[u8]) -> Option<usize> {
+    find_special::<b'"'>(bytes)
+}
+
+/// The first byte a JSON string writer must look at: what [`find_string_special`] finds, or 0xED (the lead byte
+/// of a WTF-8 surrogate, which is written as an escape).
+#[inline]
+pub fn find_escape_candidate(bytes: &[u8]) -> Option<usize> {
+    find_special::<0xED>(bytes)
+}
+
+/// The first `"`, `\\`, control character or `EXTRA`.
+#[inline]
+fn find_special<const EXTRA: u8>(bytes: &[u8]) -> Option<usize> {
+    let special = |b: u8| b == b'"' || b == b'\\' || b < 0x20 || b == EXTRA;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let mut chunks = bytes.chunks_exact(16);
+        let mut base = 0;
+        for chunk in &mut chunks {
+            // SAFETY: SSE2 is part of the x86-64 baseline, and `chunk` holds exactly the 16 bytes loaded.
+            let mask = unsafe {
+                let v = _mm_loadu_si128(chunk.as_ptr().cast());
+                let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+                let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+                let extra = _mm_cmpeq_epi8(v, _mm_set1_epi8(EXTRA as i8));
+                // Unsigned v <= 0x1f, as max(v, 0x1f) == 0x1f.
+                let limit = _mm_set1_epi8(0x1f);
+                let control = _mm_cmpeq_epi8(_mm_max_epu8(v, limit), limit);
+                let any = _mm_or_si128(_mm_or_si128(quote, backslash), _mm_or_si128(control, extra));
+                _mm_movemask_epi8(any) as u32
+            };
+            if mask != 0 {
+                return Some(base + mask.trailing_zeros() as usize);
+            }
+            base += 16;
+        }
+        chunks.remainder().iter().position(|&b| special(b)).map(|i| base + i)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        bytes.iter().position(|&b| special(b))
+    }
 }
 
 #[cfg(test)]

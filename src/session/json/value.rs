@@ -8,7 +8,7 @@
 //! also be written unchanged ([`Json::write_preserving`]).
 
 use super::scan::{validate_document, SyntaxError};
-use super::string::{write_json_string_bytes, JsString};
+use super::string::{decode_string_literal, write_json_string_bytes, JsString};
 
 /// A parsed JSON value.
 ///
@@ -397,45 +397,6 @@ pub fn format_js_number(n: f64) -> String {
         return "0".to_owned();
     }
     ryu_js::Buffer::new().format(n).to_owned()
-}
-
-/// Decodes a validated string literal (quotes included).
-pub fn decode_string_literal(lit: &[u8]) -> JsString {
-    let body = &lit[1..lit.len() - 1];
-    let mut out = JsString::new();
-    let mut i = 0;
-    let mut start = 0;
-    while i < body.len() {
-        if body[i] != b'\\' {
-            i += 1;
-            continue;
-        }
-        out.push_bytes_lossy(&body[start..i]);
-        let c = body[i + 1];
-        i += 2;
-        match c {
-            b'"' => out.push_char('"'),
-            b'\\' => out.push_char('\\'),
-            b'/' => out.push_char('/'),
-            b'b' => out.push_char('\u{8}'),
-            b'f' => out.push_char('\u{c}'),
-            b'n' => out.push_char('\n'),
-            b'r' => out.push_char('\r'),
-            b't' => out.push_char('\t'),
-            _ => {
-                let hex = std::str::from_utf8(&body[i..i + 4]).expect("validated hex");
-                let unit = u32::from_str_radix(hex, 16).expect("validated hex");
-                i += 4;
-                // push_code_point + push_js pairing is done by JsString when halves meet.
-                let mut unit_str = JsString::new();
-                unit_str.push_code_point(unit);
-                out.push_js(&unit_str);
-            }
-        }
-        start = i;
-    }
-    out.push_bytes_lossy(&body[start..]);
-    out
 }
 
 enum Frame {

@@ -20,7 +20,7 @@ use crate::session::json::{JsString, Json, Object};
 use crate::session::key::Key;
 use crate::session::paths;
 use crate::session::store::{
-    self, Durability, FileState, LineSlot, LoadedFile, SessionFile, Start, Warning, WarningKind,
+    self, BodyReader, Durability, FileState, LineSlot, LoadedFile, SessionFile, Start, Warning, WarningKind,
 };
 use crate::session::tree::TreeIndex;
 
@@ -669,22 +669,15 @@ impl SessionManager {
     fn write_layout(
         &self,
         slots: &[LineSlot],
-        reader: Option<&std::fs::File>,
+        reader: BodyReader<'_>,
         w: &mut dyn std::io::Write,
     ) -> std::io::Result<Vec<LineSlot>> {
-        use std::os::unix::fs::FileExt;
         let mut placed = Vec::with_capacity(slots.len());
         let mut offset = 0u64;
         for slot in slots {
             let bytes = match slot.record {
-                Some(r) => trim_json_ws(&crate::session::store::read_body(reader, &self.records[r].body)?).to_vec(),
-                None => {
-                    let mut raw = vec![0u8; slot.len as usize];
-                    reader
-                        .ok_or_else(|| std::io::Error::other("no file to copy a line from"))?
-                        .read_exact_at(&mut raw, slot.offset)?;
-                    raw
-                }
+                Some(r) => trim_json_ws(&reader.body(&self.records[r].body)?).to_vec(),
+                None => reader.raw(slot.offset, slot.len)?,
             };
             w.write_all(&bytes)?;
             w.write_all(b"\n")?;
@@ -699,7 +692,7 @@ impl SessionManager {
     fn write_new_file(&mut self, path: &str, upto: usize) -> Result<()> {
         let slots = self.layout(upto);
         let mut content = Vec::new();
-        let reader = self.file.as_ref().map(SessionFile::reader);
+        let reader = self.file.as_ref().map_or(BodyReader::NONE, SessionFile::lines);
         let placed = self.write_layout(&slots, reader, &mut content).map_err(|e| Error::io("write", path, e))?;
         let file = SessionFile::create(path, &content, self.durability)?;
         self.adopt_layout(placed);
@@ -715,7 +708,7 @@ impl SessionManager {
         // The rewrite reads the old file through its own handle while the new one is written.
         let mut file = self.file.take().expect("a file to rewrite");
         let result = file.replace(|reader, w| {
-            placed = self.write_layout(&slots, Some(reader), w)?;
+            placed = self.write_layout(&slots, reader, w)?;
             Ok(())
         });
         self.file = Some(file);

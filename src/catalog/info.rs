@@ -6,16 +6,19 @@
 //! that is not a string) it silently drops the whole file from the listing; we list the file and skip only the
 //! broken field (see `docs/compatibility.md`).
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
+use std::sync::Arc;
 
-use super::catalog::Cancel;
-use super::entry::{EntryType, Role};
-use super::js::{convert, date};
-use super::json::scan::{find_member, scan_document, Kind};
-use super::json::value::decode_string_literal;
-use super::json::{JsString, Json};
-use super::line::{is_blank, is_falsy, new_date_ms};
-use super::store;
+use super::cancel::Cancel;
+use crate::session::entry::{EntryType, Role};
+use crate::session::js::date::to_iso_string;
+use crate::session::js::{convert, date};
+use crate::session::json::scan::{find_member, scan_document, Kind};
+use crate::session::json::string::decode_string_literal;
+use crate::session::json::{JsString, Json};
+use crate::session::line::{is_blank, is_falsy, new_date_ms};
+use crate::session::render::{JsonOut, ObjectWriter};
+use crate::session::store;
 
 /// One session in a listing (pi's `SessionInfo`).
 #[derive(Clone, Debug, PartialEq)]
@@ -60,10 +63,10 @@ impl ListedSession {
     /// Renders `info` (with its text, if it has it) and keeps the rendering.
     pub fn new(mut info: SessionInfo) -> ListedSession {
         let text = info.all_messages_text.take();
-        let mut head = super::render::session_info_bytes(&info);
+        let mut head = session_info_bytes(&info);
         head.pop(); // the closing brace: the text, if any, goes before it
         let json_text = text.map(|t| {
-            let mut out = super::render::JsonOut::memory();
+            let mut out = JsonOut::memory();
             out.raw(b",\"allMessagesText\":").and_then(|()| out.string(&t)).expect("memory output cannot fail");
             out.into_bytes().into_boxed_slice()
         });
@@ -393,61 +396,6 @@ pub fn session_info(path: &str, mtime_ms: f64, with_text: bool, cancel: &Cancel)
     state.finish(path, mtime_ms, with_text)
 }
 
-/// How far into a file pi looks for its header when discovering sessions (1 MiB).
-pub const HEADER_SCAN_LIMIT: u64 = 1024 * 1024;
-
-/// The header a discovery scan finds: the first parsed line, if it is a header with a string id and it lies
-/// within the first MiB (pi's bounded `readSessionHeader`).
-pub fn read_header_bounded(path: &str) -> Option<Json> {
-    let mut f = store::open_regular(path).ok()?;
-    let mut buf = Vec::with_capacity(16 * 1024);
-    let mut start = 0;
-    let mut searched = 0;
-    // Read in growing steps: the header is nearly always the first line, and a full MiB per file would make
-    // discovering thousands of sessions read gigabytes.
-    let mut step = 16 * 1024;
-    let mut at_end = false;
-    while !at_end && (buf.len() as u64) < HEADER_SCAN_LIMIT {
-        let want = (HEADER_SCAN_LIMIT - buf.len() as u64).min(step);
-        let got = (&mut f).take(want).read_to_end(&mut buf).ok()?;
-        at_end = (got as u64) < want;
-        step *= 4;
-        while let Some(i) = memchr::memchr(b'\n', &buf[searched..]) {
-            let line = &buf[start..searched + i];
-            start = searched + i + 1;
-            searched = start;
-            if let Some(decision) = header_candidate(line) {
-                return decision;
-            }
-        }
-        searched = buf.len();
-    }
-    // The rest has no newline: it is the final line only if the file ends within the limit.
-    if !at_end {
-        let mut probe = [0u8; 1];
-        if f.read(&mut probe).ok()? != 0 {
-            return None;
-        }
-    }
-    header_candidate(&buf[start..]).flatten()
-}
-
-/// None: keep scanning (blank, malformed or falsy). Some(header or None): the first parsed line decides.
-fn header_candidate(line: &[u8]) -> Option<Option<Json>> {
-    if is_blank(line) {
-        return None;
-    }
-    let doc = scan_document(line).ok()?;
-    let value = &line[doc.value.clone()];
-    if is_falsy(value) {
-        return None;
-    }
-    let parsed = Json::parse(value).ok()?;
-    let is_header = parsed.get("type").and_then(Json::as_js_str).is_some_and(|t| t.eq_str("session"))
-        && matches!(parsed.get("id"), Some(Json::String(_)));
-    Some(is_header.then_some(parsed))
-}
-
 /// `Math.max(a, b)` (NaN wins, as in JavaScript).
 fn js_max(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
@@ -472,6 +420,73 @@ fn extract_text(content: Option<&Json>) -> JsString {
         }
         _ => JsString::new(),
     }
+}
+
+/// Writes a `SessionInfo` as `JSON.stringify` writes it (undefined members omitted, dates as ISO strings).
+/// Written straight to bytes: a listing is thousands of these.
+pub fn write_session_info(s: &SessionInfo, out: &mut JsonOut<'_>) -> crate::session::Result<()> {
+    let date = |out: &mut JsonOut<'_>, ms: f64| match to_iso_string(ms) {
+        Some(iso) => out.str(&iso),
+        None => out.raw(b"null"),
+    };
+    let mut o = ObjectWriter::open(out)?;
+    o.key(out, "path")?;
+    out.str(&s.path)?;
+    o.key(out, "id")?;
+    out.value(&s.id)?;
+    o.key(out, "cwd")?;
+    out.string(&s.cwd)?;
+    if let Some(n) = &s.name {
+        o.key(out, "name")?;
+        out.string(n)?;
+    }
+    if let Some(p) = &s.parent_session_path {
+        o.key(out, "parentSessionPath")?;
+        out.value(p)?;
+    }
+    o.key(out, "created")?;
+    date(out, s.created)?;
+    o.key(out, "modified")?;
+    date(out, s.modified)?;
+    o.key(out, "messageCount")?;
+    out.raw(s.message_count.to_string().as_bytes())?;
+    o.key(out, "firstMessage")?;
+    out.string(&s.first_message)?;
+    if let Some(text) = &s.all_messages_text {
+        o.key(out, "allMessagesText")?;
+        out.string(text)?;
+    }
+    o.close(out)
+}
+
+/// A `SessionInfo`'s JSON (what [`write_session_info`] writes).
+pub fn session_info_bytes(s: &SessionInfo) -> Vec<u8> {
+    let mut out = JsonOut::memory();
+    write_session_info(s, &mut out).expect("memory output cannot fail");
+    out.into_bytes()
+}
+
+/// A listing's JSON, `[SessionInfo, …]`, from the renderings its entries keep (`allMessagesText` included when
+/// `with_text` and kept).
+pub fn session_infos(listing: &[Arc<ListedSession>], with_text: bool) -> Vec<u8> {
+    let size: usize = listing.iter().map(|s| s.json_len(with_text) + 1).sum();
+    let mut out = Vec::with_capacity(size + 2);
+    out.push(b'[');
+    for (i, s) in listing.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        s.write_json(with_text, &mut out);
+    }
+    out.push(b']');
+    out
+}
+
+/// A listing entry as a JSON value (what [`session_infos`] writes for it).
+pub fn session_info_json(s: &ListedSession, with_text: bool) -> Json {
+    let mut out = Vec::new();
+    s.write_json(with_text, &mut out);
+    Json::parse(&out).expect("rendered JSON parses")
 }
 
 #[cfg(test)]

@@ -10,108 +10,20 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use icu_collator::options::CollatorOptions;
 use icu_collator::{Collator, CollatorBorrowed};
 
-use super::dirscan::{self, FileStat};
-use super::error::{Error, Result};
+pub use super::cancel::{Cancel, CancellableRead};
 use super::index::{CatalogIndex, FileToIndex, IndexError};
-use super::info::{read_header_bounded, session_info, ListedSession};
-use super::js::sort::sort_like_v8;
-use super::json::{JsString, Json};
-use super::paths;
-
-/// A request's cancellation flag, cheap to check in every loop of catalog work: whoever runs the request (the
-/// RPC layer on `$/cancelRequest` or at shutdown) sets it, and the listing, lookup or search stops at its next
-/// check with [`Error::Cancelled`]. Clones share the flag.
-#[derive(Clone, Debug, Default)]
-pub struct Cancel(Arc<AtomicBool>);
-
-impl Cancel {
-    /// A flag nobody has set yet.
-    pub fn new() -> Cancel {
-        Cancel::default()
-    }
-
-    /// Asks every holder of the flag to stop.
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether the work was cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// `Err(Error::Cancelled)` once the work was cancelled.
-    pub fn check(&self) -> Result<()> {
-        if self.is_cancelled() {
-            Err(Error::Cancelled)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// `reader`, failing its next refill once the work is cancelled: a single file of gigabytes stops too.
-    pub fn reader<R: std::io::BufRead>(&self, reader: R) -> CancellableRead<'_, R> {
-        CancellableRead { reader, cancel: self }
-    }
-}
-
-/// See [`Cancel::reader`]. The check sits in `fill_buf`, so the buffered reader underneath keeps reading straight
-/// into its buffer.
-pub struct CancellableRead<'a, R> {
-    reader: R,
-    cancel: &'a Cancel,
-}
-
-impl<R: std::io::BufRead> std::io::Read for CancellableRead<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let available = std::io::BufRead::fill_buf(self)?;
-        let n = available.len().min(buf.len());
-        buf[..n].copy_from_slice(&available[..n]);
-        self.reader.consume(n);
-        Ok(n)
-    }
-}
-
-impl<R: std::io::BufRead> std::io::BufRead for CancellableRead<'_, R> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        if self.cancel.is_cancelled() {
-            return Err(std::io::Error::other("cancelled"));
-        }
-        self.reader.fill_buf()
-    }
-
-    fn consume(&mut self, amount: usize) {
-        self.reader.consume(amount)
-    }
-}
-
-/// pi's exported `getDefaultSessionDir(cwd, agentDir)`: the default directory for `cwd`, created if missing.
-pub fn default_session_dir(cwd: &str, agent_dir: &str) -> Result<String> {
-    let dir = paths::default_session_dir_path(cwd, agent_dir);
-    if !paths::as_path(&dir).exists() {
-        fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
-    }
-    Ok(dir)
-}
-
-/// The directory a cwd-scoped call uses and whether it filters by cwd: the given directory (filtered unless it is
-/// the cwd's default one) or the default directory (created).
-pub fn directory_for(cwd: &str, session_dir: Option<&str>, agent_dir: &str) -> Result<(String, bool)> {
-    match session_dir {
-        Some(d) if !d.is_empty() => {
-            let dir = paths::normalize_path(d);
-            let filter = !paths::paths_equal(&dir, &paths::default_session_dir_path(cwd, agent_dir));
-            Ok((dir, filter))
-        }
-        _ => Ok((default_session_dir(cwd, agent_dir)?, false)),
-    }
-}
+use super::info::{session_info, ListedSession};
+use crate::session::dirscan::{self, cwd_matches, directory_for, jsonl_entries, FileStat};
+use crate::session::error::{Error, Result};
+use crate::session::js::sort::sort_like_v8;
+use crate::session::json::{JsString, Json};
+use crate::session::paths;
+use crate::session::store::read_header_bounded;
 
 fn collator() -> CollatorBorrowed<'static> {
     Collator::try_new(Default::default(), CollatorOptions::default()).expect("root collation data is compiled in")
@@ -139,14 +51,6 @@ fn sort_infos(infos: &mut [Arc<ListedSession>]) {
     sort_like_v8(infos, |a, b| b.info.modified - a.info.modified);
 }
 
-/// The `*.jsonl` entries of `dir` in directory order (like `readdir`), each with `stat`'s answer (followed
-/// through symlinks, as pi's `statSync`; None if it failed).
-fn jsonl_entries(dir: &str) -> std::io::Result<Vec<(String, Option<FileStat>)>> {
-    let names = dirscan::jsonl_names(dir)?;
-    let stats = dirscan::stat_names(dir, &names);
-    Ok(names.into_iter().zip(stats).collect())
-}
-
 /// pi's load order of `dir`'s sessions (`listSessionsFromDir`): `readdir` order, stably sorted by filename
 /// descending with `localeCompare`.
 fn read_load_order(dir: &str) -> Option<Vec<String>> {
@@ -154,11 +58,6 @@ fn read_load_order(dir: &str) -> Option<Vec<String>> {
     let c = collator();
     sort_like_v8(&mut names, |a, b| locale_compare(&c, b, a));
     Some(names)
-}
-
-/// pi's `sessionCwdMatches`: a non-empty cwd that resolves to `resolved_cwd`.
-fn cwd_matches(cwd: &str, resolved_cwd: &str) -> bool {
-    !cwd.is_empty() && paths::resolve_path(cwd) == resolved_cwd
 }
 
 /// Answers pi's listing calls (`list`, `listAll`, `findById`) for one agent directory: from the catalog index
@@ -383,29 +282,4 @@ impl<'a> Catalog<'a> {
         }
         Ok(None)
     }
-}
-
-/// pi's `findMostRecentSession(sessionDir, cwd?)`: the newest-mtime file with a valid header (and, with `cwd`,
-/// a matching header cwd).
-pub fn find_most_recent_session(dir: &str, cwd: Option<&str>) -> Option<String> {
-    let dir = paths::normalize_path(dir);
-    let resolved_cwd = cwd.map(paths::resolve_path);
-    let mut files = Vec::new();
-    for (name, meta) in jsonl_entries(&dir).ok()? {
-        // pi's statSync throws on a vanished file, and the whole lookup gives up. A file that is not regular keeps
-        // its place in the order but is never read (pi would wait on a FIFO for ever).
-        let meta = meta?;
-        files.push((paths::join(&[&dir, &name]), meta.regular, meta.mtime_ms()));
-    }
-    sort_like_v8(&mut files, |a, b| b.2 - a.2);
-    files.into_iter().filter(|(_, regular, _)| *regular).map(|(p, _, _)| p).find(|p| {
-        let Some(header) = read_header_bounded(p) else { return false };
-        match &resolved_cwd {
-            None => true,
-            Some(rc) => {
-                let c = header.get("cwd").and_then(Json::as_js_str).map(|c| c.to_string_lossy());
-                c.is_some_and(|c| cwd_matches(&c, rc))
-            }
-        }
-    })
 }

@@ -38,11 +38,12 @@ use std::time::Duration;
 use rusqlite::config::DbConfig;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use super::catalog::Cancel;
-use super::dirscan::{self, FileStat};
-use super::info::{read_header_bounded, Doc, InfoState, ListedSession, ReadlineLines, SessionInfo, HEADER_SCAN_LIMIT};
-use super::json::{JsString, Json};
-use super::store;
+use super::cancel::Cancel;
+use super::info::{Doc, InfoState, ListedSession, ReadlineLines, SessionInfo};
+use crate::session::dirscan::{self, FileStat};
+use crate::session::json::{JsString, Json};
+use crate::session::store;
+use crate::session::store::{read_header_bounded, HEADER_SCAN_LIMIT};
 
 /// Bumped whenever the schema or the meaning of what is stored changes: an index of another version is rebuilt.
 /// (1 had no generations; its rows may hold the text of lines twice, from the race generations fix.)
@@ -211,7 +212,7 @@ impl std::fmt::Debug for CatalogIndex {
 
 /// The default location: `<agentDir>/pi-sessiond/index.sqlite`.
 pub fn default_index_path(agent_dir: &str) -> String {
-    super::paths::join(&[agent_dir, "pi-sessiond", "index.sqlite"])
+    crate::session::paths::join(&[agent_dir, "pi-sessiond", "index.sqlite"])
 }
 
 /// A file to bring up to date: its path, the directory it was listed from, and its `stat`.
@@ -764,7 +765,7 @@ impl CatalogIndex {
     /// index follows it: it has a row for the file or for another file of its directory.
     pub fn refresh_known_file(&mut self, path: &str, cancel: &Cancel) -> IndexResult<()> {
         self.with_recovery(|index| {
-            let dir = super::paths::parent_dir(path);
+            let dir = crate::session::paths::parent_dir(path);
             let known = row_of(&index.conn, path, true)?;
             let dir_known = known.is_some()
                 || index.conn.prepare_cached("SELECT 1 FROM files WHERE dir = ?1 LIMIT 1")?.exists([&dir])?;

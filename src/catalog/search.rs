@@ -17,11 +17,13 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::catalog::{Cancel, Catalog};
-use super::error::{Error, Result};
+use super::cancel::Cancel;
 use super::index::{CatalogIndex, IndexError, IndexResult};
 use super::info::{Doc, InfoState, ListedSession, ReadlineLines, SessionInfo};
-use super::json::Json;
+use super::listing::Catalog;
+use crate::session::error::{Error, Result};
+use crate::session::json::Json;
+use crate::session::render::date_json;
 
 /// One query token.
 #[derive(Clone, Debug, PartialEq)]
@@ -600,7 +602,7 @@ fn search_index(
 /// Every searchable entry of the file at `path`, read directly (nothing when it is not a regular file; what was
 /// read when `cancel` was set).
 pub fn read_docs(path: &str, cancel: &Cancel) -> Vec<Doc> {
-    let Ok(file) = super::store::open_regular(path) else { return Vec::new() };
+    let Ok(file) = crate::session::store::open_regular(path) else { return Vec::new() };
     let mut lines = ReadlineLines::new(cancel.reader(std::io::BufReader::with_capacity(1 << 20, file)));
     let mut buf = Vec::new();
     let mut state = InfoState::default();
@@ -612,6 +614,19 @@ pub fn read_docs(path: &str, cancel: &Cancel) -> Vec<Doc> {
         docs.clear();
     }
     docs
+}
+
+/// A search hit as `sessions/search` returns it (dates as ISO strings, `null` when unknown).
+pub fn search_hit_json(h: &Hit) -> Json {
+    let mut o = crate::session::json::Object::new();
+    o.insert("path", Json::str(&h.path));
+    o.insert("sessionId", h.session_id.clone());
+    o.insert("entryId", h.entry_id.as_deref().and_then(|t| Json::parse(t.as_bytes()).ok()).unwrap_or(Json::Null));
+    o.insert("role", Json::str(&h.role));
+    o.insert("snippet", Json::str(&h.snippet));
+    o.insert("timestamp", date_json(h.timestamp));
+    o.insert("score", Json::number(h.score));
+    Json::Object(o)
 }
 
 #[cfg(test)]

@@ -1,0 +1,15 @@
+//! The catalog: many sessions at once. pi's `list`, `listAll`, `findById` with pi's orders ([`listing`]), what a
+//! listing shows of one file ([`info`]), the persistent index every pi-sessiond process shares ([`index`]), and
+//! search with pi's `/resume` query language down to the entry ([`search`]). Built on the engine
+//! (`crate::session`), which never imports it; every loop checks a [`Cancel`] flag.
+//!
+//! Layering (imports go downward): `search` → `listing` → `index` → `info` → `cancel`. Only `listing`, `index` and
+//! `info` touch the file system (the index database and the session files they read).
+
+pub mod cancel;
+pub mod index;
+pub mod info;
+pub mod listing;
+pub mod search;
+
+pub use cancel::Cancel;
