@@ -116,8 +116,9 @@ export interface OpenOptions {
 	 */
 	handle?: string;
 	/**
-	 * Also return the entries (`state.snapshot`, which `MirroredSession.attach` starts from) and set the detail of
-	 * the handle's `session/changed` entries: `skeleton` (a few hundred bytes an entry) or `full`. Default `none`.
+	 * Also return the entries, which `MirroredSession.attach` starts from (the RemoteSession holds them, and the
+	 * changes after them, until a mirror takes them), and set the detail of the handle's `session/changed` entries:
+	 * `skeleton` (a few hundred bytes an entry) or `full`. Default `none`.
 	 */
 	snapshot?: Detail;
 }
