@@ -205,6 +205,21 @@ describe("MirroredSession", () => {
 		await mirror.close();
 	});
 
+	it("mirrors a session opened without a snapshot from one it asks for, and follows it", async () => {
+		const file = writePiSession(tempDir());
+		const remote = await client.openSession(file, { watch: true });
+		const mirror = await MirroredSession.attach(remote);
+		assert.equal(mirror.detail, "full");
+		assertMirrorIsPi(mirror, file, "attach to a handle at detail none");
+		await remote.appendMessage(userMessage("after attach"));
+		const before = mirror.getEntryCount();
+		piAppends(file, 1);
+		await untilCount(mirror, before + 1);
+		assertMirrorIsPi(mirror, file, "an own append and one by pi");
+		assert.equal(mirror.snapshotCount, 1);
+		await mirror.close();
+	});
+
 	it("follows the handle to a new session after newSession and setSessionFile", async () => {
 		const dir = tempDir();
 		const file = writePiSession(dir);
