@@ -3,7 +3,7 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,mirror]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
@@ -58,7 +58,7 @@ const pick = (xs, k) => median(xs.map((x) => x[k]));
 // ---------------------------------------------------------------------------------------------------------------
 // Inputs (deterministic; generated once per data directory)
 const session40 = join(data, "session-40MB.jsonl");
-if (!existsSync(session40)) {
+if ((wanted("open") || wanted("pi")) && !existsSync(session40)) {
   execFileSync(join(gen, "gen_session"), [session40, "--bytes", "40000000", "--image-kib", "16"], { stdio: "inherit" });
 }
 const catalog = (n, bytes) => {
@@ -76,7 +76,7 @@ if (wanted("open")) {
     reps,
     () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
     [
-      () => json(bin, ["stats", "--reads", session40]),
+      () => json(bin, ["stats", "--reads", "--json", session40]),
       async () => {
         const sc = new Sidecar(bin, ["--no-index"]);
         const [openMs, st] = await time(() => sc.call("session/open", { path: session40 }));
@@ -241,7 +241,7 @@ if (wanted("rss") && !quick) {
   console.error("open a 2.6 GB session of base64 images (pi #9613)");
   const huge = join(data, "images-2.6GB.jsonl");
   if (!existsSync(huge)) execFileSync(join(gen, "gen_session"), [huge, "--bytes", "2600000000", "--image-kib", "400"], { stdio: "inherit" });
-  const ours = json(bin, ["stats", huge]);
+  const ours = json(bin, ["stats", "--timing", "--json", huge]);
   // pi gets 3 minutes; its peak is read from /proc while it runs, so a kill still leaves a figure.
   const child = spawn("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", huge], { stdio: ["ignore", "pipe", "pipe"] });
   let peak = 0;
@@ -389,6 +389,56 @@ if (wanted("pi")) {
   row("pi", "pi: /resume listing of 3,000 sessions, first in the process (drop-in: index built)", pick(piList, "coldMs"), pick(ourList, "coldMs"), "ms");
   row("pi", "pi: /resume listing of 3,000 sessions, again", pick(piList, "warmMs"), pick(ourList, "warmMs"), "ms", "drop-in: a stat per file");
   rmSync(join(agent, "pi-sessiond"), { recursive: true, force: true });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The web view (issue 15): a session of 5,200 entries opened in Debian's headless Chromium, from the click on its
+// name to its tree drawn (skeleton rows only; bodies come as rows scroll into view). pi has no live view to set
+// beside it: its nearest thing, `--export` HTML, is a file written once.
+if (wanted("web")) {
+  const { createRequire } = await import("node:module");
+  const { chromium } = createRequire(join(import.meta.dirname, "../tests/web/package.json"))("playwright-core");
+  const { bigSession } = await import("../tests/web/gen.mjs");
+  const n = 5200;
+  const agent = join(data, "web-agent");
+  const project = join(agent, "sessions", "--work-big-app--");
+  const file = join(project, "2026-01-02T00-00-00-000Z_0194aaaa-0000-7000-8000-00000000b16b.jsonl");
+  if (!existsSync(file)) {
+    mkdirSync(project, { recursive: true });
+    writeFileSync(file, bigSession(n, "0194aaaa-0000-7000-8000-00000000b16b"));
+  }
+  const server = spawn(bin, ["--agent-dir", agent, "web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  const url = await new Promise((ok) => {
+    let out = "";
+    server.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) ok(out.slice(0, out.indexOf("\n")));
+    });
+  });
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu"],
+  });
+  const treeMs = [];
+  const wallMs = [];
+  const listMs = [];
+  for (let r = 0; r < reps; r++) {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
+    const t0 = performance.now();
+    await page.goto(url);
+    await page.waitForSelector(`.session[data-path="${file}"]`);
+    listMs.push(performance.now() - t0);
+    const t1 = performance.now();
+    await page.click(`.session[data-path="${file}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    wallMs.push(performance.now() - t1);
+    treeMs.push(Number(await page.getAttribute("body", "data-tree-ms")));
+    await page.close();
+  }
+  await browser.close();
+  server.kill("SIGTERM");
+  row("web", "web view: the page loaded and the sessions listed", undefined, median(listMs), "ms", "headless Chromium");
+  row("web", `web view: a ${n.toLocaleString("en")}-entry session's tree shown after the click`, undefined, median(treeMs), "ms", `the page's own clock; ${fmt(median(wallMs), "ms")} by playwright's, round trips included`);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -9,3 +9,4 @@ pub mod catalog;
 pub mod cli;
 pub mod rpc;
 pub mod session;
+pub mod web;

@@ -1,76 +1,149 @@
 //! The `pi-sessiond` binary: the JSON-RPC sidecar (the default), and command-line tools over the engine.
 //!
-//! stdout belongs to the protocol (or to a tool's output); logs and diagnostics go to stderr only.
+//! stdout belongs to the protocol (or to a tool's output); logs and diagnostics go to stderr only. The flags
+//! are defined here once, and the shell completions and the man page are generated from the same definitions.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use pi_sessiond::catalog::index::{default_index_path, SharedIndex};
-use pi_sessiond::cli;
+use pi_sessiond::cli::output::{describe_io, ColorChoice, Failure, Screen, Style, EXIT_OK};
+use pi_sessiond::cli::{self, resolve};
 use pi_sessiond::rpc::framing::Framing;
 use pi_sessiond::rpc::Config;
 use pi_sessiond::session::context::ContextOptions;
 use pi_sessiond::session::paths;
 use pi_sessiond::session::store::Durability;
 
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), ", following pi 1.6.0 (@earendil-works/pi-coding-agent)");
+
+const EXIT_STATUS: &str = "Exit status: 0 done; 1 `search` found nothing; 2 an error (bad arguments, a missing, \
+unreadable or non-session file, a failed write). With --json an error is {\"error\": {\"kind\", \"message\"}} on \
+stdout, else one line on stderr.";
+
 #[derive(Parser)]
-#[command(name = "pi-sessiond", version, about = "Owns pi's session files: JSON-RPC sidecar and command-line tools")]
+#[command(
+    name = "pi-sessiond",
+    version = VERSION,
+    about = "Owns pi's session files: a JSON-RPC sidecar, command-line tools and a live web view",
+    long_about = "Owns pi's session files: a JSON-RPC sidecar (the default; spawned by hosts, it reads requests on \
+stdin and answers on stdout), command-line tools to list, search, draw and inspect sessions, and a live web view. \
+Sessions are named by path, full id, unique id prefix, or `latest` (the newest session of the current directory).",
+    after_long_help = EXIT_STATUS
+)]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
     #[command(flatten)]
+    global: GlobalArgs,
+    #[command(flatten)]
     serve: ServeArgs,
 }
 
+/// Flags every command takes.
 #[derive(clap::Args, Clone)]
-struct ServeArgs {
-    /// Message framing on stdin/stdout: auto (detected from the first byte), jsonl, or lsp.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "jsonl", "lsp"])]
-    framing: String,
-    /// Log level for stderr (overridden by RUST_LOG): error, warn, info, debug, trace.
-    #[arg(long, default_value = "warn")]
-    log_level: String,
+struct GlobalArgs {
     /// pi's agent directory (default: $PI_CODING_AGENT_DIR or ~/.pi/agent).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_name = "DIR")]
     agent_dir: Option<String>,
-    /// The catalog index (default: <agentDir>/pi-sessiond/index.sqlite). Rebuildable at any time; the session
-    /// files stay the source of truth.
-    #[arg(long, global = true)]
+    /// The catalog index (default: <agentDir>/pi-sessiond/index.sqlite; the command-line tools use it only if it
+    /// exists). Rebuildable at any time; the session files stay the source of truth.
+    #[arg(long, global = true, value_name = "PATH")]
     index: Option<String>,
     /// Use no catalog index: listings and searches read every file.
     #[arg(long, global = true, conflicts_with = "index")]
     no_index: bool,
-    /// The largest frame accepted from the host, in bytes.
-    #[arg(long, default_value_t = 1 << 30)]
-    max_frame_bytes: usize,
-    /// fsync policy for appends: none (like pi), entry (every entry before its response), batch (group commit).
-    #[arg(long, default_value = "entry", value_parser = ["none", "entry", "batch"])]
-    durability: String,
-    /// How often watched files are checked even without a file-system notification, in milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    poll_ms: u64,
+    /// Print JSON for scripts (errors too: {"error": {"kind", "message"}} on stdout).
+    #[arg(long, global = true)]
+    json: bool,
+    /// Colour the output: auto (on a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
+    /// Never start a pager (by default long output on a terminal goes through $PAGER, or `less -FRX`).
+    #[arg(long, global = true)]
+    no_pager: bool,
+    /// Log level for stderr (overridden by RUST_LOG).
+    #[arg(long, global = true, value_enum, default_value_t = LogLevel::Warn)]
+    log_level: LogLevel,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}
+
+/// The server's flags, accepted before and after the word `serve`.
+#[derive(clap::Args, Clone, Default)]
+struct ServeArgs {
+    /// Message framing on stdin/stdout [default: auto, detected from the first byte].
+    #[arg(long, value_enum)]
+    framing: Option<FramingArg>,
+    /// The largest frame accepted from the host, in bytes [default: 1073741824].
+    #[arg(long, value_name = "BYTES")]
+    max_frame_bytes: Option<usize>,
+    /// fsync policy for appends: none (like pi), entry (every entry before its response), batch (group commit)
+    /// [default: entry].
+    #[arg(long, value_enum)]
+    durability: Option<DurabilityArg>,
+    /// How often watched files are checked even without a file-system notification, in milliseconds
+    /// [default: 1000].
+    #[arg(long, value_name = "MS")]
+    poll_ms: Option<u64>,
+}
+
+impl ServeArgs {
+    /// These flags, with the ones not given here taken from `outer` (the flags before `serve`).
+    fn or(self, outer: ServeArgs) -> ServeArgs {
+        ServeArgs {
+            framing: self.framing.or(outer.framing),
+            max_frame_bytes: self.max_frame_bytes.or(outer.max_frame_bytes),
+            durability: self.durability.or(outer.durability),
+            poll_ms: self.poll_ms.or(outer.poll_ms),
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FramingArg {
+    Auto,
+    Jsonl,
+    Lsp,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DurabilityArg {
+    None,
+    Entry,
+    Batch,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ExportFormat {
+    Html,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Serve JSON-RPC on stdin/stdout (the default when no command is given).
-    Serve,
-    /// Print the protocol description (protocol/methods.json and protocol/schema.json), or write it to a directory.
-    Protocol {
-        /// Write methods.json and schema.json into this directory instead of printing.
-        #[arg(long)]
-        write: Option<String>,
-    },
-    /// Print pi's reads of a session file as one JSON object (the file is not modified).
-    Inspect {
-        /// The session file.
-        file: String,
-        /// Use a compaction's `retainedTail` as the post-compaction context (the seed's checkpoint) instead of
-        /// pi 1.6.0's own context, which ignores the field.
-        #[arg(long)]
-        retained_tail: bool,
-    },
-    /// List sessions as pi's `list(cwd, dir)` (or `listAll(dir)` with --all) returns them, as JSON.
+    Serve(ServeArgs),
+    /// List sessions: this project's (or every one with --all) as a table; --json: pi's list()/listAll().
     Ls {
         /// The working directory whose sessions to list (default: the current directory).
         #[arg(long)]
@@ -82,9 +155,28 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+    /// Draw a session's tree: branches indented, the leaf and labels marked, entries off the active branch dimmed.
+    Tree {
+        /// The session: a path, an id, a unique id prefix, or `latest`.
+        session: String,
+        /// Which entries to show, as pi's /tree filters.
+        #[arg(long, value_enum, default_value_t = cli::tree::Filter::Default)]
+        filter: cli::tree::Filter,
+        /// Fold branches nested deeper than this many levels.
+        #[arg(long)]
+        depth: Option<usize>,
+    },
+    /// Show one entry whole (--json: as stored).
+    Show {
+        /// The session: a path, an id, a unique id prefix, or `latest`.
+        session: String,
+        /// The entry: its id or a unique prefix of it.
+        entry: String,
+    },
     /// Search sessions with pi's /resume query language (words, "exact phrases", re:regex), down to the entry.
     Search {
         /// The query.
+        #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
         query: String,
         /// Search this project's sessions only (default: every session).
         #[arg(long)]
@@ -93,114 +185,305 @@ enum Command {
         #[arg(long)]
         dir: Option<String>,
         /// At most this many results.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-        /// Only these roles (user, assistant, toolResult, custom, bashExecution, name, label, summary, session).
-        #[arg(long = "role")]
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+        limit: u32,
+        /// Only these roles (repeat the flag for several).
+        #[arg(long = "role", value_parser = clap::builder::PossibleValuesParser::new(cli::search::ROLES))]
         roles: Vec<String>,
-        /// Print the results as a JSON array (the shape of sessions/search).
-        #[arg(long)]
-        json: bool,
     },
-    /// Open a session and report its size, entry count, open time and peak memory (for benchmarks).
+    /// What a session holds: entries by type and role, branches, labels, compactions, tokens and cost by model.
     Stats {
-        /// The session file.
-        file: String,
-        /// Also time buildSessionContext and getTree, rendered to JSON in memory as the sidecar sends them.
+        /// The session: a path, an id, a unique id prefix, or `latest`.
+        session: String,
+        /// Also report the open time and peak memory (for benchmarks).
+        #[arg(long)]
+        timing: bool,
+        /// Also time buildSessionContext and getTree, rendered to JSON as the sidecar sends them (implies --timing).
         #[arg(long)]
         reads: bool,
     },
-    /// Draw a session's tree: one line per entry, branches indented, labels and the active leaf marked.
-    Tree {
-        /// The session file.
-        file: String,
+    /// Print pi's reads of a session as one JSON object (the file is not modified).
+    Inspect {
+        /// The session: a path, an id, a unique id prefix, or `latest`.
+        session: String,
+        /// Use a compaction's `retainedTail` as the post-compaction context (the seed's checkpoint) instead of
+        /// pi 1.6.0's own context, which ignores the field.
+        #[arg(long)]
+        retained_tail: bool,
+        /// Print `tree` in pi's nested getTree shape (as deep as the longest branch) instead of the flat list.
+        #[arg(long)]
+        nested: bool,
+        /// Print only this member.
+        #[arg(long, value_name = "KEY", value_parser = clap::builder::PossibleValuesParser::new(cli::inspect::MEMBERS))]
+        only: Option<String>,
     },
+    /// Write a session as one self-contained HTML file: the web view, with no network references.
+    Export {
+        /// The session: a path, an id, a unique id prefix, or `latest`.
+        session: String,
+        /// The format (HTML is the only one).
+        #[arg(long)]
+        html: bool,
+        /// The file to write (default: stdout, unless it is a terminal).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<String>,
+    },
+    /// Serve a live web view of the sessions on 127.0.0.1; prints its URL (with its access token) first.
+    Web {
+        /// The port (default: any free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
+    /// Print the protocol description (protocol/methods.json and protocol/schema.json), or write it to a directory.
+    Protocol {
+        /// Write methods.json and schema.json into this directory instead of printing.
+        #[arg(long, value_name = "DIR")]
+        write: Option<String>,
+    },
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
 }
 
-fn serve(args: ServeArgs) -> i32 {
-    let framing = match args.framing.as_str() {
-        "jsonl" => Some(Framing::Jsonl),
-        "lsp" => Some(Framing::Lsp),
-        _ => None,
+/// Installs logging: stdout carries the protocol (or a command's output); logs go to stderr only, and never block
+/// or fail a request.
+fn init_logging(level: LogLevel) -> pi_sessiond::rpc::log::LogWriter {
+    pi_sessiond::rpc::log::init(level.as_str())
+}
+
+fn serve(global: &GlobalArgs, args: ServeArgs) -> i32 {
+    let framing = match args.framing {
+        Some(FramingArg::Jsonl) => Some(Framing::Jsonl),
+        Some(FramingArg::Lsp) => Some(Framing::Lsp),
+        Some(FramingArg::Auto) | None => None,
     };
-    let agent_dir = agent_dir_of(&args);
-    let index_path = index_path_of(&args, &agent_dir);
-    let durability = match args.durability.as_str() {
-        "none" => Durability::None,
-        "batch" => Durability::Batch,
-        _ => Durability::Entry,
+    let agent_dir = agent_dir_of(global);
+    let index_path = if global.no_index {
+        None
+    } else {
+        Some(global.index.clone().unwrap_or_else(|| default_index_path(&agent_dir)))
     };
+    let durability = match args.durability {
+        Some(DurabilityArg::None) => Durability::None,
+        Some(DurabilityArg::Batch) => Durability::Batch,
+        Some(DurabilityArg::Entry) | None => Durability::Entry,
+    };
+    if std::io::stdin().is_terminal() {
+        // A person started it by hand: say what it is instead of waiting in silence.
+        eprintln!(
+            "pi-sessiond {VERSION}: a JSON-RPC 2.0 server for pi's sessions, reading requests on stdin (one JSON \
+             object per line) and answering on stdout; hosts spawn it (protocol/README.md). Try `pi-sessiond --help` \
+             for the commands; Ctrl-D ends it."
+        );
+    }
     let config = Config {
         framing,
         agent_dir,
-        max_frame: args.max_frame_bytes,
+        max_frame: args.max_frame_bytes.unwrap_or(1 << 30),
         durability,
         index_path,
-        poll_interval: std::time::Duration::from_millis(args.poll_ms.max(1)),
+        poll_interval: std::time::Duration::from_millis(args.poll_ms.unwrap_or(1000).max(1)),
     };
     pi_sessiond::rpc::serve_connection(config, pi_sessiond::rpc::Connection::stdio())
 }
 
-fn agent_dir_of(args: &ServeArgs) -> String {
-    args.agent_dir.as_deref().map(paths::normalize_path).unwrap_or_else(paths::agent_dir)
+fn agent_dir_of(global: &GlobalArgs) -> String {
+    global.agent_dir.as_deref().map(paths::normalize_path).unwrap_or_else(paths::agent_dir)
 }
 
-fn index_path_of(args: &ServeArgs, agent_dir: &str) -> Option<String> {
-    if args.no_index {
+/// The index a read-only command uses: the one named, else the default one only if it already exists (a
+/// listing must not leave an index — or a directory for it — behind).
+fn existing_index_of(global: &GlobalArgs, agent_dir: &str) -> Option<String> {
+    if global.no_index {
         return None;
     }
-    Some(args.index.clone().unwrap_or_else(|| default_index_path(agent_dir)))
+    if let Some(ix) = &global.index {
+        return Some(ix.clone());
+    }
+    let default = default_index_path(agent_dir);
+    paths::as_path(&default).exists().then_some(default)
+}
+
+/// Parses the command line; a usage error is reported as JSON when `--json` was asked for.
+fn parse_args() -> Result<Args, u8> {
+    match Args::try_parse() {
+        Ok(a) => Ok(a),
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            let usage =
+                !matches!(e.kind(), K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand);
+            if usage && std::env::args().any(|a| a == "--json") {
+                // clap's message without its advice: the error and, for a bad value, the accepted ones.
+                let text = e.render().to_string();
+                let lines: Vec<&str> = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with("tip:") && !l.starts_with("For more information"))
+                    .collect();
+                let message = lines.join(" ").trim_start_matches("error: ").to_owned();
+                return Err(Failure::invalid(message).report(true));
+            }
+            e.exit()
+        }
+    }
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    // stdout carries the protocol (or a tool's output); logs go to stderr only, and never block or fail a request.
-    let log = pi_sessiond::rpc::log::init(&args.serve.log_level);
-    if matches!(args.command, None | Some(Command::Serve)) {
-        let code = serve(args.serve);
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(status) => return ExitCode::from(status),
+    };
+    let global = args.global.clone();
+    let command = match args.command {
+        None => Command::Serve(ServeArgs::default()),
+        Some(c) => c,
+    };
+    let log = init_logging(global.log_level);
+    if let Command::Serve(inner) = command {
+        let code = serve(&global, inner.or(args.serve));
         log.flush(std::time::Duration::from_millis(200));
         // The reader thread may still be blocked on stdin; everything is flushed, so leave now.
         std::process::exit(code);
     }
-    let agent_dir = agent_dir_of(&args.serve);
-    let index = SharedIndex::new(index_path_of(&args.serve, &agent_dir));
-    let mut stdout = std::io::stdout().lock();
-    let status = match args.command {
-        Some(Command::Inspect { file, retained_tail }) => {
-            cli::inspect(&file, ContextOptions { honour_retained_tail: retained_tail }, &mut stdout)
+    let status = match run(command, &global) {
+        Ok(status) => status,
+        Err(failure) => failure.report(global.json),
+    };
+    log.flush(std::time::Duration::from_millis(200));
+    ExitCode::from(status)
+}
+
+fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
+    let agent_dir = agent_dir_of(global);
+    let index = SharedIndex::new(existing_index_of(global, &agent_dir));
+    let places = resolve::Places { agent_dir: agent_dir.clone(), cwd: paths::process_cwd() };
+    let style = Style::detect(global.color);
+    let json = global.json;
+    // Output for reading at leisure goes through the pager on a terminal.
+    let paged = |style: &Style| Screen::open(style, !global.no_pager);
+    match command {
+        Command::Ls { cwd, dir, all } => {
+            let request = cli::ls::LsRequest { cwd, dir, all };
+            let listing = index.with(|ix| cli::ls::listing(&request, &agent_dir, ix))?;
+            if listing.is_empty() && !json {
+                // A mistyped --agent-dir looks like an empty one unless it is named as missing.
+                if !paths::as_path(&agent_dir).is_dir() {
+                    eprintln!("no sessions: {agent_dir} does not exist (pi's agent directory: --agent-dir or PI_CODING_AGENT_DIR)");
+                    return Ok(EXIT_OK);
+                }
+                let scope = if all { agent_dir.clone() } else { request.cwd.unwrap_or_else(paths::process_cwd) };
+                eprintln!("no sessions for {scope}{}", if all { "" } else { " (--all lists every project's)" });
+                return Ok(EXIT_OK);
+            }
+            let mut screen = paged(&style);
+            let status = cli::ls::print(&listing, json, &style, &mut screen.writer());
+            screen.finish();
+            status
         }
-        Some(Command::Ls { cwd, dir, all }) => {
-            index.with(|ix| cli::ls(cwd.as_deref(), dir.as_deref(), all, &agent_dir, ix, &mut stdout))
+        Command::Tree { session, filter, depth } => {
+            let path = resolve::session_path(&session, &places)?;
+            let options = cli::tree::TreeOptions { filter, depth };
+            if json {
+                let inspect = cli::inspect::InspectOptions { only: Some("tree".into()), ..Default::default() };
+                return cli::inspect::run(&path, &inspect, pi_sessiond::session::Env::system(), &mut std::io::stdout());
+            }
+            let mut screen = paged(&style);
+            let status = cli::tree::tree(&path, &options, &style, &mut screen.writer());
+            screen.finish();
+            status
         }
-        Some(Command::Search { query, cwd, dir, limit, roles, json }) => {
+        Command::Show { session, entry } => {
+            let path = resolve::session_path(&session, &places)?;
+            let mut screen = paged(&style);
+            let status = cli::show::show(&path, &entry, json, &style, &mut screen.writer());
+            screen.finish();
+            status
+        }
+        Command::Search { query, cwd, dir, limit, roles } => {
             let roles = (!roles.is_empty()).then_some(roles);
-            let request = cli::SearchRequest { query: &query, cwd: cwd.as_deref(), dir: dir.as_deref(), limit, roles };
-            index.with(|ix| cli::search(&request, &agent_dir, ix, json, &mut stdout))
+            let request = cli::search::SearchRequest {
+                query: &query,
+                cwd: cwd.as_deref(),
+                dir: dir.as_deref(),
+                limit: limit as usize,
+                roles,
+            };
+            let mut screen = paged(&style);
+            let status =
+                index.with(|ix| cli::search::search(&request, &agent_dir, ix, json, &style, &mut screen.writer()));
+            screen.finish();
+            status
         }
-        Some(Command::Tree { file }) => cli::tree(&file, &mut stdout),
-        Some(Command::Stats { file, reads }) => cli::stats(&file, reads, &mut stdout),
-        Some(Command::Protocol { write }) => {
+        Command::Stats { session, timing, reads } => {
+            let path = resolve::session_path(&session, &places)?;
+            let options = cli::stats::StatsOptions { timing, reads };
+            cli::stats::stats(&path, options, json, &style, &mut std::io::stdout().lock())
+        }
+        Command::Inspect { session, retained_tail, nested, only } => {
+            let path = resolve::session_path(&session, &places)?;
+            let options = cli::inspect::InspectOptions {
+                context: ContextOptions { honour_retained_tail: retained_tail },
+                nested,
+                only,
+                pretty: style.tty,
+            };
+            let mut screen = paged(&style);
+            let status = cli::inspect::run(&path, &options, pi_sessiond::session::Env::system(), &mut screen.writer());
+            screen.finish();
+            status
+        }
+        Command::Export { session, html, output } => {
+            if !html {
+                return Err(Failure::invalid("export needs a format: --html"));
+            }
+            let path = resolve::session_path(&session, &places)?;
+            if output.is_none() && style.tty {
+                return Err(Failure::invalid("export writes HTML: give -o FILE (or redirect stdout)"));
+            }
+            pi_sessiond::web::export::export_html(&path, &agent_dir, output.as_deref())
+        }
+        Command::Web { port } => {
+            let config = pi_sessiond::web::WebConfig {
+                agent_dir,
+                index_path: existing_index_of(global, &places.agent_dir),
+                port,
+            };
+            pi_sessiond::web::serve(config)
+        }
+        Command::Protocol { write } => {
             let (methods, schema) = pi_sessiond::rpc::protocol::generate();
             match write {
                 Some(dir) => {
-                    let ok = std::fs::create_dir_all(&dir).is_ok()
-                        && std::fs::write(format!("{dir}/methods.json"), methods).is_ok()
-                        && std::fs::write(format!("{dir}/schema.json"), schema).is_ok();
-                    if ok {
-                        0
-                    } else {
-                        1
-                    }
+                    let write = |name: &str, text: &str| {
+                        let file = format!("{dir}/{name}");
+                        std::fs::write(&file, text).map_err(|e| Failure::io(format!("{file}: {}", describe_io(&e))))
+                    };
+                    std::fs::create_dir_all(&dir).map_err(|e| Failure::io(format!("{dir}: {}", describe_io(&e))))?;
+                    write("methods.json", &methods)?;
+                    write("schema.json", &schema)?;
+                    Ok(EXIT_OK)
                 }
-                None => {
-                    use std::io::Write;
-                    let _ = write!(stdout, "{methods}");
-                    0
-                }
+                None => cli::output::emit(&mut std::io::stdout(), &methods),
             }
         }
-        None | Some(Command::Serve) => unreachable!("handled above"),
-    };
-    log.flush(std::time::Duration::from_millis(200));
-    ExitCode::from(status as u8)
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Args::command(), "pi-sessiond", &mut out);
+            cli::output::emit(&mut std::io::stdout(), &String::from_utf8_lossy(&out))
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Args::command())
+                .render(&mut out)
+                .map_err(|e| Failure::io(format!("cannot render the man page: {e}")))?;
+            cli::output::emit(&mut std::io::stdout(), &String::from_utf8_lossy(&out))
+        }
+        Command::Serve(_) => {
+            unreachable!("handled in main")
+        }
+    }
 }

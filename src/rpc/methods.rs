@@ -302,9 +302,53 @@ fn append_batch(p: AppendBatchParams, cx: &mut WriteCx<'_>) -> Res<AppendBatchRe
 /// Parses one op of `session/appendBatch` (`params` without `handle`) into what the engine runs.
 fn batch_op(method: &str, params: Option<&RawValue>, handle: &str) -> Result<mutation::Planned, ErrorObjectOwned> {
     let text = params.map_or("{}", RawValue::get).trim_start();
-    let Some(rest) = text.strip_prefix('{') else {
+    if !text.starts_with('{') {
         return Err(invalid_params("params", "params must be an object (by-name parameters)"));
-    };
+    }
+    // `targetId` or `entryId` may name the entry an earlier op of the batch appends: `{"op": n}`. (Only params
+    // that mention "op" at all are looked at twice.)
+    let (replaced, refs) = if text.contains("\"op\"") { earlier_refs(text)? } else { (None, Vec::new()) };
+    let text = replaced.as_deref().unwrap_or(text);
+    let mut planned = batch_op_text(method, text, handle)?;
+    for (field, n) in refs {
+        if !mutation::point_at_earlier(&mut planned.op, field, n) {
+            return Err(invalid_params(&format!("params.{field}"), format!("{method} takes no {field}")));
+        }
+    }
+    Ok(planned)
+}
+
+/// Members of an op's params that name an earlier op: (member, op number).
+type EarlierRefs = Vec<(&'static str, usize)>;
+
+/// The members of an op's params that name an earlier op (`{"op": n}`), each replaced by a placeholder id (the
+/// params' new text, when any was).
+fn earlier_refs(text: &str) -> Result<(Option<String>, EarlierRefs), ErrorObjectOwned> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct EarlierOp {
+        op: usize,
+    }
+    let mut members: std::collections::HashMap<String, Box<RawValue>> =
+        serde_json::from_str(text).map_err(|e| invalid_params("params", format!("invalid params: {e}")))?;
+    let mut refs = Vec::new();
+    for field in ["targetId", "entryId"] {
+        let Some(value) = members.get(field).filter(|v| v.get().starts_with('{')) else { continue };
+        let earlier: EarlierOp = serde_json::from_str(value.get()).map_err(|_| {
+            invalid_params(&format!("params.{field}"), "an entry id, or {\"op\": n} for the entry op n appends")
+        })?;
+        refs.push((field, earlier.op));
+        members.insert(field.to_owned(), RawValue::from_string("\"\"".to_owned()).expect("JSON"));
+    }
+    if refs.is_empty() {
+        return Ok((None, refs));
+    }
+    Ok((Some(serde_json::to_string(&members).expect("JSON")), refs))
+}
+
+/// Parses an op's params (an object's text) with its method's own params type, the batch's handle put in.
+fn batch_op_text(method: &str, text: &str, handle: &str) -> Result<mutation::Planned, ErrorObjectOwned> {
+    let rest = text.trim_start().strip_prefix('{').expect("an object");
     // The op's own params type is used as is, so a batched op accepts exactly what its method does.
     let rest = rest.trim_start();
     let comma = if rest.starts_with('}') { "" } else { "," };

@@ -1016,7 +1016,9 @@ pub struct AppendBatchParams {
 pub struct BatchOp {
     /// Any `session/append…` method, `session/branch`, `session/resetLeaf` or `session/branchWithSummary`.
     pub method: String,
-    /// That method's params without `handle` (and without `expectedLeafId`: give it on the batch).
+    /// That method's params without `handle` (and without `expectedLeafId`: give it on the batch). `targetId`
+    /// (appendLabelChange, appendContextEdit) and `entryId` (branch, branchWithSummary) may be `{"op": n}`: the
+    /// entry op `n` of this batch (an earlier one) appends.
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub params: Option<Box<RawValue>>,
 }

@@ -17,12 +17,12 @@ use crate::support::{json, s, temp_dir};
 const HEADER: &str = r#"{"type":"session","version":3,"id":"h","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#;
 const ENTRY: &str = r#"{"type":"message","id":"m1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"after","timestamp":1}}"#;
 
-/// Runs `pi-sessiond inspect path` with its address space limited to `limit_kib` (so buffering what it should
+/// Runs `pi-sessiond inspect --json path` (errors as JSON on stdout) with its address space limited to `limit_kib` (so buffering what it should
 /// not makes it abort), and returns its exit status and output. A run that has not ended after two minutes is a
 /// hang, which fails the test.
 fn inspect_within(path: &str, limit_kib: u64) -> (i32, Json) {
     let mut child = Command::new("bash")
-        .args(["-c", r#"ulimit -v "$1" && exec "$2" inspect "$3""#, "inspect"])
+        .args(["-c", r#"ulimit -v "$1" && exec "$2" inspect --json "$3""#, "inspect"])
         .arg(limit_kib.to_string())
         .arg(binary())
         .arg(path)
@@ -72,7 +72,7 @@ fn a_named_pipe_is_refused_at_once_by_open_inspect_and_the_sidecar() {
     let err = SessionManager::open(&fifo, None, None, Env::system()).unwrap_err();
     assert!(err.to_string().contains("not a regular file (a named pipe)"), "{err}");
     let (status, out) = inspect_within(&fifo, 4 << 20);
-    assert_eq!(status, 1);
+    assert_eq!(status, 2, "a refused file is an error (status 2)");
     assert!(error_message(&out).contains("a named pipe"), "{}", out.to_canonical_string());
     let mut sc = Sidecar::new();
     let e = sc.call_err("session/open", json(&format!(r#"{{"path":"{fifo}"}}"#)));
@@ -97,7 +97,7 @@ fn devices_and_directories_are_refused_instead_of_read_for_ever() {
         let message = e.get("message").and_then(Json::as_js_str).unwrap().to_string_lossy();
         assert!(message.contains(what), "{path}: {message}");
         let (status, out) = inspect_within(path, 4 << 20);
-        assert_eq!(status, 1, "{path}");
+        assert_eq!(status, 2, "{path}");
         assert!(error_message(&out).contains(what), "{path}: {}", out.to_canonical_string());
     }
     let good = s(&dir.path().join("good.jsonl"));
@@ -113,7 +113,7 @@ fn a_sparse_file_of_zeros_is_refused_as_not_a_session_without_being_buffered() {
     sparse_file(&path, "", 256 << 20, "");
     // 200 MB of address space: holding the 256 MiB line (as the reader used to) aborts the process.
     let (status, out) = inspect_within(&path, 200_000);
-    assert_eq!(status, 1, "{}", out.to_canonical_string());
+    assert_eq!(status, 2, "{}", out.to_canonical_string());
     assert_eq!(out.get("error").and_then(|e| e.get("kind")), Some(&Json::str("invalid_session_file")));
 }
 

@@ -348,7 +348,7 @@ fn several_processes_share_one_index_and_each_lists_exactly() {
     for round in 0..3 {
         let expected = {
             let out = std::process::Command::new(crate::support::sidecar::binary())
-                .args(["ls", "--all", "--dir", &d, "--no-index"])
+                .args(["ls", "--json", "--all", "--dir", &d, "--no-index"])
                 .output()
                 .unwrap();
             Json::parse(&out.stdout).unwrap()
@@ -357,7 +357,7 @@ fn several_processes_share_one_index_and_each_lists_exactly() {
         let children: Vec<_> = (0..4)
             .map(|_| {
                 let mut c = std::process::Command::new(crate::support::sidecar::binary());
-                c.args(["ls", "--all", "--dir", &d, "--index", &index]).stdout(std::process::Stdio::piped());
+                c.args(["ls", "--json", "--all", "--dir", &d, "--index", &index]).stdout(std::process::Stdio::piped());
                 c.spawn().unwrap()
             })
             .collect();

@@ -7,6 +7,9 @@ mod support;
 mod conformance;
 mod scenario;
 
+// The command line as people and scripts use it (issue #15).
+mod cli;
+
 // JavaScript semantics checked against Node directly.
 mod compat;
 mod corpus;

@@ -747,3 +747,66 @@ fn every_opening_method_and_rebind_returns_a_snapshot_at_the_detail_asked_and_ke
     let e = sc.call_err("session/open", json(&format!(r#"{{"path":"{source}","snapshot":"skeleton"}}"#)));
     assert_eq!(e.get("data").unwrap().get("path"), Some(&Json::str("snapshot")), "{}", e.to_canonical_string());
 }
+
+#[test]
+fn a_batched_op_may_name_the_entry_an_earlier_op_of_the_batch_appends() {
+    let dir = temp_dir();
+    let path = s(&dir.path().join("refs.jsonl"));
+    std::fs::write(&path, format!("{HEADER}\n{}\n", line("e0", None, 0, "start"))).unwrap();
+    let mut sc = Sidecar::new();
+    sc.call("session/open", json(&format!(r#"{{"path":"{path}","handle":"f"}}"#)));
+    let ops = format!(
+        r#""ops":[
+            {{"method":"session/appendMessage","params":{{"message":{USER}}}}},
+            {{"method":"session/appendMessage","params":{{"message":{USER}}}}},
+            {{"method":"session/appendLabelChange","params":{{"targetId":{{"op":0}},"label":"asked"}}}},
+            {{"method":"session/branch","params":{{"entryId":{{"op":0}}}}}},
+            {{"method":"session/appendMessage","params":{{"message":{USER}}}}}
+        ]"#
+    );
+    let result = on(&mut sc, "f", "session/appendBatch", &ops);
+    let Some(Json::Array(results)) = result.get("results") else { panic!() };
+    let first = str_of(results[0].get("id").unwrap());
+    assert_eq!(on(&mut sc, "f", "session/getLabel", &format!(r#""id":"{first}""#)), Json::str("asked"));
+    let last = on(&mut sc, "f", "session/getEntry", &format!(r#""id":"{}""#, str_of(results[4].get("id").unwrap())));
+    assert_eq!(last.get("parentId"), Some(&Json::str(&first)), "the branch went to op 0's entry");
+    // A later op, an op that appended nothing, or a method without such a field: refused, nothing written.
+    let before = std::fs::read(&path).unwrap();
+    let bad = [
+        format!(
+            r#"[{{"method":"session/appendLabelChange","params":{{"targetId":{{"op":1}},"label":"x"}}}},{{"method":"session/appendMessage","params":{{"message":{USER}}}}}]"#
+        ),
+        r#"[{"method":"session/resetLeaf","params":{}},{"method":"session/branch","params":{"entryId":{"op":0}}}]"#
+            .to_owned(),
+        format!(r#"[{{"method":"session/appendMessage","params":{{"message":{USER},"entryId":{{"op":0}}}}}}]"#),
+        r#"[{"method":"session/branch","params":{"entryId":{"op":"zero"}}}]"#.to_owned(),
+    ];
+    for ops in bad {
+        let e = sc.call_err("session/appendBatch", json(&format!(r#"{{"handle":"f","ops":{ops}}}"#)));
+        assert_eq!(
+            e.get("data").unwrap().get("kind"),
+            Some(&Json::str("invalid_params")),
+            "{}",
+            e.to_canonical_string()
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{ops}");
+    }
+}
+
+#[test]
+fn an_append_right_after_the_file_was_read_again_arrives_in_the_reset_and_is_not_sent_twice() {
+    // The append's follow of the file finds it rewritten (same length, same last entry, so the leaf stands and the
+    // append goes ahead): the host hears one reset holding the append, not a reset and then the append again.
+    let dir = temp_dir();
+    let path = s(&dir.path().join("rewritten.jsonl"));
+    let text = format!("{HEADER}\n{}\n{}\n", line("e0", None, 0, "start"), line("e1", Some("e0"), 1, "again"));
+    std::fs::write(&path, &text).unwrap();
+    let mut sc = Sidecar::new();
+    let opened = sc.call("session/open", json(&format!(r#"{{"path":"{path}","handle":"w","snapshot":"full"}}"#)));
+    let mut mirror = Mirror::from_open(&opened, "full");
+    std::fs::write(&path, text.replace("start", "START")).unwrap();
+    on(&mut sc, "w", "session/appendMessage", &format!(r#""message":{USER}"#));
+    mirror.check(&mut sc, "an append right after a rewrite");
+    assert_eq!(mirror.entries.len(), 3);
+    assert_eq!(mirror.entries[0].get("message").unwrap().get("content"), Some(&Json::str("START")));
+}

@@ -214,12 +214,15 @@ fn the_search_command_prints_hits_for_people_and_for_programs() {
     let dir = root.path().join("sessions");
     std::fs::create_dir(&dir).unwrap();
     let file = fixture(&dir);
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(crate::support::sidecar::binary())
+    let output = |args: &[&str]| {
+        std::process::Command::new(crate::support::sidecar::binary())
             .args(["search", "--agent-dir", &s(&root.path().join("agent")), "--dir", &s(&dir)])
             .args(args)
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    let run = |args: &[&str]| {
+        let out = output(args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
@@ -229,5 +232,8 @@ fn the_search_command_prints_hits_for_people_and_for_programs() {
         panic!()
     };
     assert_eq!(h.len(), 2);
-    assert!(run(&["nothing-like-this"]).contains("no matches"));
+    // No match is not an error, but it is not a success either (grep's and ripgrep's status 1).
+    let none = output(&["nothing-like-this"]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(none.stdout.is_empty() && String::from_utf8_lossy(&none.stderr).contains("no matches"));
 }

@@ -29,7 +29,7 @@ from typing import (
 
 from ._transport import Connection
 from ._version import __version__
-from .errors import HandleNotFound, SessiondClosed, SessiondException, SessiondNotFound
+from .errors import HandleNotFound, SessionNotFound, SessiondClosed, SessiondException, SessiondNotFound
 from .events import ChangeStream, Listeners, SessionEvent, SessionsChanged
 from .types import (
     PROTOCOL_VERSION,
@@ -468,11 +468,12 @@ class Client:
                 self._sessions.pop(session.handle, None)
 
     def open(self, path: PathLike, watch: bool = False, session_dir: Optional[PathLike] = None,
-             cwd_override: Optional[str] = None) -> "Session":
+             cwd_override: Optional[str] = None, create: bool = False) -> "Session":
         """Opens a session file (pi's ``SessionManager.open``) without writing to it.
 
-        A missing file starts a new session there. Opening a file that is already open shares its handle (the
-        server counts references; each :class:`Session` closes its own).
+        A path with no file raises :class:`SessionNotFound` unless ``create`` is true: then, as in pi, a new
+        session starts there (written at its first message). Opening a file that is already open shares its
+        handle (the server counts references; each :class:`Session` closes its own).
 
         Args:
             path: the ``.jsonl`` file.
@@ -480,7 +481,12 @@ class Client:
                 ``origin == "external"``.
             session_dir: where sessions made from this one go (default: the file's directory).
             cwd_override: use this cwd instead of the header's.
+            create: start a new session when there is no file at ``path``.
         """
+        if not create and not os.path.exists(_path(path)):
+            raise SessionNotFound(1001, f"{_path(path)}: no such session file (pass create=True to start one there)",
+                                  "session_not_found", {"kind": "session_not_found", "path": _path(path)},
+                                  "session/open")
         params = _compact({"path": _path(path), "watch": True if watch else None,
                            "sessionDir": _path(session_dir), "cwdOverride": cwd_override})
         return self._session(self.request("session/open", params))
@@ -836,7 +842,8 @@ class Session:
         ``session/branch``, ``session/resetLeaf`` or ``session/branchWithSummary``, with its params but no
         ``handle``) as one write: one fsync under ``--durability entry``, one change event, all or nothing.
         Returns what each method returns alone, in order (``{"id"}``, ``{"entry"}`` for appendUsage, ``None``
-        for branch and resetLeaf). ``expected_leaf_id`` is checked before the first op."""
+        for branch and resetLeaf). ``expected_leaf_id`` is checked before the first op. A ``targetId`` or
+        ``entryId`` given as ``{"op": n}`` names the entry that op ``n`` of the batch appends."""
         return self._call("session/appendBatch", {"ops": list(ops), "expectedLeafId": expected_leaf_id})["results"]
 
     def create_branched_session(self, leaf_id: str, *, expected_leaf_id: Optional[str] = None) -> Optional[str]:

@@ -450,7 +450,10 @@ class MirroredSession(SessionView):
             for entry in change.get("entries", []):
                 self._add(entry)
         elif kind in ("rebind", "reset"):
+            # The snapshot is the state at this change (or, when the change carried none, a newer one read now):
+            # its seq and leaf stand.
             self._take_state(change["state"], change.get("snapshot"))
+            return
         self._leaf = params.get("leafId")
         self._seq = params["seq"]
 

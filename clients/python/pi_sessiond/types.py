@@ -313,7 +313,9 @@ class _BatchOpRequired(TypedDict):
 class BatchOp(_BatchOpRequired, total=False):
     """One op of `session/appendBatch`."""
 
-    #: That method's params without `handle` (and without `expectedLeafId`: give it on the batch).
+    #: That method's params without `handle` (and without `expectedLeafId`: give it on the batch). `targetId`
+    #: (appendLabelChange, appendContextEdit) and `entryId` (branch, branchWithSummary) may be `{"op": n}`: the
+    #: entry op `n` of this batch (an earlier one) appends.
     params: Optional[Dict[str, Any]]
 
 

@@ -6,8 +6,21 @@ from typing import Any, List
 
 import pytest
 
-from pi_sessiond import ContentModified, format_tree
+from pi_sessiond import ContentModified, SessionNotFound, format_tree
 from sessionfiles import conversation, message, read_lines, write_session
+
+
+def test_opening_a_path_with_no_file_is_an_error_unless_asked_to_create(client, tmp_path):
+    # Issue #15: a typo used to "succeed" with an empty session.
+    missing = tmp_path / "typo.jsonl"
+    with pytest.raises(SessionNotFound) as refused:
+        client.open(missing)
+    assert refused.value.kind == "session_not_found" and refused.value.data["path"] == str(missing)
+    assert not missing.exists(), "nothing was created"
+    with client.open(missing, create=True) as session:
+        assert session.get_entry_count() == 0
+        session.append_message({"role": "user", "content": "the first message writes the file", "timestamp": 1})
+    assert missing.exists()
 
 
 def test_open_reads_the_file(client, session_file):
@@ -209,8 +222,9 @@ def test_tree_and_format_tree_match_the_cli(client, session_file, binary):
     assert lines[5].endswith("assistant: → bash [image]")
     assert lines[-1].endswith("name: Tree test ◀ leaf")
 
-    # The same drawing as `pi-sessiond tree FILE` (which also prints the session name first).
-    cli = subprocess.run([binary, "tree", session_file], capture_output=True, check=True).stdout.decode("utf-8")
+    # The same drawing as `pi-sessiond tree --filter all FILE` (which also prints the session name first).
+    cli = subprocess.run([binary, "tree", "--filter", "all", session_file], capture_output=True,
+                         check=True).stdout.decode("utf-8")
     assert cli == "Tree test\n" + text + "\n"
 
 
@@ -244,7 +258,8 @@ def test_a_long_conversation_prints_as_a_tree(client, tmp_path, binary):
         assert lines[999] == "e1000 assistant: turn 999 [halfway]"
         assert lines[1999] == "e2000 assistant: turn 1999"
         assert lines[2000].endswith("label e1000 → halfway ◀ leaf")
-        assert subprocess.run([binary, "tree", str(path)], capture_output=True, check=True).stdout.decode() \
+        assert subprocess.run([binary, "tree", "--filter", "all", str(path)], capture_output=True,
+                              check=True).stdout.decode() \
             == text + "\n", "the same drawing as pi-sessiond tree"
 
         # The nested tree comes back too (decoded without recursion), and the connection carries on.

@@ -1,6 +1,7 @@
 /** `SessiondClient`: the sidecar process, the JSON-RPC connection to it, and the session-independent methods. */
 
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import {
 	CancellationTokenSource,
 	createMessageConnection,
@@ -380,16 +381,25 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	// ----- Opening sessions -----
 
 	/**
-	 * Opens a session file (pi's `SessionManager.open`) without writing to it; a missing file starts a new session
-	 * at that path. `watch` follows appends other processes make to the file; `repair` writes pi's load-time repairs
-	 * at once (a header into a 0-byte file, a v1/v2 file migrated, a missing final newline), as pi's own open does.
-	 * Opening a file that is already open returns another RemoteSession on the same handle.
+	 * Opens a session file (pi's `SessionManager.open`) without writing to it. A path with no file is an error
+	 * (`SessiondError` with kind `session_not_found`) unless `create` is set: then, as in pi, a new session starts
+	 * at that path (written at its first message; with `watch`, the handle also reads the file once pi writes it).
+	 * `watch` follows appends other processes make to the file; `repair` writes pi's load-time repairs at once (a
+	 * header into a 0-byte file, a v1/v2 file migrated, a missing final newline), as pi's own open does. Opening a
+	 * file that is already open returns another RemoteSession on the same handle.
 	 */
-	openSession(
+	async openSession(
 		path: string,
-		opts: { watch?: boolean; sessionDir?: string; cwdOverride?: string; repair?: boolean } & OpenOptions = {},
+		opts: { watch?: boolean; sessionDir?: string; cwdOverride?: string; repair?: boolean; create?: boolean } & OpenOptions = {},
 	): Promise<RemoteSession> {
-		return this.open("session/open", { path, ...opts });
+		const { create, ...params } = opts;
+		if (!create && !existsSync(path)) {
+			throw new SessiondError("session/open", 1001, `${path}: no such session file (pass create: true to start one there)`, {
+				kind: "session_not_found",
+				path,
+			});
+		}
+		return this.open("session/open", { path, ...params });
 	}
 
 	/** A new session for `cwd` (pi's `SessionManager.create`); the file is written once it has a user or assistant message. */

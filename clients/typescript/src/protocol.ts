@@ -673,7 +673,9 @@ export interface BatchOp {
 	 */
 	method: string;
 	/**
-	 * That method's params without `handle` (and without `expectedLeafId`: give it on the batch).
+	 * That method's params without `handle` (and without `expectedLeafId`: give it on the batch). `targetId`
+	 * (appendLabelChange, appendContextEdit) and `entryId` (branch, branchWithSummary) may be `{"op": n}`: the
+	 * entry op `n` of this batch (an earlier one) appends.
 	 */
 	params?: {
 		[k: string]: unknown;

@@ -5,12 +5,12 @@ import type { ImageContent, SystemMessage, TextContent, Usage } from "@earendil-
 import { SessiondError } from "./errors.js";
 import { AsyncQueue, TypedEmitter } from "./events.js";
 import {
-	ERROR_CODES,
-	type ProtocolRequests,
 	type BatchOp,
 	type ChangesSinceResult,
-	type Detail,
+	ERROR_CODES,
 	type EntryAtDetail,
+	type ProtocolRequests,
+	type Detail,
 	type SessionChanged,
 	type SessionContext,
 	type SessionEntry,
@@ -301,6 +301,29 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	}
 
 	/**
+	 * Applies `ops` (each `{method, params}`: any `session/append…` method, `session/branch`, `session/resetLeaf` or
+	 * `session/branchWithSummary`, with its params but no `handle`) as one write: one fsync under
+	 * `--durability entry`, one `changed` event, all or nothing. `targetId` and `entryId` may be `{op: n}`, the entry
+	 * op `n` of this batch appends. Resolves with what each method returns alone, in order.
+	 */
+	async appendBatch(ops: BatchOp[], opts?: MutationOptions): Promise<unknown[]> {
+		return (await this.call("session/appendBatch", { handle: this.handle, ops, ...mutation(opts) })).results;
+	}
+
+	/**
+	 * What a mirror that applied changes up to `seq` missed: `{changes}` (the `session/changed` params, in order)
+	 * while the server keeps them all, else `{state, snapshot}`, a fresh start at the handle's detail.
+	 */
+	changesSince(seq: number, opts?: RequestOptions): Promise<ChangesSinceResult> {
+		return this.call("session/changesSince", { handle: this.handle, seq }, opts);
+	}
+
+	/** The entries with these ids, in the order given (null for an id no entry has), full (default) or skeleton. */
+	getEntriesById(ids: string[], detail?: "full" | "skeleton", opts?: RequestOptions): Promise<(EntryAtDetail | null)[]> {
+		return this.call("session/getEntries", { handle: this.handle, ids, ...(detail ? { detail } : {}) }, opts);
+	}
+
+	/**
 	 * Makes this session a new one holding only the path to `leafId` (pi's `createBranchedSession`). Returns the new
 	 * file, or null in memory. The handle stays the same and now names the new session.
 	 */
@@ -412,15 +435,6 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	}
 
 	/**
-	 * The entries with these ids, in the order asked, `null` for an id no entry has (`session/getEntries {ids}`):
-	 * bodies for a view that holds skeletons.
-	 */
-	getEntriesById(ids: string[], opts: { detail?: Detail } & RequestOptions = {}): Promise<(EntryAtDetail | null)[]> {
-		const { detail, signal } = opts;
-		return this.call("session/getEntries", { handle: this.handle, ids, ...(detail !== undefined ? { detail } : {}) }, { signal });
-	}
-
-	/**
 	 * The state and every entry at `detail` as of the state's seq (`session/getState {snapshot}`): a mirror's fresh
 	 * start. The handle's own detail is unchanged.
 	 */
@@ -430,23 +444,6 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 		if (!snapshot) throw new Error(`session/getState {snapshot: "${detail}"} on ${this.handle} returned no snapshot`);
 		this.state = state as SessionState;
 		return { state: this.state, snapshot };
-	}
-
-	/**
-	 * What changed after `seq` (`session/changesSince`): the missed `session/changed` params in order, or, when the
-	 * server no longer holds them all, the state and a fresh snapshot.
-	 */
-	changesSince(seq: number, opts?: RequestOptions): Promise<ChangesSinceResult> {
-		return this.call("session/changesSince", { handle: this.handle, seq }, opts);
-	}
-
-	/**
-	 * Runs `ops` (`{method, params}`: any `session/append…` method, `session/branch`, `session/resetLeaf`,
-	 * `session/branchWithSummary`, params without `handle`) in order as one write: one fsync, one notification, all or
-	 * nothing. Returns what each method returns alone (`{id}`, `{entry}` for appendUsage, `null` for leaf moves).
-	 */
-	async appendBatch(ops: BatchOp[], opts?: MutationOptions): Promise<unknown[]> {
-		return (await this.call("session/appendBatch", { handle: this.handle, ops, ...mutation(opts) })).results;
 	}
 
 	/** The session's current state (handle, file, id, leaf, entry count, name, …). */

@@ -319,6 +319,21 @@ describe("changing a session", () => {
 });
 
 describe("errors", () => {
+	it("refuses to open a path with no file unless asked to create a session there (#15)", async () => {
+		const missing = join(tempDir(), "typo.jsonl");
+		await assert.rejects(client.openSession(missing), (e: unknown) => {
+			assert.ok(e instanceof SessiondError, String(e));
+			assert.deepEqual([e.code, e.kind, e.data.path], [1001, "session_not_found", missing]);
+			return true;
+		});
+		assert.equal(existsSync(missing), false, "nothing was created");
+		const created = await client.openSession(missing, { create: true });
+		assert.equal(await created.getEntryCount(), 0);
+		await created.appendMessage(userMessage("the first message writes the file"));
+		assert.equal(existsSync(missing), true);
+		await created.close();
+	});
+
 	it("names a missing required param in data.path", async () => {
 		const session = await client.inMemory();
 		try {

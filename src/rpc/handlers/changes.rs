@@ -16,9 +16,10 @@ use super::snapshot;
 use super::{any, key_json, state_at, state_of, ReadCx, Res, Server};
 use crate::rpc::error::invalid_params;
 use crate::rpc::handles::Slot;
-use crate::rpc::proto::{AnyJson, ChangesSinceParams, ChangesSinceResult, Detail};
+use crate::rpc::proto::{AnyJson, ChangesSinceParams, ChangesSinceResult, Detail, SessionState};
 use crate::rpc::reply::{Rendered, Streamed};
 use crate::session::change::{Change, Origin};
+use crate::session::key::Key;
 use crate::session::render::JsonOut;
 use crate::session::SessionManager;
 
@@ -39,22 +40,57 @@ const NOTIFICATION_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"session/changed"
 /// Sends one `session/changed` per engine change, in order, and keeps each for `session/changesSince`. The
 /// engine's "deleted" at every look while the file is gone is told once until the file is back. (A rebind's new
 /// path is registered by the mutation that made it, before this runs.)
+///
+/// The changes of one mutation are rendered after all of them happened, each as of its own moment ([`Then`]): a
+/// reset found by the mutation's look at the file holds the records before the mutation's own, and the leaf
+/// then, so a mirror applying the reset and then the append holds each entry once.
 pub fn publish(server: &Server, slot: &Arc<Slot>, m: &SessionManager, changes: &[Change]) {
-    for change in changes {
+    for (i, change) in changes.iter().enumerate() {
         match change {
             Change::Deleted if slot.deleted_reported.swap(true, Ordering::SeqCst) => continue,
             Change::Deleted | Change::LeafMoved => {}
             // Appended (ours too: a write puts a deleted file back), reloaded or rebound: there is a file again.
             _ => slot.deleted_reported.store(false, Ordering::SeqCst),
         }
-        publish_one(server, slot, m, change);
+        publish_one(server, slot, m, change, &Then::of(m, changes.get(i + 1)));
+    }
+}
+
+/// The session as it was right after a change, where a later change of the same mutation moved on from it.
+struct Then {
+    /// Records it had (the rest were appended after).
+    records: usize,
+    /// Its leaf.
+    leaf: Key,
+    /// Its distinct entry ids.
+    entry_count: usize,
+}
+
+impl Then {
+    /// The session after a change followed by `next`: before `next`'s records, at the leaf our append started
+    /// from (its first entry's parent: the leaf then, unless the op moved the leaf first, as `branchWithSummary`
+    /// does); before anything else, as it is now (a `leaf` change that follows sets the leaf anyway).
+    fn of(m: &SessionManager, next: Option<&Change>) -> Then {
+        let all = m.records().len();
+        match next {
+            Some(Change::Appended { records, origin }) => {
+                let later = m.records()[records.clone()].iter().filter(|r| !r.is_header()).count();
+                let leaf = match origin {
+                    Origin::Own => m.records().get(records.start).map_or(m.leaf_id(), |r| &r.parent),
+                    Origin::External => m.leaf_id(),
+                };
+                // Our appends have ids new to the session, so each is one more distinct id.
+                Then { records: records.start, leaf: leaf.clone(), entry_count: m.entry_count().saturating_sub(later) }
+            }
+            _ => Then { records: all, leaf: m.leaf_id().clone(), entry_count: m.entry_count() },
+        }
     }
 }
 
 /// Sends the `session/changed` for one change (numbered with the handle's next `seq`). A change whose entries
 /// cannot be read (another process rewrote the file under the handle) is still announced, as a `reset` without
 /// snapshot, so the host knows to take one.
-fn publish_one(server: &Server, slot: &Slot, m: &SessionManager, happened: &Change) {
+fn publish_one(server: &Server, slot: &Slot, m: &SessionManager, happened: &Change, then: &Then) {
     let seq = slot.next_seq();
     let detail = slot.detail();
     let origin = match happened {
@@ -62,16 +98,16 @@ fn publish_one(server: &Server, slot: &Slot, m: &SessionManager, happened: &Chan
         _ => Some("external"),
     };
     let head =
-        Head { handle: &slot.handle, session_id: any(m.session_id()), seq, origin, leaf_id: key_json(m.leaf_id()) };
+        Head { handle: &slot.handle, session_id: any(m.session_id()), seq, origin, leaf_id: key_json(&then.leaf) };
     let mut head = serde_json::to_vec(&head).expect("heads serialize");
     head.pop();
     let render = |out: &mut JsonOut<'_>| -> crate::session::Result<()> {
         out.raw(&head)?;
         out.raw(b",\"change\":")?;
-        change(m, slot, seq, detail, happened, out)?;
+        change(m, slot, seq, detail, happened, then, out)?;
         out.raw(b"}")
     };
-    let fallback = || fallback(&head, slot, m, seq);
+    let fallback = || fallback(&head, slot, m, seq, then);
     let message =
         Streamed { head: NOTIFICATION_HEAD.to_vec(), claim: &|| true, failed: &|_| fallback(), fallback: &fallback };
     match message.render(&server.outbox, true, &render) {
@@ -103,6 +139,7 @@ fn change(
     seq: u64,
     detail: Detail,
     happened: &Change,
+    then: &Then,
     out: &mut JsonOut<'_>,
 ) -> crate::session::Result<()> {
     match happened {
@@ -114,17 +151,17 @@ fn change(
         }
         Change::LeafMoved => {
             out.raw(br#"{"kind":"leaf","leafId":"#)?;
-            out.raw(serde_json::to_string(&key_json(m.leaf_id())).expect("JSON").as_bytes())?;
+            out.raw(serde_json::to_string(&key_json(&then.leaf)).expect("JSON").as_bytes())?;
             out.raw(b"}")
         }
         Change::Rebound | Change::Reloaded => {
             let kind = if *happened == Change::Rebound { "rebind" } else { "reset" };
             out.raw(format!(r#"{{"kind":"{kind}","state":"#).as_bytes())?;
-            let state = state_at(&slot.handle, slot.detail(), m, seq).map_err(rpc_to_session)?;
+            let state = state_then(slot, m, seq, then).map_err(rpc_to_session)?;
             out.raw(&serde_json::to_vec(&state).expect("states serialize"))?;
             if detail != Detail::None {
                 out.raw(b",\"snapshot\":")?;
-                snapshot::snapshot(m, seq, detail, out)?;
+                snapshot::snapshot_before(m, seq, detail, then.records, out)?;
             }
             out.raw(b"}")
         }
@@ -134,14 +171,22 @@ fn change(
 
 /// The message sent instead of a change that could not be rendered: a `reset` without snapshot, with the same
 /// head (empty when not even the state can be read).
-fn fallback(head: &[u8], slot: &Slot, m: &SessionManager, seq: u64) -> Vec<u8> {
-    let Ok(state) = state_at(&slot.handle, slot.detail(), m, seq) else { return Vec::new() };
+fn fallback(head: &[u8], slot: &Slot, m: &SessionManager, seq: u64, then: &Then) -> Vec<u8> {
+    let Ok(state) = state_then(slot, m, seq, then) else { return Vec::new() };
     let mut out = NOTIFICATION_HEAD.to_vec();
     out.extend_from_slice(head);
     out.extend_from_slice(br#","change":{"kind":"reset","state":"#);
     out.extend_from_slice(&serde_json::to_vec(&state).expect("states serialize"));
     out.extend_from_slice(b"}}}");
     out
+}
+
+/// The handle's state as of `then`.
+fn state_then(slot: &Slot, m: &SessionManager, seq: u64, then: &Then) -> Result<SessionState, ErrorObjectOwned> {
+    let mut state = state_at(&slot.handle, slot.detail(), m, seq)?;
+    state.leaf_id = key_json(&then.leaf);
+    state.entry_count = then.entry_count;
+    Ok(state)
 }
 
 fn rpc_to_session(e: ErrorObjectOwned) -> crate::session::Error {

@@ -13,7 +13,7 @@ use super::{key, registered_path, Res, WriteCx};
 use crate::rpc::error::{self, from_session, invalid_params};
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
-use crate::session::change::{Change, Compaction, Op, OpValue};
+use crate::session::change::{Change, Compaction, EntryRef, Op, OpValue};
 use crate::session::json::Json;
 use crate::session::{paths, NewSessionOptions};
 
@@ -179,6 +179,21 @@ pub fn branch_with_summary_op(p: BranchWithSummaryParams) -> Result<Planned, Err
         usage: p.usage.map(|v| v.0),
     };
     planned(op, p.expected_leaf_id, Answer::Id)
+}
+
+/// Points an op's `field` (`targetId`, `entryId`) at the entry that op `n` of its batch appends; false when the
+/// op has no such field.
+pub fn point_at_earlier(op: &mut Op, field: &str, n: usize) -> bool {
+    let earlier = EntryRef::Earlier(n);
+    match (op, field) {
+        (Op::AppendLabelChange { target_id, .. } | Op::AppendContextEdit { target_id, .. }, "targetId") => {
+            *target_id = earlier
+        }
+        (Op::Branch { entry_id }, "entryId") => *entry_id = earlier,
+        (Op::BranchWithSummary { entry_id, .. }, "entryId") => *entry_id = Some(earlier),
+        _ => return false,
+    }
+    true
 }
 
 /// Runs a planned op alone and answers as its method does.

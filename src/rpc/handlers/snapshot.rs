@@ -54,8 +54,21 @@ pub fn entries(
 
 /// Writes `{"seq":…,"entries":[…]}`: every entry of the session (header excluded), in file order.
 pub fn snapshot(m: &SessionManager, seq: u64, detail: Detail, out: &mut JsonOut<'_>) -> crate::session::Result<()> {
+    snapshot_before(m, seq, detail, m.records().len(), out)
+}
+
+/// [`snapshot`] of the entries among the first `records` records only (what the session held before later
+/// records were appended).
+pub fn snapshot_before(
+    m: &SessionManager,
+    seq: u64,
+    detail: Detail,
+    records: usize,
+    out: &mut JsonOut<'_>,
+) -> crate::session::Result<()> {
     out.raw(format!("{{\"seq\":{seq},\"entries\":").as_bytes())?;
-    entries(m, &m.entries(), detail, out)?;
+    let list: Vec<usize> = m.entries().into_iter().filter(|&i| i < records).collect();
+    entries(m, &list, detail, out)?;
     out.raw(b"}")
 }
 

@@ -2,6 +2,7 @@
 //! deterministic ids and clock both sides share, and a JSON comparison that says where two values differ.
 
 pub mod faults;
+pub mod pty;
 pub mod sidecar;
 
 use std::io::Write;

@@ -65,9 +65,9 @@ export default function sessiondExtension(pi: ExtensionAPI): void {
 		await hideTree(ctx);
 		const sessiond = await sidecar();
 		// Opening never writes, and pi-sessiond takes no lock until its first write: pi keeps writing the file as usual.
-		// A new session's file does not exist until pi's first message: the watch reports it when pi writes it (a
-		// `reset` carrying the skeletons), and every append after it.
-		const remote = await sessiond.openSession(file, { watch: true, snapshot: "skeleton" });
+		// A new session's file does not exist until pi's first message (`create` lets the open start there): the watch
+		// reports it when pi writes it (a `reset` carrying the skeletons), and every append after it.
+		const remote = await sessiond.openSession(file, { watch: true, snapshot: "skeleton", create: true });
 		const mirror = await MirroredSession.attach(remote);
 		const draw = () => {
 			if (shown?.mirror !== mirror) return;

@@ -1,0 +1,160 @@
+//! `pi-sessiond ls`: a project's sessions (or all of them) as a table a person scans — the name or first
+//! message, how many messages, when it was last active, where, and the id to name it by — and, with `--json`,
+//! exactly what pi's `list(cwd, dir)` / `listAll(dir)` return. Listing never creates a directory: a project
+//! without sessions simply has none.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use crate::catalog::index::CatalogIndex;
+use crate::catalog::info::{self, ListedSession};
+use crate::catalog::listing::Catalog;
+use crate::session::paths;
+
+use super::describe::one_line;
+use super::output::{emit, Failure, Style};
+
+/// What `ls` was asked.
+#[derive(Clone, Debug, Default)]
+pub struct LsRequest {
+    /// The project (default: the current directory).
+    pub cwd: Option<String>,
+    /// The session directory instead of the project's default one.
+    pub dir: Option<String>,
+    /// Every session (pi's `listAll`).
+    pub all: bool,
+}
+
+/// The listing `request` asks for, read-only.
+pub fn listing(
+    request: &LsRequest,
+    agent_dir: &str,
+    index: Option<&mut CatalogIndex>,
+) -> Result<Vec<Arc<ListedSession>>, Failure> {
+    let mut catalog = Catalog::new(agent_dir, index);
+    if request.all {
+        return Ok(catalog.list_all(request.dir.as_deref(), &mut |_, _| {})?);
+    }
+    let cwd = request.cwd.clone().unwrap_or_else(paths::process_cwd);
+    // pi's list() creates the project's directory when it is missing; a listing must not.
+    let dir = match &request.dir {
+        Some(d) => d.clone(),
+        None => paths::default_session_dir_path(&cwd, agent_dir),
+    };
+    if !paths::as_path(&dir).exists() {
+        return Ok(Vec::new());
+    }
+    Ok(catalog.list(&cwd, Some(&dir), &mut |_, _| {})?)
+}
+
+/// Prints the listing: pi's JSON with `json`, else a table.
+pub fn print(listing: &[Arc<ListedSession>], json: bool, style: &Style, out: &mut dyn Write) -> Result<u8, Failure> {
+    if json {
+        let mut bytes = info::session_infos(listing, true);
+        bytes.push(b'\n');
+        return emit(out, &String::from_utf8_lossy(&bytes));
+    }
+    emit(out, &table(listing, style, now_ms()))
+}
+
+fn now_ms() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64)
+}
+
+/// How long ago `then` was, for people: `just now`, `5 min ago`, `3 h ago`, `2 days ago`, or the date.
+pub fn ago(then: f64, now: f64) -> String {
+    if then.is_nan() {
+        return "-".into();
+    }
+    let secs = ((now - then) / 1000.0).max(0.0);
+    match secs {
+        s if s < 60.0 => "just now".into(),
+        s if s < 3600.0 => format!("{} min ago", (s / 60.0) as u64),
+        s if s < 86400.0 => format!("{} h ago", (s / 3600.0) as u64),
+        s if s < 7.0 * 86400.0 => format!("{} days ago", (s / 86400.0) as u64),
+        _ => crate::session::js::date::to_iso_string(then).map(|d| d[..10].to_owned()).unwrap_or_else(|| "-".into()),
+    }
+}
+
+/// `path` with the home directory written `~`.
+pub fn tilde(path: &str) -> String {
+    let home = paths::home_dir();
+    match path.strip_prefix(&home) {
+        Some(rest) if !home.is_empty() && (rest.is_empty() || rest.starts_with('/')) => format!("~{rest}"),
+        _ => path.to_owned(),
+    }
+}
+
+fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
+    let rows: Vec<[String; 5]> = listing
+        .iter()
+        .map(|s| {
+            let i = &s.info;
+            let title = match &i.name {
+                Some(n) if !n.to_string_lossy().trim().is_empty() => n.to_string_lossy(),
+                _ => i.first_message.to_string_lossy(),
+            };
+            [
+                one_line(&title, 60),
+                i.message_count.to_string(),
+                ago(i.modified, now),
+                tilde(&i.cwd.to_string_lossy()),
+                crate::session::js::to_js_string(&i.id).to_string_lossy(),
+            ]
+        })
+        .collect();
+    let header = ["SESSION", "MSGS", "MODIFIED", "CWD", "ID"];
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    // On a terminal, the title gives way first so that the id (what names the session) stays whole.
+    if let Some(width) = style.width {
+        let others: usize = widths[1..].iter().sum::<usize>() + 2 * 4;
+        widths[0] = widths[0].min(width.saturating_sub(others).max(16));
+    }
+    let line = |cells: [&str; 5]| -> String {
+        let mut l = String::new();
+        for (k, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            let cell = if k == 0 { super::output::cut_to_width(cell, w) } else { (*cell).to_owned() };
+            let pad = w.saturating_sub(cell.chars().count());
+            if k == 1 {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(&cell);
+            } else {
+                l.push_str(&cell);
+                if k < 4 {
+                    l.push_str(&" ".repeat(pad));
+                }
+            }
+            if k < 4 {
+                l.push_str("  ");
+            }
+        }
+        l
+    };
+    let mut text = style.fit(&style.paint("1", &line(header))) + "\n";
+    for r in &rows {
+        text.push_str(&style.fit(&line([&r[0], &r[1], &r[2], &r[3], &r[4]])));
+        text.push('\n');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_said_as_people_say_them() {
+        let now = 1_700_000_000_000.0;
+        assert_eq!(ago(now - 5_000.0, now), "just now");
+        assert_eq!(ago(now - 5.0 * 60_000.0, now), "5 min ago");
+        assert_eq!(ago(now - 3.0 * 3_600_000.0, now), "3 h ago");
+        assert_eq!(ago(now - 2.0 * 86_400_000.0, now), "2 days ago");
+        assert_eq!(ago(now - 30.0 * 86_400_000.0, now), "2023-10-15");
+        assert_eq!(ago(f64::NAN, now), "-");
+    }
+}

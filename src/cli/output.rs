@@ -1,0 +1,387 @@
+//! How the command line talks to a person: colour only on a terminal (and never under `NO_COLOR`), lines cut to
+//! the terminal's width, long output through a pager — and none of that when the output goes to a pipe or a
+//! file, where a script reads it. Also the one place that turns a failure into what the user sees: a line on
+//! stderr, or `{"error": {"kind", "message"}}` on stdout with `--json`.
+
+use std::io::{IsTerminal, Write};
+use std::process::{Child, Command, Stdio};
+
+use crate::session::json::{Json, Object};
+use crate::session::ErrorKind;
+
+/// Exit status: the command did what was asked.
+pub const EXIT_OK: u8 = 0;
+/// Exit status of `search` when nothing matched (as grep and ripgrep).
+pub const EXIT_NO_MATCH: u8 = 1;
+/// Exit status of every failure: bad arguments, a missing or unreadable session, a failed write.
+pub const EXIT_ERROR: u8 = 2;
+
+/// When to colour the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set or `TERM` is `dumb`.
+    #[default]
+    Auto,
+    /// Always (e.g. into `less -R`).
+    Always,
+    /// Never.
+    Never,
+}
+
+/// What the output looks like: decided once from the environment, then passed to every command.
+#[derive(Clone, Debug)]
+pub struct Style {
+    /// stdout is a terminal.
+    pub tty: bool,
+    /// Use ANSI colours.
+    pub color: bool,
+    /// Cut lines to this many columns (None: never cut — the output goes to a pipe or a file).
+    pub width: Option<usize>,
+}
+
+impl Style {
+    /// The style for this process's stdout.
+    pub fn detect(choice: ColorChoice) -> Style {
+        let tty = std::io::stdout().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+        let color = match choice {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => tty && !no_color && !dumb,
+        };
+        let width = tty.then(terminal_width);
+        Style { tty, color, width }
+    }
+
+    /// Plain text, no colour, no width: what scripts and tests of content get.
+    pub fn plain() -> Style {
+        Style { tty: false, color: false, width: None }
+    }
+
+    /// `text` wrapped in the SGR sequence `sgr` (e.g. `"1"` bold, `"2"` dim, `"32"` green) when colouring.
+    pub fn paint(&self, sgr: &str, text: &str) -> String {
+        if self.color && !text.is_empty() {
+            format!("\x1b[{sgr}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// `line` cut to the width (counting characters outside escape sequences), with `…` where it was cut.
+    pub fn fit(&self, line: &str) -> String {
+        match self.width {
+            Some(w) => cut_to_width(line, w),
+            None => line.to_owned(),
+        }
+    }
+}
+
+/// The terminal's width: `COLUMNS` when set (as shells export it), else what the terminal says, else 80.
+fn terminal_width() -> usize {
+    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok()).filter(|&c| c > 0) {
+        return c;
+    }
+    rustix::termios::tcgetwinsize(std::io::stdout()).ok().map(|w| w.ws_col as usize).filter(|&c| c > 0).unwrap_or(80)
+}
+
+/// Cuts `line` to `width` visible characters; escape sequences (colours) are kept and a cut line is reset.
+pub fn cut_to_width(line: &str, width: usize) -> String {
+    if visible_len(line) <= width {
+        return line.to_owned();
+    }
+    let mut out = String::with_capacity(width * 4);
+    let mut visible = 0;
+    let mut in_escape = false;
+    for c in line.chars() {
+        if in_escape || c == '\x1b' {
+            in_escape = if c == '\x1b' { true } else { !c.is_ascii_alphabetic() };
+            out.push(c);
+            continue;
+        }
+        if visible + 1 >= width {
+            break;
+        }
+        out.push(c);
+        visible += 1;
+    }
+    out.push('…');
+    if line.contains('\x1b') {
+        out.push_str("\x1b[0m");
+    }
+    out
+}
+
+/// How many characters of `line` show (escape sequences excluded).
+fn visible_len(line: &str) -> usize {
+    let mut n = 0;
+    let mut in_escape = false;
+    for c in line.chars() {
+        if in_escape {
+            in_escape = !c.is_ascii_alphabetic();
+        } else if c == '\x1b' {
+            in_escape = true;
+        } else {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Where a command's output goes: stdout, or a pager reading it when stdout is a terminal (as git does: the
+/// pager is `$PAGER`, default `less` with `LESS=FRX`, which quits at once when everything fits on one screen).
+pub struct Screen {
+    pager: Option<Child>,
+    stdout: std::io::Stdout,
+}
+
+impl Screen {
+    /// Stdout, through a pager if `paging` and stdout is a terminal and a pager can be started.
+    pub fn open(style: &Style, paging: bool) -> Screen {
+        let pager = (paging && style.tty).then(start_pager).flatten();
+        Screen { pager, stdout: std::io::stdout() }
+    }
+
+    /// The writer to print to.
+    pub fn writer(&mut self) -> Box<dyn Write + '_> {
+        match self.pager.as_mut().and_then(|p| p.stdin.as_mut()) {
+            Some(stdin) => Box::new(stdin),
+            None => Box::new(self.stdout.lock()),
+        }
+    }
+
+    /// Flushes, and waits for the pager (the person reads until they quit it).
+    pub fn finish(mut self) {
+        if let Some(mut child) = self.pager.take() {
+            drop(child.stdin.take());
+            let _ = child.wait();
+        } else {
+            let _ = self.stdout.flush();
+        }
+    }
+}
+
+fn start_pager() -> Option<Child> {
+    let pager =
+        std::env::var("PI_SESSIOND_PAGER").or_else(|_| std::env::var("PAGER")).unwrap_or_else(|_| "less".into());
+    let pager = pager.trim();
+    if pager.is_empty() || pager == "cat" {
+        return None;
+    }
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(pager).stdin(Stdio::piped());
+    if std::env::var_os("LESS").is_none() {
+        cmd.env("LESS", "FRX");
+    }
+    cmd.spawn().ok()
+}
+
+/// What kind of failure it is. The engine's kinds come from its one table ([`ErrorKind`], which the RPC layer sends
+/// as `data.kind` too); the command line adds only what naming things by prefix can cause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// One of the engine's kinds.
+    Session(ErrorKind),
+    /// An id prefix that more than one session's id starts with.
+    AmbiguousSession,
+    /// An id prefix that more than one entry's id starts with.
+    AmbiguousEntry,
+    /// The web view's sidecar does not know the handle (it was closed).
+    HandleNotFound,
+    /// Something that should not happen (a sidecar answer of an unexpected shape).
+    Internal,
+}
+
+impl FailureKind {
+    /// The snake_case name printed as `error.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Session(kind) => kind.as_str(),
+            FailureKind::AmbiguousSession => "ambiguous_session",
+            FailureKind::AmbiguousEntry => "ambiguous_entry",
+            FailureKind::HandleNotFound => "handle_not_found",
+            FailureKind::Internal => "internal_error",
+        }
+    }
+
+    /// The kind a sidecar's `data.kind` names (a name from outside both tables is an internal error).
+    pub fn from_name(name: &str) -> FailureKind {
+        let ours = [FailureKind::AmbiguousSession, FailureKind::AmbiguousEntry, FailureKind::HandleNotFound];
+        ErrorKind::ALL
+            .into_iter()
+            .map(FailureKind::Session)
+            .chain(ours)
+            .find(|k| k.as_str() == name)
+            .unwrap_or(FailureKind::Internal)
+    }
+}
+
+impl From<ErrorKind> for FailureKind {
+    fn from(kind: ErrorKind) -> FailureKind {
+        FailureKind::Session(kind)
+    }
+}
+
+/// A failure as the user sees it: a kind for machines, a message for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// What kind of failure it is.
+    pub kind: FailureKind,
+    /// One line naming what failed and why.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure of this kind.
+    pub fn new(kind: impl Into<FailureKind>, message: impl Into<String>) -> Failure {
+        Failure { kind: kind.into(), message: message.into() }
+    }
+
+    /// A bad argument.
+    pub fn invalid(message: impl Into<String>) -> Failure {
+        Failure::new(ErrorKind::InvalidParams, message)
+    }
+
+    /// A file system failure.
+    pub fn io(message: impl Into<String>) -> Failure {
+        Failure::new(ErrorKind::IoError, message)
+    }
+
+    /// Writing the output failed (a closed pipe is not a failure: see [`write_failed`]).
+    pub fn output(e: &std::io::Error) -> Failure {
+        Failure::io(format!("cannot write the output: {e}"))
+    }
+
+    /// The JSON form: `{"error": {"kind", "message"}}`.
+    pub fn to_json(&self) -> String {
+        let mut inner = Object::new();
+        inner.insert("kind", Json::str(self.kind.as_str()));
+        inner.insert("message", Json::str(&self.message));
+        let mut o = Object::new();
+        o.insert("error", Json::Object(inner));
+        Json::Object(o).to_canonical_string()
+    }
+
+    /// Reports the failure (stdout as JSON with `json`, else one line on stderr) and returns [`EXIT_ERROR`].
+    pub fn report(&self, json: bool) -> u8 {
+        if json {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", self.to_json());
+            let _ = out.flush();
+        } else {
+            eprintln!("pi-sessiond: {}", self.message);
+        }
+        EXIT_ERROR
+    }
+}
+
+impl Failure {
+    /// The failure an engine error means to the user.
+    pub fn from_session_ref(e: &crate::session::Error) -> Failure {
+        use crate::session::Error as E;
+        let message = match e {
+            E::Io { path, source, .. } => format!("{path}: {}", describe_io(source)),
+            _ => e.to_string(),
+        };
+        Failure::new(e.kind(), message)
+    }
+}
+
+impl From<crate::session::Error> for Failure {
+    fn from(e: crate::session::Error) -> Failure {
+        Failure::from_session_ref(&e)
+    }
+}
+
+/// An I/O error as a person reads it: "no such file or directory", not "No such file or directory (os error 2)".
+pub fn describe_io(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => text.to_owned(),
+    }
+}
+
+/// Maps an output error: a reader that went away (`| head`) ends the command normally; anything else fails.
+pub fn write_failed(e: std::io::Error) -> Result<u8, Failure> {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Ok(EXIT_OK)
+    } else {
+        Err(Failure::output(&e))
+    }
+}
+
+/// Writes all of `text` to `out`; a closed pipe is a normal end.
+pub fn emit(out: &mut dyn Write, text: &str) -> Result<u8, Failure> {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(EXIT_OK),
+        Err(e) => write_failed(e),
+    }
+}
+
+/// `n` with thousands separators (`12,345`).
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A byte count for people (`12.3 MB`).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_longer_than_the_width_is_cut_with_an_ellipsis() {
+        assert_eq!(cut_to_width("abcdefgh", 5), "abcd…");
+        assert_eq!(cut_to_width("abcde", 5), "abcde");
+        assert_eq!(cut_to_width("ab", 5), "ab");
+    }
+
+    #[test]
+    fn colour_sequences_do_not_count_towards_the_width_and_a_cut_line_is_reset() {
+        let line = "\x1b[32mabcdefgh\x1b[0m";
+        assert_eq!(cut_to_width(line, 5), "\x1b[32mabcd…\x1b[0m");
+        assert_eq!(cut_to_width("\x1b[32mabc\x1b[0m", 5), "\x1b[32mabc\x1b[0m");
+    }
+
+    #[test]
+    fn counts_are_written_with_thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(human_bytes(999), "999 B");
+        assert_eq!(human_bytes(12_345_678), "12.3 MB");
+    }
+
+    #[test]
+    fn an_io_error_reads_as_a_sentence_without_the_os_code() {
+        let e = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(describe_io(&std::io::Error::from_raw_os_error(2)), "no such file or directory");
+        assert!(!describe_io(&e).is_empty());
+    }
+}

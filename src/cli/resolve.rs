@@ -1,0 +1,93 @@
+//! Naming a session on the command line the way a person remembers it: a path, a full session id, a unique
+//! prefix of one, or `latest` (the newest session of the current directory's project, as `pi --continue`
+//! picks it). Resolution only reads: it never creates the project directory pi would create.
+
+use crate::session::dirscan::find_most_recent_session;
+use crate::session::json::Json;
+use crate::session::store::read_header_bounded;
+use crate::session::{dirscan, paths};
+
+use super::output::{describe_io, Failure, FailureKind};
+use crate::session::ErrorKind;
+
+/// Where names are looked up.
+#[derive(Clone, Debug)]
+pub struct Places {
+    /// pi's agent directory (sessions are under `<agentDir>/sessions/<project>/`).
+    pub agent_dir: String,
+    /// The working directory `latest` refers to.
+    pub cwd: String,
+}
+
+/// The session file `name` refers to (an existing path), or why there is none.
+pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
+    if name == "latest" {
+        let dir = paths::default_session_dir_path(&places.cwd, &places.agent_dir);
+        return find_most_recent_session(&dir, Some(&places.cwd)).ok_or_else(|| {
+            Failure::new(ErrorKind::SessionNotFound, format!("no session of {} yet (looked in {dir})", places.cwd))
+        });
+    }
+    let resolved = paths::resolve_path(name);
+    let looks_like_path = name.contains('/') || name.ends_with(".jsonl") || name.starts_with('.');
+    match std::fs::metadata(&resolved) {
+        // A directory, a pipe or a device is refused by the engine itself, which names what it is.
+        Ok(_) => return Ok(resolved),
+        Err(e) if looks_like_path || e.kind() != std::io::ErrorKind::NotFound => {
+            let kind =
+                if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::SessionNotFound } else { ErrorKind::IoError };
+            return Err(Failure::new(kind, format!("{resolved}: {}", describe_io(&e))));
+        }
+        Err(_) => {}
+    }
+    let matches = sessions_with_id_prefix(name, &places.agent_dir);
+    let exact: Vec<&(String, String)> = matches.iter().filter(|(id, _)| id == name).collect();
+    match (exact.as_slice(), matches.as_slice()) {
+        ([(_, path)], _) | ([], [(_, path)]) => Ok(path.clone()),
+        ([], []) => Err(Failure::new(
+            ErrorKind::SessionNotFound,
+            format!("{name}: no such file, and no session id starts with it (in {}/sessions)", places.agent_dir),
+        )),
+        _ => {
+            let shown: Vec<&str> = matches.iter().take(5).map(|(id, _)| id.as_str()).collect();
+            let more = if matches.len() > 5 { format!(", and {} more", matches.len() - 5) } else { String::new() };
+            Err(Failure::new(
+                FailureKind::AmbiguousSession,
+                format!("{name}: {} sessions match: {}{more}", matches.len(), shown.join(", ")),
+            ))
+        }
+    }
+}
+
+/// `(id, path)` of every session under `<agentDir>/sessions/*/` whose header id starts with `prefix`. pi names
+/// its files `<time>_<id>.jsonl`, so the file name says which headers are worth reading; files named otherwise
+/// are read only when no name matches.
+fn sessions_with_id_prefix(prefix: &str, agent_dir: &str) -> Vec<(String, String)> {
+    let root = paths::join(&[agent_dir, "sessions"]);
+    let Ok(projects) = std::fs::read_dir(&root) else { return Vec::new() };
+    let mut named = Vec::new();
+    let mut others = Vec::new();
+    for project in projects.flatten() {
+        let dir = paths::join(&[&root, &project.file_name().to_string_lossy()]);
+        let Ok(names) = dirscan::jsonl_names(&dir) else { continue };
+        for name in names {
+            let path = paths::join(&[&dir, &name]);
+            let id_in_name = name.trim_end_matches(".jsonl").split_once('_').map(|(_, id)| id.to_owned());
+            match id_in_name {
+                Some(id) if id.starts_with(prefix) => named.push(path),
+                Some(_) => {}
+                None => others.push(path),
+            }
+        }
+    }
+    let candidates = if named.is_empty() { others } else { named };
+    let mut found: Vec<(String, String)> = candidates
+        .into_iter()
+        .filter_map(|path| {
+            let header = read_header_bounded(&path)?;
+            let id = header.get("id").and_then(Json::as_js_str)?.to_string_lossy();
+            id.starts_with(prefix).then_some((id, path))
+        })
+        .collect();
+    found.sort();
+    found
+}

@@ -1,0 +1,384 @@
+//! `pi-sessiond stats SESSION`: what a session holds, for a person — entries by type and role, its branches,
+//! labels and compactions, and the tokens and cost of every model that worked in it (assistant messages,
+//! usage entries and compaction summaries, as pi's `/session` counts them). `--timing` adds how long the open
+//! took and the peak memory (the numbers the large-session benchmark compares with pi); `--json` prints it all
+//! as one object. Only the bodies that carry usage are read, so a gigabyte of images stays on disk.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use crate::session::context::Bodies;
+use crate::session::entry::{EntryType, Role};
+use crate::session::json::{Json, Object};
+use crate::session::render::{self, JsonOut};
+use crate::session::{Env, SessionManager};
+
+use super::output::{emit, human_bytes, thousands, Failure, Style};
+
+/// Token counts and cost, summed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Usage {
+    /// How many responses (messages or usage entries) these are.
+    pub responses: u64,
+    /// Input tokens.
+    pub input: f64,
+    /// Output tokens.
+    pub output: f64,
+    /// Tokens read from the cache.
+    pub cache_read: f64,
+    /// Tokens written to the cache.
+    pub cache_write: f64,
+    /// Total tokens, as the provider reports them.
+    pub total_tokens: f64,
+    /// Cost in US dollars (`usage.cost.total`).
+    pub cost: f64,
+}
+
+impl Usage {
+    /// Adds one pi `Usage` object.
+    pub fn add(&mut self, usage: &Json) {
+        let n = |v: Option<&Json>| match v {
+            Some(Json::Number(literal)) => crate::session::json::value::number_value(literal),
+            _ => 0.0,
+        };
+        let n = |v: Option<&Json>| Some(n(v)).filter(|x| x.is_finite()).unwrap_or(0.0);
+        self.responses += 1;
+        self.input += n(usage.get("input"));
+        self.output += n(usage.get("output"));
+        self.cache_read += n(usage.get("cacheRead"));
+        self.cache_write += n(usage.get("cacheWrite"));
+        self.total_tokens += n(usage.get("totalTokens"));
+        self.cost += n(usage.get("cost").and_then(|c| c.get("total")));
+    }
+
+    fn merge(&mut self, other: &Usage) {
+        self.responses += other.responses;
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.total_tokens += other.total_tokens;
+        self.cost += other.cost;
+    }
+
+    /// `{responses, input, output, cacheRead, cacheWrite, totalTokens, cost}`.
+    pub fn to_json(&self) -> Object {
+        let mut o = Object::new();
+        o.insert("responses", Json::number(self.responses as f64));
+        o.insert("input", Json::number(self.input));
+        o.insert("output", Json::number(self.output));
+        o.insert("cacheRead", Json::number(self.cache_read));
+        o.insert("cacheWrite", Json::number(self.cache_write));
+        o.insert("totalTokens", Json::number(self.total_tokens));
+        o.insert("cost", Json::number((self.cost * 1e6).round() / 1e6));
+        o
+    }
+}
+
+/// Usage by `provider/model` (compaction summaries, which name no model, under `(compaction)`).
+pub type UsageByModel = BTreeMap<String, Usage>;
+
+/// Adds the usage `entry` (a session entry as stored) carries, if any, to `by_model`.
+pub fn add_entry_usage(entry: &Json, by_model: &mut UsageByModel) {
+    let s = |v: Option<&Json>| v.and_then(Json::as_js_str).map(|s| s.to_string_lossy()).unwrap_or_default();
+    let (model, usage) = match s(entry.get("type")).as_str() {
+        "message" => {
+            let Some(msg) = entry.get("message") else { return };
+            if s(msg.get("role")) != "assistant" {
+                return;
+            }
+            (format!("{}/{}", s(msg.get("provider")), s(msg.get("model"))), msg.get("usage"))
+        }
+        "usage" => (format!("{}/{}", s(entry.get("provider")), s(entry.get("model"))), entry.get("usage")),
+        "compaction" | "branch_summary" => ("(summaries)".to_owned(), entry.get("usage")),
+        _ => return,
+    };
+    if let Some(u) = usage.filter(|u| matches!(u, Json::Object(_))) {
+        by_model.entry(model).or_default().add(u);
+    }
+}
+
+/// pi's name of an entry type.
+pub fn type_name(kind: EntryType) -> &'static str {
+    match kind {
+        EntryType::Session => "session",
+        EntryType::Message => "message",
+        EntryType::ThinkingLevelChange => "thinking_level_change",
+        EntryType::ModelChange => "model_change",
+        EntryType::Usage => "usage",
+        EntryType::Compaction => "compaction",
+        EntryType::BranchSummary => "branch_summary",
+        EntryType::Custom => "custom",
+        EntryType::CustomMessage => "custom_message",
+        EntryType::ContextEdit => "context_edit",
+        EntryType::Label => "label",
+        EntryType::SessionInfo => "session_info",
+        EntryType::Other => "other",
+    }
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::ToolResult => "toolResult",
+        Role::System => "system",
+        Role::BashExecution => "bashExecution",
+        Role::Custom => "custom",
+        Role::HookMessage => "hookMessage",
+        Role::Other => "other",
+    }
+}
+
+/// What `stats` measures besides the session's contents.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StatsOptions {
+    /// Report the open time and peak memory.
+    pub timing: bool,
+    /// Also time buildSessionContext and getTree, rendered to JSON in memory as the sidecar sends them.
+    pub reads: bool,
+}
+
+/// Peak resident memory of this process so far, in KiB (Linux `VmHWM`), if known.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Opens `path` and reports.
+pub fn stats(path: &str, options: StatsOptions, json: bool, style: &Style, out: &mut dyn Write) -> Result<u8, Failure> {
+    let started = std::time::Instant::now();
+    let m = SessionManager::open(path, None, None, Env::system())?;
+    let open_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let report = collect(&m, path)?;
+    let mut timing = Object::new();
+    if options.timing || options.reads {
+        let timed = |f: &dyn Fn(&mut JsonOut<'static>) -> crate::session::Result<()>| -> Option<(f64, usize)> {
+            let t = std::time::Instant::now();
+            let mut o = JsonOut::memory();
+            f(&mut o).ok()?;
+            Some((t.elapsed().as_secs_f64() * 1000.0, o.into_bytes().len()))
+        };
+        // Rendered in memory whole: only when asked (a 2.6 GB session's tree is 2.6 GB of JSON).
+        let context =
+            options.reads.then(|| timed(&|o| render::context(&m, &m.build_session_projection()?, o))).flatten();
+        let tree = options.reads.then(|| timed(&|o| render::tree(&m, &m.tree(), o))).flatten();
+        let ms = |v: f64| Json::number((v * 100.0).round() / 100.0);
+        timing.insert("openMs", ms(open_ms));
+        timing.insert("contextMs", context.map_or(Json::Null, |c| ms(c.0)));
+        timing.insert("contextBytes", context.map_or(Json::Null, |c| Json::number(c.1 as f64)));
+        timing.insert("treeMs", tree.map_or(Json::Null, |t| ms(t.0)));
+        timing.insert("peakRssKiB", peak_rss_kib().map_or(Json::Null, |k| Json::number(k as f64)));
+    }
+    if json {
+        let mut o = report.to_json();
+        for (k, v) in timing.iter() {
+            o.insert(k.clone(), v.clone());
+        }
+        return emit(out, &format!("{}\n", Json::Object(o).to_canonical_string()));
+    }
+    let mut text = report.to_text(style);
+    if !timing.is_empty() {
+        text.push_str(&format!("\n{}\n", style.paint("1", "timing")));
+        for (k, v) in timing.iter() {
+            text.push_str(&format!("  {k:<13} {}\n", v.to_canonical_string()));
+        }
+    }
+    emit(out, &text)
+}
+
+/// What a session holds.
+struct Report {
+    file: String,
+    bytes: Option<u64>,
+    lines: usize,
+    entry_count: usize,
+    branch_length: usize,
+    warnings: usize,
+    session_id: Json,
+    name: Option<String>,
+    cwd: String,
+    types: BTreeMap<&'static str, u64>,
+    roles: BTreeMap<&'static str, u64>,
+    leaves: usize,
+    branch_points: usize,
+    labels: usize,
+    by_model: UsageByModel,
+}
+
+fn collect(m: &SessionManager, path: &str) -> Result<Report, Failure> {
+    let mut types = BTreeMap::new();
+    let mut roles = BTreeMap::new();
+    let mut by_model = UsageByModel::new();
+    let bodies = m.bodies();
+    for i in m.entries() {
+        let r = &m.records()[i];
+        *types.entry(type_name(r.kind)).or_insert(0) += 1;
+        if r.kind == EntryType::Message {
+            *roles.entry(role_name(r.role)).or_insert(0) += 1;
+        }
+        let carries_usage = (r.kind == EntryType::Message && r.role == Role::Assistant)
+            || matches!(r.kind, EntryType::Usage | EntryType::Compaction | EntryType::BranchSummary);
+        if carries_usage {
+            add_entry_usage(&bodies.json(i)?, &mut by_model);
+        }
+    }
+    let tree = m.tree();
+    let leaves = tree.nodes.iter().filter(|n| n.children.is_empty()).count();
+    let branch_points = tree.nodes.iter().filter(|n| n.children.len() > 1).count();
+    Ok(Report {
+        file: m.session_file().unwrap_or(path).to_owned(),
+        bytes: std::fs::metadata(path).ok().map(|md| md.len()),
+        lines: m.records().len(),
+        entry_count: m.entry_count(),
+        branch_length: m.branch_path(None).len(),
+        warnings: m.warnings().len(),
+        session_id: m.session_id().clone(),
+        name: m.session_name().ok().flatten().map(|n| n.to_string_lossy()),
+        cwd: m.cwd().to_owned(),
+        types,
+        roles,
+        leaves,
+        branch_points,
+        labels: m.index().labels().count(),
+        by_model,
+    })
+}
+
+impl Report {
+    fn total(&self) -> Usage {
+        let mut total = Usage::default();
+        for u in self.by_model.values() {
+            total.merge(u);
+        }
+        total
+    }
+
+    fn to_json(&self) -> Object {
+        let mut o = Object::new();
+        let num = |n: f64| Json::number(n);
+        o.insert("file", Json::str(&self.file));
+        o.insert("bytes", self.bytes.map_or(Json::Null, |b| num(b as f64)));
+        o.insert("lines", num(self.lines as f64));
+        o.insert("entryCount", num(self.entry_count as f64));
+        o.insert("branchLength", num(self.branch_length as f64));
+        o.insert("warnings", num(self.warnings as f64));
+        o.insert("sessionId", self.session_id.clone());
+        o.insert("name", self.name.as_deref().map_or(Json::Null, Json::str));
+        o.insert("cwd", Json::str(&self.cwd));
+        let counts = |m: &BTreeMap<&'static str, u64>| {
+            let mut c = Object::new();
+            for (k, v) in m {
+                c.insert(*k, num(*v as f64));
+            }
+            Json::Object(c)
+        };
+        o.insert("types", counts(&self.types));
+        o.insert("roles", counts(&self.roles));
+        o.insert("leaves", num(self.leaves as f64));
+        o.insert("branchPoints", num(self.branch_points as f64));
+        o.insert("labels", num(self.labels as f64));
+        o.insert("compactions", num(*self.types.get("compaction").unwrap_or(&0) as f64));
+        let models = self
+            .by_model
+            .iter()
+            .map(|(model, u)| {
+                let mut row = Object::new();
+                row.insert("model", Json::str(model));
+                for (k, v) in u.to_json().iter() {
+                    row.insert(k.clone(), v.clone());
+                }
+                Json::Object(row)
+            })
+            .collect();
+        o.insert("models", Json::Array(models));
+        o.insert("total", Json::Object(self.total().to_json()));
+        o
+    }
+
+    fn to_text(&self, style: &Style) -> String {
+        let mut t = String::new();
+        let head =
+            |t: &mut String, k: &str, v: String| t.push_str(&format!("{} {v}\n", style.paint("1", &format!("{k:<9}"))));
+        if let Some(n) = &self.name {
+            head(&mut t, "session", n.clone());
+        }
+        let size = self.bytes.map(human_bytes).unwrap_or_else(|| "?".into());
+        head(&mut t, "file", format!("{} ({size})", self.file));
+        head(&mut t, "id", crate::session::js::to_js_string(&self.session_id).to_string_lossy());
+        head(&mut t, "cwd", self.cwd.clone());
+        let list = |m: &BTreeMap<&'static str, u64>| {
+            let mut v: Vec<(&&str, &u64)> = m.iter().collect();
+            v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            v.iter().map(|(k, n)| format!("{} {k}", thousands(**n))).collect::<Vec<_>>().join(", ")
+        };
+        head(&mut t, "entries", format!("{} ({})", thousands(self.entry_count as u64), list(&self.types)));
+        if !self.roles.is_empty() {
+            head(&mut t, "messages", list(&self.roles));
+        }
+        let compactions = *self.types.get("compaction").unwrap_or(&0);
+        head(
+            &mut t,
+            "tree",
+            format!(
+                "{} branch tips, {} branch points, active branch {} entries, {} labels, {} compactions",
+                thousands(self.leaves as u64),
+                thousands(self.branch_points as u64),
+                thousands(self.branch_length as u64),
+                thousands(self.labels as u64),
+                thousands(compactions)
+            ),
+        );
+        if self.warnings > 0 {
+            head(&mut t, "warnings", format!("{} (see `pi-sessiond inspect --only warnings`)", self.warnings));
+        }
+        if self.by_model.is_empty() {
+            head(&mut t, "tokens", "none recorded".into());
+            return t;
+        }
+        t.push('\n');
+        let tok = |v: f64| thousands(v.max(0.0).round() as u64);
+        let header = ["model", "responses", "input", "output", "cache read", "cache write", "cost"];
+        let cells = |name: &str, u: &Usage| -> [String; 7] {
+            [
+                name.to_owned(),
+                thousands(u.responses),
+                tok(u.input),
+                tok(u.output),
+                tok(u.cache_read),
+                tok(u.cache_write),
+                format!("${:.4}", u.cost),
+            ]
+        };
+        let mut rows: Vec<[String; 7]> = self.by_model.iter().map(|(model, u)| cells(model, u)).collect();
+        if self.by_model.len() > 1 {
+            rows.push(cells("total", &self.total()));
+        }
+        let mut widths = header.map(str::len);
+        for r in &rows {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let line = |cells: Vec<&str>| {
+            let mut l = String::new();
+            for (k, (c, w)) in cells.iter().zip(widths).enumerate() {
+                let pad = " ".repeat(w.saturating_sub(c.chars().count()));
+                if k == 0 {
+                    l.push_str(&format!("{c}{pad}"));
+                } else {
+                    l.push_str(&format!("  {pad}{c}"));
+                }
+            }
+            l
+        };
+        t.push_str(&style.paint("1", &line(header.to_vec())));
+        t.push('\n');
+        for r in &rows {
+            t.push_str(&line(r.iter().map(String::as_str).collect()));
+            t.push('\n');
+        }
+        t
+    }
+}

@@ -1,0 +1,37 @@
+// The live page's data source: the pi-sessiond web server (same origin), which answers through an in-process
+// sidecar. Every request carries the token the page was opened with.
+"use strict";
+(function () {
+  const token = new URLSearchParams(location.search).get("token") || "";
+  const query = (params) => {
+    const q = new URLSearchParams(params || {});
+    q.set("token", token);
+    return q.toString();
+  };
+  async function call(method, path, params, body) {
+    const init = { method };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers = { "Content-Type": "application/json" };
+    }
+    const res = await fetch(`${path}?${query(params)}`, init);
+    const data = await res.json().catch(() => null);
+    if (!res.ok) throw new Error(data && data.error ? data.error.message : `HTTP ${res.status}`);
+    return data;
+  }
+  window.piSource = {
+    mode: "live",
+    sessions: () => call("GET", "/api/sessions"),
+    search: (text) => call("GET", "/api/search", { q: text }),
+    open: (path) => call("POST", "/api/open", { path }),
+    snapshot: (handle) => call("GET", "/api/snapshot", { handle }),
+    close: (handle) => call("POST", "/api/close", { handle }).catch(() => null),
+    entries: (handle, ids) => call("POST", "/api/entries", { handle }, ids),
+    context: (handle) => call("GET", "/api/context", { handle }),
+    usage: (handle) => call("GET", "/api/usage", { handle }),
+    onEvent(callback) {
+      const events = new EventSource(`/api/events?${query()}`);
+      events.onmessage = (m) => callback(JSON.parse(m.data));
+    },
+  };
+})();

@@ -1,0 +1,589 @@
+// The session view: a list of sessions with search, one session's tree (pi's /tree filters, folding at branch
+// points, the leaf, labels, entries off the active branch dimmed), the active branch with bodies loaded as they
+// scroll into view, the context the model sees, and tokens and cost. Data comes from `window.piSource` (the
+// live server or the embedded export); live changes arrive as events and are applied in place.
+//
+// Large sessions stay fast: the tree works on skeleton rows only and draws just the rows in view; bodies are
+// fetched for the entry shown whole and for branch cards as they appear. Everything from a session is put on
+// the page as text (textContent), never as markup.
+"use strict";
+(function () {
+  const source = window.piSource;
+  const ROW = 22;
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, cls, text) => {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  };
+
+  const state = {
+    sessions: [],
+    current: null, // {handle, state, seq, rows, byId, children, roots, labels, leafId, path}
+    filter: "default",
+    folded: new Set(),
+    selected: null,
+    bodies: new Map(),
+    lines: [],
+    tab: "tree",
+    openedAt: 0,
+  };
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Formatting
+
+  function ago(iso) {
+    const t = Date.parse(iso);
+    if (Number.isNaN(t)) return "";
+    const s = Math.max(0, (Date.now() - t) / 1000);
+    if (s < 60) return "just now";
+    if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+    if (s < 7 * 86400) return `${Math.floor(s / 86400)} days ago`;
+    return new Date(t).toISOString().slice(0, 10);
+  }
+  const num = (n) => Math.round(n || 0).toLocaleString("en-US");
+  const plural = (n, one, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
+  const money = (n) => `$${(n || 0).toFixed(4)}`;
+  const kindClass = (what) =>
+    ({ user: "k-user", assistant: "k-assistant", toolResult: "k-tool", bashExecution: "k-tool", compaction: "k-summary", branch_summary: "k-summary" })[what] || "k-other";
+
+  function notice(text) {
+    const n = $("notice");
+    n.hidden = !text;
+    n.textContent = text || "";
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // The session list and search
+
+  function sessionTitle(s) {
+    return (s.name && String(s.name).trim()) || s.firstMessage || s.path;
+  }
+
+  function renderList() {
+    const list = $("list");
+    list.replaceChildren();
+    if (!state.sessions.length) {
+      list.append(el("p", "hint", "No sessions yet."));
+      return;
+    }
+    for (const s of state.sessions) {
+      const item = el("div", "session");
+      item.setAttribute("role", "listitem");
+      item.dataset.path = s.path;
+      if (state.current && state.current.path === s.path) item.classList.add("on");
+      item.append(el("div", "s-title", sessionTitle(s)));
+      item.append(el("div", "s-meta", `${plural(s.messageCount, "message")} · ${ago(s.modified)} · ${s.cwd}`));
+      item.onclick = () => openSession(s.path);
+      list.append(item);
+    }
+  }
+
+  async function loadSessions() {
+    try {
+      state.sessions = await source.sessions();
+      if (!$("search").value.trim()) renderList();
+    } catch (e) {
+      notice(`Cannot list sessions: ${e.message}`);
+    }
+  }
+
+  let searchTimer = 0;
+  function onSearchInput() {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(runSearch, 250);
+  }
+
+  async function runSearch() {
+    const q = $("search").value.trim();
+    if (!q) return renderList();
+    let hits;
+    try {
+      hits = await source.search(q);
+    } catch (e) {
+      const list = $("list");
+      list.replaceChildren(el("p", "hint", e.message));
+      return;
+    }
+    const list = $("list");
+    list.replaceChildren();
+    const groups = new Map();
+    for (const h of hits) {
+      if (!groups.has(h.path)) groups.set(h.path, []);
+      groups.get(h.path).push(h);
+    }
+    list.append(el("p", "hint", `${plural(hits.length, "match", "matches")} in ${plural(groups.size, "session")}`));
+    for (const [path, group] of groups) {
+      const info = state.sessions.find((s) => s.path === path);
+      const head = el("div", "session");
+      head.dataset.path = path;
+      head.append(el("div", "s-title", info ? sessionTitle(info) : path));
+      head.append(el("div", "s-meta", `${group.length} matches`));
+      head.onclick = () => openSession(path);
+      list.append(head);
+      for (const h of group) {
+        const hit = el("div", "hit");
+        hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", el("span", "", h.snippet));
+        hit.onclick = () => openSession(path, h.entryId);
+        list.append(hit);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // One session: its tree
+
+  function index(snapshot, path) {
+    const cur = {
+      handle: snapshot.state.handle,
+      state: snapshot.state,
+      seq: snapshot.state.seq || 0,
+      path: path || snapshot.state.sessionFile,
+      rows: [],
+      byId: new Map(),
+      children: new Map(),
+      roots: [],
+      labels: new Map(),
+      leafId: snapshot.state.leafId ?? null,
+    };
+    for (const r of snapshot.rows) addRow(cur, r, r.label);
+    return cur;
+  }
+
+  function addRow(cur, r, label) {
+    if (cur.byId.has(r.id)) return false;
+    cur.rows.push(r);
+    cur.byId.set(r.id, r);
+    cur.children.set(r.id, []);
+    if (r.parentId !== null && r.parentId !== undefined && cur.byId.has(r.parentId) && r.parentId !== r.id) {
+      cur.children.get(r.parentId).push(r.id);
+    } else {
+      cur.roots.push(r.id);
+    }
+    if (label !== undefined && label !== null) cur.labels.set(r.id, label);
+    if (r.type === "label" && r.targetId !== undefined) {
+      if (r.setsLabel === null || r.setsLabel === undefined || r.setsLabel === "") cur.labels.delete(r.targetId);
+      else cur.labels.set(r.targetId, r.setsLabel);
+    }
+    return true;
+  }
+
+  function shown(cur, r) {
+    const f = state.filter;
+    if (f === "all") return true;
+    if (r.type === "usage") return false;
+    if (r.type === "message" && r.role === "assistant" && r.id !== cur.leafId) {
+      const stop = r.stopReason;
+      if (!r.hasText && !(stop && stop !== "stop" && stop !== "toolUse")) return false;
+    }
+    const settings = ["label", "context_edit", "custom", "model_change", "thinking_level_change", "session_info"].includes(r.type);
+    if (f === "user-only") return r.type === "message" && r.role === "user";
+    if (f === "no-tools") return !settings && !(r.type === "message" && r.role === "toolResult");
+    if (f === "labeled-only") return cur.labels.has(r.id);
+    return !settings;
+  }
+
+  function activePath(cur) {
+    const on = new Set();
+    let id = cur.leafId;
+    while (id !== null && id !== undefined && cur.byId.has(id) && !on.has(id)) {
+      on.add(id);
+      id = cur.byId.get(id).parentId;
+    }
+    return on;
+  }
+
+  // The lines to draw: shown entries in tree order, a single line of conversation straight down, branches
+  // indented (as pi's /tree and `pi-sessiond tree` draw them), folded branch points closed.
+  function layout(cur) {
+    const visibleChildren = new Map();
+    const visibleRoots = [];
+    const seen = new Set();
+    const stack = cur.roots.slice().reverse().map((id) => [id, null]);
+    while (stack.length) {
+      const [id, anchor] = stack.pop();
+      if (seen.has(id)) continue;
+      seen.add(id);
+      let here = anchor;
+      if (shown(cur, cur.byId.get(id))) {
+        if (anchor === null) visibleRoots.push(id);
+        else visibleChildren.get(anchor).push(id);
+        visibleChildren.set(id, []);
+        here = id;
+      }
+      const kids = cur.children.get(id) || [];
+      for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], here]);
+    }
+    const lines = [];
+    const work = visibleRoots.slice().reverse().map((id) => ({ id, prefix: "", last: true, straight: true, level: 0 }));
+    while (work.length) {
+      const w = work.pop();
+      const kids = visibleChildren.get(w.id) || [];
+      const connector = w.straight ? "" : w.last ? "└─ " : "├─ ";
+      const folded = kids.length > 1 && state.folded.has(w.id);
+      lines.push({ id: w.id, gutter: w.prefix + connector, branch: kids.length > 1 ? kids.length : 0, folded, level: w.level });
+      if (folded) continue;
+      const childPrefix = w.straight ? w.prefix : w.prefix + (w.last ? "   " : "│  ");
+      for (let i = kids.length - 1; i >= 0; i--) {
+        if (kids.length === 1) work.push({ id: kids[i], prefix: childPrefix, last: true, straight: true, level: w.level });
+        else work.push({ id: kids[i], prefix: childPrefix, last: i === kids.length - 1, straight: false, level: w.level + 1 });
+      }
+    }
+    return lines;
+  }
+
+  let active = new Set();
+  function relayout() {
+    const cur = state.current;
+    state.lines = cur ? layout(cur) : [];
+    active = cur ? activePath(cur) : new Set();
+    $("tree-inner").style.height = `${state.lines.length * ROW}px`;
+    drawRows(true);
+    summarize();
+  }
+
+  function drawRows(force) {
+    const scroll = $("tree-scroll");
+    const inner = $("tree-inner");
+    const first = Math.max(0, Math.floor(scroll.scrollTop / ROW) - 20);
+    const last = Math.min(state.lines.length, first + Math.ceil(scroll.clientHeight / ROW) + 40);
+    if (!force && inner.dataset.first === String(first) && inner.dataset.last === String(last)) return;
+    inner.dataset.first = String(first);
+    inner.dataset.last = String(last);
+    const cur = state.current;
+    const frag = document.createDocumentFragment();
+    for (let i = first; i < last; i++) {
+      const line = state.lines[i];
+      const r = cur.byId.get(line.id);
+      const row = el("div", "row");
+      row.style.top = `${i * ROW}px`;
+      row.dataset.id = r.id;
+      if (!active.has(r.id)) row.classList.add("off");
+      if (r.id === state.selected) row.classList.add("sel");
+      if (r.fresh) row.classList.add("fresh");
+      // Deeply nested branches would push the text off the row: past 4 levels the gutter keeps its last ones.
+      const gutter = line.gutter.length > 12 ? line.gutter.slice(-12) : line.gutter;
+      row.append(el("span", "gutter", gutter));
+      if (line.branch) {
+        const fold = el("span", "fold", line.folded ? `▸ ${line.branch}` : `▾ ${line.branch}`);
+        fold.title = line.folded ? "Unfold this branch point" : "Fold this branch point";
+        fold.onclick = (ev) => {
+          ev.stopPropagation();
+          if (state.folded.has(r.id)) state.folded.delete(r.id);
+          else state.folded.add(r.id);
+          relayout();
+        };
+        row.append(fold);
+      }
+      row.append(el("span", `kind ${kindClass(r.what)}`, r.what));
+      row.append(el("span", "preview", r.preview));
+      const label = cur.labels.get(r.id);
+      if (label !== undefined) row.append(el("span", "label", String(label)));
+      if (r.id === cur.leafId) row.append(el("span", "leaf", "◀ leaf"));
+      row.onclick = () => select(r.id);
+      frag.append(row);
+    }
+    inner.replaceChildren(frag);
+  }
+
+  function summarize() {
+    const cur = state.current;
+    if (!cur) return;
+    let tips = 0;
+    let points = 0;
+    for (const kids of cur.children.values()) {
+      if (kids.length === 0) tips++;
+      if (kids.length > 1) points++;
+    }
+    const info = state.sessions.find((s) => s.path === cur.path);
+    $("title").textContent = cur.state.sessionName || (info ? sessionTitle(info) : cur.path);
+    $("title").title = cur.path;
+    $("summary").textContent = `${plural(cur.rows.length, "entry", "entries")} · ${plural(tips, "branch tip")} · ${plural(points, "branch point")} · ${plural(cur.labels.size, "label")}`;
+  }
+
+  function scrollToId(id) {
+    const i = state.lines.findIndex((l) => l.id === id);
+    if (i < 0) return;
+    const scroll = $("tree-scroll");
+    const top = i * ROW;
+    if (top < scroll.scrollTop || top > scroll.scrollTop + scroll.clientHeight - ROW) {
+      scroll.scrollTop = Math.max(0, top - scroll.clientHeight / 2);
+    }
+    drawRows(true);
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Bodies
+
+  async function bodies(ids) {
+    const cur = state.current;
+    const missing = ids.filter((id) => !state.bodies.has(id));
+    if (missing.length) {
+      const got = await source.entries(cur.handle, missing);
+      for (const [id, entry] of Object.entries(got)) state.bodies.set(id, entry);
+    }
+    return ids.map((id) => state.bodies.get(id));
+  }
+
+  function renderBody(entry, into) {
+    into.replaceChildren();
+    if (!entry) {
+      into.append(el("p", "hint", "This entry is gone."));
+      return;
+    }
+    const blocks = (content) => {
+      if (typeof content === "string") return into.append(el("pre", "text", content));
+      if (!Array.isArray(content)) return;
+      for (const b of content) {
+        if (!b || typeof b !== "object") continue;
+        if (b.type === "text") into.append(el("pre", "text", b.text));
+        else if (b.type === "thinking") into.append(el("pre", "thinking", b.thinking));
+        else if (b.type === "toolCall") {
+          into.append(el("div", "tool", `→ ${b.name}`));
+          into.append(el("pre", "args", JSON.stringify(b.arguments, null, 2)));
+        } else if (b.type === "image" && typeof b.data === "string" && /^image\/[a-z0-9.+-]+$/i.test(b.mimeType || "")) {
+          const img = el("img", "image");
+          img.alt = b.mimeType;
+          img.src = `data:${b.mimeType};base64,${b.data}`;
+          into.append(img);
+        } else into.append(el("pre", "args", JSON.stringify(b, null, 2)));
+      }
+    };
+    const m = entry.message;
+    if (m && typeof m === "object") {
+      const who = [m.role, m.provider && m.model ? `${m.provider}/${m.model}` : "", m.toolName || ""].filter(Boolean).join(" · ");
+      into.append(el("div", "who", who));
+      blocks(m.content);
+      if (m.command !== undefined) into.append(el("pre", "text", `$ ${m.command}\n${m.output ?? ""}`));
+      if (m.errorMessage) into.append(el("pre", "error", m.errorMessage));
+      if (m.usage) into.append(el("div", "usage", `${num(m.usage.input)} in · ${num(m.usage.output)} out · ${money(m.usage.cost && m.usage.cost.total)}`));
+    } else if (typeof entry.summary === "string") {
+      into.append(el("div", "who", entry.type));
+      into.append(el("pre", "text", entry.summary));
+    } else {
+      into.append(el("div", "who", entry.type));
+      if (entry.content !== undefined) blocks(entry.content);
+      else into.append(el("pre", "args", JSON.stringify(entry, null, 2)));
+    }
+  }
+
+  async function select(id) {
+    state.selected = id;
+    drawRows(true);
+    const detail = $("detail");
+    const r = state.current.byId.get(id);
+    detail.replaceChildren(el("div", "d-head", `${r.id} · ${r.what} · ${r.timestamp || ""}`));
+    const body = el("div", "d-body", "…");
+    detail.append(body);
+    try {
+      const [entry] = await bodies([id]);
+      if (state.selected === id) renderBody(entry, body);
+    } catch (e) {
+      body.textContent = e.message;
+    }
+    if (state.tab === "branch") renderBranch();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // The branch: root to the selected entry (or the leaf), each card's body fetched when it scrolls into view
+
+  let branchObserver = null;
+  function renderBranch() {
+    const cur = state.current;
+    const pane = $("branch-pane");
+    pane.replaceChildren();
+    if (branchObserver) branchObserver.disconnect();
+    const path = [];
+    const seen = new Set();
+    let id = state.selected || cur.leafId;
+    while (id !== null && id !== undefined && cur.byId.has(id) && !seen.has(id)) {
+      seen.add(id);
+      path.push(id);
+      id = cur.byId.get(id).parentId;
+    }
+    path.reverse();
+    pane.append(el("p", "hint", `${path.length} entries from the root to ${state.selected ? "the selected entry" : "the leaf"}`));
+    const pending = new Set();
+    let timer = 0;
+    const flush = async () => {
+      const ids = [...pending];
+      pending.clear();
+      const got = await bodies(ids).catch(() => []);
+      ids.forEach((cid, i) => {
+        const card = pane.querySelector(`[data-card="${CSS.escape(cid)}"]`);
+        if (card) renderBody(got[i], card.querySelector(".c-body"));
+      });
+    };
+    branchObserver = new IntersectionObserver((seenEntries) => {
+      for (const e of seenEntries) {
+        if (!e.isIntersecting || e.target.dataset.loaded) continue;
+        e.target.dataset.loaded = "1";
+        pending.add(e.target.dataset.card);
+      }
+      clearTimeout(timer);
+      timer = setTimeout(flush, 30);
+    }, { root: pane, rootMargin: "400px" });
+    for (const cid of path) {
+      const r = cur.byId.get(cid);
+      const card = el("div", "card");
+      card.dataset.card = cid;
+      card.append(el("div", "c-head", `${r.what} · ${r.id}${cur.labels.has(cid) ? ` · [${cur.labels.get(cid)}]` : ""}`));
+      card.append(el("div", "c-body", r.preview));
+      pane.append(card);
+      branchObserver.observe(card);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Context and usage
+
+  async function renderContext() {
+    const pane = $("context-pane");
+    pane.replaceChildren(el("p", "hint", "Building the context…"));
+    try {
+      const ctx = await source.context(state.current.handle);
+      const model = ctx.model ? `${ctx.model.provider}/${ctx.model.modelId}` : "no model recorded";
+      pane.replaceChildren(el("p", "hint", `What the model sees: ${plural(ctx.messages.length, "message")} · ${model} · thinking ${ctx.thinkingLevel}`));
+      for (const m of ctx.messages) {
+        const card = el("div", "card");
+        const extra = [m.title, m.images ? `${m.images} images` : "", m.toolCalls.length ? `calls ${m.toolCalls.join(", ")}` : ""].filter(Boolean).join(" · ");
+        card.append(el("div", "c-head", extra ? `${m.role} · ${extra}` : m.role));
+        card.append(el("pre", "text", m.text));
+        pane.append(card);
+      }
+    } catch (e) {
+      pane.replaceChildren(el("p", "hint", e.message));
+    }
+  }
+
+  async function renderUsage() {
+    const pane = $("usage-pane");
+    pane.replaceChildren(el("p", "hint", "Adding up…"));
+    try {
+      const u = await source.usage(state.current.handle);
+      pane.replaceChildren();
+      const table = el("table", "usage-table");
+      const head = el("tr");
+      for (const h of ["model", "responses", "input", "output", "cache read", "cache write", "cost"]) head.append(el("th", "", h));
+      table.append(head);
+      const total = { responses: 0, input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0 };
+      for (const m of u.models) {
+        const tr = el("tr");
+        tr.append(el("td", "", m.model), el("td", "n", num(m.responses)), el("td", "n", num(m.input)), el("td", "n", num(m.output)), el("td", "n", num(m.cacheRead)), el("td", "n", num(m.cacheWrite)), el("td", "n", money(m.cost)));
+        table.append(tr);
+        for (const k of Object.keys(total)) total[k] += m[k] || 0;
+      }
+      const tr = el("tr", "total");
+      tr.append(el("td", "", "total"), el("td", "n", num(total.responses)), el("td", "n", num(total.input)), el("td", "n", num(total.output)), el("td", "n", num(total.cacheRead)), el("td", "n", num(total.cacheWrite)), el("td", "n", money(total.cost)));
+      table.append(tr);
+      pane.append(table);
+      const kinds = Object.entries(u.kinds).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${num(n)} ${k}`).join(", ");
+      pane.append(el("p", "hint", `Entries: ${kinds}`));
+    } catch (e) {
+      pane.replaceChildren(el("p", "hint", e.message));
+    }
+  }
+
+  function showTab(tab) {
+    state.tab = tab;
+    for (const b of document.querySelectorAll("#tabs button[data-tab]")) b.classList.toggle("on", b.dataset.tab === tab);
+    for (const t of ["tree", "branch", "context", "usage"]) $(`${t}-pane`).hidden = !state.current || t !== tab;
+    $("tools").hidden = tab !== "tree";
+    if (!state.current) return;
+    if (tab === "tree") drawRows(true);
+    if (tab === "branch") renderBranch();
+    if (tab === "context") renderContext();
+    if (tab === "usage") renderUsage();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Opening and following
+
+  async function openSession(path, entryId) {
+    state.openedAt = performance.now();
+    document.body.dataset.state = "opening";
+    notice("");
+    const previous = state.current;
+    let snap;
+    try {
+      snap = await source.open(path);
+    } catch (e) {
+      notice(`Cannot open ${path}: ${e.message}`);
+      document.body.dataset.state = "error";
+      return;
+    }
+    if (previous && previous.handle !== snap.state.handle) source.close(previous.handle);
+    state.current = index(snap, path);
+    state.bodies.clear();
+    state.folded.clear();
+    state.selected = null;
+    $("empty").hidden = true;
+    if (source.mode === "live") history.replaceState(null, "", `${location.search}#session=${encodeURIComponent(path)}`);
+    showTab(state.tab);
+    relayout();
+    scrollToId(entryId || state.current.leafId);
+    if (entryId && state.current.byId.has(entryId)) select(entryId);
+    renderList();
+    document.body.dataset.treeMs = String(Math.round(performance.now() - state.openedAt));
+    document.body.dataset.state = "ready";
+  }
+
+  async function resync() {
+    const cur = state.current;
+    try {
+      const snap = await source.snapshot(cur.handle);
+      state.current = index(snap, cur.path);
+      relayout();
+    } catch (e) {
+      notice(`Lost the session: ${e.message}`);
+    }
+  }
+
+  function onEvent(ev) {
+    const cur = state.current;
+    if (!cur || ev.handle !== cur.handle || ev.seq <= cur.seq) return;
+    if (ev.seq !== cur.seq + 1) return resync();
+    cur.seq = ev.seq;
+    if (ev.kind === "append") {
+      for (const r of ev.rows) {
+        r.fresh = true;
+        addRow(cur, r);
+      }
+      cur.leafId = ev.leafId ?? cur.leafId;
+    } else if (ev.kind === "leaf") {
+      cur.leafId = ev.leafId ?? null;
+    } else {
+      if (ev.kind === "deleted") notice("The session file was deleted.");
+      return resync();
+    }
+    relayout();
+    if ($("follow").checked) scrollToId(cur.leafId);
+    if (state.tab === "branch" && !state.selected) renderBranch();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+
+  function start() {
+    $("search").oninput = onSearchInput;
+    $("tree-scroll").onscroll = () => drawRows(false);
+    window.onresize = () => drawRows(true);
+    $("filter").onchange = (e) => {
+      state.filter = e.target.value;
+      relayout();
+    };
+    $("to-leaf").onclick = () => state.current && state.current.leafId && (scrollToId(state.current.leafId), select(state.current.leafId));
+    for (const b of document.querySelectorAll("#tabs button[data-tab]")) b.onclick = () => showTab(b.dataset.tab);
+    showTab("tree");
+    source.onEvent(onEvent);
+    loadSessions().then(() => {
+      const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
+      if (source.mode === "export") openSession(state.sessions[0].path);
+      else if (wanted) openSession(wanted);
+      else document.body.dataset.state = "ready";
+    });
+    if (source.mode === "live") setInterval(loadSessions, 10000);
+  }
+  start();
+})();

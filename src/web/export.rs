@@ -1,0 +1,74 @@
+//! `pi-sessiond export SESSION --html -o OUT`: the web view of one session as a single file that opens
+//! anywhere, offline. The data is what the live page would fetch — the same seam over the same in-process
+//! sidecar — computed once and embedded: the skeleton rows, every entry's body, the context and the usage.
+
+use std::io::Write;
+
+use crate::cli::output::{describe_io, Failure, EXIT_OK};
+use crate::session::json::{Json, Object};
+
+use super::assets::{export_page, script_safe_json};
+use super::bridge::Bridge;
+use super::view::View;
+
+/// Writes the HTML view of the session file `path` to `output` (stdout when None).
+pub fn export_html(path: &str, agent_dir: &str, output: Option<&str>) -> Result<u8, Failure> {
+    let html = render(path, agent_dir)?;
+    match output {
+        Some(file) => {
+            // Written beside the target and renamed, so a failed export never leaves half a page.
+            let tmp = format!("{file}.tmp-{}", std::process::id());
+            let written = std::fs::write(&tmp, html.as_bytes()).and_then(|()| std::fs::rename(&tmp, file));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(Failure::io(format!("{file}: {}", describe_io(&e))));
+            }
+            Ok(EXIT_OK)
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(html.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => Ok(EXIT_OK),
+                Err(e) => crate::cli::output::write_failed(e),
+            }
+        }
+    }
+}
+
+/// The page for `path`.
+pub fn render(path: &str, agent_dir: &str) -> Result<String, Failure> {
+    let bridge = Bridge::start(agent_dir, None, false)
+        .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
+    let view = View::new(bridge);
+    let snapshot = view.open(path, false)?;
+    let state = snapshot.get("state").cloned().unwrap_or(Json::Null);
+    let rows = snapshot.get("rows").cloned().unwrap_or(Json::Array(Vec::new()));
+    let handle = state.get("handle").and_then(Json::as_js_str).map(|h| h.to_string_lossy()).unwrap_or_default();
+    let ids: Vec<String> = match &rows {
+        Json::Array(rows) => {
+            rows.iter().filter_map(|r| r.get("id").and_then(Json::as_js_str).map(|s| s.to_string_lossy())).collect()
+        }
+        _ => Vec::new(),
+    };
+    let entries = view.entries(&handle, &ids)?;
+    let context = view.context(&handle)?;
+    let usage = view.usage(&handle)?;
+    let mut session = Object::new();
+    session.insert("path", Json::str(path));
+    session.insert("id", state.get("sessionId").cloned().unwrap_or(Json::Null));
+    session.insert("name", state.get("sessionName").cloned().unwrap_or(Json::Null));
+    session.insert("cwd", state.get("cwd").cloned().unwrap_or(Json::Null));
+    session.insert("messageCount", Json::number(ids.len() as f64));
+    session.insert("modified", Json::Null);
+    session.insert("firstMessage", Json::str(""));
+    let mut data = Object::new();
+    data.insert("session", Json::Object(session));
+    data.insert("state", state);
+    data.insert("rows", rows);
+    data.insert("entries", entries);
+    data.insert("context", context);
+    data.insert("usage", usage);
+    let mut bytes = Vec::new();
+    Json::Object(data).write_preserving(&mut bytes);
+    Ok(export_page(&script_safe_json(&String::from_utf8_lossy(&bytes))))
+}

@@ -1,0 +1,587 @@
+//! The command line as a person (and a script) meets it: exit statuses, what goes to stderr, tables and
+//! colours on a terminal (a real pseudo-terminal), plain text in a pipe, the pager only on a terminal, JSON
+//! with `--json`, and nothing created by commands that only read. Each test pins one friction point of
+//! issue #15.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use pi_sessiond::session::json::Json;
+
+use crate::support::pty::run_on_terminal;
+use crate::support::sidecar::binary;
+use crate::support::temp_dir;
+
+/// A project directory's name under `<agentDir>/sessions/`, as pi encodes a cwd.
+fn project_dir(agent: &Path, cwd: &str) -> PathBuf {
+    agent.join("sessions").join(pi_sessiond::session::paths::encode_cwd(cwd))
+}
+
+fn header(id: &str, cwd: &str) -> String {
+    format!(r#"{{"type":"session","version":3,"id":"{id}","timestamp":"2026-01-01T00:00:00.000Z","cwd":"{cwd}"}}"#)
+}
+
+fn message(id: &str, parent: Option<&str>, second: u32, message: &str) -> String {
+    let parent = parent.map(|p| format!("\"{p}\"")).unwrap_or_else(|| "null".into());
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2026-01-01T00:00:{second:02}.000Z","message":{message}}}"#
+    )
+}
+
+fn user(text: &str) -> String {
+    format!(r#"{{"role":"user","content":"{text}","timestamp":1767225600000}}"#)
+}
+
+fn assistant(text: &str, model: &str, input: u32, output: u32, cost: f64) -> String {
+    format!(
+        r#"{{"role":"assistant","content":[{{"type":"text","text":"{text}"}}],"api":"x","provider":"acme","model":"{model}","usage":{{"input":{input},"output":{output},"cacheRead":0,"cacheWrite":0,"totalTokens":{},"cost":{{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":{cost}}}}},"stopReason":"stop","timestamp":1767225600000}}"#,
+        input + output
+    )
+}
+
+/// A session with a branch, a label and two models:
+/// u1 → a1 → u2 → a2 (leaf), and u1 → a1 → u3 (an abandoned branch); a1 labelled "checkpoint".
+fn branched_session(id: &str, cwd: &str) -> String {
+    [
+        header(id, cwd),
+        message("u1", None, 1, &user("how do I parse a tokenizer")),
+        message("a1", Some("u1"), 2, &assistant("use a state machine", "small", 100, 20, 0.001)),
+        message("u3", Some("a1"), 3, &user("abandoned question")),
+        r#"{"type":"label","id":"l1","parentId":"u3","timestamp":"2026-01-01T00:00:04.000Z","targetId":"a1","label":"checkpoint"}"#.to_owned(),
+        message("u2", Some("a1"), 5, &user("and then what")),
+        message("a2", Some("u2"), 6, &assistant("then you test it", "large", 1000, 200, 0.25)),
+    ]
+    .join("\n")
+        + "\n"
+}
+
+/// An agent directory with two sessions of `/work/app` and one of `/work/other`.
+struct Agent {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    app_session: PathBuf,
+}
+
+const APP_ID: &str = "0193aaaa-1111-7000-8000-000000000001";
+const APP_ID2: &str = "0193aaaa-2222-7000-8000-000000000002";
+const OTHER_ID: &str = "0193bbbb-3333-7000-8000-000000000003";
+
+fn agent() -> Agent {
+    let tmp = temp_dir();
+    let dir = tmp.path().join("agent");
+    let app = project_dir(&dir, "/work/app");
+    let other = project_dir(&dir, "/work/other");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    let app_session = app.join(format!("2026-01-01T00-00-00-000Z_{APP_ID}.jsonl"));
+    std::fs::write(&app_session, branched_session(APP_ID, "/work/app")).unwrap();
+    let second = [header(APP_ID2, "/work/app"), message("x1", None, 1, &user("a second session"))].join("\n") + "\n";
+    std::fs::write(app.join(format!("2026-01-01T00-00-01-000Z_{APP_ID2}.jsonl")), second).unwrap();
+    let third = [header(OTHER_ID, "/work/other"), message("y1", None, 1, &user("elsewhere"))].join("\n") + "\n";
+    std::fs::write(other.join(format!("2026-01-01T00-00-02-000Z_{OTHER_ID}.jsonl")), third).unwrap();
+    Agent { _tmp: tmp, dir, app_session }
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The binary with a clean environment for output decisions (no colour or pager settings inherited).
+fn cmd(agent: &Path) -> Command {
+    let mut c = Command::new(binary());
+    c.arg("--agent-dir").arg(agent).env_remove("NO_COLOR").env_remove("PAGER").env_remove("PI_SESSIOND_PAGER");
+    c.env_remove("COLUMNS").env("TERM", "xterm-256color");
+    c
+}
+
+fn run(agent: &Path, args: &[&str]) -> Output {
+    cmd(agent).args(args).output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts a failure: status 2, nothing on stdout, one line on stderr containing every `needle`.
+fn assert_fails_with_one_line(out: &Output, needles: &[&str]) {
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", text(&out.stderr));
+    assert!(out.stdout.is_empty(), "stdout: {}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line on stderr: {err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr {err:?} should contain {n:?}");
+    }
+}
+
+/// The `{"error": {"kind", "message"}}` object a `--json` failure prints, with its status.
+fn json_error(out: &Output) -> (Option<i32>, String, String) {
+    let v = Json::parse(out.stdout.trim_ascii()).unwrap_or_else(|_| panic!("JSON on stdout: {}", text(&out.stdout)));
+    let e = v.get("error").expect("an error member");
+    let field = |k: &str| e.get(k).and_then(Json::as_js_str).expect(k).to_string_lossy();
+    (out.status.code(), field("kind"), field("message"))
+}
+
+#[test]
+fn a_missing_session_file_is_an_error_naming_it_not_an_empty_success() {
+    let a = agent();
+    for command in ["tree", "stats", "inspect", "show"] {
+        let mut args = vec![command, "/nope.jsonl"];
+        if command == "show" {
+            args.push("u1");
+        }
+        let out = run(&a.dir, &args);
+        assert_fails_with_one_line(&out, &["/nope.jsonl", "no such file"]);
+    }
+    let out = run(&a.dir, &["stats", "/nope", "--json"]);
+    let (status, kind, message) = json_error(&out);
+    assert_eq!((status, kind.as_str()), (Some(2), "session_not_found"));
+    assert!(message.contains("/nope"), "{message}");
+    assert!(out.stderr.is_empty(), "--json keeps stderr quiet: {}", text(&out.stderr));
+}
+
+#[test]
+fn a_file_that_is_not_a_session_is_refused_by_every_reading_command() {
+    let a = agent();
+    let bogus = a.dir.join("notes.jsonl");
+    std::fs::write(&bogus, "{\"hello\":1}\n").unwrap();
+    let before = std::fs::read(&bogus).unwrap();
+    for command in ["tree", "stats", "inspect"] {
+        let out = run(&a.dir, &[command, &s(&bogus)]);
+        assert_fails_with_one_line(&out, &["not a valid pi session", "notes.jsonl"]);
+        let (status, kind, _) = json_error(&run(&a.dir, &[command, &s(&bogus), "--json"]));
+        assert_eq!((status, kind.as_str()), (Some(2), "invalid_session_file"));
+    }
+    assert_eq!(std::fs::read(&bogus).unwrap(), before, "a refused file is left as it was");
+    let out = run(&a.dir, &["tree", &s(&a.dir)]);
+    assert_fails_with_one_line(&out, &["a directory"]);
+}
+
+#[test]
+fn search_exits_0_when_it_finds_1_when_nothing_matches_and_2_on_bad_input() {
+    let a = agent();
+    let found = run(&a.dir, &["search", "tokenizer"]);
+    assert_eq!(found.status.code(), Some(0), "{}", text(&found.stderr));
+    let none = run(&a.dir, &["search", "xylophone"]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(none.stdout.is_empty());
+    let none_json = run(&a.dir, &["search", "xylophone", "--json"]);
+    assert_eq!((none_json.status.code(), text(&none_json.stdout).trim()), (Some(1), "[]"));
+    for bad in [&["search", ""][..], &["search", "   "], &["search", "x", "--limit", "0"], &["search", "re:("]] {
+        let out = run(&a.dir, bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
+        assert!(out.stdout.is_empty(), "{bad:?}");
+    }
+    let role = run(&a.dir, &["search", "x", "--role", "usr"]);
+    assert_eq!(role.status.code(), Some(2));
+    let err = text(&role.stderr);
+    assert!(err.contains("usr") && err.contains("user, assistant, toolResult"), "lists the accepted roles: {err}");
+    let (status, kind, message) = json_error(&run(&a.dir, &["search", "x", "--role", "usr", "--json"]));
+    assert_eq!((status, kind.as_str()), (Some(2), "invalid_params"));
+    assert!(message.contains("possible values") && message.contains("bashExecution"), "{message}");
+}
+
+#[test]
+fn search_groups_hits_by_session_and_counts_them() {
+    let a = agent();
+    let out = run(&a.dir, &["search", "then"]);
+    let t = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    let headings: Vec<&str> = t.lines().filter(|l| !l.is_empty() && !l.starts_with(' ')).collect();
+    assert_eq!(headings.len(), 2, "one heading per session, then the count: {t}");
+    assert!(headings[0].contains(APP_ID) && headings[0].ends_with("2 matches"), "{t}");
+    assert!(t.contains("#u2") && t.contains("#a2") && t.trim_end().ends_with("2 matches in 1 session"), "{t}");
+    assert!(!t.contains('\x1b'), "no colour into a pipe: {t:?}");
+    let screen = run_on_terminal(cmd(&a.dir).args(["search", "then", "--no-pager"]), 100, 40, b"");
+    assert!(screen.text.contains("\x1b[1;31mthen\x1b[0m"), "matches highlighted on a terminal: {:?}", screen.text);
+}
+
+#[test]
+fn commands_that_only_read_create_no_directory_and_no_index() {
+    let tmp = temp_dir();
+    let missing = tmp.path().join("does/not/exist");
+    for args in [&["ls", "--all"][..], &["ls"], &["search", "x"], &["tree", "latest"], &["ls", "--cwd", "/work/app"]] {
+        let out = run(&missing, args);
+        assert!(out.status.code() != Some(0) || args[0] == "ls", "{args:?}");
+        if args[0] == "ls" {
+            assert!(text(&out.stderr).contains(&format!("{} does not exist", s(&missing))), "{}", text(&out.stderr));
+        }
+        assert!(!tmp.path().join("does").exists(), "{args:?} created {}", s(&missing));
+    }
+    // An existing agent directory is not written to either: no index, no project directory.
+    let a = agent();
+    let before: Vec<_> = walk(&a.dir);
+    for args in [&["ls"][..], &["ls", "--all"], &["search", "tokenizer"], &["ls", "--cwd", "/work/new-project"]] {
+        run(&a.dir, args);
+    }
+    run(&a.dir, &["stats", &s(&a.app_session)]);
+    assert_eq!(walk(&a.dir), before, "the agent directory is unchanged");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        out.push(d.clone());
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            for e in entries.flatten() {
+                stack.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn protocol_write_into_an_impossible_directory_says_why() {
+    let out = Command::new(binary()).args(["protocol", "--write", "/proc/nope"]).output().unwrap();
+    assert_fails_with_one_line(&out, &["/proc/nope"]);
+}
+
+#[test]
+fn server_flags_are_accepted_after_serve_and_bad_values_list_the_accepted_ones() {
+    let tmp = temp_dir();
+    let out = Command::new(binary())
+        .args(["serve", "--durability", "batch", "--framing", "jsonl", "--no-index", "--agent-dir"])
+        .arg(tmp.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let bad = Command::new(binary()).args(["serve", "--durability", "sometimes"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let err = text(&bad.stderr);
+    assert!(err.contains("sometimes") && err.contains("none, entry, batch"), "{err}");
+}
+
+#[test]
+fn the_server_started_on_a_terminal_says_what_it_is_and_in_a_pipe_stays_silent() {
+    let tmp = temp_dir();
+    // Ctrl-D on the terminal ends its input.
+    let screen = run_on_terminal(Command::new(binary()).arg("--agent-dir").arg(tmp.path()), 200, 24, b"\x04");
+    assert_eq!(screen.status.code(), Some(0));
+    let lines: Vec<&str> = screen.text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('^')).collect();
+    assert_eq!(lines.len(), 1, "{:?}", screen.text);
+    assert!(lines[0].contains("JSON-RPC") && lines[0].contains("stdin") && lines[0].contains("--help"), "{}", lines[0]);
+    let piped = Command::new(binary()).arg("--agent-dir").arg(tmp.path()).stdin(std::process::Stdio::null()).output();
+    assert!(piped.unwrap().stderr.is_empty());
+}
+
+#[test]
+fn ls_prints_a_table_for_people_and_pis_listing_with_json() {
+    let a = agent();
+    let out = cmd(&a.dir).args(["ls"]).current_dir("/").env("PWD", "/").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty() && text(&out.stderr).contains("no sessions"), "{}", text(&out.stderr));
+    let out = run(&a.dir, &["ls", "--cwd", "/work/app"]);
+    let t = text(&out.stdout);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and one row per session: {t}");
+    assert!(lines[0].starts_with("SESSION") && lines[0].contains("MSGS") && lines[0].contains("MODIFIED"));
+    assert!(lines[0].contains("CWD") && lines[0].ends_with("ID"), "{}", lines[0]);
+    assert!(t.contains(APP_ID) && t.contains(APP_ID2) && !t.contains(OTHER_ID), "{t}");
+    assert!(t.contains("how do I parse a tokenizer") && t.contains("/work/app"), "{t}");
+    let all = run(&a.dir, &["ls", "--all", "--json"]);
+    let listing = Json::parse(&all.stdout).unwrap();
+    let Json::Array(infos) = &listing else { panic!("an array") };
+    assert_eq!(infos.len(), 3);
+    assert!(infos.iter().all(|i| i.get("allMessagesText").is_some() && i.get("firstMessage").is_some()));
+}
+
+#[test]
+fn ls_on_a_terminal_fits_its_width_and_keeps_the_ids_whole() {
+    let a = agent();
+    let screen = run_on_terminal(cmd(&a.dir).args(["ls", "--all", "--no-pager"]), 90, 40, b"");
+    assert_eq!(screen.status.code(), Some(0), "{}", screen.text);
+    let rows: Vec<&str> = screen.text.lines().collect();
+    assert_eq!(rows.len(), 4, "{}", screen.text);
+    for row in &rows {
+        let visible = strip_ansi(row);
+        assert!(visible.chars().count() <= 90, "{visible:?} is wider than the terminal");
+    }
+    assert!(screen.text.contains(APP_ID) && screen.text.contains(OTHER_ID));
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut escape = false;
+    for c in s.chars() {
+        if escape {
+            escape = !c.is_ascii_alphabetic();
+        } else if c == '\x1b' {
+            escape = true;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn tree_marks_the_leaf_and_labels_and_draws_the_abandoned_branch_beside_the_active_one() {
+    let a = agent();
+    let out = run(&a.dir, &["tree", &s(&a.app_session)]);
+    assert_eq!(out.status.code(), Some(0));
+    let t = text(&out.stdout);
+    assert_eq!(
+        t,
+        "u1 user: how do I parse a tokenizer\na1 assistant: use a state machine [checkpoint]\n\
+         ├─ u3 user: abandoned question\n└─ u2 user: and then what\n   a2 assistant: then you test it ◀ leaf\n"
+    );
+}
+
+#[test]
+fn tree_is_coloured_on_a_terminal_but_not_in_a_pipe_or_under_no_color() {
+    let a = agent();
+    let piped = text(&run(&a.dir, &["tree", &s(&a.app_session)]).stdout);
+    assert!(!piped.contains('\x1b'));
+    let screen = run_on_terminal(cmd(&a.dir).args(["tree", &s(&a.app_session), "--no-pager"]), 120, 40, b"");
+    assert!(screen.text.contains("\x1b[1;32m◀ leaf\x1b[0m"), "{:?}", screen.text);
+    // The abandoned branch is dimmed; the active one is not.
+    let dim_line = screen.text.lines().find(|l| l.contains("abandoned")).unwrap();
+    assert!(dim_line.contains("\x1b[2m"), "{dim_line:?}");
+    let active_line = screen.text.lines().find(|l| l.contains("and then what")).unwrap();
+    assert!(!active_line.contains("\x1b[2m"), "{active_line:?}");
+    let no_color = run_on_terminal(
+        cmd(&a.dir).env("NO_COLOR", "1").args(["tree", &s(&a.app_session), "--no-pager"]),
+        120,
+        40,
+        b"",
+    );
+    assert!(!no_color.text.contains('\x1b'), "{:?}", no_color.text);
+    assert_eq!(no_color.text, piped);
+}
+
+#[test]
+fn tree_lines_are_cut_to_the_terminal_width() {
+    let a = agent();
+    let screen =
+        run_on_terminal(cmd(&a.dir).args(["tree", &s(&a.app_session), "--no-pager", "--color", "never"]), 30, 40, b"");
+    assert!(screen.text.lines().all(|l| l.chars().count() <= 30), "{}", screen.text);
+    assert!(screen.text.contains("u1 user: how do I parse a tok…"), "{}", screen.text);
+}
+
+#[test]
+fn tree_filters_as_pis_tree_does_and_folds_deep_branches() {
+    let a = agent();
+    let lines = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["tree", a.app_session.to_str().unwrap()];
+        all.extend_from_slice(args);
+        text(&run(&a.dir, &all).stdout)
+            .lines()
+            .map(|l| l.trim_start_matches(['├', '└', '─', ' ', '│']).to_owned())
+            .collect()
+    };
+    assert_eq!(
+        lines(&["--filter", "user-only"]),
+        ["u1 user: how do I parse a tokenizer", "u3 user: abandoned question", "u2 user: and then what"]
+    );
+    assert_eq!(lines(&["--filter", "labeled-only"]), ["a1 assistant: use a state machine [checkpoint]"]);
+    let all = lines(&["--filter", "all"]);
+    assert!(all.iter().any(|l| l.starts_with("l1 label a1 → checkpoint")), "{all:?}");
+    assert!(!lines(&[]).iter().any(|l| l.starts_with("l1")), "pi's default view hides label entries");
+    let folded = lines(&["--depth", "0"]);
+    assert_eq!(folded[2..], ["… 1 entry folded", "… 2 entries folded"], "{folded:?}");
+    let named = temp_dir();
+    let file = named.path().join("named.jsonl");
+    let mut text_of_file = branched_session(APP_ID, "/work/app");
+    text_of_file.push_str(r#"{"type":"session_info","id":"n1","parentId":"a2","timestamp":"2026-01-01T00:00:07.000Z","name":"Parser work"}"#);
+    text_of_file.push('\n');
+    std::fs::write(&file, text_of_file).unwrap();
+    let first = text(&run(&a.dir, &["tree", &s(&file)]).stdout).lines().next().unwrap().to_owned();
+    assert_eq!(first, "Parser work", "a named session's tree starts with its name");
+    let bad = run(&a.dir, &["tree", &s(&a.app_session), "--filter", "tools"]);
+    assert!(bad.status.code() == Some(2) && text(&bad.stderr).contains("no-tools, user-only, labeled-only"));
+}
+
+#[test]
+fn long_output_goes_through_the_pager_on_a_terminal_and_never_into_a_pipe() {
+    let a = agent();
+    let tmp = temp_dir();
+    let paged = tmp.path().join("paged.txt");
+    let pager = format!("cat > '{}'", s(&paged));
+    let screen = run_on_terminal(cmd(&a.dir).env("PAGER", &pager).args(["tree", &s(&a.app_session)]), 120, 40, b"");
+    assert_eq!(screen.status.code(), Some(0));
+    let through_pager = std::fs::read_to_string(&paged).expect("the pager ran");
+    assert!(through_pager.contains("◀ leaf") && !screen.text.contains("◀ leaf"));
+    std::fs::remove_file(&paged).unwrap();
+    let out = cmd(&a.dir).env("PAGER", &pager).args(["tree", &s(&a.app_session)]).output().unwrap();
+    assert!(text(&out.stdout).contains("◀ leaf"));
+    assert!(!paged.exists(), "no pager when stdout is a pipe");
+    run_on_terminal(cmd(&a.dir).env("PAGER", &pager).args(["tree", &s(&a.app_session), "--no-pager"]), 120, 40, b"");
+    assert!(!paged.exists(), "--no-pager");
+}
+
+#[test]
+fn sessions_are_named_by_full_id_unique_prefix_or_latest() {
+    let a = agent();
+    let by_id = run(&a.dir, &["stats", APP_ID, "--json"]);
+    let stats = Json::parse(&by_id.stdout).unwrap();
+    assert_eq!(stats.get("file").and_then(Json::as_js_str).unwrap().to_string_lossy(), s(&a.app_session));
+    let by_prefix = run(&a.dir, &["stats", "0193aaaa-1", "--json"]);
+    assert_eq!(Json::parse(&by_prefix.stdout).unwrap().get("file"), stats.get("file"));
+    let ambiguous = run(&a.dir, &["stats", "0193aaaa"]);
+    assert_fails_with_one_line(&ambiguous, &["2 sessions match", APP_ID, APP_ID2]);
+    let (_, kind, _) = json_error(&run(&a.dir, &["stats", "0193aaaa", "--json"]));
+    assert_eq!(kind, "ambiguous_session");
+    let unknown = run(&a.dir, &["stats", "0193ffff"]);
+    assert_fails_with_one_line(&unknown, &["0193ffff", "no session id starts with it"]);
+    // `latest` is the newest session of the current directory's project.
+    std::fs::create_dir_all("/tmp/pi-sessiond-cli-latest").unwrap();
+    let app2 = project_dir(&a.dir, "/tmp/pi-sessiond-cli-latest");
+    std::fs::create_dir_all(&app2).unwrap();
+    let newest = app2.join("b.jsonl");
+    std::fs::write(
+        &newest,
+        [header("n1", "/tmp/pi-sessiond-cli-latest"), message("z1", None, 1, &user("newest"))].join("\n") + "\n",
+    )
+    .unwrap();
+    let latest = cmd(&a.dir).current_dir("/tmp/pi-sessiond-cli-latest").args(["tree", "latest"]).output().unwrap();
+    assert!(text(&latest.stdout).contains("z1 user: newest"), "{}", text(&latest.stderr));
+    let none = cmd(&a.dir).current_dir("/").args(["tree", "latest"]).output().unwrap();
+    assert_fails_with_one_line(&none, &["no session of /"]);
+}
+
+#[test]
+fn show_prints_one_entry_for_people_and_as_stored_with_json() {
+    let a = agent();
+    let out = run(&a.dir, &["show", &s(&a.app_session), "a1"]);
+    let t = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(t.contains("assistant") && t.contains("use a state machine") && t.contains("checkpoint"), "{t}");
+    assert!(t.contains("acme/small") && t.contains("on the active branch"), "{t}");
+    let stored = run(&a.dir, &["show", &s(&a.app_session), "a1", "--json"]);
+    let line = branched_session(APP_ID, "/work/app").lines().nth(2).unwrap().to_owned();
+    assert_eq!(text(&stored.stdout), line + "\n");
+    let (status, kind, _) = json_error(&run(&a.dir, &["show", &s(&a.app_session), "zz", "--json"]));
+    assert_eq!((status, kind.as_str()), (Some(2), "entry_not_found"));
+}
+
+/// How deeply nested a JSON text is.
+fn nesting(bytes: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth -= 1,
+            _ => {}
+        }
+    }
+    max
+}
+
+#[test]
+fn inspect_of_a_long_session_stays_shallow_enough_for_any_json_tool_and_only_prints_one_member() {
+    let tmp = temp_dir();
+    let file = tmp.path().join("long.jsonl");
+    let mut lines = vec![header("long", "/work")];
+    for i in 0..3000 {
+        let parent = (i > 0).then(|| format!("e{}", i - 1));
+        lines.push(message(&format!("e{i}"), parent.as_deref(), i % 60, &user("step")));
+    }
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let flat = run(tmp.path(), &["inspect", &s(&file)]);
+    assert_eq!(flat.status.code(), Some(0));
+    assert!(nesting(&flat.stdout) < 10, "flat tree: nesting {}", nesting(&flat.stdout));
+    let nested = run(tmp.path(), &["inspect", &s(&file), "--nested"]);
+    assert!(nesting(&nested.stdout) > 3000, "pi's own shape on request");
+    let only = run(tmp.path(), &["inspect", &s(&file), "--only", "leafId"]);
+    assert_eq!(text(&only.stdout), "\"e2999\"\n");
+    let tree = Json::parse(&run(tmp.path(), &["inspect", &s(&file), "--only", "tree"]).stdout).unwrap();
+    let Json::Array(nodes) = &tree else { panic!("a flat list") };
+    assert_eq!(nodes.len(), 3000);
+    assert_eq!(nodes[2999].get("depth"), Some(&Json::number(2999.0)));
+    assert_eq!(nodes[2999].get("parentIndex"), Some(&Json::number(2998.0)));
+    let bad = run(tmp.path(), &["inspect", &s(&file), "--only", "bogus"]);
+    assert!(bad.status.code() == Some(2) && text(&bad.stderr).contains("contextEntries"), "{}", text(&bad.stderr));
+}
+
+#[test]
+fn inspect_on_a_terminal_is_indented() {
+    let a = agent();
+    let screen = run_on_terminal(
+        cmd(&a.dir).args(["inspect", &s(&a.app_session), "--only", "header", "--no-pager"]),
+        120,
+        40,
+        b"",
+    );
+    assert!(screen.text.starts_with("{\n  \"type\": \"session\",\n"), "{:?}", screen.text);
+}
+
+#[test]
+fn stats_reports_tokens_and_cost_by_model_and_timing_only_when_asked() {
+    let a = agent();
+    let out = run(&a.dir, &["stats", &s(&a.app_session)]);
+    let t = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(t.contains("6 (5 message, 1 label)") && t.contains("3 user, 2 assistant"), "{t}");
+    assert!(t.contains("2 branch tips, 1 branch points") && t.contains("1 labels"), "{t}");
+    let row = |model: &str| {
+        t.lines()
+            .find(|l| l.starts_with(model))
+            .unwrap_or_else(|| panic!("{model} in {t}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("acme/large"), ["acme/large", "1", "1,000", "200", "0", "0", "$0.2500"]);
+    assert_eq!(row("acme/small"), ["acme/small", "1", "100", "20", "0", "0", "$0.0010"]);
+    assert_eq!(row("total"), ["total", "2", "1,100", "220", "0", "0", "$0.2510"]);
+    assert!(!t.contains("openMs"));
+    let json = Json::parse(&run(&a.dir, &["stats", &s(&a.app_session), "--json", "--timing"]).stdout).unwrap();
+    assert!(json.get("openMs").is_some() && json.get("peakRssKiB").is_some());
+    assert_eq!(json.get("entryCount"), Some(&Json::number(6.0)));
+    assert_eq!(json.get("total").and_then(|t| t.get("cost")), Some(&Json::number(0.251)));
+}
+
+#[test]
+fn version_names_the_pi_release_it_follows() {
+    let out = Command::new(binary()).arg("--version").output().unwrap();
+    let v = text(&out.stdout);
+    assert!(v.starts_with("pi-sessiond ") && v.contains("pi 1.6.0"), "{v}");
+}
+
+#[test]
+fn shell_completions_and_the_man_page_come_from_the_same_flags() {
+    let bash = text(&Command::new(binary()).args(["completions", "bash"]).output().unwrap().stdout);
+    assert!(bash.contains("pi-sessiond") && bash.contains("--filter") && bash.contains("user-only"), "bash completion");
+    let zsh = Command::new(binary()).args(["completions", "zsh"]).output().unwrap();
+    assert!(zsh.status.success() && text(&zsh.stdout).contains("#compdef pi-sessiond"));
+    let man = text(&Command::new(binary()).arg("man").output().unwrap().stdout);
+    assert!(man.contains(".TH pi-sessiond") && man.contains("search") && man.contains("Exit status"), "{man}");
+}
+
+#[test]
+fn every_command_takes_json_and_then_reports_errors_as_json_on_stdout() {
+    let a = agent();
+    let cases: [&[&str]; 7] = [
+        &["tree", "/nope.jsonl"],
+        &["stats", "/nope.jsonl"],
+        &["inspect", "/nope.jsonl"],
+        &["show", "/nope.jsonl", "x"],
+        &["export", "/nope.jsonl", "--html", "-o", "/tmp/never.html"],
+        &["search", "re:("],
+        &["ls", "--all", "--bogus-flag"],
+    ];
+    for args in cases {
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        let out = run(&a.dir, &with_json);
+        let (status, kind, message) = json_error(&out);
+        assert_eq!(status, Some(2), "{args:?}");
+        assert!(!kind.is_empty() && !message.is_empty(), "{args:?}");
+        assert!(out.stderr.is_empty(), "{args:?}: {}", text(&out.stderr));
+    }
+}

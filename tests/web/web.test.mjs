@@ -1,0 +1,265 @@
+// The web view as a person sees it, in Debian's headless Chromium: `pi-sessiond web` lists the sessions of an
+// agent directory, opens one of more than 5,000 entries (generated here), shows its tree, and shows an entry
+// that another process appends within 2 s; the server refuses requests without its token or naming another
+// host; `pi-sessiond export --html` writes a page that shows the same tree and loads nothing from anywhere.
+//
+// Needs /usr/bin/chromium (tests/run-all installs Debian's package) and PI_SESSIOND_BIN (default:
+// target/debug/pi-sessiond). SCREENSHOT=path writes a picture of the view (docs/web-view.png is made this way).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, mkdirSync, readdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { request } from "node:http";
+import { chromium } from "playwright-core";
+import { bigSession } from "./gen.mjs";
+
+const root = resolve(new URL("../..", import.meta.url).pathname);
+const bin = process.env.PI_SESSIOND_BIN || join(root, "target/debug/pi-sessiond");
+const work = mkdtempSync(join(tmpdir(), "pi-sessiond-web-"));
+const agent = join(work, "agent");
+const project = join(agent, "sessions", "--work-big-app--");
+const BIG = 5200;
+const bigId = "0194aaaa-0000-7000-8000-00000000b16b";
+const bigFile = join(project, `2026-01-02T00-00-00-000Z_${bigId}.jsonl`);
+
+let server;
+let url;
+let browser;
+
+function startServer() {
+  return new Promise((ok, fail) => {
+    server = spawn(bin, ["--agent-dir", agent, "web", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    server.stdout.on("data", (d) => {
+      out += d;
+      const nl = out.indexOf("\n");
+      if (nl >= 0 && !url) {
+        url = out.slice(0, nl);
+        ok();
+      }
+    });
+    server.stderr.on("data", (d) => process.stderr.write(d));
+    server.on("exit", (code) => fail(new Error(`pi-sessiond web exited with ${code}`)));
+  });
+}
+
+before(async () => {
+  mkdirSync(project, { recursive: true });
+  writeFileSync(bigFile, bigSession(BIG, bigId));
+  for (let k = 0; k < 3; k++) {
+    const id = `0194bbbb-000${k}-7000-8000-00000000000${k}`;
+    const lines = [
+      JSON.stringify({ type: "session", version: 3, id, timestamp: `2026-01-01T0${k}:00:00.000Z`, cwd: "/work/big-app" }),
+      JSON.stringify({ type: "message", id: `s${k}`, parentId: null, timestamp: `2026-01-01T0${k}:00:01.000Z`, message: { role: "user", content: `small session ${k}`, timestamp: Date.parse(`2026-01-01T0${k}:00:01.000Z`) } }),
+    ];
+    writeFileSync(join(project, `2026-01-01T0${k}-00-00-000Z_${id}.jsonl`), lines.join("\n") + "\n");
+  }
+  await startServer();
+  // A new, empty profile (playwright passes it as --user-data-dir).
+  browser = await chromium.launchPersistentContext(mkdtempSync(join(work, "chromium-")), {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    viewport: { width: 1400, height: 860 },
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.removeAllListeners("exit");
+  // SIGTERM is how a person's `kill` (and a service manager) stops it: it must end, not linger.
+  const ended = new Promise((ok) => server.on("exit", (code, signal) => ok({ code, signal })));
+  server?.kill("SIGTERM");
+  const end = await Promise.race([ended, new Promise((ok) => setTimeout(() => ok(null), 5000))]);
+  if (!end) server.kill("SIGKILL");
+  rmSync(work, { recursive: true, force: true });
+  assert.ok(end, "pi-sessiond web ended within 5 s of SIGTERM");
+});
+
+/** GET `path` on the server with these headers; resolves to the status code. */
+function status(path, headers = {}) {
+  const { port } = new URL(url);
+  return new Promise((ok, fail) => {
+    const req = request({ host: "127.0.0.1", port, path, headers }, (res) => {
+      res.resume();
+      ok(res.statusCode);
+    });
+    req.on("error", fail);
+    req.end();
+  });
+}
+
+test("the server prints its URL with a token first and listens on loopback only", () => {
+  const u = new URL(url);
+  assert.equal(u.hostname, "127.0.0.1");
+  assert.match(u.searchParams.get("token"), /^[0-9a-f]{32}$/);
+});
+
+test("PI_CODING_AGENT_DIR chooses the sessions the view shows, as --agent-dir does", async () => {
+  const other = spawn(bin, ["web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, PI_CODING_AGENT_DIR: agent } });
+  try {
+    const first = await new Promise((ok, fail) => {
+      let out = "";
+      other.stdout.on("data", (d) => {
+        out += d;
+        if (out.includes("\n")) ok(out.slice(0, out.indexOf("\n")));
+      });
+      other.on("exit", (code) => fail(new Error(`pi-sessiond web exited with ${code}`)));
+    });
+    const listed = await new Promise((ok, fail) => {
+      const u = new URL(first);
+      request({ host: "127.0.0.1", port: u.port, path: `/api/sessions${u.search}` }, (res) => {
+        let body = "";
+        res.on("data", (d) => (body += d));
+        res.on("end", () => ok(JSON.parse(body)));
+      }).on("error", fail).end();
+    });
+    assert.deepEqual(listed.map((s) => s.path).sort(), readdirSync(project).map((f) => join(project, f)).sort());
+  } finally {
+    other.removeAllListeners("exit");
+    other.kill("SIGTERM");
+  }
+});
+
+test("requests without the token, naming another host or from another origin are refused", async () => {
+  const { port, search } = new URL(url);
+  assert.equal(await status(`/${search}`), 200);
+  assert.equal(await status("/"), 403, "no token");
+  assert.equal(await status("/api/sessions?token=0123"), 403, "wrong token");
+  assert.equal(await status(`/api/sessions${search}`, { Host: `rebound.example:${port}` }), 403, "DNS rebinding");
+  assert.equal(await status(`/api/sessions${search}`, { Origin: "http://evil.example" }), 403, "another page");
+  assert.equal(await status(`/api/sessions${search}`, { Origin: `http://127.0.0.1:${port}` }), 200);
+});
+
+test("the page lists the sessions, opens one of 5,200 entries, shows its tree and follows an append by another process", async () => {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.waitForSelector(`.session[data-path="${bigFile}"]`);
+  assert.equal(await page.locator(".session").count(), 4);
+  assert.match(await page.textContent(`.session[data-path="${bigFile}"]`), /Tokenizer edge cases/);
+
+  const clicked = Date.now();
+  await page.click(`.session[data-path="${bigFile}"]`);
+  await page.waitForSelector('body[data-state="ready"] .row');
+  const wallMs = Date.now() - clicked;
+  const treeMs = Number(await page.getAttribute("body", "data-tree-ms"));
+  console.log(`# tree of ${BIG} entries shown ${treeMs} ms after the click (page's own measure), ${wallMs} ms by the test's clock`);
+  const summary = await page.textContent("#summary");
+  assert.match(summary, /5,200 entries/);
+  assert.match(summary, /branch points/);
+  // Only the rows in view are drawn, and the leaf is among them.
+  const drawn = await page.locator(".row").count();
+  assert.ok(drawn > 10 && drawn < 300, `${drawn} rows drawn`);
+  await page.waitForSelector(".row .leaf");
+  assert.ok(await page.locator(".row .label").count() >= 0);
+
+  // Another process appends an entry, as pi does: one complete line at the end of the file.
+  const leafId = await page.getAttribute(".row:has(.leaf)", "data-id");
+  const entry = { type: "message", id: "livefeed", parentId: leafId, timestamp: new Date().toISOString(), message: { role: "user", content: "appended while the page was open", timestamp: Date.now() } };
+  execFileSync(process.execPath, ["-e", `require("fs").appendFileSync(process.argv[1], process.argv[2] + "\\n")`, bigFile, JSON.stringify(entry)]);
+  await page.waitForSelector('.row[data-id="livefeed"] .leaf', { timeout: 2000 });
+  assert.match(await page.textContent('.row[data-id="livefeed"]'), /appended while the page was open/);
+
+  // Bodies are fetched when asked for: the selected entry, whole.
+  await page.click('.row[data-id="livefeed"]');
+  await page.waitForSelector("#detail pre.text");
+  assert.match(await page.textContent("#detail"), /appended while the page was open/);
+
+  // Search goes through the sidecar's index of entries.
+  await page.fill("#search", "fallback branch");
+  await page.waitForSelector(".hit");
+  assert.match(await page.textContent("#list"), /matches in 1 session(?!s)/);
+  await page.fill("#search", "");
+
+  // The context the model sees, and tokens and cost.
+  await page.click('#tabs button[data-tab="context"]');
+  await page.waitForSelector("#context-pane .card");
+  await page.click('#tabs button[data-tab="usage"]');
+  await page.waitForSelector("#usage-pane table");
+  assert.match(await page.textContent("#usage-pane"), /anthropic\/claude-sonnet-4-5/);
+
+  await page.click('#tabs button[data-tab="tree"]');
+  await page.click(`.row[data-id="${leafId}"]`);
+  await page.waitForSelector("#detail pre.text");
+  if (process.env.SCREENSHOT) {
+    // A picture of a branch point: open a search hit just before one, so the tree scrolls to it.
+    await page.fill("#search", '"question 4996"');
+    await page.click(".hit");
+    await page.waitForSelector(`.row.sel[data-id="e${(4996).toString(16).padStart(7, "0")}"]`);
+    await page.fill("#search", "");
+    await page.waitForSelector(".session.on");
+    await page.setViewportSize({ width: 1100, height: 600 });
+    await page.screenshot({ path: process.env.SCREENSHOT });
+  }
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("the tree takes pi's /tree filters, folds at a branch point and dims entries off the active branch", async () => {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.click(`.session[data-path="${bigFile}"]`);
+  await page.waitForSelector('body[data-state="ready"] .row .leaf');
+  const lineCount = async () => parseInt(await page.$eval("#tree-inner", (e) => e.style.height), 10);
+  const all = await lineCount();
+
+  // The generated session branches every 500 entries: the entries of an abandoned branch are drawn dimmed.
+  const point = await page.$eval(".row:has(.fold)", (e) => e.dataset.id).catch(() => null);
+  if (point === null) {
+    // The branch points are below the rows in view: bring one up through search.
+    await page.fill("#search", '"question 4996"');
+    await page.click(".hit");
+    await page.fill("#search", "");
+  }
+  await page.waitForSelector(".row:has(.fold)");
+  assert.ok((await page.locator(".row.off").count()) > 0, "an abandoned branch is dimmed");
+  await page.click(".row .fold");
+  assert.ok((await lineCount()) < all, "folding a branch point hides what is under it");
+  await page.click(".row .fold");
+  assert.equal(await lineCount(), all, "unfolding shows it again");
+
+  await page.selectOption("#filter", "user-only");
+  await page.waitForFunction((n) => parseInt(document.getElementById("tree-inner").style.height, 10) < n, all);
+  const kinds = await page.$$eval(".row .kind", (es) => es.map((e) => e.textContent));
+  assert.ok(kinds.length > 0 && kinds.every((k) => k === "user"), `user only: ${[...new Set(kinds)].join(", ")}`);
+
+  await page.selectOption("#filter", "labeled-only");
+  await page.waitForFunction(() => document.querySelectorAll(".row").length > 0);
+  const rows = await page.locator(".row").count();
+  assert.equal(await page.locator(".row .label").count(), rows, "labelled only: every row carries its label");
+  assert.ok(rows >= Math.floor(BIG / 700) - 1, `${rows} labelled entries shown`);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("an exported page shows the same tree and loads nothing from anywhere", async () => {
+  const out = join(work, "export.html");
+  execFileSync(bin, ["--agent-dir", agent, "export", bigFile, "--html", "-o", out]);
+  const html = readFileSync(out, "utf8");
+  assert.doesNotMatch(html, /https?:\/\//, "no network references");
+  const page = await browser.newPage();
+  const requests = [];
+  page.on("request", (r) => requests.push(r.url()));
+  await page.goto(`file://${out}`);
+  await page.waitForSelector('body[data-state="ready"] .row .leaf');
+  assert.match(await page.textContent("#summary"), /entries/);
+  await page.click(".row .leaf");
+  await page.waitForSelector("#detail pre.text");
+  assert.deepEqual(requests.filter((u) => !u.startsWith("file://") && !u.startsWith("data:")), []);
+  await page.close();
+});
