@@ -244,7 +244,10 @@ export class MirroredSession extends SessionView {
 		this.updated();
 	}
 
-	/** Replaces everything with `snapshot` (the entries as of `snapshot.seq`) and `state`'s header and leaf. */
+	/**
+	 * Replaces everything with `snapshot` (the entries as of `snapshot.seq`) and `state`'s header and leaf; the
+	 * caller tells the listeners, once.
+	 */
 	private install(state: SessionState, snapshot: Snapshot): void {
 		this.header = (state.header as Entry | null | undefined) ?? null;
 		const entries = snapshot.entries as Entry[];
@@ -254,7 +257,6 @@ export class MirroredSession extends SessionView {
 		this.seqApplied = snapshot.seq;
 		this.snapshots++;
 		this.snapshotError = undefined;
-		this.updated();
 	}
 
 	/** Runs `step` with changes queued meanwhile, then applies those the mirror does not hold yet. */
@@ -283,6 +285,7 @@ export class MirroredSession extends SessionView {
 		this.load(async () => {
 			const { state, snapshot } = await this.remote.getSnapshot(this.detail);
 			this.install(state, snapshot);
+			this.updated();
 		});
 	}
 
@@ -297,6 +300,7 @@ export class MirroredSession extends SessionView {
 				for (const n of answer.changes) this.apply(n);
 			} else if (answer.state && answer.snapshot) {
 				this.install(answer.state, answer.snapshot);
+				this.updated();
 			} else {
 				throw new Error(`session/changesSince on ${this.remote.handle} answered neither changes nor a snapshot`);
 			}
