@@ -99,18 +99,35 @@ export function quantile(xs, p) {
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))];
 }
 
-/** One turn's messages: a user message, an assistant message with a tool call, the tool's result. */
-export function turn(i) {
-  const ts = 1767225600000 + i * 3;
+/**
+ * The three messages of host turn `i` of row (c): the user's prompt, the assistant's answer with a tool call, the
+ * tool's result. The same for pi and for pi-sessiond, so both write the same bytes.
+ */
+export function hostTurn(i) {
+  const timestamp = 1767225600000 + i * 3;
   return [
-    { role: "user", content: `turn ${i}: list the files`, timestamp: ts },
+    { role: "user", content: `turn ${i}: list the files and tell me which is largest`, timestamp },
     {
       role: "assistant",
-      content: [{ type: "toolCall", id: `call${i}`, name: "bash", arguments: { command: "ls" } }],
-      api: "faux", provider: "faux", model: "faux-1", stopReason: "toolUse", timestamp: ts + 1,
-      usage: { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, totalTokens: 15, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+      content: [
+        { type: "text", text: "Let me look." },
+        { type: "toolCall", id: `call-${i}`, name: "bash", arguments: { command: "ls -la" } },
+      ],
+      api: "anthropic-messages",
+      provider: "anthropic",
+      model: "claude-bench",
+      usage: { input: 100, output: 20, cacheRead: 0, cacheWrite: 0, totalTokens: 120, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+      stopReason: "toolUse",
+      timestamp: timestamp + 1,
     },
-    { role: "toolResult", toolCallId: `call${i}`, toolName: "bash", content: [{ type: "text", text: "a.txt\nb.txt" }], isError: false, timestamp: ts + 2 },
+    {
+      role: "toolResult",
+      toolCallId: `call-${i}`,
+      toolName: "bash",
+      content: [{ type: "text", text: "total 12\n-rw-r--r-- 1 u u 2048 a.txt\n-rw-r--r-- 1 u u 4096 b.txt\n" }],
+      isError: false,
+      timestamp: timestamp + 2,
+    },
   ];
 }
 

@@ -2,9 +2,8 @@
 //
 //   node bench/pi-ops.mjs open FILE        → {openMs, contextMs, treeMs, entryCount, peakRssKiB}
 //   node bench/pi-ops.mjs append DIR N     → {appendMs, count, peakRssKiB}  (N messages into a new session)
-//   node bench/pi-ops.mjs turns FILE N     → {turnMs: [...]}  (N turns on FILE: user, assistant with a tool call,
-//                                            tool result, then buildSessionContext; each turn's time)
-import { piSessionManager, turn } from "./lib.mjs";
+//   node bench/pi-ops.mjs turn FILE N      → {turnMs, contextMs, turns}  (N host turns on FILE, which it writes to)
+import { hostTurn, piSessionManager } from "./lib.mjs";
 
 const SessionManager = await piSessionManager();
 
@@ -40,17 +39,23 @@ if (op === "open") {
   }
   const appendMs = performance.now() - t;
   console.log(JSON.stringify({ appendMs: round(appendMs), count: n, peakRssKiB: peak() }));
-} else if (op === "turns") {
+} else if (op === "turn") {
+  // A host's per-turn work on pi's own SessionManager: the three appends of a tool-using turn, then the context.
   const m = SessionManager.open(target);
-  const turnMs = [];
+  const turns = [];
+  const contexts = [];
   for (let i = 0; i < Number(count); i++) {
     const t = performance.now();
-    for (const message of turn(i)) m.appendMessage(message);
+    for (const message of hostTurn(i)) m.appendMessage(message);
+    const c = performance.now();
     m.buildSessionContext();
-    turnMs.push(performance.now() - t);
+    const end = performance.now();
+    turns.push(end - t);
+    contexts.push(end - c);
   }
-  console.log(JSON.stringify({ turnMs }));
+  const med = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+  console.log(JSON.stringify({ turnMs: round(med(turns)), contextMs: round(med(contexts)), turns: turns.length }));
 } else {
-  console.error("usage: pi-ops.mjs open FILE | append DIR N | turns FILE N");
+  console.error("usage: pi-ops.mjs open FILE | append DIR N | turn FILE N");
   process.exit(2);
 }

@@ -341,7 +341,7 @@ test(":PiSessionTree FILE shows the same buffer", function()
   wait_lines(tree_buf, tree_a, "tree of A")
 end)
 
-test("the drawn tree is the server's getTreeFlat, which is getTree (timestamp order, orphans, labels)", function()
+test("the tree drawn from skeletons is the server's getTreeFlat, which is getTree (timestamp order, orphans, labels)", function()
   -- c1's children, in file order c2 c3 c4 c10 c11, are in time order c10 (a date alone: midnight UTC), c3
   -- (11:00:01Z, written with an offset), c11, then c2 and c4 (a tie: file order). Labels: c2's is set, then
   -- cleared; c3's is kept. c5's parent does not exist and c6 is its own parent: both roots.
@@ -682,7 +682,22 @@ local function s_lines(n, leaf)
   return out
 end
 
-test("reload: notifications the state already includes are skipped, later ones applied (seq)", function()
+test("live: an external append redraws the tree from its notification alone, with no request", function()
+  local path = linear_session("nofetch", 3)
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
+  local buf = api.nvim_get_current_buf()
+  wait_lines(buf, s_lines(3, 3), "initial tree")
+  local s = spy()
+  append_line(path, s_entry(4))
+  wait_lines(buf, s_lines(4, 4), "after pi's append")
+  append_line(path, s_entry(5))
+  wait_lines(buf, s_lines(5, 5), "after another")
+  s.restore()
+  eq(s.requests, {}, "nothing was read: the skeletons came with the notifications")
+  vim.cmd("bwipeout")
+end)
+
+test("reload: R reads the skeletons again; notifications the state already includes are skipped, later ones applied (seq)", function()
   local path = linear_session("seq", 3)
   vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
   local buf = api.nvim_get_current_buf()
@@ -704,102 +719,82 @@ test("reload: notifications the state already includes are skipped, later ones a
   local s = spy()
   vim.cmd("normal R")
   deliver(leaf_note(1, "s1"))
-  wait_answers(s, "session/getTreeFlat", 1)
+  wait_answers(s, "session/getState", 1)
   s.restore()
   eq(lines_of(buf), s_lines(5, 5), "the leaf of the state, not of the older notification")
   local reads = vim.tbl_map(function(r)
     return r.method
   end, s.requests)
-  eq(reads, { "session/getState", "session/getTreeFlat" }, "one read of each (an old notification is no gap)")
+  eq(reads, { "session/getState" }, "one read (an old notification is no gap)")
+  eq(s.requests[1].params.snapshot, "skeleton", "of skeletons")
 
   -- One that is newer than the state (seq 3 > 2) is applied.
   s = spy()
   vim.cmd("normal R")
   deliver(leaf_note(3, "s2"))
-  wait_answers(s, "session/getTreeFlat", 1)
+  wait_answers(s, "session/getState", 1)
   s.restore()
   eq(lines_of(buf), s_lines(5, 2), "the leaf of the newer notification")
   vim.cmd("bwipeout")
 end)
 
-test("live: a gap in seq reads everything again, and following goes on", function()
+test("live: a lost notification is made up with session/changesSince, and following goes on", function()
   local path = linear_session("gap", 2)
   vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
   local buf = api.nvim_get_current_buf()
   wait_lines(buf, s_lines(2, 2), "initial tree")
+  -- The plugin's handler loses the next notification, as a host that dropped it would.
+  local handlers = pi.client().handlers["session/changed"]
+  local plugin_handler = handlers[1]
+  local lost = 0
+  handlers[1] = function(note)
+    if lost == 0 then
+      lost = 1
+      return
+    end
+    plugin_handler(note)
+  end
+  cleanups[#cleanups + 1] = function()
+    handlers[1] = plugin_handler
+  end
+  local seen = 0
+  local off = pi.client():on("session/changed", function()
+    seen = seen + 1
+  end)
+  local s = spy()
+  append_line(path, s_entry(3))
+  wait_for("the lost notification", function()
+    return seen == 1
+  end)
+  eq(lines_of(buf), s_lines(2, 2), "the lost append is not drawn")
+  append_line(path, s_entry(4))
+  wait_lines(buf, s_lines(4, 4), "both appends, after the repair")
+  off()
+  s.restore()
+  handlers[1] = plugin_handler
+  local reads = vim.tbl_map(function(r)
+    return r.method .. " " .. tostring(r.params.seq)
+  end, s.requests)
+  eq(reads, { "session/changesSince 0" }, "one request for what was missed after seq 0")
+  append_line(path, s_entry(5))
+  wait_lines(buf, s_lines(5, 5), "following goes on")
+  vim.cmd("bwipeout")
+end)
+
+test("live: a notification from beyond what the server holds is not taken at its word", function()
+  local path = linear_session("beyond", 2)
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
+  local buf = api.nvim_get_current_buf()
+  wait_lines(buf, s_lines(2, 2), "initial tree")
   local handle = api.nvim_buf_get_var(buf, "pi_sessiond_handle")
-  -- seq 5 after 0: four notifications were missed. Taken at its word the leaf would be s1 and the real seq 1 to 4
-  -- would be skipped as old; read again instead, the view is the server's and goes on following.
+  -- seq 5 after 0, of which the server knows nothing: the repair finds no change and the leaf stays.
   local s = spy()
   deliver({ handle = handle, sessionId = "x", seq = 5, leafId = "s1", change = { kind = "leaf", leafId = "s1" } })
-  wait_answers(s, "session/getState", 1)
+  wait_answers(s, "session/changesSince", 1)
   s.restore()
+  eq(lines_of(buf), s_lines(2, 2), "the leaf the server has")
   append_line(path, s_entry(3))
-  wait_lines(buf, s_lines(3, 3), "the append after the gap")
-  vim.cmd("bwipeout")
-end)
-
-test("live: a tree read answered after a newer append is not drawn; the cursor keeps following the leaf", function()
-  local path = linear_session("stale", 2)
-  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
-  local buf = api.nvim_get_current_buf()
-  wait_lines(buf, s_lines(2, 2), "initial tree")
-  eq(api.nvim_win_get_cursor(0)[1], 2, "cursor on the leaf")
-  -- The read the append of s3 asks for is held back, and answered, once s4's notification is in, with what the
-  -- server held before s4: a tree without the leaf. Drawing it would lose the leaf line, and the cursor with it.
-  local held
-  local s = spy(function(method, _, answer)
-    if method == "session/getTreeFlat" and not held then
-      held = answer
-      return true
-    end
-  end)
-  append_line(path, s_entry(3))
-  wait_for("the read after s3", function()
-    return held ~= nil
-  end)
-  local handle = api.nvim_buf_get_var(buf, "pi_sessiond_handle")
-  local _, before_s4 = call("session/getTreeFlat", { handle = handle })
-  local got_s4 = false
-  local off = pi.client():on("session/changed", function(note)
-    got_s4 = got_s4 or note.leafId == "s4"
-  end)
-  append_line(path, s_entry(4))
-  wait_for("s4's notification", function()
-    return got_s4
-  end)
-  off()
-  held(nil, before_s4)
-  wait_lines(buf, s_lines(4, 4), "after both appends")
-  s.restore()
-  eq(api.nvim_win_get_cursor(0)[1], 4, "cursor on the leaf")
-  vim.cmd("bwipeout")
-end)
-
-test("live: a tree read that fails with io_error (file rewritten under it) is tried again", function()
-  local path = linear_session("retry", 2)
-  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
-  local buf = api.nvim_get_current_buf()
-  wait_lines(buf, s_lines(2, 2), "initial tree")
-  local failed = 0
-  local s = spy(function(method, _, answer)
-    if method == "session/getTreeFlat" and failed == 0 then
-      failed = 1
-      vim.schedule(function()
-        local err = { code = 1006, message = "read session file: failed to fill whole buffer" }
-        err.data = { kind = "io_error" }
-        answer(err)
-      end)
-      return true
-    end
-  end)
-  local seen = capture_notify(function()
-    append_line(path, s_entry(3))
-    wait_lines(buf, s_lines(3, 3), "the append, after one failed read")
-  end)
-  s.restore()
-  eq(failed, 1, "one read failed")
-  eq(seen, {}, "no error shown")
+  wait_lines(buf, s_lines(3, 3), "the append after it")
   vim.cmd("bwipeout")
 end)
 

@@ -18,6 +18,7 @@ import { TypedEmitter } from "./events.js";
 import { LineMessageReader, LineMessageWriter } from "./framing.js";
 import { kTestHooks, type TestHooks } from "./internal.js";
 import type {
+	Detail,
 	Capabilities,
 	InitializeResult,
 	ProgressValue,
@@ -107,6 +108,21 @@ export type SessiondClientEvents = {
 	 */
 	protocolError: [error: Error];
 };
+
+/** What every opening method also takes. */
+export interface OpenOptions {
+	/**
+	 * The handle to open under, chosen by the host (an open one is an error), so requests naming it can be sent
+	 * before the open is answered. Default: one the server picks.
+	 */
+	handle?: string;
+	/**
+	 * Also return the entries, which `MirroredSession.attach` starts from (the RemoteSession holds them, and the
+	 * changes after them, until a mirror takes them), and set the detail of the handle's `session/changed` entries:
+	 * `skeleton` (a few hundred bytes an entry) or `full`. Default `none`.
+	 */
+	snapshot?: Detail;
+}
 
 /** How many bytes of the process's stderr are kept for error messages. */
 const STDERR_TAIL_BYTES = 8192;
@@ -374,7 +390,7 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	 */
 	async openSession(
 		path: string,
-		opts: { watch?: boolean; sessionDir?: string; cwdOverride?: string; repair?: boolean; create?: boolean } = {},
+		opts: { watch?: boolean; sessionDir?: string; cwdOverride?: string; repair?: boolean; create?: boolean } & OpenOptions = {},
 	): Promise<RemoteSession> {
 		const { create, ...params } = opts;
 		if (!create && !existsSync(path)) {
@@ -387,22 +403,22 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	}
 
 	/** A new session for `cwd` (pi's `SessionManager.create`); the file is written once it has a user or assistant message. */
-	createSession(cwd: string, opts: { sessionDir?: string; id?: string; parentSession?: string } = {}): Promise<RemoteSession> {
+	createSession(cwd: string, opts: { sessionDir?: string; id?: string; parentSession?: string } & OpenOptions = {}): Promise<RemoteSession> {
 		return this.open("session/create", { cwd, ...opts });
 	}
 
 	/** The most recent session of `cwd`, or a new one (pi's `SessionManager.continueRecent`). */
-	continueRecent(cwd: string, opts: { sessionDir?: string } = {}): Promise<RemoteSession> {
+	continueRecent(cwd: string, opts: { sessionDir?: string } & OpenOptions = {}): Promise<RemoteSession> {
 		return this.open("session/continueRecent", { cwd, ...opts });
 	}
 
 	/** A session that never touches the disk, optionally from entries (pi's `SessionManager.inMemory`). */
-	inMemory(opts: { cwd?: string; id?: string; entries?: unknown[] } = {}): Promise<RemoteSession> {
+	inMemory(opts: { cwd?: string; id?: string; entries?: unknown[] } & OpenOptions = {}): Promise<RemoteSession> {
 		return this.open("session/inMemory", { ...opts });
 	}
 
 	/** A new session in `targetCwd` holding another session's whole history (pi's `SessionManager.forkFrom`). */
-	forkFrom(sourcePath: string, targetCwd: string, opts: { sessionDir?: string; id?: string } = {}): Promise<RemoteSession> {
+	forkFrom(sourcePath: string, targetCwd: string, opts: { sessionDir?: string; id?: string } & OpenOptions = {}): Promise<RemoteSession> {
 		return this.open("session/forkFrom", { sourcePath, targetCwd, ...opts });
 	}
 

@@ -17,6 +17,7 @@ export { BINARY_ENV_VAR, DEFAULT_BINARY, resolveBinary } from "./binary.js";
 export {
 	type ExitInfo,
 	type ListOptions,
+	type OpenOptions,
 	SessiondClient,
 	type SessiondClientEvents,
 	type SessionsWatch,
@@ -45,5 +46,5 @@ export type {
 	SessionUpdate,
 	UpdateChange,
 } from "./types.js";
-export { MirroredSession, type Snapshot, takeSnapshot } from "./mirror.js";
+export { type MirrorDetail, MirroredSession } from "./mirror.js";
 export { SessionView, type TreeNode } from "./pi/view.js";

@@ -10,6 +10,7 @@ import {
 	ERROR_CODES,
 	type EntryAtDetail,
 	type ProtocolRequests,
+	type Detail,
 	type SessionChanged,
 	type SessionContext,
 	type SessionEntry,
@@ -17,6 +18,7 @@ import {
 	type SessionProjection,
 	type SessionState,
 	type SessionTreeNode,
+	type Snapshot,
 	type WarningJson,
 } from "./protocol.js";
 import type { ContextEditReplacement, MutationOptions, RequestOptions, SessionTreeFlatNode, SessionUpdate } from "./types.js";
@@ -75,6 +77,9 @@ export interface CompactionOptions extends MutationOptions {
 	retainedTail?: AgentMessage[];
 }
 
+/** Changes kept beside an open's snapshot that no mirror took yet; past this the snapshot is dropped. */
+const HELD_CHANGES_MAX = 1024;
+
 function mutation(opts: MutationOptions | undefined): { expectedLeafId?: string | null } {
 	return opts && "expectedLeafId" in opts ? { expectedLeafId: opts.expectedLeafId } : {};
 }
@@ -99,13 +104,45 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	private closedFlag = false;
 	private closing: Promise<void> | undefined;
 	private readonly iterators = new Set<AsyncQueue<SessionUpdate>>();
+	/**
+	 * The snapshot the open's result carried, and the changes delivered since, until a mirror takes them: the client
+	 * delivers changes that overtook the open's answer before the caller can subscribe, so without these a mirror
+	 * built on the open's snapshot would miss them. Dropped (the mirror then asks for a snapshot) when it would grow
+	 * past `HELD_CHANGES_MAX` or a gap makes it stale.
+	 */
+	private openSnapshot: { snapshot: Snapshot; changes: SessionChanged[] } | undefined;
 
 	/** @internal Built by the client from an open method's result. */
 	constructor(host: SessionHost, state: SessionState) {
 		super();
 		this.host = host;
 		this.handle = state.handle;
-		this.state = state;
+		if (state.snapshot) {
+			this.openSnapshot = { snapshot: state.snapshot, changes: [] };
+			// The entries live in the snapshot (and then the mirror) only: a 40 MB session is not kept twice.
+			const { snapshot: _held, ...rest } = state;
+			this.state = rest as SessionState;
+		} else {
+			this.state = state;
+		}
+	}
+
+	/**
+	 * @internal The open's snapshot and the changes since (each with a higher seq), once; undefined when the open asked
+	 * for none or it was already taken or dropped.
+	 */
+	_takeOpenSnapshot(): { state: SessionState; snapshot: Snapshot; changes: SessionChanged[] } | undefined {
+		const held = this.openSnapshot;
+		this.openSnapshot = undefined;
+		return held && { state: this.state, ...held };
+	}
+
+	/**
+	 * The detail of this handle (chosen at open with `snapshot`): what its `session/changed` entries are, `skeleton`
+	 * or as stored (`none`, `full`).
+	 */
+	getDetail(): Detail {
+		return this.state.detail;
 	}
 
 	// ----- Local mirrors of the session's identity (kept current by rebind/reset/resync; no request) -----
@@ -397,6 +434,18 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 		return this.call("session/buildSessionContext", { handle: this.handle }, opts);
 	}
 
+	/**
+	 * The state and every entry at `detail` as of the state's seq (`session/getState {snapshot}`): a mirror's fresh
+	 * start. The handle's own detail is unchanged.
+	 */
+	async getSnapshot(detail: "skeleton" | "full", opts?: RequestOptions): Promise<{ state: SessionState; snapshot: Snapshot }> {
+		const result = await this.call("session/getState", { handle: this.handle, snapshot: detail }, opts);
+		const { snapshot, ...state } = result;
+		if (!snapshot) throw new Error(`session/getState {snapshot: "${detail}"} on ${this.handle} returned no snapshot`);
+		this.state = state as SessionState;
+		return { state: this.state, snapshot };
+	}
+
 	/** The session's current state (handle, file, id, leaf, entry count, name, …). */
 	async getState(opts?: RequestOptions): Promise<SessionState> {
 		return this.adopt(await this.call("session/getState", { handle: this.handle }, opts));
@@ -454,6 +503,10 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 		if (this.closedFlag) return;
 		const change = n.change;
 		if (change.kind === "rebind" || change.kind === "reset") this.state = change.state;
+		if (this.openSnapshot) {
+			if (this.openSnapshot.changes.length < HELD_CHANGES_MAX) this.openSnapshot.changes.push(n);
+			else this.openSnapshot = undefined;
+		}
 		for (const queue of this.iterators) queue.push(n);
 		this.emit("changed", n);
 	}
@@ -462,6 +515,7 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	_onResync(state: SessionState, info: ResyncInfo): void {
 		if (this.closedFlag) return;
 		this.state = state;
+		this.openSnapshot = undefined;
 		const item: SessionUpdate = {
 			handle: this.handle,
 			seq: state.seq,

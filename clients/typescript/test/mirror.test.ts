@@ -66,6 +66,15 @@ function piAppends(file: string, count: number): void {
 	assert.equal(result.status, 0, result.stderr);
 }
 
+/** Resolves once the server has numbered changes up to `seq` on the handle (seen through getState). */
+async function untilSeq(remote: MirroredSession["remote"], seq: number): Promise<void> {
+	for (let i = 0; i < 500; i++) {
+		if ((await remote.getState()).seq >= seq) return;
+		await new Promise((resolve) => setTimeout(resolve, 10));
+	}
+	assert.fail(`the handle never reached seq ${seq}`);
+}
+
 /** Resolves once the mirror holds `count` entries (the watch delivers another process's appends). */
 async function untilCount(mirror: MirroredSession, count: number): Promise<void> {
 	if (mirror.getEntryCount() >= count) return;
@@ -85,9 +94,10 @@ async function untilCount(mirror: MirroredSession, count: number): Promise<void>
 describe("MirroredSession", () => {
 	it("answers every read as pi does after own writes, another process's appends, and a resync after a lost change", async () => {
 		const file = writePiSession(tempDir());
-		const remote = await client.openSession(file, { watch: true });
+		const remote = await client.openSession(file, { watch: true, snapshot: "full" });
 		const mirror = await MirroredSession.attach(remote);
 		assertMirrorIsPi(mirror, file, "open");
+		assert.equal(mirror.snapshotCount, 1, "the mirror starts from the open's own snapshot");
 
 		await remote.appendMessage(userMessage("own question"));
 		assertMirrorIsPi(mirror, file, "appendMessage");
@@ -119,8 +129,21 @@ describe("MirroredSession", () => {
 		await remote.appendMessage(userMessage("its notification is lost"));
 		await remote.appendMessage(userMessage("this one reveals the gap"));
 		await mirror.ready();
-		assert.equal(mirror.snapshotCount, 2, "the gap was repaired by a fresh snapshot");
-		assertMirrorIsPi(mirror, file, "the resync after a lost notification");
+		assert.equal(mirror.deltaRepairCount, 1, "the gap was closed by session/changesSince");
+		assert.equal(mirror.snapshotCount, 1, "closing the gap took no new snapshot");
+		assertMirrorIsPi(mirror, file, "the repair after a lost notification");
+
+		// Two lost in a row, the second an external append: the repair brings both, in order.
+		client[kTestHooks].dropSessionChanged = 2;
+		const count = mirror.getEntryCount();
+		await remote.appendMessage(userMessage("lost, own"));
+		piAppends(file, 1);
+		await untilSeq(remote, mirror.seq + 2);
+		await remote.appendMessage(userMessage("after two lost"));
+		await mirror.ready();
+		assert.equal(mirror.getEntryCount(), count + 3, "the lost own append, pi's and the one after");
+		assert.equal(mirror.deltaRepairCount, 2);
+		assertMirrorIsPi(mirror, file, "the repair of an own and an external change both lost");
 
 		await remote.resetLeaf();
 		assertMirrorIsPi(mirror, file, "resetLeaf");
@@ -129,10 +152,78 @@ describe("MirroredSession", () => {
 		await mirror.close();
 	});
 
+	it("keeps a skeleton mirror's tree reads equal to pi's through own writes and another process's appends", async () => {
+		const file = writePiSession(tempDir());
+		const remote = await client.openSession(file, { watch: true, snapshot: "skeleton" });
+		const mirror = await MirroredSession.attach(remote);
+		assert.equal(mirror.detail, "skeleton");
+		const treeReads = (m: MirroredSession | any) => {
+			const ids = m.getEntries().map((e: { id: string }) => e.id);
+			const shape = (e: any) => e && { id: e.id, parentId: e.parentId, type: e.type, timestamp: e.timestamp };
+			const tree = (nodes: any[]): unknown[] => nodes.map((n) => ({ entry: shape(n.entry), label: n.label, children: tree(n.children) }));
+			return {
+				ids,
+				leafId: m.getLeafId(),
+				branch: m.getBranch().map(shape),
+				tree: tree(m.getTree()),
+				labels: ids.map((id: string) => m.getLabel(id)),
+				sessionName: m.getSessionName(),
+				entryCount: m.getEntryCount(),
+			};
+		};
+		const same = (step: string) => {
+			const pi = Pi.open(file);
+			const leaf = mirror.getLeafId();
+			if (leaf === null) pi.resetLeaf();
+			else if (leaf !== pi.getLeafId()) pi.branch(leaf);
+			assert.deepStrictEqual(treeReads(mirror), treeReads(pi), `after ${step}`);
+		};
+		same("open");
+		const [first] = mirror.getEntries();
+		assert.ok(first && "bytes" in first && !("message" in first), "skeleton entries carry no bodies");
+		assert.throws(() => mirror.buildSessionContext(), /holds skeletons/);
+
+		await remote.appendMessage(userMessage("a question"));
+		await remote.appendLabelChange(IDS.a1, "kept");
+		await remote.branch(IDS.u1);
+		await remote.appendSessionInfo("skeletons");
+		same("own writes: a message, a label, a branch, a name");
+		const before = mirror.getEntryCount();
+		piAppends(file, 2);
+		await untilCount(mirror, before + 2);
+		same("two appends by pi in another process");
+
+		client[kTestHooks].dropSessionChanged = 1;
+		await remote.appendLabelChange(IDS.a1, undefined);
+		await remote.appendMessage(userMessage("reveals the gap"));
+		await mirror.ready();
+		assert.equal(mirror.deltaRepairCount, 1);
+		same("the repair after a lost label change");
+		const [body, unknown] = await remote.getEntriesById([IDS.a1, "no-such-id"]);
+		assert.deepStrictEqual(body, Pi.open(file).getEntry(IDS.a1), "bodies come by id, as pi stores them");
+		assert.equal(unknown, null);
+		await mirror.close();
+	});
+
+	it("mirrors a session opened without a snapshot from one it asks for, and follows it", async () => {
+		const file = writePiSession(tempDir());
+		const remote = await client.openSession(file, { watch: true });
+		const mirror = await MirroredSession.attach(remote);
+		assert.equal(mirror.detail, "full");
+		assertMirrorIsPi(mirror, file, "attach to a handle at detail none");
+		await remote.appendMessage(userMessage("after attach"));
+		const before = mirror.getEntryCount();
+		piAppends(file, 1);
+		await untilCount(mirror, before + 1);
+		assertMirrorIsPi(mirror, file, "an own append and one by pi");
+		assert.equal(mirror.snapshotCount, 1);
+		await mirror.close();
+	});
+
 	it("follows the handle to a new session after newSession and setSessionFile", async () => {
 		const dir = tempDir();
 		const file = writePiSession(dir);
-		const remote = await client.openSession(file);
+		const remote = await client.openSession(file, { snapshot: "full" });
 		const mirror = await MirroredSession.attach(remote);
 		await remote.newSession();
 		await mirror.ready();

@@ -247,166 +247,157 @@ local function show_error(view, msg)
   notify(msg, levels.ERROR)
 end
 
--- How a tree view keeps up with the session:
+-- How a tree view keeps up with the session: it is a skeleton mirror (see tree.lua), and never reads the tree.
 --
--- * `view.seq` is the `seq` of the last `session/changed` the view has taken in, and the model's leaf is the leaf
---   after it. A load reads `session/getState` (or takes the state an open or a reset carries): its `seq` says which
---   notifications it already includes. Notifications that arrive before that state are held, then those with a
---   higher `seq` are applied; one with a lower or equal `seq` is ignored, one that skips a number means something
---   was missed and everything is read again.
--- * The tree is `session/getTreeFlat`, read again after every append (the server alone knows where pi puts an
---   entry). At most one read is out per view; changes that arrive meanwhile ask for one more when it answers. An
---   answer is drawn unless it is older than the known leaf (a newer read is then on its way), so the leaf marker,
---   and a cursor following it, never lose their line.
--- * A hidden tree only notes that it is behind, and reads the tree when it is shown again.
+-- * The open asks for `snapshot: "skeleton"`: the answer holds every entry's skeleton at a `seq`, and the handle's
+--   notifications carry skeletons from then on. `view.seq` is the `seq` of the last change the model holds.
+-- * Each `session/changed` with the next `seq` is applied to the model (an append adds its entries, a leaf move
+--   moves the leaf, a reset or rebind replaces everything with the snapshot it carries) and drawn; one with a
+--   lower or equal `seq` is already held and ignored.
+-- * One that skips a number means some were missed: `session/changesSince` with the view's `seq` answers the
+--   missed changes (applied in order) or a fresh snapshot. Notifications that arrive while a repair or a load is
+--   out are held, then applied as above.
+-- * A hidden tree applies changes but draws only when it is shown again.
 
-local apply_change -- defined below; fetch_tree and load call each other through it
+local apply_change -- defined below; repairs and loads call it for the notifications they held
 
--- True while a read of generation `gen` may still change the view (a load or a reset starts a new generation).
+-- True while a request of generation `gen` may still change the view (a load starts a new generation).
 local function current(view, gen)
   return views[view.buf] == view and view.gen == gen
 end
 
 local function fail(view, what, err)
-  view.gen = view.gen + 1 -- every other read still out for this view is ignored
+  view.gen = view.gen + 1 -- every other request still out for this view is ignored
+  view.held = nil
   show_error(view, what .. " " .. view.path .. ": " .. tostring(err.message))
 end
 
-local function fetch_tree(view)
-  if #windows_of(view.buf) == 0 then
-    view.need_fetch = true
-    return
-  end
-  view.need_fetch = false
-  if view.fetching == view.gen then
-    view.stale = true
-    return
-  end
-  local gen = view.gen
-  view.fetching, view.stale = gen, false
-  view.client:request("session/getTreeFlat", { handle = view.handle }, function(err, result)
-    if not current(view, gen) then
-      return
-    end
-    view.fetching = nil
-    if err then
-      if type(err.data) == "table" and err.data.kind == "io_error" and view.retried ~= gen then
-        -- The file changed under the read (rewritten in place): the server reports that as a reset in a moment,
-        -- which starts a new load; until then, one more try before calling it an error.
-        view.retried = gen
-        return vim.defer_fn(function()
-          if current(view, gen) then
-            fetch_tree(view)
-          end
-        end, 200)
-      end
-      return fail(view, "cannot read", err)
-    end
-    view.retried = nil
-    if type(result) ~= "table" then
-      return fail(view, "cannot read", { message = "session/getTreeFlat answered " .. vim.inspect(result) })
-    end
-    local stale = view.stale
-    local model = view.model
-    local fresh = tree.new_model()
-    fresh:set_tree(result)
-    fresh:set_leaf(model.leaf)
-    if not stale or model.leaf == nil or fresh:leaf_index() then
-      view.model = fresh
-      render(view)
-    end
-    if stale then
-      fetch_tree(view)
-    end
-  end)
-end
-
--- Starts from a state (`session/getState`'s shape): its leaf and seq, then the notifications held meanwhile.
-local function start_from(view, state)
-  local gen = view.gen
-  view.seq = type(state.seq) == "number" and state.seq or 0
-  view.model:set_leaf(state.leafId)
+-- Applies the notifications held while a request was out.
+local function release_held(view)
   local held = view.held or {}
-  view.held = {}
+  view.held = nil
   for _, note in ipairs(held) do
-    apply_change(view, note) -- may start another load; later notes are then held for it or applied after it
-  end
-  if view.gen == gen and view.fetching ~= gen then
-    fetch_tree(view)
+    apply_change(view, note) -- may start another request; later notes are then held for it
   end
 end
 
--- Reads the session again: the state (unless an open or a reset just gave it), then the tree.
-local function load(view, state)
+-- Starts from a state carrying a skeleton snapshot (an open's, a reset's, a fresh getState's).
+local function start_from(view, state, snapshot)
+  view.model:set_entries(type(snapshot.entries) == "table" and snapshot.entries or {})
+  view.model:set_leaf(state.leafId)
+  view.seq = type(snapshot.seq) == "number" and snapshot.seq or 0
+  render(view)
+end
+
+-- Reads the session's skeletons again (a reset that came without a snapshot, or `R`).
+local function load(view)
   view.gen = view.gen + 1
   local gen = view.gen
-  view.seq = nil -- notifications are held until the state says which of them it includes
   view.held = view.held or {}
-  view.stale = false
-  if state then
-    return start_from(view, state)
-  end
-  view.client:request("session/getState", { handle = view.handle }, function(err, result)
+  view.client:request("session/getState", { handle = view.handle, snapshot = "skeleton" }, function(err, result)
     if not current(view, gen) then
       return
     end
-    if err then
-      view.held = nil -- nothing to apply them to; `R` reads again
-      return fail(view, "cannot read", err)
+    if err or type(result) ~= "table" or type(result.snapshot) ~= "table" then
+      return fail(view, "cannot read", err or { message = "session/getState answered no snapshot" })
     end
-    start_from(view, result)
+    start_from(view, result, result.snapshot)
+    release_held(view)
   end)
 end
 
---- Reads the whole session again (after a missed notification, or `R`).
+--- Reads the whole session again (`R`).
 function M._reload(view)
   if view.handle and views[view.buf] == view and view.client:is_alive() then
-    load(view, nil)
+    load(view)
   end
+end
+
+-- After a gap: what changed since the view's seq, or a fresh snapshot when the server no longer holds it all.
+local function repair(view)
+  view.gen = view.gen + 1
+  local gen = view.gen
+  view.held = view.held or {}
+  view.client:request("session/changesSince", { handle = view.handle, seq = view.seq }, function(err, result)
+    if not current(view, gen) then
+      return
+    end
+    if err or type(result) ~= "table" then
+      return fail(view, "cannot catch up with", err or { message = "session/changesSince answered " .. vim.inspect(result) })
+    end
+    local held = view.held or {}
+    view.held = nil
+    if type(result.changes) == "table" then
+      for _, note in ipairs(result.changes) do
+        apply_change(view, note)
+      end
+    elseif type(result.state) == "table" and type(result.snapshot) == "table" then
+      start_from(view, result.state, result.snapshot)
+    else
+      return fail(view, "cannot catch up with", { message = "session/changesSince answered neither changes nor a snapshot" })
+    end
+    -- Changes that arrived meanwhile come after what was held before the answer. One that still skips a number
+    -- numbers a change the server never made (it answered everything it had): dropped, not repaired again.
+    local more = view.held or {}
+    view.held = nil
+    view.repaired = true
+    for _, note in ipairs(held) do
+      apply_change(view, note)
+    end
+    for _, note in ipairs(more) do
+      apply_change(view, note)
+    end
+    view.repaired = nil
+  end)
 end
 
 -- One `session/changed` for one view.
 apply_change = function(view, note)
-  if view.seq == nil then
-    if view.held then
-      view.held[#view.held + 1] = note
-    end
+  if view.held then
+    view.held[#view.held + 1] = note
     return
   end
   local seq = note.seq
-  if type(seq) ~= "number" then
-    return M._reload(view)
+  if type(seq) ~= "number" or view.seq == nil then
+    return
   end
   if seq <= view.seq then
-    return -- already in the state the view was loaded from
+    return -- already held
   end
   if seq ~= view.seq + 1 then
-    return M._reload(view) -- a notification was missed
+    if view.repaired then
+      return
+    end
+    view.held = { note }
+    return repair(view) -- some were missed
   end
-  view.seq = seq
   local change = type(note.change) == "table" and note.change or {}
   local kind = change.kind
   if kind == "append" then
+    view.seq = seq
+    view.model:add_entries(type(change.entries) == "table" and change.entries or {})
     view.model:set_leaf(note.leafId)
-    fetch_tree(view)
+    render(view)
   elseif kind == "leaf" then
+    view.seq = seq
     view.model:set_leaf(note.leafId)
-    if view.fetching == view.gen then
-      view.stale = true -- the read out may not hold the new leaf; draw from the next one
-    else
-      render(view)
-    end
+    render(view)
   elseif kind == "deleted" then
+    view.seq = seq
     -- The server also says so of a file that is empty for a moment (rewritten in place: a reset follows).
     if not vim.loop.fs_stat(view.path) then
       notify(view.path .. " was deleted; the tree shows what it held", levels.WARN)
     end
-  elseif (kind == "reset" or kind == "rebind") and type(change.state) == "table" then
-    -- The file was truncated or replaced (or the handle now holds another session): start again from the state
-    -- the notification carries.
-    load(view, change.state)
+  elseif (kind == "reset" or kind == "rebind") and type(change.snapshot) == "table" then
+    -- The file was truncated or replaced (or the handle now holds another session): start again from the
+    -- snapshot the notification carries.
+    start_from(view, type(change.state) == "table" and change.state or { leafId = note.leafId }, change.snapshot)
+    view.seq = seq
   else
-    M._reload(view) -- a kind this plugin does not know: read again rather than guess
+    -- A reset without a snapshot (the file changed again while the server read it), or a kind this plugin does
+    -- not know: read again rather than guess.
+    view.seq = seq
+    load(view)
   end
 end
 
@@ -526,15 +517,13 @@ function M._read_tree(buf)
     buffer = buf,
     callback = function()
       local v = views[buf]
-      if v and v.need_fetch then
-        fetch_tree(v) -- appends came while it was hidden
-      elseif v and v.dirty then
-        render(v)
+      if v and v.dirty then
+        render(v) -- changes came while it was hidden
       end
     end,
   })
 
-  c:request("session/open", { path = path, watch = true }, function(err, state)
+  c:request("session/open", { path = path, watch = true, snapshot = "skeleton" }, function(err, state)
     if views[buf] ~= view then
       -- The buffer went away (or was read again) before the answer: give the reference back.
       if not err then
@@ -548,7 +537,11 @@ function M._read_tree(buf)
     end
     view.handle = state.handle
     api.nvim_buf_set_var(buf, "pi_sessiond_handle", state.handle)
-    load(view, state)
+    if type(state.snapshot) ~= "table" then
+      views[buf] = nil
+      return show_error(view, "cannot open " .. path .. ": this pi-sessiond sends no snapshot (too old)")
+    end
+    start_from(view, state, state.snapshot)
   end)
 end
 
@@ -583,17 +576,6 @@ end
 -- ---------------------------------------------------------------------------------------------------------------
 -- Session lists
 
--- Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-local function days_from_civil(y, m, d)
-  y = m <= 2 and y - 1 or y
-  local era = math.floor(y / 400)
-  local yoe = y - era * 400
-  local mp = (m + 9) % 12
-  local doy = math.floor((153 * mp + 2) / 5) + d - 1
-  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
-  return era * 146097 + doe - 719468
-end
-
 --- Seconds since the epoch of a session's `modified` (an ISO 8601 time, `toISOString()` in pi: UTC with `Z`; an
 --- offset is understood too), or nil.
 local function parse_time(iso)
@@ -612,7 +594,7 @@ local function parse_time(iso)
     end
     offset = (tonumber(oh) * 60 + tonumber(om)) * 60 * (sign == "+" and 1 or -1)
   end
-  return days_from_civil(tonumber(y), tonumber(mo), tonumber(d)) * 86400
+  return tree.days_from_civil(tonumber(y), tonumber(mo), tonumber(d)) * 86400
     + (tonumber(h) * 60 + tonumber(mi)) * 60
     + tonumber(s)
     - offset

@@ -1,12 +1,12 @@
 -- A session's tree as the plugin draws it: one line per entry, branches indented, labels and the active leaf
 -- marked; remembers which entry each line shows.
 --
--- The tree itself comes from the server's `session/getTreeFlat`: pi's getTree (roots in file order, children by
--- timestamp, labels resolved) as a flat pre-order list `{entry, parentIndex, depth, label?}`. The nested
--- `session/getTree` cannot be used: a linear conversation of N entries is a JSON document about 2·N levels deep,
--- and vim.json (lua-cjson) refuses anything deeper than 1000 levels. Nothing here orders or links entries: the
--- drawing follows the list as given, so pi's rules live in one place, the server. Only the entries' previews are
--- kept, not their bodies; `<CR>` fetches the full entry from the server.
+-- The model is a skeleton mirror of the session: the entries as `session/open {snapshot: "skeleton"}` sends them
+-- (id, parentId, type, timestamp, label, name, a one-line preview; a few hundred bytes an entry however long the
+-- message), then the skeletons each `session/changed` carries appended to them. The tree is pi's getTree computed
+-- from them here (roots in file order, orphans and self-parented entries as roots, children by timestamp, labels
+-- resolved in file order), walked without recursion, so a view follows the session with no read at all: an append
+-- costs its notification. `<CR>` fetches an entry's body from the server when it is asked for.
 
 local M = {}
 
@@ -106,7 +106,15 @@ end
 --- @return string
 function M.describe(entry)
   local t = entry.type
+  -- A skeleton (no body, its size in `bytes`) brings the server's one-line preview of the text instead.
+  local preview
+  if entry.message == nil and entry.bytes ~= nil then
+    preview = type(entry.preview) == "string" and entry.preview or ""
+  end
   if t == "message" then
+    if preview then
+      return (type(entry.role) == "string" and entry.role or "message") .. ": " .. one_line(preview)
+    end
     local msg = type(entry.message) == "table" and entry.message or {}
     local role = type(msg.role) == "string" and msg.role or "message"
     local text
@@ -120,15 +128,15 @@ function M.describe(entry)
     end
     return role .. ": " .. one_line(text)
   elseif t == "thinking_level_change" then
-    return "thinking level → " .. field(entry, "thinkingLevel")
+    return preview or ("thinking level → " .. field(entry, "thinkingLevel"))
   elseif t == "model_change" then
-    return "model → " .. field(entry, "provider") .. "/" .. field(entry, "modelId")
+    return preview or ("model → " .. field(entry, "provider") .. "/" .. field(entry, "modelId"))
   elseif t == "compaction" then
-    return "compaction: " .. one_line(content_text(entry.summary))
+    return "compaction: " .. one_line(preview or content_text(entry.summary))
   elseif t == "branch_summary" then
-    return "branch summary: " .. one_line(content_text(entry.summary))
+    return "branch summary: " .. one_line(preview or content_text(entry.summary))
   elseif t == "custom_message" then
-    return "custom message (" .. field(entry, "customType") .. "): " .. one_line(content_text(entry.content))
+    return "custom message (" .. field(entry, "customType") .. "): " .. one_line(preview or content_text(entry.content))
   elseif t == "custom" then
     return "custom (" .. field(entry, "customType") .. ")"
   elseif t == "label" then
@@ -136,36 +144,195 @@ function M.describe(entry)
   elseif t == "session_info" then
     return "name: " .. field(entry, "name")
   elseif t == "usage" then
-    return "usage (" .. field(entry, "kind") .. ")"
+    return "usage (" .. (preview or field(entry, "kind")) .. ")"
   elseif t == "context_edit" then
     return "context edit of " .. field(entry, "targetId")
   end
   return js_string(t)
 end
 
+-- Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+function M.days_from_civil(y, m, d)
+  y = m <= 2 and y - 1 or y
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (m + 9) % 12
+  local doy = math.floor((153 * mp + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468
+end
+
+--- Milliseconds since the epoch of an ISO 8601 timestamp in the forms pi writes and JavaScript's Date reads (a
+--- date alone, or a date and time with `Z`, an offset or no zone, all taken as UTC), or nil where `new Date()`
+--- gives NaN.
+function M.date_ms(ts)
+  if type(ts) ~= "string" then
+    return nil
+  end
+  local y, rest = string.match(ts, "^(%d%d%d%d)(.*)$")
+  if not y then
+    return nil
+  end
+  local mo, d = 1, 1
+  local m1, r1 = string.match(rest, "^%-(%d%d)(.*)$")
+  if m1 then
+    mo, rest = tonumber(m1), r1
+    local d1, r2 = string.match(rest, "^%-(%d%d)(.*)$")
+    if d1 then
+      d, rest = tonumber(d1), r2
+    end
+  end
+  local h, mi, s, frac = 0, 0, 0, 0
+  if rest ~= "" then
+    local hh, mm, r3 = string.match(rest, "^T(%d%d):(%d%d)(.*)$")
+    if not hh then
+      return nil
+    end
+    h, mi, rest = tonumber(hh), tonumber(mm), r3
+    local ss, r4 = string.match(rest, "^:(%d%d)(.*)$")
+    if ss then
+      s, rest = tonumber(ss), r4
+      local f, r5 = string.match(rest, "^[.,](%d+)(.*)$")
+      if f then
+        frac, rest = tonumber((string.sub(f .. "00", 1, 3))), r5
+      end
+    end
+    if rest == "Z" then
+      rest = ""
+    else
+      local sign, oh, om = string.match(rest, "^([+-])(%d%d):?(%d%d)$")
+      if sign then
+        local offset = (tonumber(oh) * 60 + tonumber(om)) * (sign == "+" and 1 or -1)
+        mi = mi - offset
+        rest = ""
+      end
+    end
+  end
+  if rest ~= "" or mo < 1 or mo > 12 or d < 1 or d > 31 or h > 24 or s > 59 then
+    return nil
+  end
+  return ((M.days_from_civil(tonumber(y), mo, d) * 24 + h) * 60 + mi) * 60000 + s * 1000 + frac
+end
+
+-- A stable merge sort by `before(a, b)` (true: a goes first); equal elements keep their order, as in V8's sort.
+local function stable_sort(list, before)
+  local n = #list
+  if n < 2 then
+    return list
+  end
+  local src, dst = list, {}
+  local width = 1
+  while width < n do
+    local i = 1
+    while i <= n do
+      local mid, hi = math.min(i + width, n + 1), math.min(i + 2 * width, n + 1)
+      local a, b, k = i, mid, i
+      while a < mid and b < hi do
+        if before(src[b], src[a]) then
+          dst[k], b = src[b], b + 1
+        else
+          dst[k], a = src[a], a + 1
+        end
+        k = k + 1
+      end
+      while a < mid do
+        dst[k], a, k = src[a], a + 1, k + 1
+      end
+      while b < hi do
+        dst[k], b, k = src[b], b + 1, k + 1
+      end
+      i = i + 2 * width
+    end
+    src, dst = dst, src
+    width = width * 2
+  end
+  for i = 1, n do
+    list[i] = src[i]
+  end
+  return list
+end
+
+-- A table key for an id as JavaScript's Map compares it (ids are strings in every file pi writes).
+local function key(v)
+  if is_nil(v) then
+    return NIL
+  end
+  return v
+end
+
 local Model = {}
 Model.__index = Model
 
---- A mirror of a session's tree: empty until `set_tree`.
+--- A skeleton mirror of a session's tree: empty until `set_entries`.
 function M.new_model()
-  return setmetatable({ nodes = {}, leaf = nil }, Model)
+  return setmetatable({ entries = {}, leaf = nil, nodes = {}, built = true }, Model)
 end
 
---- Takes a `session/getTreeFlat` result: nodes in pre-order, `parentIndex` the 0-based position of the parent.
---- @param flat table[] decoded getTreeFlat nodes
-function Model:set_tree(flat)
+--- Replaces every entry (a snapshot's `entries`, skeletons in file order).
+function Model:set_entries(entries)
+  self.entries = {}
+  self:add_entries(entries)
+end
+
+--- Appends entries (an `append` change's skeletons) at the end; the tree is laid out again when next drawn.
+function Model:add_entries(entries)
+  for _, e in ipairs(entries) do
+    if type(e) == "table" and e.type ~= "session" then
+      self.entries[#self.entries + 1] = e
+    end
+  end
+  self.built = false
+end
+
+--- pi's getTree over the entries, flat in pre-order: `self.nodes[i] = {id, parent (index), text, label}`.
+function Model:build()
+  if self.built then
+    return
+  end
+  self.built = true
+  local entries = self.entries
+  local labels = {}
+  for _, e in ipairs(entries) do
+    if e.type == "label" and not is_nil(e.targetId) then
+      labels[key(e.targetId)] = truthy(e.label) and e.label or nil
+    end
+  end
+  local tnodes, by_id, roots = {}, {}, {}
+  for i, e in ipairs(entries) do
+    local node = { entry = e, children = {}, index = i, ms = M.date_ms(e.timestamp) }
+    tnodes[i] = node
+    if not is_nil(e.id) then
+      by_id[key(e.id)] = node
+    end
+  end
+  for i, e in ipairs(entries) do
+    local node = tnodes[i]
+    local parent = (not is_nil(e.parentId) and e.parentId ~= e.id) and by_id[key(e.parentId)] or nil
+    if parent then
+      parent.children[#parent.children + 1] = node
+    else
+      roots[#roots + 1] = node
+    end
+  end
+  -- `new Date(a) - new Date(b)`: NaN for an unreadable timestamp, which sorts as equal.
+  local function before(a, b)
+    return a.ms ~= nil and b.ms ~= nil and a.ms < b.ms
+  end
   local nodes = {}
-  for i, n in ipairs(flat) do
-    local entry = type(n.entry) == "table" and n.entry or {}
-    local p = n.parentIndex
-    -- Pre-order puts a parent before its children; anything else (never sent) is drawn as a root.
-    p = (type(p) == "number" and p >= 0 and p < i - 1) and p + 1 or nil
-    nodes[i] = {
-      id = entry.id,
-      parent = p,
-      text = M.describe(entry),
-      label = not is_nil(n.label) and n.label or nil,
-    }
+  local stack = {}
+  for i = #roots, 1, -1 do
+    stack[#stack + 1] = { node = roots[i], parent = nil }
+  end
+  while #stack > 0 do
+    local top = table.remove(stack)
+    local e = top.node.entry
+    local label = not is_nil(e.id) and labels[key(e.id)] or nil
+    nodes[#nodes + 1] = { id = e.id, parent = top.parent, text = M.describe(e), label = label }
+    local here = #nodes
+    local children = stable_sort(top.node.children, before)
+    for i = #children, 1, -1 do
+      stack[#stack + 1] = { node = children[i], parent = here }
+    end
   end
   self.nodes = nodes
 end
@@ -177,6 +344,7 @@ end
 
 --- The line (1-based) that shows the active leaf, or nil when the tree does not hold it.
 function Model:leaf_index()
+  self:build()
   if self.leaf == nil then
     return nil
   end
@@ -193,6 +361,7 @@ end
 --- @return table { lines = string[], ids = table (line → entry id), leaf_line = integer|nil,
 ---   off_path = integer[] (lines not on the path from the root to the leaf), labels = { {line, col_start, col_end} } }
 function Model:render()
+  self:build()
   local nodes = self.nodes
   local leaf_line = self:leaf_index()
   local on_path = {}

@@ -13,7 +13,6 @@
  * and shut down with the session. It finds `pi-sessiond` on PATH, or the binary `PI_SESSIOND_BIN` names.
  */
 
-import { existsSync } from "node:fs";
 import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import {
 	MirroredSession,
@@ -22,20 +21,22 @@ import {
 	type SessiondClient,
 	SessiondError,
 	type SessionInfo,
+	type SkeletonEntry,
 	spawnSessiond,
 } from "pi-sessiond-client";
 
 const WIDGET = "pi-sessiond-tree";
 /** pi's TUI shows at most 10 lines of a widget given as lines (MAX_WIDGET_LINES). */
 const MAX_TREE_LINES = 10;
+/** What the tree shows before pi wrote the session's first entry. */
+const WAITING = "(the tree appears with the first message)";
 
 export default function sessiondExtension(pi: ExtensionAPI): void {
 	let client: Promise<SessiondClient> | undefined;
-	// The current session, mirrored: opened with watch, so pi's own appends arrive as changes and are applied to the
-	// mirror, which the tree is drawn from without another request.
+	// The current session as a skeleton mirror (ids, parents, types, one-line previews: a few hundred bytes an entry
+	// however long the messages), opened with watch: pi's own appends arrive as deltas, are applied to the mirror,
+	// and the tree is drawn from it again without a request.
 	let shown: { mirror: MirroredSession; stop: () => void } | undefined;
-	// `/sessiond tree` on a session pi has not written yet: the tree starts with the file, at pi's first message.
-	let waitingFor: { file: string; ctx: ExtensionContext } | undefined;
 
 	function sidecar(): Promise<SessiondClient> {
 		client ??= spawnSessiond({ stderr: "ignore", clientInfo: { name: "pi-sessiond-extension-example" } }).catch((error: unknown) => {
@@ -48,7 +49,6 @@ export default function sessiondExtension(pi: ExtensionAPI): void {
 	async function hideTree(ctx: ExtensionContext): Promise<void> {
 		const current = shown;
 		shown = undefined;
-		waitingFor = undefined;
 		if (ctx.hasUI) ctx.ui.setWidget(WIDGET, undefined);
 		if (current) {
 			current.stop();
@@ -63,29 +63,19 @@ export default function sessiondExtension(pi: ExtensionAPI): void {
 			return;
 		}
 		await hideTree(ctx);
-		if (!existsSync(file)) {
-			// pi writes the file with the session's first message; message_end (below) opens it then.
-			waitingFor = { file, ctx };
-			ctx.ui.setWidget(WIDGET, ["(the tree appears with the first message)"]);
-			return;
-		}
 		const sessiond = await sidecar();
 		// Opening never writes, and pi-sessiond takes no lock until its first write: pi keeps writing the file as usual.
-		const mirror = await MirroredSession.attach(await sessiond.openSession(file, { watch: true }));
+		// A new session's file does not exist until pi's first message (`create` lets the open start there): the watch
+		// reports it when pi writes it (a `reset` carrying the skeletons), and every append after it.
+		const remote = await sessiond.openSession(file, { watch: true, snapshot: "skeleton", create: true });
+		const mirror = await MirroredSession.attach(remote);
 		const draw = () => {
-			if (shown?.mirror === mirror) ctx.ui.setWidget(WIDGET, renderAroundLeaf(mirror, MAX_TREE_LINES));
+			if (shown?.mirror !== mirror) return;
+			ctx.ui.setWidget(WIDGET, mirror.getEntryCount() === 0 ? [WAITING] : renderAroundLeaf(mirror, MAX_TREE_LINES));
 		};
 		shown = { mirror, stop: mirror.onUpdate(draw) };
 		draw();
 	}
-
-	pi.on("message_end", async (_event, ctx) => {
-		const waiting = waitingFor;
-		if (waiting && existsSync(waiting.file)) {
-			waitingFor = undefined;
-			await showTree(waiting.ctx).catch((error: unknown) => ctx.ui.notify(`pi-sessiond: ${describe(error)}`, "error"));
-		}
-	});
 
 	async function pickSession(ctx: ExtensionCommandContext, sessions: SessionInfo[], title: string): Promise<void> {
 		if (sessions.length === 0) {
@@ -174,8 +164,12 @@ function oneLine(text: string, max: number): string {
 	return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
-/** A one-line summary of an entry: the message text, or what kind of entry it is. */
-export function summarize(entry: SessionEntry): string {
+/**
+ * A one-line summary of an entry: the message text, or what kind of entry it is. Takes an entry as stored or a
+ * skeleton (`preview` in place of the body), so it draws pi's own SessionManager and a skeleton mirror alike.
+ */
+export function summarize(entry: SessionEntry | SkeletonEntry): string {
+	if ("preview" in entry || "bytes" in entry) return summarizeSkeleton(entry as SkeletonEntry);
 	if (entry.type === "message") {
 		const message = entry.message as { role?: string; content?: unknown; command?: string };
 		return `${message.role ?? "?"}: ${oneLine(textOf(message.content) || message.command || "", 70)}`;
@@ -199,6 +193,29 @@ export function summarize(entry: SessionEntry): string {
 	}
 }
 
+function summarizeSkeleton(entry: SkeletonEntry): string {
+	const preview = typeof entry.preview === "string" ? entry.preview : "";
+	switch (entry.type) {
+		case "message":
+			return `${typeof entry.role === "string" ? entry.role : "?"}: ${oneLine(preview.replace(/^\$ /, ""), 70)}`;
+		case "model_change":
+			return `[model ${preview.replace(/^model → /, "")}]`;
+		case "thinking_level_change":
+			return `[thinking ${preview.replace(/^thinking level → /, "")}]`;
+		case "compaction":
+		case "branch_summary":
+			return `[${entry.type.replace("_", " ")}] ${oneLine(preview, 60)}`;
+		case "session_info":
+			return `[name: ${String(entry.name ?? "")}]`;
+		case "label":
+			return `[label ${String(entry.label ?? "cleared")}]`;
+		case "custom_message":
+			return `${String(entry.customType)}: ${oneLine(preview, 60)}`;
+		default:
+			return `[${entry.type}]`;
+	}
+}
+
 function textOf(content: unknown): string {
 	if (typeof content === "string") return content;
 	if (!Array.isArray(content)) return "";
@@ -210,8 +227,8 @@ function textOf(content: unknown): string {
 
 /** What `renderAroundLeaf` reads: a mirror's (or pi's own SessionManager's) entries, leaf, branch and labels. */
 export interface TreeSource {
-	getEntries(): SessionEntry[];
-	getBranch(): SessionEntry[];
+	getEntries(): (SessionEntry | SkeletonEntry)[];
+	getBranch(): (SessionEntry | SkeletonEntry)[];
 	getLeafId(): string | null;
 	getLabel(id: string): string | undefined;
 }

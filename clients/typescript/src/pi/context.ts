@@ -55,11 +55,15 @@ function indexOf(entries: Entry[], byId?: Map<unknown, Entry>): Map<unknown, Ent
  * leaf falls back to the last entry.
  */
 export function buildSessionPath(entries: Entry[], leafId?: string | null, byId?: Map<unknown, Entry>): Entry[] {
-	const index = indexOf(entries, byId);
+	return pathTo(indexOf(entries, byId), leafId, entries[entries.length - 1]);
+}
+
+/** `buildSessionPath` over an index, with `last` the entry an unknown leaf falls back to. */
+export function pathTo(index: Map<unknown, Entry>, leafId: string | null | undefined, last: Entry | undefined): Entry[] {
 	if (leafId === null) return [];
 	let leaf: Entry | undefined;
 	if (leafId) leaf = index.get(leafId);
-	leaf ??= entries[entries.length - 1];
+	leaf ??= last;
 	if (!leaf) return [];
 	const path: Entry[] = [];
 	let current: Entry | undefined = leaf;
@@ -71,9 +75,12 @@ export function buildSessionPath(entries: Entry[], leafId?: string | null, byId?
 	return path;
 }
 
-function contextSettings(path: Entry[]): { thinkingLevel: string; model: Context["model"] } {
-	let thinkingLevel = "off";
-	let model: Context["model"] = null;
+/** The thinking level and model the entries of a path leave in force, from `start` (pi's, over the whole path). */
+export function contextSettings(
+	path: Entry[],
+	start: { thinkingLevel: string; model: Context["model"] } = { thinkingLevel: "off", model: null },
+): { thinkingLevel: string; model: Context["model"] } {
+	let { thinkingLevel, model } = start;
 	for (const entry of path) {
 		if (entry.type === "thinking_level_change") thinkingLevel = entry.thinkingLevel;
 		else if (entry.type === "model_change") model = { provider: entry.provider, modelId: entry.modelId };
@@ -110,7 +117,11 @@ export function sessionEntryToContextMessages(entry: Entry): Message[] {
 
 /** pi's `buildContextEntries`: the leaf path, cut at its latest compaction (which then leads). */
 export function buildContextEntries(entries: Entry[], leafId?: string | null, byId?: Map<unknown, Entry>): Entry[] {
-	const path = buildSessionPath(entries, leafId, byId);
+	return contextEntriesOfPath(buildSessionPath(entries, leafId, byId));
+}
+
+/** `buildContextEntries` of a path already walked. */
+export function contextEntriesOfPath(path: Entry[]): Entry[] {
 	let compaction: Entry | null = null;
 	for (const entry of path) if (entry.type === "compaction") compaction = entry;
 	if (!compaction) return path;
@@ -147,17 +158,29 @@ export function projectContextEntry(entry: Entry, edit: Entry | undefined): Mess
 
 /** pi's `buildSessionProjection`. */
 export function buildSessionProjection(entries: Entry[], leafId?: string | null, byId?: Map<unknown, Entry>): Projection {
-	const path = buildSessionPath(entries, leafId, byId);
+	return projectionOfPath(buildSessionPath(entries, leafId, byId));
+}
+
+/** `buildSessionProjection` of a path already walked (pi walks it twice; the result is the same). */
+export function projectionOfPath(path: Entry[]): Projection {
 	const { thinkingLevel, model } = contextSettings(path);
-	const contextEntries = buildContextEntries(entries, leafId, byId);
+	const contextEntries = contextEntriesOfPath(path);
+	const edits = contextEdits(contextEntries);
+	const projected = contextEntries.map((sourceEntry, index) => ({ sourceEntry, messages: projectAt(sourceEntry, index, edits) }));
+	return { entries: projected, messages: projected.flatMap((e) => e.messages), thinkingLevel, model };
+}
+
+/** The latest context edit of each target among the context entries. */
+export function contextEdits(contextEntries: Entry[]): Map<unknown, Entry> {
 	const edits = new Map<unknown, Entry>();
 	for (const entry of contextEntries) if (entry.type === "context_edit") edits.set(entry.targetId, entry);
-	const projected = contextEntries.map((sourceEntry, index) => ({
-		sourceEntry,
-		// Only the newest compaction (which leads) contributes its checkpoint and summary.
-		messages: sourceEntry.type === "compaction" && index > 0 ? [] : projectContextEntry(sourceEntry, edits.get(sourceEntry.id)),
-	}));
-	return { entries: projected, messages: projected.flatMap((e) => e.messages), thinkingLevel, model };
+	return edits;
+}
+
+/** The messages of the context entry at `index`. */
+export function projectAt(sourceEntry: Entry, index: number, edits: Map<unknown, Entry>): Message[] {
+	// Only the newest compaction (which leads) contributes its checkpoint and summary.
+	return sourceEntry.type === "compaction" && index > 0 ? [] : projectContextEntry(sourceEntry, edits.get(sourceEntry.id));
 }
 
 /** pi's `buildSessionContext`. */

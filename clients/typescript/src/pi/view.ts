@@ -6,14 +6,8 @@
  * here as entries), and `MirroredSession` keeps one current from `session/changed`. Nothing here does I/O.
  */
 
-import {
-	buildContextEntries,
-	buildSessionContext,
-	buildSessionProjection,
-	type Context,
-	type Entry,
-	type Projection,
-} from "./context.js";
+import { ContextCache } from "./context-cache.js";
+import type { Context, Entry, Projection } from "./context.js";
 
 /** pi's `SessionTreeNode`. */
 export interface TreeNode {
@@ -35,9 +29,16 @@ export class SessionView {
 	protected labelTimestampsById = new Map<unknown, string>();
 	/** The entry the next append goes under, or null. */
 	protected leafId: string | null = null;
+	/**
+	 * Changes whenever the entries changed other than by appending entries with new ids (an index rebuilt, an id
+	 * reused): the context cache then starts again.
+	 */
+	private indexVersion = 0;
+	private readonly contextCache = new ContextCache();
 
 	/** Replaces everything with `fileEntries` and rebuilds the indices; the leaf is the last entry (pi's `_buildIndex`). */
 	protected _buildIndex(): void {
+		this.indexVersion++;
 		this.byId.clear();
 		this.labelsById.clear();
 		this.labelTimestampsById.clear();
@@ -52,6 +53,7 @@ export class SessionView {
 
 	/** Adds one entry at the end and makes it the leaf (what every append does once it is written). */
 	protected pushEntry(entry: Entry): void {
+		if (this.byId.has(entry.id)) this.indexVersion++;
 		this.fileEntries.push(entry);
 		this.byId.set(entry.id, entry);
 		this.leafId = entry.id;
@@ -111,17 +113,25 @@ export class SessionView {
 
 	/** pi's `buildContextEntries()` at the leaf. */
 	buildContextEntries(): Entry[] {
-		return buildContextEntries(this.getEntries(), this.leafId, this.byId);
+		return this.context().contextEntriesResult();
 	}
 
 	/** pi's `buildSessionProjection()` at the leaf. */
 	buildSessionProjection(): Projection {
-		return buildSessionProjection(this.getEntries(), this.leafId, this.byId);
+		return this.context().projection();
 	}
 
-	/** pi's `buildSessionContext()` at the leaf. */
+	/**
+	 * pi's `buildSessionContext()` at the leaf. After appends that extend the leaf it costs what they add, not the
+	 * whole path again (see `ContextCache`).
+	 */
 	buildSessionContext(): Context {
-		return buildSessionContext(this.getEntries(), this.leafId, this.byId);
+		return this.context().context();
+	}
+
+	private context(): ContextCache {
+		this.contextCache.update(this.fileEntries, this.indexVersion, this.leafId, this.byId);
+		return this.contextCache;
 	}
 
 	/** The header, or null. */
