@@ -377,6 +377,18 @@ impl Registry {
         }
     }
 
+    /// Queues `job` on `slot` if it is still registered under its handle (under the registry's lock, so it cannot
+    /// be retired meanwhile); gives the job back if it was retired.
+    pub fn push_if_registered(&self, slot: &Arc<Slot>, job: Job, pool: &tokio::runtime::Handle) -> Result<(), Job> {
+        let inner = lock(&self.inner);
+        if inner.by_handle.get(&slot.handle).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            slot.push(job, pool);
+            Ok(())
+        } else {
+            Err(job)
+        }
+    }
+
     /// Queues an opening job: on the slot named `name` if there is one, else (without a name) on the slot that
     /// has `path`, else on a new slot named `name` or the next free `hN`, registered under `path`.
     pub fn queue_open(&self, name: Option<&str>, path: Option<&str>, job: Job, pool: &tokio::runtime::Handle) {

@@ -156,12 +156,16 @@ fn pipelined_open_append_close_rounds_on_one_file_and_one_name_apply_in_arrival_
 fn continue_recent_right_behind_closing_the_recent_file_opens_it_again() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();
-    for round in 0..20 {
+    for round in 0..300 {
         let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
         let h = str_of(st.get("handle").unwrap());
         sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("x"))));
         let file =
             str_of(sc.call("session/getState", json(&format!(r#"{{"handle":"{h}"}}"#))).get("sessionFile").unwrap());
+        // Files written within one clock tick share an mtime, and then either may be "the most recent" (as in pi):
+        // each round's file is made the newest by a whole second.
+        let newest = std::time::SystemTime::now() + std::time::Duration::from_secs(round + 1);
+        std::fs::File::options().write(true).open(&file).unwrap().set_modified(newest).unwrap();
         // Pipelined: the close may or may not have run when continueRecent looks for the file.
         let closed = sc.start("session/close", json(&format!(r#"{{"handle":"{h}"}}"#)));
         let recent =

@@ -184,7 +184,13 @@ fn run_open(
                 run_open(&job_server, session, slot, request, open, reply);
                 None
             }));
-            return existing.push(job, &server.pool);
+            // The other slot may have been retired since it was found (its last close ran and its queue
+            // emptied): a job left on it would answer with a handle nobody can name. The file is free then, so
+            // the open runs here, in this request's own slot.
+            if let Err(Job::Write(here)) = server.registry.push_if_registered(&existing, job, &server.pool) {
+                here(session, slot);
+            }
+            return;
         }
     };
     m.set_context_options(ContextOptions::default());
