@@ -122,15 +122,6 @@ pub fn is_valid_session_id(id: &str) -> bool {
     !b.is_empty() && b[0].is_ascii_alphanumeric() && b[b.len() - 1].is_ascii_alphanumeric() && b.iter().all(ok)
 }
 
-/// pi's `assertValidSessionId`: Ok, or the error pi throws.
-pub fn assert_valid_session_id(id: &str) -> Result<(), super::error::Error> {
-    if is_valid_session_id(id) {
-        Ok(())
-    } else {
-        Err(super::error::Error::InvalidSessionId)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

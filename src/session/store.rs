@@ -1039,11 +1039,6 @@ impl SessionFile {
         self.detached = None;
     }
 
-    /// True once the bytes read from this file are known to be gone ([`SessionFile::detach`]).
-    pub fn is_stale(&self) -> bool {
-        self.stale
-    }
-
     fn bytes_before(&self, end: u64, n: u64) -> Option<Vec<u8>> {
         let mut buf = vec![0u8; n as usize];
         self.reader.read_exact_at(&mut buf, end - n).ok()?;
