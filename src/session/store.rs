@@ -1399,14 +1399,26 @@ mod crash_test {
 /// session file itself, so no lock file is left beside sessions, and it dies with its process, so a crashed
 /// writer never leaves a stale lock. pi 1.6.0 takes no lock; the manager follows the file before each write
 /// instead.
+///
+/// A lock that seems held by this very process, or by nobody by the time `/proc/locks` is read, is tried again for
+/// a moment: a child being started by any thread of this process holds a copy of our descriptors from `fork` to
+/// `exec`, so a lock just released by closing a descriptor can outlive it by that long.
 fn lock_writer(writer: &File, path: &str) -> Result<()> {
-    match writer.try_lock() {
-        Ok(()) => Ok(()),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let pid = writer.metadata().ok().and_then(|m| lock_holder(&m));
-            Err(Error::Locked { path: path.to_owned(), pid })
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match writer.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let pid = writer.metadata().ok().and_then(|m| lock_holder(&m));
+                let transient = pid.is_none_or(|p| p == std::process::id());
+                if !transient || pause > std::time::Duration::from_millis(64) {
+                    return Err(Error::Locked { path: path.to_owned(), pid });
+                }
+                std::thread::sleep(pause);
+                pause *= 2;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
     }
 }
 
