@@ -4,8 +4,8 @@
 //! The page works on skeleton rows — `{id, parentId, type, timestamp, role?, customType?, targetId?, name?,
 //! setsLabel?, label?, preview, hasText, bytes}` (the planned `snapshot: "skeleton"` shape, plus the resolved
 //! `label` of the entry and, for label entries, the label they set) — and fetches bodies only for entries it
-//! shows whole. Today the rows are made here from `session/getTreeFlat` and bodies come from `session/getEntry`;
-//! when the sidecar serves skeleton snapshots and `getEntries {ids}`, only this file changes.
+//! shows whole. The rows are made here from `session/getTreeFlat` (they carry more than the sidecar's skeleton
+//! snapshot: pi's one-line summary, the stop reason); bodies come in one `session/getEntries {ids}` per batch.
 
 use std::sync::Arc;
 
@@ -92,11 +92,13 @@ impl View {
 
     /// The entries with these ids, as stored: `{id: entry | null}`.
     pub fn entries(&self, handle: &str, ids: &[String]) -> Result<Json, Failure> {
+        let asked = Json::Array(ids.iter().map(|id| Json::str(id)).collect());
+        let found = self.bridge.call("session/getEntries", obj(vec![("handle", Json::str(handle)), ("ids", asked)]))?;
+        let Ok(entries) = found.into_array() else {
+            return Err(Failure::new(FailureKind::Internal, "getEntries {ids} did not return a list"));
+        };
         let mut out = Object::new();
-        for id in ids {
-            let entry = self
-                .bridge
-                .call("session/getEntry", obj(vec![("handle", Json::str(handle)), ("id", Json::str(id))]))?;
+        for (id, entry) in ids.iter().zip(entries) {
             out.insert(id.as_str(), entry);
         }
         Ok(Json::Object(out))
