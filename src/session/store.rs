@@ -719,6 +719,16 @@ fn now_ns() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
+/// What [`SessionFile::beyond`] found past the bytes we know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Beyond {
+    /// The file's length now.
+    pub end: u64,
+    /// Where the bytes after the last newline start, when the file does not end with one: a line another writer
+    /// is still writing, or one it left unfinished.
+    pub unterminated: Option<u64>,
+}
+
 /// Where an append landed.
 #[derive(Debug)]
 pub struct Landed {
@@ -1199,17 +1209,55 @@ impl SessionFile {
         Ok(Landed { offset: start, commit })
     }
 
-    /// True when the bytes after what we know (up to `size`) hold no newline and stop growing: a write someone
-    /// else cut short, which our next line must not be fused with.
-    pub fn is_torn_fragment(&self, size: u64) -> Result<bool> {
-        let mut extra = vec![0u8; (size - self.len) as usize];
-        self.reader.read_exact_at(&mut extra, self.len).map_err(|e| Error::io("read", &self.path, e))?;
-        if extra.contains(&b'\n') {
-            return Ok(false);
+    /// What lies past `known` bytes now, read from the file as it is at this moment (never from an earlier
+    /// `stat`, which another writer may have overtaken): where it ends, and where a line nobody has ended yet
+    /// starts, if there is one. Bytes are only read backwards from the end to the last newline, at most down to
+    /// `known`.
+    pub fn beyond(&self, known: u64) -> Result<Beyond> {
+        let end = self.reader.metadata().map_err(|e| Error::io("stat", &self.path, e))?.len();
+        let mut pos = end;
+        let mut buf = vec![0u8; 64 * 1024];
+        while pos > known {
+            let n = (pos - known).min(buf.len() as u64) as usize;
+            let chunk = &mut buf[..n];
+            self.reader.read_exact_at(chunk, pos - n as u64).map_err(|e| Error::io("read", &self.path, e))?;
+            if let Some(i) = memchr::memrchr(b'\n', chunk) {
+                let line_start = pos - n as u64 + i as u64 + 1;
+                return Ok(Beyond { end, unterminated: (line_start < end).then_some(line_start) });
+            }
+            pos -= n as u64;
         }
-        // A writer in the middle of one write() finishes within microseconds; give it a moment.
+        Ok(Beyond { end, unterminated: (end > known).then_some(known) })
+    }
+
+    /// True when the file is no longer `end` bytes long after a moment's wait: a writer is in the middle of the
+    /// line that ends there (one `write()` finishes within microseconds; a writer flushing piece by piece pauses
+    /// longer, and is taken to be done after this).
+    pub fn still_growing(&self, end: u64) -> Result<bool> {
         std::thread::sleep(std::time::Duration::from_millis(20));
-        Ok(self.state()? == FileState::Grew(size))
+        Ok(self.reader.metadata().map_err(|e| Error::io("stat", &self.path, e))?.len() != end)
+    }
+
+    /// True when a line written at `offset` starts a line of its own as pi splits the file: the bytes between
+    /// the newline before `offset` (or the start of the file) and `offset` are JSON white space or nothing. False
+    /// when another writer's unfinished line was there, so what was written at `offset` was fused into it.
+    pub fn starts_a_line(&self, offset: u64) -> Result<bool> {
+        let mut pos = offset;
+        let mut buf = [0u8; 4096];
+        while pos > 0 {
+            let n = pos.min(buf.len() as u64) as usize;
+            let chunk = &mut buf[..n];
+            self.reader.read_exact_at(chunk, pos - n as u64).map_err(|e| Error::io("read", &self.path, e))?;
+            for &b in chunk.iter().rev() {
+                match b {
+                    b'\n' => return Ok(true),
+                    b' ' | b'\t' | b'\r' => {}
+                    _ => return Ok(false),
+                }
+            }
+            pos -= n as u64;
+        }
+        Ok(true)
     }
 
     /// fsyncs what group commit left pending.

@@ -38,4 +38,5 @@ mod rpc_search;
 mod team;
 mod tidy;
 mod write_faults;
+mod writers;
 mod writes;

@@ -41,10 +41,24 @@ impl SessionManager {
     /// Changes found by following are in [`Outcome::changes`] even when the op is refused. `newSession` and
     /// `setSessionFile` do not follow the file they leave; `createBranchedSession` is refused when following
     /// appended records (it would replace them before they could be reported).
+    ///
+    /// Should a bug panic half-way, memory is made what the file says again before the panic goes on (a
+    /// persisted session is read again; an in-memory one drops what was staged), so no entry the file lacks is
+    /// left behind to become the parent of the next write.
     pub fn apply(&mut self, op: Op, expected_leaf: Option<&str>) -> Outcome {
         let mut changes = Vec::new();
-        let result = self.apply_followed(op, expected_leaf, &mut changes);
+        let (first, leaf_before) = (self.records.len(), self.index.leaf.clone());
+        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.apply_followed(op, expected_leaf, &mut changes)
+        }));
         self.last_seen = None;
+        let result = match attempt {
+            Ok(result) => result,
+            Err(panic) => {
+                self.recover_from_panic(first, leaf_before);
+                std::panic::resume_unwind(panic)
+            }
+        };
         match result {
             Ok((value, commit)) => Outcome { result: Ok(value), changes, commit },
             Err(e) => Outcome { result: Err(e), changes, commit: Commit::done() },
@@ -164,6 +178,21 @@ impl SessionManager {
     }
 
     /// Undoes staging: the records from `first` on leave memory and the index, and the leaf is put back.
+    /// After a panic inside [`SessionManager::apply`]: whatever it left half done, memory becomes the file again.
+    fn recover_from_panic(&mut self, first: usize, leaf: Key) {
+        if self.persist && self.flushed && self.file.is_some() {
+            match self.reload() {
+                Ok(_) if !leaf.truthy() || self.index.contains(&leaf) => self.index.leaf = leaf,
+                Ok(_) => {}
+                Err(e) => tracing::error!("after a panic, the session file could not be read again: {e}"),
+            }
+        } else if first <= self.records.len() {
+            self.records.truncate(first);
+            self.index = TreeIndex::build(&self.records);
+            self.index.leaf = leaf;
+        }
+    }
+
     fn unstage(&mut self, first: usize, leaf: Key) {
         for r in self.records[first..].iter().rev() {
             if !r.is_header() {
@@ -495,12 +524,30 @@ impl SessionManager {
             (Some(file), None) => file.state()?,
         };
         let known = self.file.as_ref().map_or(0, SessionFile::len);
-        let mut fragment = None;
+        // Bytes past what we know are looked at as they are now: the state above may come from a `stat` that
+        // another writer has overtaken since (its size may even be below what following the file then read).
+        let mut torn = None;
         match state {
             FileState::Same => {}
-            FileState::Grew(size) if size == known => {}
-            FileState::Grew(size) if self.file.as_ref().expect("present").is_torn_fragment(size)? => {
-                fragment = Some((known, size - known));
+            FileState::Grew(_) => {
+                let file = self.file.as_ref().expect("a grown file is present");
+                let beyond = file.beyond(known)?;
+                let whole_lines = beyond.end > known && beyond.unterminated != Some(known);
+                if beyond.end < known || whole_lines {
+                    // Lines we have not read (or bytes gone): the caller's picture is stale; following the file
+                    // at the next look brings them in.
+                    return Err(self.conflict("another process changed the session file since it was read", true));
+                }
+                if let Some(from) = beyond.unterminated {
+                    if file.still_growing(beyond.end)? {
+                        return Err(self.conflict(
+                            "another process is writing a line to the session file right now; nothing was written",
+                            true,
+                        ));
+                    }
+                    // A line another writer left unfinished: our newline ends it, so ours is never fused with it.
+                    torn = Some((from, beyond.end - from));
+                }
             }
             FileState::Missing => {
                 // The file was deleted while open (pi #8939): write it again, header and all, never a headerless
@@ -520,29 +567,33 @@ impl SessionManager {
         }
         // A 0-byte file gets its header here, written through the path as pi writes it (a symlink stays one).
         let write_from = if self.pending.rewrite { 0 } else { first };
-        let mut bytes = Vec::new();
-        if fragment.is_some() || self.pending.final_newline {
-            bytes.push(b'\n');
-        }
-        let prefix = bytes.len() as u64;
+        let mut lines = Vec::new();
         let mut lens = Vec::with_capacity(self.records.len() - write_from);
         for i in write_from..self.records.len() {
             let body = self.bodies().bytes(i)?;
             lens.push(body.len() as u64);
-            bytes.extend_from_slice(&body);
-            bytes.push(b'\n');
+            lines.extend_from_slice(&body);
+            lines.push(b'\n');
         }
-        let landed = self.file.as_mut().expect("present").append(&bytes)?;
+        let newline_first = torn.is_some() || self.pending.final_newline;
+        let (landed, lines_start) = self.append_lines(&lines, newline_first, known)?;
         self.pending = PendingRepairs::default();
         self.tail = None;
-        let lines_start = landed.offset + prefix;
-        // Our bytes belong right after what we know (and after a torn fragment, which our newline ends).
-        if landed.offset != fragment.map_or(known, |(offset, len)| offset + len) {
-            let ours = self.adopt_interleaved(write_from, known, lines_start, &lens, changes)?;
+        let contiguous = match torn {
+            None => landed.offset == known,
+            Some((from, len)) => from == known && landed.offset == from + len,
+        } && lines_start == landed.offset + u64::from(newline_first);
+        if !contiguous {
+            let ours = if lines_start < known {
+                // The file was cut short under us: read it again; our lines are whole lines in it.
+                self.reload_finding_ours(self.index.leaf.clone(), lines_start, lens.len(), changes)?
+            } else {
+                self.adopt_interleaved(write_from, known, lines_start, &lens, changes)?
+            };
             let staged_count = staged.len();
             return Ok((landed.commit, ours.end - staged_count..ours.end));
         }
-        if let Some((offset, len)) = fragment {
+        if let Some((offset, len)) = torn {
             self.note_torn_fragment(offset, len);
         }
         let mut offset = lines_start;
@@ -552,6 +603,62 @@ impl SessionManager {
             offset += len + 1;
         }
         Ok((landed.commit, staged))
+    }
+
+    /// Appends whole `lines` in one write (after a newline of our own when `newline_first`) and returns where the
+    /// write landed and where the lines start. Appending is atomic against other appends, but not against a line
+    /// another writer is in the middle of: if one ended where ours began (its writer flushes piece by piece), the
+    /// first of ours was fused into it, so the lines are written again after a newline of our own, which no other
+    /// write can come between. The fused copy is a line pi skips as malformed; the lines after it in that first
+    /// write stay in the file too (pi reads them twice, the later copy winning, as it reads any repeated id).
+    fn append_lines(&mut self, lines: &[u8], newline_first: bool, known: u64) -> Result<(store::Landed, u64)> {
+        let file = self.file.as_mut().expect("a file to append to");
+        let mut bytes = Vec::with_capacity(lines.len() + 1);
+        if newline_first {
+            bytes.push(b'\n');
+        }
+        bytes.extend_from_slice(lines);
+        let landed = file.append(&bytes)?;
+        let lines_start = landed.offset + u64::from(newline_first);
+        if newline_first || landed.offset == known || file.starts_a_line(landed.offset)? {
+            return Ok((landed, lines_start));
+        }
+        tracing::warn!(
+            "{}: another writer's unfinished line was in the file where our line landed; writing it again after it",
+            file.path()
+        );
+        bytes.insert(0, b'\n');
+        let again = file.append(&bytes)?;
+        let lines_start = again.offset + 1;
+        Ok((again, lines_start))
+    }
+
+    /// The file changed under a write in a way that following it cannot explain (cut short, or lines that could
+    /// not be read): reads it again as an open would, and finds our `count` lines, written at `lines_start`.
+    fn reload_finding_ours(
+        &mut self,
+        leaf: Key,
+        lines_start: u64,
+        count: usize,
+        changes: &mut Vec<Change>,
+    ) -> Result<Range<usize>> {
+        self.reload()?;
+        changes.push(Change::Reloaded);
+        let first = self.records.iter().position(|r| {
+            matches!(r.body.source, crate::session::entry::BodySource::File { offset, .. } if offset == lines_start)
+        });
+        match first {
+            Some(first) if first + count <= self.records.len() => {
+                if !leaf.truthy() || self.index.contains(&leaf) {
+                    self.index.leaf = leaf;
+                }
+                Ok(first..first + count)
+            }
+            _ => {
+                Err(self
+                    .conflict("another process changed the session file while it was written; it was read again", true))
+            }
+        }
     }
 
     /// Another writer (one that takes no lock: pi) appended between our look at the file and our write, so our
@@ -582,20 +689,15 @@ impl SessionManager {
         let foreign = match file.read_between(start, lines_start) {
             Ok(loaded) if loaded.len == lines_start => loaded,
             other => {
-                // Their last line has no newline (our first line was fused with it) or could not be read: read
-                // the whole file again rather than guess.
+                // Their bytes before ours could not be read as whole lines: read the whole file again rather
+                // than guess.
                 tracing::warn!(
                     "{}: another writer's bytes before ours could not be read as whole lines ({:?}); reading the \
                      file again",
                     file.path(),
                     other.err()
                 );
-                self.reload()?;
-                changes.push(Change::Reloaded);
-                if !leaf.truthy() || self.index.contains(&leaf) {
-                    self.index.leaf = leaf;
-                }
-                return Ok(self.records.len()..self.records.len());
+                return self.reload_finding_ours(leaf, lines_start, lens.len(), changes);
             }
         };
         let foreign_first = self.records.len();
