@@ -884,6 +884,8 @@ pub struct SessionFile {
     stale: bool,
     /// The path holds something that is not a session (its stamp when that was found); writes are refused.
     detached: Option<FileStamp>,
+    /// The append intent beside the file ([`intent_path`]), once a write of several lines made one.
+    intent: Option<File>,
 }
 
 /// Why a write to a file found holding something that is not a session is refused.
@@ -913,6 +915,7 @@ impl SessionFile {
     /// Opens `path` and loads it from that very handle (so offsets refer to the file that was read).
     /// Only a regular file is opened ([`open_regular`]); lines longer than [`MAX_LINE_BYTES`] are skipped unread.
     pub fn open(path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
+        take_back_torn_append(path);
         let reader = open_regular(path)?;
         // Stamped before reading, so a change made while we read shows as a change afterwards.
         let observed_at_ns = now_ns();
@@ -932,6 +935,7 @@ impl SessionFile {
             observed_at_ns,
             stale: false,
             detached: None,
+            intent: None,
         };
         file.remember_known_bytes();
         Ok((file, loaded))
@@ -984,6 +988,7 @@ impl SessionFile {
             observed_at_ns: now_ns(),
             stale: false,
             detached: None,
+            intent: None,
         };
         file.remember_known_bytes();
         Ok(file)
@@ -1168,10 +1173,19 @@ impl SessionFile {
         }
         let point = self.sync.clone().expect("a locked file has a sync point");
         let path = self.path.clone();
+        let several_lines = memchr::memchr_iter(b'\n', bytes).nth(1).is_some();
+        if several_lines {
+            self.announce_append(bytes.len() as u64)?;
+        }
         let writer = self.writer.as_mut().expect("locked");
         #[cfg(debug_assertions)]
         crash_test::maybe_tear(writer, bytes);
-        let start = match write_appending(writer, bytes) {
+        let written = write_appending(writer, bytes);
+        if several_lines {
+            self.clear_intent();
+        }
+        let writer = self.writer.as_mut().expect("locked");
+        let start = match written {
             Ok(start) => start,
             Err(failed) => {
                 cut_back(writer, &point, failed.landed_at, failed.lost_track);
@@ -1258,6 +1272,36 @@ impl SessionFile {
             pos -= n as u64;
         }
         Ok(true)
+    }
+
+    /// Says beside the file, before a write of several lines, where that write starts and how long it is, so
+    /// that if this process dies in the middle of it, the next open takes back the part that landed
+    /// ([`take_back_torn_append`]): a batch is in the file whole or not at all. Not synced: a killed process
+    /// leaves the page cache behind, and a sync would double the cost of a batch under `entry` for a power loss,
+    /// after which only what was acknowledged is promised anyway.
+    fn announce_append(&mut self, len: u64) -> Result<()> {
+        let intent = intent_path(&self.path);
+        let io = |e| Error::io("write", &intent, e);
+        if self.intent.is_none() {
+            let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&intent).map_err(io)?;
+            self.intent = Some(f);
+        }
+        let start = self.writer.as_ref().expect("locked").metadata().map_err(|e| Error::io("stat", &self.path, e))?;
+        let f = self.intent.as_ref().expect("made above");
+        let text = format!("{} {len}\n", start.len());
+        f.set_len(0).map_err(io)?;
+        f.write_all_at(text.as_bytes(), 0).map_err(io)?;
+        Ok(())
+    }
+
+    /// The write announced is over (done, or cut back): the intent says nothing any more. Not synced: an
+    /// intent that outlives a power loss names a write that is whole, which the next open sees and leaves.
+    fn clear_intent(&mut self) {
+        if let Some(f) = &self.intent {
+            if let Err(e) = f.set_len(0) {
+                tracing::warn!("{}: could not clear the append intent: {e}", self.path);
+            }
+        }
     }
 
     /// fsyncs what group commit left pending.
@@ -1375,6 +1419,45 @@ fn cut_back(writer: &File, point: &SyncPoint, landed_at: Option<u64>, lost_track
 }
 
 /// The temporary file a rewrite of `path` goes to (this process's id in it, so a leftover names its maker).
+/// Where a session file's append intent lives: `"<start> <length>\n"` of a write of several lines in progress,
+/// or nothing.
+fn intent_path(path: &str) -> String {
+    format!("{path}.pi-sessiond-append")
+}
+
+/// Takes back the landed part of a write of several lines that its process did not finish (killed in the middle
+/// of it: the append intent still names it and the file ends inside it), so that pi, and anyone after, reads the
+/// batch whole or not at all. Done only when no process holds the session's write lock (a live writer is in the
+/// middle of its write, which it will finish or cut back itself); the intent is removed once the file is known
+/// to hold the write whole or not at all. Until a pi-sessiond opens the file, pi alone reads the lines that
+/// landed (docs/durability.md).
+fn take_back_torn_append(path: &str) {
+    let intent = intent_path(path);
+    let Ok(text) = std::fs::read_to_string(&intent) else { return };
+    let Ok(file) = OpenOptions::new().read(true).write(true).open(path) else { return };
+    if file.try_lock().is_err() {
+        return;
+    }
+    let announced = text.split_whitespace().map(str::parse::<u64>).collect::<std::result::Result<Vec<u64>, _>>();
+    if let (Ok(&[start, len]), Ok(meta)) = (announced.as_deref(), file.metadata()) {
+        let end = meta.len();
+        if end > start && end < start + len {
+            tracing::warn!(
+                "{path}: a write of {len} bytes at {start} was cut short by its process's end after {} bytes; \
+                 taking back what landed, so the file holds all of it or none",
+                end - start
+            );
+            if let Err(e) = file.set_len(start).and_then(|()| file.sync_all()) {
+                tracing::error!("{path}: could not take back a torn write: {e}");
+                return;
+            }
+        }
+    }
+    if let Err(e) = std::fs::remove_file(&intent) {
+        tracing::warn!("{intent}: could not remove: {e}");
+    }
+}
+
 fn temp_path(path: &str) -> String {
     format!("{path}.pi-sessiond-{}.tmp", std::process::id())
 }
@@ -1413,6 +1496,13 @@ fn process_alive(pid: u32) -> bool {
 
 impl Drop for SessionFile {
     fn drop(&mut self) {
+        if self.intent.take().is_some() {
+            // Cleared after every write, so it names nothing: the file is whole.
+            let intent = intent_path(&self.path);
+            if let Err(e) = std::fs::remove_file(&intent) {
+                tracing::warn!("{intent}: could not remove: {e}");
+            }
+        }
         // A poisoned file was reported when it was poisoned; there is nothing left to sync.
         if self.refusal().is_some() {
             return;

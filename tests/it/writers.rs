@@ -33,8 +33,15 @@ fn entries_in_file(path: &str) -> Vec<(String, Option<String>)> {
 }
 
 /// Writes pi-shaped entries (each a child of `parent`) to `path` until `stop`, every line in random pieces with
-/// pauses between them, so our writes see the file end in the middle of a line. Returns how many it wrote.
-fn raw_appender(path: String, parent: String, seed: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+/// pauses between them (and longer ones between lines), so our writes see the file end in the middle of a line.
+/// Returns how many it wrote.
+fn raw_appender(
+    path: String,
+    parent: String,
+    seed: u32,
+    stop: Arc<AtomicBool>,
+    written: Arc<std::sync::atomic::AtomicUsize>,
+) -> std::thread::JoinHandle<usize> {
     std::thread::spawn(move || {
         let mut rng = Mulberry::new(seed);
         let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
@@ -54,6 +61,9 @@ fn raw_appender(path: String, parent: String, seed: u32, stop: Arc<AtomicBool>) 
                 at = end;
                 std::thread::sleep(Duration::from_micros(u64::from(rng.next_u32() % 3000)));
             }
+            written.fetch_add(1, Ordering::Relaxed);
+            // Between lines it thinks a little, as any writer of a session does.
+            std::thread::sleep(Duration::from_micros(2000 + u64::from(rng.next_u32() % 4000)));
         }
         n
     })
@@ -101,10 +111,14 @@ fn branch_and_append_beside_a_raw_appender(watch: bool, seed: u32) {
         sc.call("session/watch", json(&format!(r#"{{"handle":"{h}"}}"#)));
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let appender = raw_appender(path.clone(), root.clone(), seed, stop.clone());
+    let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let appender = raw_appender(path.clone(), root.clone(), seed, stop.clone(), written.clone());
     let mut acked = Vec::new();
     let mut refused = 0;
-    for round in 0..20 {
+    // At least 20 rounds, and on until the appender has written 20 lines beside them.
+    let mut round = 0;
+    while round < 20 || (written.load(Ordering::Relaxed) < 20 && round < 2000) {
+        round += 1;
         // A branch back to the root, then an append (or a batch) that expects it: the look at the file and the
         // write both meet the appender's pieces.
         let b = sc.start("session/branch", json(&format!(r#"{{"handle":"{h}","entryId":"{root}"}}"#)));
@@ -144,7 +158,7 @@ fn branch_and_append_beside_a_raw_appender(watch: bool, seed: u32) {
     }
     stop.store(true, Ordering::Relaxed);
     let raw_written = appender.join().unwrap();
-    check_handle_and_file(&mut sc, &h, &path, 20);
+    check_handle_and_file(&mut sc, &h, &path, round);
     let in_file: HashSet<String> = entries_in_file(&path).into_iter().map(|(id, _)| id).collect();
     for id in &acked {
         assert!(in_file.contains(id), "{id} was acknowledged but is not in the file");
@@ -226,5 +240,99 @@ fn a_write_that_panics_half_way_leaves_the_session_exactly_as_its_file_not_with_
     let ids: HashSet<&str> = file.iter().map(|(id, _)| id.as_str()).collect();
     for (id, parent) in &file {
         assert!(parent.as_deref().is_none_or(|p| ids.contains(p)), "{id} names a parent the file lacks");
+    }
+}
+
+/// Lines of the file that hold `marker`: how many parse as JSON (pi reads them) and how many do not.
+fn marked_lines(path: &str, marker: &str) -> (usize, usize) {
+    let bytes = std::fs::read(path).unwrap();
+    let marked = bytes.split(|&b| b == b'\n').filter(|l| l.windows(marker.len()).any(|w| w == marker.as_bytes()));
+    marked.fold((0, 0), |(ok, bad), l| match serde_json::from_slice::<serde_json::Value>(l) {
+        Ok(_) => (ok + 1, bad),
+        Err(_) => (ok, bad + 1),
+    })
+}
+
+/// An `appendBatch` of `count` messages of about 4 KiB each, all holding `marker`.
+fn big_batch(h: &str, marker: &str, count: usize) -> Json {
+    let op = format!(
+        r#"{{"method":"session/appendMessage","params":{{"message":{}}}}}"#,
+        user_message(&format!("{marker} {}", "z".repeat(4000)))
+    );
+    json(&format!(r#"{{"handle":"{h}","ops":[{}]}}"#, vec![op; count].join(",")))
+}
+
+/// A session with one message, made by a sidecar with these arguments; returns the sidecar, handle and file.
+fn session_with_one_message(args: &[&str], env: &[(&str, &str)], dir: &std::path::Path) -> (Sidecar, String, String) {
+    let mut sc = Sidecar::spawn(crate::support::sidecar::Wire::Jsonl, args, env);
+    let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, dir.display())));
+    let h = str_of(st.get("handle").unwrap());
+    let path = str_of(st.get("sessionFile").unwrap());
+    sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("first"))));
+    (sc, h, path)
+}
+
+/// Opens the file in a fresh sidecar (which takes back a torn batch) and says how many of the marked lines pi
+/// then reads, and how many it skips.
+fn after_a_sidecar_opens(path: &str, marker: &str) -> (usize, usize) {
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/open", json(&format!(r#"{{"path":"{path}"}}"#)));
+    assert!(st.get("handle").is_some());
+    let seen = marked_lines(path, marker);
+    let count =
+        sc.call("session/getEntryCount", json(&format!(r#"{{"handle":"{}"}}"#, str_of(st.get("handle").unwrap()))));
+    assert_eq!(count, Json::number((1 + seen.0) as f64), "the sidecar reads what the file holds");
+    seen
+}
+
+#[test]
+fn a_batch_torn_by_a_crash_in_the_middle_of_its_write_is_taken_back_whole_at_the_next_open_issue_19() {
+    for durability in ["none", "entry", "batch"] {
+        let dir = temp_dir();
+        // The first append after the file exists writes half of its bytes, and the process aborts.
+        let (mut sc, h, path) =
+            session_with_one_message(&["--durability", durability], &[("PI_SESSIOND_TEST_TEAR_AT", "1")], dir.path());
+        // An odd count, so half of the bytes ends inside a line.
+        let id = sc.start("session/appendBatch", big_batch(&h, "torn-batch", 499));
+        let r = sc.response_or_exit(id);
+        assert!(r.is_none_or(|r| r.get("result").is_none()), "{durability}: nothing torn is acknowledged");
+        let (whole_lines, broken) = marked_lines(&path, "torn-batch");
+        assert!(whole_lines > 0 && whole_lines < 499, "{durability}: pi alone reads part of it ({whole_lines})");
+        assert_eq!(broken, 1, "{durability}: and a torn last line");
+        assert_eq!(after_a_sidecar_opens(&path, "torn-batch"), (0, 0), "{durability}: none of the batch is left");
+        // Nothing names the torn write any more, and the session takes new writes that pi reads.
+        let (mut sc, _, _) = (Sidecar::new(), (), ());
+        let st = sc.call("session/open", json(&format!(r#"{{"path":"{path}"}}"#)));
+        let h = str_of(st.get("handle").unwrap());
+        sc.call("session/appendBatch", big_batch(&h, "next-batch", 3));
+        assert_eq!(marked_lines(&path, "next-batch"), (3, 0));
+    }
+}
+
+#[test]
+fn twenty_kills_during_two_megabyte_batches_leave_each_batch_whole_or_absent_under_every_durability_issue_19() {
+    let mut rng = Mulberry::new(19);
+    for durability in ["none", "entry", "batch"] {
+        // How long a batch takes to be answered here, so the kills fall around its write, not all before it.
+        let dir = temp_dir();
+        let (mut sc, h, _) = session_with_one_message(&["--durability", durability], &[], dir.path());
+        let started = std::time::Instant::now();
+        sc.call("session/appendBatch", big_batch(&h, "calibration", 500));
+        let answered_us = started.elapsed().as_micros() as u32;
+        let mut outcomes = [0usize; 2];
+        for trial in 0..20 {
+            let dir = temp_dir();
+            let (mut sc, h, path) = session_with_one_message(&["--durability", durability], &[], dir.path());
+            let marker = format!("kill-batch-{trial}");
+            sc.start("session/appendBatch", big_batch(&h, &marker, 500));
+            let delay = answered_us * 3 / 10 + rng.next_u32() % (answered_us * 7 / 10).max(1);
+            std::thread::sleep(Duration::from_micros(u64::from(delay)));
+            drop(sc); // kill -9
+            let (whole, broken) = after_a_sidecar_opens(&path, &marker);
+            assert!(whole == 0 || whole == 500, "{durability} trial {trial}: {whole} of 500 entries");
+            assert_eq!(broken, 0, "{durability} trial {trial}: no torn line left");
+            outcomes[usize::from(whole == 500)] += 1;
+        }
+        eprintln!("{durability}: {} batches absent, {} whole after 20 kills", outcomes[0], outcomes[1]);
     }
 }

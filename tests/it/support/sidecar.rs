@@ -170,6 +170,20 @@ impl Sidecar {
         }
     }
 
+    /// Waits for the response to `id`, or for the process to close its output first (None): for a request the
+    /// process may die in the middle of.
+    pub fn response_or_exit(&mut self, id: u64) -> Option<Json> {
+        let want = Json::number(id as f64);
+        loop {
+            match self.messages.recv_timeout(Duration::from_secs(60)) {
+                Ok(m) if m.get("id") == Some(&want) && m.get("method").is_none() => return Some(m),
+                Ok(m) => self.backlog.push(m),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("no response to request {id}, no exit"),
+            }
+        }
+    }
+
     /// Sends a request and returns its `result`, panicking on an error response.
     pub fn call(&mut self, method: &str, params: Json) -> Json {
         let id = self.start(method, params);
