@@ -127,14 +127,17 @@ struct RecordBodies<'a> {
     records: &'a [Record],
     file: Option<&'a SessionFile>,
     path: &'a str,
+    /// Reads through a window instead, for callers that go through the entries in file order.
+    ahead: Option<std::cell::RefCell<store::ReadAhead<'a>>>,
 }
 
 impl Bodies for RecordBodies<'_> {
     fn bytes(&self, record: usize) -> Result<Vec<u8>> {
         let r = &self.records[record];
-        let read = match self.file {
-            Some(f) => f.read_body(&r.body),
-            None => store::BodyReader::NONE.body(&r.body),
+        let read = match (&self.ahead, self.file) {
+            (Some(ahead), _) => ahead.borrow_mut().body(&r.body),
+            (None, Some(f)) => f.read_body(&r.body),
+            (None, None) => store::BodyReader::NONE.body(&r.body),
         };
         read.or_else(|e| match r.header() {
             // The header's value is in memory: a header whose line is gone is still shown (in its parsed form).
@@ -688,6 +691,19 @@ impl SessionManager {
             records: &self.records,
             file: self.file.as_ref(),
             path: self.session_file.as_deref().unwrap_or("session file"),
+            ahead: None,
+        }
+    }
+
+    /// Entry bodies for a caller that reads many of them in file order (a snapshot, every entry): read through
+    /// one large window ([`store::ReadAhead`]) rather than one read per line. Same bytes and checks as
+    /// [`SessionManager::bodies`].
+    pub fn bodies_in_order(&self) -> impl Bodies + '_ {
+        RecordBodies {
+            records: &self.records,
+            file: self.file.as_ref(),
+            path: self.session_file.as_deref().unwrap_or("session file"),
+            ahead: Some(std::cell::RefCell::new(store::ReadAhead::new(self.file.as_ref()))),
         }
     }
 

@@ -129,18 +129,24 @@ impl ObjectWriter {
 
 /// Writes a record (entry or header) as stored.
 pub fn record(m: &SessionManager, i: usize, out: &mut JsonOut<'_>) -> Result<()> {
-    let bytes = super::context::Bodies::bytes(&m.bodies(), i)?;
+    record_from(&m.bodies(), i, out)
+}
+
+/// Writes record `i` as stored, its bytes read through `bodies`.
+pub fn record_from(bodies: &dyn super::context::Bodies, i: usize, out: &mut JsonOut<'_>) -> Result<()> {
+    let bytes = bodies.bytes(i)?;
     out.stored(trim_json_ws(&bytes))
 }
 
-/// Writes `[entry, …]` for record indices.
+/// Writes `[entry, …]` for record indices (read ahead in file order: a few large reads, not one per line).
 pub fn records(m: &SessionManager, list: &[usize], out: &mut JsonOut<'_>) -> Result<()> {
+    let bodies = m.bodies_in_order();
     out.raw(b"[")?;
     for (n, &i) in list.iter().enumerate() {
         if n > 0 {
             out.raw(b",")?;
         }
-        record(m, i, out)?;
+        record_from(&bodies, i, out)?;
     }
     out.raw(b"]")
 }

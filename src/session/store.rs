@@ -608,6 +608,71 @@ impl BodyReader<'_> {
     }
 }
 
+/// Reads bodies of one file in the order they lie in it, through one window of at least [`READ_AHEAD`] bytes: a
+/// snapshot or a listing of every entry costs a few large reads, not one read per line. Each body is checked as
+/// [`read_body`] checks it (its line must still end where it did).
+pub struct ReadAhead<'a> {
+    file: Option<&'a SessionFile>,
+    window: Vec<u8>,
+    window_start: u64,
+}
+
+/// The least a [`ReadAhead`] reads at once.
+pub const READ_AHEAD: usize = 4 << 20;
+
+impl<'a> ReadAhead<'a> {
+    /// A reader of `file`'s bodies (None: bodies held in memory only).
+    pub fn new(file: Option<&'a SessionFile>) -> Self {
+        ReadAhead { file, window: Vec::new(), window_start: 0 }
+    }
+
+    /// A body's bytes with its patch applied.
+    pub fn body(&mut self, body: &Body) -> std::io::Result<Vec<u8>> {
+        let (BodySource::File { offset, len }, Some(file)) = (&body.source, self.file) else {
+            return match self.file {
+                Some(f) => f.read_body(body),
+                None => read_body(None, body),
+            };
+        };
+        if file.stale {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED));
+        }
+        let (offset, len) = (*offset, usize::try_from(*len).map_err(|_| std::io::ErrorKind::OutOfMemory)?);
+        let in_window =
+            |w: &Self| offset >= w.window_start && offset - w.window_start + (len as u64) < w.window.len() as u64;
+        if !in_window(self) {
+            // Read ahead only when going forward from the window (or starting): a jump back reads the one line.
+            let window_end = self.window_start + self.window.len() as u64;
+            let forward = self.window.is_empty() || (offset >= self.window_start && offset <= window_end);
+            self.window.resize(if forward { READ_AHEAD.max(len + 1) } else { len + 1 }, 0);
+            let mut got = 0;
+            while got < self.window.len() {
+                match file.reader.read_at(&mut self.window[got..], offset + got as u64) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            self.window.truncate(got);
+            self.window_start = offset;
+        }
+        let at = (offset - self.window_start) as usize;
+        let available = self.window.len() - at;
+        if available < len {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the line is no longer in the file"));
+        }
+        if available > len && self.window[at + len] != b'\n' {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED));
+        }
+        let raw = &self.window[at..at + len];
+        Ok(match &body.patch {
+            Some(p) => patch::apply(raw, p),
+            None => raw.to_vec(),
+        })
+    }
+}
+
 /// The message of the `InvalidData` error [`read_body`] gives for a line that is no longer where it was.
 pub const MOVED: &str = "the line is no longer where it was read";
 

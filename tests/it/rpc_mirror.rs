@@ -810,3 +810,26 @@ fn an_append_right_after_the_file_was_read_again_arrives_in_the_reset_and_is_not
     assert_eq!(mirror.entries.len(), 3);
     assert_eq!(mirror.entries[0].get("message").unwrap().get("content"), Some(&Json::str("START")));
 }
+
+/// Read calls the process made so far (`syscr` of `/proc/PID/io`: read, pread and their kin).
+fn read_calls(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines().find_map(|l| l.strip_prefix("syscr: ")).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn a_skeleton_or_full_snapshot_reads_the_file_in_large_pieces_not_once_per_line_issue_21() {
+    let dir = temp_dir();
+    let path = crate::support::big_session(dir.path(), 5000, 2000, "");
+    for detail in ["skeleton", "full"] {
+        let mut sc = Sidecar::new();
+        sc.call("initialize", json("{}"));
+        let before = read_calls(sc.pid());
+        let st = sc.call("session/open", json(&format!(r#"{{"path":"{path}","snapshot":"{detail}"}}"#)));
+        let reads = read_calls(sc.pid()) - before;
+        assert_eq!(entries_of(st.get("snapshot").unwrap()).len(), 5000);
+        // The open reads 10 MB in 4 MiB pieces, the snapshot the same again: a few dozen calls, where one per line
+        // would be 5,000 more.
+        assert!(reads < 200, "{detail}: {reads} read calls for a 5,000-line session");
+    }
+}

@@ -11,6 +11,7 @@
 //! written through a [`JsonOut`], so a reply streams it from the file (see `reply.rs`).
 
 use crate::rpc::proto::{Detail, SessionState};
+use crate::session::context::Bodies;
 use crate::session::entry::EntryType;
 use crate::session::js::to_js_string;
 use crate::session::json::scan::{array_elements, find_member, object_members, scan_document, Kind};
@@ -29,25 +30,38 @@ pub const TEXT_SCAN_BYTES: usize = 4096;
 
 /// Writes record `i` at `detail` (`none` writes it as stored, as a handle at detail `none` sends it).
 pub fn entry(m: &SessionManager, i: usize, detail: Detail, out: &mut JsonOut<'_>) -> crate::session::Result<()> {
+    entry_from(m, &m.bodies(), i, detail, out)
+}
+
+/// [`entry`], its bytes read through `bodies`.
+fn entry_from(
+    m: &SessionManager,
+    bodies: &dyn Bodies,
+    i: usize,
+    detail: Detail,
+    out: &mut JsonOut<'_>,
+) -> crate::session::Result<()> {
     match detail {
-        Detail::Skeleton => skeleton(m, i, out),
-        Detail::Full | Detail::None => render::record(m, i, out),
+        Detail::Skeleton => skeleton_from(m, bodies, i, out),
+        Detail::Full | Detail::None => render::record_from(bodies, i, out),
     }
 }
 
-/// Writes `[entry, …]` for record indices, at `detail`.
+/// Writes `[entry, …]` for record indices, at `detail`, reading ahead in file order (a skeleton snapshot of a
+/// 40 MB session is a few large reads of it, not one read per line).
 pub fn entries(
     m: &SessionManager,
     list: &[usize],
     detail: Detail,
     out: &mut JsonOut<'_>,
 ) -> crate::session::Result<()> {
+    let bodies = m.bodies_in_order();
     out.raw(b"[")?;
     for (n, &i) in list.iter().enumerate() {
         if n > 0 {
             out.raw(b",")?;
         }
-        entry(m, i, detail, out)?;
+        entry_from(m, &bodies, i, detail, out)?;
     }
     out.raw(b"]")
 }
@@ -88,9 +102,14 @@ pub fn state_with_snapshot(
     out.raw(b"}")
 }
 
-/// Writes record `i` at skeleton detail.
-pub fn skeleton(m: &SessionManager, i: usize, out: &mut JsonOut<'_>) -> crate::session::Result<()> {
-    let bytes = crate::session::context::Bodies::bytes(&m.bodies(), i)?;
+/// Writes record `i` at skeleton detail, its bytes read through `bodies`.
+fn skeleton_from(
+    m: &SessionManager,
+    bodies: &dyn Bodies,
+    i: usize,
+    out: &mut JsonOut<'_>,
+) -> crate::session::Result<()> {
+    let bytes = bodies.bytes(i)?;
     let line = trim_json_ws(&bytes);
     skeleton_of_line(m.records()[i].kind, line, m.session_file().unwrap_or("session file"), out)
 }
