@@ -171,6 +171,10 @@ enum Command {
         /// Keep running and push every change as it happens.
         #[arg(long)]
         watch: bool,
+        /// Push an agent directory that has no `sessions` directory as one without sessions (deleting what the
+        /// database holds for this machine); without it such a directory is refused as a likely typo.
+        #[arg(long)]
+        allow_empty: bool,
         /// With --watch: how often session files are checked even without a file-system notification, in
         /// milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 1000)]
@@ -396,10 +400,16 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             screen.finish();
             Ok(status as u8)
         }
-        Command::Push { postgres, machine, watch, poll_ms } => {
-            let poll = std::time::Duration::from_millis(poll_ms.max(1));
-            let out = &mut std::io::stdout();
-            Ok(pi_sessiond::team::cli::push(&agent_dir, &postgres, machine.as_deref(), watch, poll, json, out) as u8)
+        Command::Push { postgres, machine, watch, allow_empty, poll_ms } => {
+            let request = pi_sessiond::team::cli::PushRequest {
+                agent_dir: &agent_dir,
+                url: &postgres,
+                machine: machine.as_deref(),
+                allow_empty,
+                watch,
+                poll: std::time::Duration::from_millis(poll_ms.max(1)),
+            };
+            Ok(pi_sessiond::team::cli::push(&request, json, &mut std::io::stdout()) as u8)
         }
         Command::Ls { cwd, dir, all } => {
             let request = cli::ls::LsRequest { cwd, dir, all };

@@ -41,6 +41,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBeha
 use super::cancel::Cancel;
 use super::info::{Doc, InfoState, ListedSession, ReadlineLines, SessionInfo};
 use crate::session::dirscan::{self, FileStat};
+use crate::session::identity::{self, continues, now_ns, settled, HEAD_CHECK, TAIL_CHECK};
 use crate::session::json::{JsString, Json};
 use crate::session::store;
 use crate::session::store::{read_header_bounded, HEADER_SCAN_LIMIT};
@@ -56,10 +57,6 @@ const APPLICATION_ID: i32 = 0x7069_7364;
 /// its `CREATE TABLE` text sits at the start of the file, where [`damaged_file_is_ours`] can find it even when the
 /// database header is destroyed.
 const MARKER_TABLE: &str = "pi_sessiond_catalog";
-
-/// How many bytes at the start of the file and before the indexed offset are kept to recognise a file that was
-/// rewritten rather than appended to.
-const CHECK_BYTES: u64 = 64;
 
 /// The full-text index's in-memory term hash (see where it is set).
 const FTS_HASH_BYTES: i64 = 64 * 1024 * 1024;
@@ -253,22 +250,8 @@ struct Row {
     text_loaded: bool,
 }
 
-/// A file modified this close to its indexing may have changed again within the same mtime tick without any
-/// stat field changing (git's "racily clean" entries): its bytes are checked on the next use.
-const RACY_WINDOW_NS: i64 = 2_000_000_000;
-
-/// Whether something last modified at `mtime_ns` and read at `read_at_ns` was read clean: its mtime is outside the
-/// racy window, so a later change will show in its `stat`.
-fn settled(mtime_ns: i64, read_at_ns: i64) -> bool {
-    mtime_ns <= read_at_ns - RACY_WINDOW_NS
-}
-
 fn listed(info: SessionInfo) -> Arc<ListedSession> {
     Arc::new(ListedSession::new(info))
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 
 impl Row {
@@ -310,11 +293,11 @@ impl Row {
 
     /// Whether the columns agree with each other (a row that does not is read again from its file).
     fn consistent(&self) -> bool {
-        let bounded = |b: &[u8]| b.len() as u64 <= CHECK_BYTES.min(self.offset);
+        let bounded = |b: &[u8], most: u64| b.len() as u64 <= most.min(self.offset);
         self.offset <= self.stat.len
             && self.docs_offset <= self.offset
-            && bounded(&self.head)
-            && bounded(&self.tail)
+            && bounded(&self.head, HEAD_CHECK)
+            && bounded(&self.tail, TAIL_CHECK)
             && !(self.state.rejected && self.state.header.is_some())
             && (self.state.has_text || !self.text_loaded || self.state.all_text.is_empty())
     }
@@ -1175,21 +1158,6 @@ fn forget_if(conn: &Connection, version: Version) -> IndexResult<()> {
     Ok(())
 }
 
-/// The bytes of `file` in `[at, at + len)`, or None when they cannot all be read.
-pub(crate) fn bytes_at(file: &File, at: u64, len: u64) -> Option<Vec<u8>> {
-    let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, at).ok()?;
-    Some(buf)
-}
-
-/// True when the file still starts with `head` and has `tail` just before `offset`: it was appended to, not
-/// rewritten.
-pub(crate) fn continues(file: &File, head: &[u8], tail: &[u8], offset: u64) -> bool {
-    let head_ok = bytes_at(file, 0, head.len() as u64).is_some_and(|b| b == head);
-    let tail_ok = bytes_at(file, offset - tail.len() as u64, tail.len() as u64).is_some_and(|b| b == tail);
-    head_ok && tail_ok
-}
-
 fn row_continues(file: &File, row: &Row) -> bool {
     continues(file, &row.head, &row.tail, row.offset)
 }
@@ -1323,11 +1291,7 @@ fn plan(
             return (None, Write::Keep);
         }
         row.offset = complete_end;
-        let tail_len = CHECK_BYTES.min(complete_end);
-        row.tail = bytes_at(&f, complete_end - tail_len, tail_len).unwrap_or_default();
-    }
-    if row.head.len() < CHECK_BYTES as usize {
-        row.head = bytes_at(&f, 0, CHECK_BYTES.min(row.offset)).unwrap_or_default();
+        (row.head, row.tail) = identity::known_bytes(&f, complete_end);
     }
     if was_short {
         // What discovery finds depends only on the first MiB: recompute it while the file is shorter than that.

@@ -13,6 +13,7 @@ use std::os::unix::fs::MetadataExt;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::error::Result;
+use super::identity::FileStamp;
 use super::js::sort::sort_like_v8;
 use super::json::Json;
 use super::paths;
@@ -38,10 +39,15 @@ impl FileStat {
     /// pi's `stats.mtime.getTime()`: Node builds it from seconds and nanoseconds as below (so it may carry a
     /// fraction of a millisecond, and the result must be computed the same way to compare equal).
     pub fn mtime_ms(&self) -> f64 {
-        let secs = self.mtime_ns.div_euclid(1_000_000_000);
-        let nsec = self.mtime_ns.rem_euclid(1_000_000_000);
-        secs as f64 * 1000.0 + nsec as f64 / 1e6
+        mtime_ms_of(self.mtime_ns)
     }
+}
+
+/// pi's `stats.mtime.getTime()` for an `mtime` in nanoseconds (see [`FileStat::mtime_ms`]).
+pub fn mtime_ms_of(mtime_ns: i64) -> f64 {
+    let secs = mtime_ns.div_euclid(1_000_000_000);
+    let nsec = mtime_ns.rem_euclid(1_000_000_000);
+    secs as f64 * 1000.0 + nsec as f64 / 1e6
 }
 
 impl From<&fs::Metadata> for FileStat {
@@ -63,9 +69,25 @@ pub fn stat(path: &str) -> Option<FileStat> {
 
 /// `stat` (following symlinks, as pi's `statSync`) of each of `names` in `dir`, in order; None where it failed.
 /// Every answer is None when `dir` cannot be opened.
+pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStat>> {
+    stamp_names(dir, names)
+        .into_iter()
+        .map(|stamp| {
+            stamp.map(|st| FileStat {
+                len: st.size,
+                mtime_ns: st.mtime_ns,
+                dev: st.dev,
+                ino: st.ino,
+                regular: st.regular,
+            })
+        })
+        .collect()
+}
+
+/// [`stat_names`] with the change time as well: the stamps [`super::identity::Known::judge`] compares.
 // The casts are no-ops on Linux; `struct stat`'s fields are narrower or signed elsewhere (macOS).
 #[allow(clippy::unnecessary_cast)]
-pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStat>> {
+pub fn stamp_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStamp>> {
     let Ok(fd) = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) else {
         return vec![None; names.len()];
     };
@@ -73,11 +95,12 @@ pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStat>
         .iter()
         .map(|name| {
             let st = rustix::fs::statat(&fd, name.as_ref(), AtFlags::empty()).ok()?;
-            Some(FileStat {
-                len: st.st_size as u64,
-                mtime_ns: st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64,
+            Some(FileStamp {
                 dev: st.st_dev as u64,
                 ino: st.st_ino as u64,
+                size: st.st_size as u64,
+                mtime_ns: st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64,
+                ctime_ns: st.st_ctime as i64 * 1_000_000_000 + st.st_ctime_nsec as i64,
                 regular: FileType::from_raw_mode(st.st_mode as _) == FileType::RegularFile,
             })
         })

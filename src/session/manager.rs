@@ -17,6 +17,7 @@ use super::change::{Change, NewSessionOptions, Origin};
 use super::context::{self, Bodies, ContextOptions, Projection};
 use super::entry::{Body, Detail, EntryType, Record};
 use super::error::{Error, Result};
+use super::identity;
 use super::ids::{self, Clock, IdSource, OsRandom, SystemClock, UuidV7State};
 use super::js::date::to_iso_string;
 use super::json::{JsString, Json, Object};
@@ -120,7 +121,7 @@ pub struct SessionManager {
     env: Env,
     /// What the latest [`SessionManager::refresh`] found the file to be, for the write that follows it (so a
     /// write after a follow costs no second `stat`).
-    last_seen: Option<store::FileState>,
+    last_seen: Option<identity::FileState>,
 }
 
 struct RecordBodies<'a> {
@@ -516,7 +517,7 @@ impl SessionManager {
         let Some(file) = self.file.as_mut() else { return Ok(None) };
         if let Some(seen) = file.detached() {
             let path = self.session_file.as_deref().expect("a flushed session has a file");
-            return match store::FileStamp::of_path(path).map_err(|e| Error::io("stat", path, e))? {
+            return match identity::FileStamp::of_path(path).map_err(|e| Error::io("stat", path, e))? {
                 None => {
                     // Gone altogether now: a deleted session file, which the next write puts back.
                     file.reattach();
@@ -528,14 +529,14 @@ impl SessionManager {
         }
         let state = file.state()?;
         let change = match state {
-            store::FileState::Same => None,
-            store::FileState::Missing => Some(Change::Deleted),
-            store::FileState::Replaced | store::FileState::Shrunk | store::FileState::Rewritten => {
+            identity::FileState::Same => None,
+            identity::FileState::Missing => Some(Change::Deleted),
+            identity::FileState::Replaced | identity::FileState::Shrunk | identity::FileState::Rewritten => {
                 return self.reload()
             }
             // Nothing of ours is in the file (it was empty when opened): what is there now is read from scratch.
-            store::FileState::Grew(_) if file.is_empty() => return self.reload(),
-            store::FileState::Grew(_) => self.follow_appends()?,
+            identity::FileState::Grew(_) if file.is_empty() => return self.reload(),
+            identity::FileState::Grew(_) => self.follow_appends()?,
         };
         // What the write that may follow needs to know about the file (so it needs no `stat` of its own).
         self.last_seen = Some(state);
@@ -567,7 +568,7 @@ impl SessionManager {
     /// Reads the file again from scratch, as an open reads it (it was truncated, rewritten or replaced under us).
     fn reload(&mut self) -> Result<Option<Change>> {
         let path = self.session_file.clone().expect("a flushed session has a file");
-        let Some(seen) = store::FileStamp::of_path(&path).map_err(|e| Error::io("stat", &path, e))? else {
+        let Some(seen) = identity::FileStamp::of_path(&path).map_err(|e| Error::io("stat", &path, e))? else {
             return Ok(Some(Change::Deleted));
         };
         let opened = if store::is_file(&path) { Some(SessionFile::open(&path, self.durability)) } else { None };

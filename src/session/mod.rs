@@ -8,13 +8,15 @@
 //!
 //! Layering (imports go downward, and `tests/it/tidy.rs` refuses a cycle): `render` → `manager` → `change`,
 //! `context`, `tree`, `migrate` → `store` → `line`, `entry`, `key`, `ids`, `error` → `json`, `js`. Only `store`
-//! (session files) and `dirscan` (session directories) touch the file system.
+//! (session files), `identity` (their stamps and known bytes) and `dirscan` (session directories) touch the file
+//! system.
 
 pub mod change;
 pub mod context;
 pub mod dirscan;
 pub mod entry;
 pub mod error;
+pub mod identity;
 pub mod ids;
 pub mod js;
 pub mod json;

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use super::entry::{Body, BodySource, Record};
 use super::error::{Error, Result};
+use super::identity::{self, now_ns, FileStamp, FileState, Known, TAIL_CHECK};
 use super::json::patch;
 use super::json::scan::{scan_document, SyntaxError};
 use super::json::Json;
@@ -713,77 +714,6 @@ pub enum Durability {
     Batch,
 }
 
-/// What happened to a session file since it was last looked at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileState {
-    /// Same file, same length.
-    Same,
-    /// Same file, longer: another process appended.
-    Grew(u64),
-    /// Same file, shorter: truncated.
-    Shrunk,
-    /// Same file (inode), but the bytes we read are not what they were: rewritten in place (`writeFileSync`,
-    /// an editor saving over it), whatever its length now.
-    Rewritten,
-    /// Another file now has the path (renamed over it, or deleted and recreated), or something that is not a
-    /// regular file.
-    Replaced,
-    /// The path no longer exists.
-    Missing,
-}
-
-/// What `stat` says of a file, to tell whether it changed without reading it: identity, size, and the
-/// modification and change times in nanoseconds (`ctime` moves on every write and cannot be set back by a
-/// program, unlike `mtime`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct FileStamp {
-    /// Device.
-    pub dev: u64,
-    /// Inode.
-    pub ino: u64,
-    /// Size in bytes.
-    pub size: u64,
-    /// `st_mtime` in nanoseconds since the epoch.
-    pub mtime_ns: i64,
-    /// `st_ctime` in nanoseconds since the epoch.
-    pub ctime_ns: i64,
-}
-
-impl FileStamp {
-    /// The stamp of `meta`.
-    pub fn of(meta: &std::fs::Metadata) -> FileStamp {
-        use std::os::unix::fs::MetadataExt;
-        FileStamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.len(),
-            mtime_ns: meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()),
-            ctime_ns: meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()),
-        }
-    }
-
-    /// The stamp of what `path` names now (following symlinks), or None when there is nothing there.
-    pub fn of_path(path: &str) -> std::io::Result<Option<FileStamp>> {
-        match std::fs::metadata(path) {
-            Ok(m) => Ok(Some(FileStamp::of(&m))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// How long after a file's last change its timestamps cannot prove that nothing changed since: a write within the
-/// same clock tick may leave `mtime` and `ctime` as they were (ext4 without multigrain timestamps ticks every few
-/// milliseconds; FAT and some network file systems every one or two seconds). Within this window the known bytes
-/// are checked even when the stamp is unchanged.
-const RACY_WINDOW_NS: i64 = 2_000_000_000;
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
 /// What [`SessionFile::beyond`] found past the bytes we know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Beyond {
@@ -958,12 +888,6 @@ pub const DETACHED: &str = "the session file was emptied, or replaced or overwri
                             session; nothing was written (the handle reads the file again once it is a session; or \
                             reopen it)";
 
-/// How many bytes before the known end are kept to recognise an in-place rewrite.
-const TAIL_CHECK: u64 = 64;
-
-/// How many bytes at the start are kept to recognise an in-place rewrite (a header line is about 150).
-const HEAD_CHECK: u64 = 256;
-
 fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     (meta.dev(), meta.ino())
@@ -1067,8 +991,7 @@ impl SessionFile {
 
     /// Keeps the first bytes and the bytes before `len`, to recognise a rewrite later.
     fn remember_known_bytes(&mut self) {
-        self.tail = self.bytes_before(self.len, TAIL_CHECK.min(self.len)).unwrap_or_default();
-        self.head = self.bytes_before(HEAD_CHECK.min(self.len), HEAD_CHECK.min(self.len)).unwrap_or_default();
+        (self.head, self.tail) = identity::known_bytes(&self.reader, self.len);
     }
 
     /// Records the file's stamp as it is now (after a write or after following it).
@@ -1077,13 +1000,6 @@ impl SessionFile {
         if let Ok(meta) = self.reader.metadata() {
             self.stamp = FileStamp::of(&meta);
         }
-    }
-
-    /// True when the head and tail we kept are still what the file holds there.
-    fn known_bytes_intact(&self) -> bool {
-        let head_len = self.head.len() as u64;
-        self.bytes_before(self.len, self.tail.len() as u64).as_ref() == Some(&self.tail)
-            && self.bytes_before(head_len, head_len).as_ref() == Some(&self.head)
     }
 
     /// Reads a body of this file (see [`read_body`]); refused once the file is known to have been rewritten
@@ -1119,12 +1035,6 @@ impl SessionFile {
         self.detached = None;
     }
 
-    fn bytes_before(&self, end: u64, n: u64) -> Option<Vec<u8>> {
-        let mut buf = vec![0u8; n as usize];
-        self.reader.read_exact_at(&mut buf, end - n).ok()?;
-        Some(buf)
-    }
-
     /// The path.
     pub fn path(&self) -> &str {
         &self.path
@@ -1157,35 +1067,23 @@ impl SessionFile {
         self.durability = durability;
     }
 
-    /// Compares the path with what we know, as cheaply as that can be told: one `stat` when its stamp (identity,
-    /// size, `mtime`, `ctime` in ns) is as we left it; two small reads (the first 256 bytes and the 64 before our
-    /// known end) when it changed; and when it was written to without growing, it is [`FileState::Rewritten`]
-    /// (only reading it again can say what changed). Not detected: a rewrite that keeps the stamp (made within
-    /// the file system's clock tick of our last look, [`RACY_WINDOW_NS`]) or that grows the file, and in both
-    /// cases leaves the first 256 bytes and the 64 before our known end as they were.
+    /// Compares the path with what we know ([`Known::judge`]: one `stat` when its stamp is as we left it, the
+    /// first and last known bytes when it changed; written to without growing is [`FileState::Rewritten`]).
     pub fn state(&self) -> Result<FileState> {
-        let meta = match std::fs::metadata(&self.path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::Missing),
+        let now = match FileStamp::of_path(&self.path) {
+            Ok(Some(now)) => now,
+            Ok(None) => return Ok(FileState::Missing),
             Err(e) => return Err(Error::io("stat", &self.path, e)),
         };
-        let now = FileStamp::of(&meta);
-        let racy = self.stamp.mtime_ns.max(self.stamp.ctime_ns).saturating_add(RACY_WINDOW_NS) > self.observed_at_ns;
-        let grew_or_same = || if meta.len() > self.len { FileState::Grew(meta.len()) } else { FileState::Same };
-        Ok(if file_id(&meta) != self.id || !meta.is_file() {
-            FileState::Replaced
-        } else if meta.len() < self.len {
-            FileState::Shrunk
-        } else if now == self.stamp && !racy {
-            grew_or_same()
-        } else if !self.known_bytes_intact() {
-            FileState::Rewritten
-        } else if meta.len() <= self.stamp.size && now.mtime_ns != self.stamp.mtime_ns {
-            // Written to, yet no longer than when we looked: new bytes somewhere in what we read.
-            FileState::Rewritten
-        } else {
-            grew_or_same()
-        })
+        let known = Known {
+            stamp: &self.stamp,
+            len: self.len,
+            head: &self.head,
+            tail: &self.tail,
+            observed_at_ns: self.observed_at_ns,
+        };
+        // Our handle reads the known bytes: when the path names another file, the stamp says so first.
+        Ok(known.judge(&now, &self.reader))
     }
 
     /// Lines appended by someone else since `from` (complete lines only; a line still being written stays

@@ -1,5 +1,5 @@
 //! The team commands of the command line: `push`, and `ls`/`search` answered from the team database
-//! (`--catalog URL`). Output is JSON a script can read; errors go to stderr with exit status 1.
+//! (`--catalog URL`). Output is JSON a script can read; errors go to stderr (or, with `--json`, stdout) with exit status 2.
 
 use std::io::Write;
 use std::time::Duration;
@@ -19,6 +19,7 @@ fn fail(e: DbError, json: bool) -> i32 {
     let kind = match &e {
         DbError::Config(_) => FailureKind::Session(ErrorKind::InvalidParams),
         DbError::File { .. } => FailureKind::Session(ErrorKind::IoError),
+        DbError::NoSessions { .. } => FailureKind::Session(ErrorKind::SessionNotFound),
         _ => FailureKind::CatalogUnavailable,
     };
     i32::from(Failure::new(kind, e.to_string()).report(json))
@@ -36,26 +37,36 @@ fn report_json(machine: &str, r: &PushReport) -> String {
     Json::Object(o).to_canonical_string()
 }
 
-/// `pi-sessiond --agent-dir DIR push --postgres URL [--machine NAME] [--watch]`: one pass (a JSON report line on
-/// stdout), or with `watch` a pass whenever a session changes (a line per pass that changed something), until
-/// killed. Killing it at any moment loses nothing: the next run continues where the database says.
-pub fn push(
-    agent_dir: &str,
-    url: &str,
-    machine: Option<&str>,
-    watch: bool,
-    poll: Duration,
-    json: bool,
-    out: &mut dyn Write,
-) -> i32 {
-    let target = match Target::from_env(url) {
-        Ok(t) => t,
+/// What `push` was asked to do.
+#[derive(Clone, Debug)]
+pub struct PushRequest<'a> {
+    /// pi's agent directory, as given (relative to the current directory or absolute).
+    pub agent_dir: &'a str,
+    /// The database URL or key=value string.
+    pub url: &'a str,
+    /// The machine's name (default: the host name).
+    pub machine: Option<&'a str>,
+    /// Push an agent directory that holds no `sessions` directory (as a machine without sessions).
+    pub allow_empty: bool,
+    /// Keep running and push every change.
+    pub watch: bool,
+    /// With `watch`: how often files are checked without a notification.
+    pub poll: Duration,
+}
+
+/// `pi-sessiond --agent-dir DIR push --postgres URL [--machine NAME] [--allow-empty] [--watch]`: one pass (a JSON
+/// report line on stdout), or with `watch` a pass whenever a session changes (a line per pass that changed
+/// something), until killed. Killing it at any moment loses nothing: the next run continues where the database
+/// says. An agent directory that does not exist or has no `sessions` directory is refused before connecting.
+pub fn push(request: &PushRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
+    let machine = request.machine.map(str::to_owned).unwrap_or_else(push::host_name);
+    let (target, options) = match Target::from_env(request.url)
+        .and_then(|t| Ok((t, PushOptions::new(machine, request.agent_dir, request.allow_empty)?)))
+    {
+        Ok(both) => both,
         Err(e) => return fail(e, json),
     };
-    let options = PushOptions {
-        machine: machine.map(str::to_owned).unwrap_or_else(push::host_name),
-        agent_dir: agent_dir.to_owned(),
-    };
+    let (watch, poll) = (request.watch, request.poll);
     // The first connection's faults (a wrong URL, a refused login, a newer schema) end the command at once.
     let mut client = match connect_and_lock(&target, &options.machine) {
         Ok(c) => c,
@@ -71,29 +82,55 @@ pub fn push(
             Err(e) => fail(e, json),
         };
     }
-    // A watching push outlives its connection: a laptop that sleeps or changes networks, a database restarted. When
-    // the connection is gone it connects again (waiting longer each time, up to a minute) and goes on; the pass
-    // that failed left the database at a line boundary it knows, so nothing is lost or sent twice.
+    // A watching push outlives what heals by itself: a laptop that sleeps or changes networks, a database restarted,
+    // a statement cancelled, a full disk. It says so on stderr, waits (longer each time, up to a minute; from the
+    // start again once a pass goes through), connects again if the connection is gone, and goes on; the pass that
+    // failed left the database at a line boundary it knows, so nothing is lost or sent twice. What will not heal
+    // (credentials refused, a newer schema, a permission the role lacks) ends it with exit status 2.
+    let mut client = Some(client);
+    let mut wait = FIRST_RETRY_WAIT;
     loop {
-        let Err(e) = push::watch(&mut client, &target, &options, poll, &|| true, &mut print) else { return 0 };
-        if !client.is_closed() {
+        let e = match client.as_mut() {
+            Some(c) => {
+                let mut first = true;
+                let result = push::watch(c, &target, &options, poll, &|| true, &mut |r: &PushReport| {
+                    wait = FIRST_RETRY_WAIT;
+                    // The first pass after starting (or after a fault) always reports; later ones when they
+                    // changed something.
+                    if std::mem::take(&mut first) || r.pushed > 0 || r.deleted > 0 {
+                        print(r);
+                    }
+                });
+                let Err(e) = result else { return 0 };
+                e
+            }
+            None => match connect_and_lock(&target, &options.machine) {
+                Ok(c) => {
+                    tracing::warn!("team database {}: connected again", target.describe());
+                    client = Some(c);
+                    continue;
+                }
+                Err(e) => e,
+            },
+        };
+        if !e.is_transient() {
             return fail(e, json);
         }
-        tracing::warn!("team database: {e}; connecting again");
-        let mut wait = Duration::from_secs(1);
-        client = loop {
-            std::thread::sleep(wait);
-            match connect_and_lock(&target, &options.machine) {
-                Ok(c) => break c,
-                Err(e) => tracing::warn!("team database: {e}; trying again in {:?}", (wait * 2).min(MAX_RETRY_WAIT)),
-            }
-            wait = (wait * 2).min(MAX_RETRY_WAIT);
-        };
-        tracing::warn!("team database {}: connected again", target.describe());
+        if matches!(e, DbError::Postgres { .. }) {
+            // A connection that failed mid-statement may be out of step with the server (a cancelled COPY leaves
+            // it so) and still holds the machine's lock: it is closed, and the next attempt connects afresh.
+            client = None;
+        }
+        tracing::warn!("team push: {e}; trying again in {wait:?}");
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(MAX_RETRY_WAIT);
     }
 }
 
-/// The longest a watching push waits between attempts to reach the database again.
+/// How long a watching push first waits after a fault that may heal.
+const FIRST_RETRY_WAIT: Duration = Duration::from_secs(1);
+
+/// The longest a watching push waits between attempts.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 
 /// Connects, migrates, and takes the machine's push lock.

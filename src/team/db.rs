@@ -46,6 +46,15 @@ pub enum DbError {
         /// The machine.
         machine: String,
     },
+    /// The agent directory to push does not exist, or holds no `sessions` directory: most likely a mistyped
+    /// `--agent-dir`, which must not be taken for a machine whose sessions were all deleted.
+    #[error("{path}: {why}; nothing was pushed or deleted (--allow-empty pushes an agent directory without sessions)")]
+    NoSessions {
+        /// The directory as given.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A session file could not be read while pushing it.
     #[error("{path}: {source}")]
     File {
@@ -59,6 +68,38 @@ pub enum DbError {
 
 /// Results of team operations.
 pub type DbResult<T> = std::result::Result<T, DbError>;
+
+impl DbError {
+    /// Whether waiting and trying again can get past this, so a watching push keeps going: the connection broke or
+    /// could not be made (no SQLSTATE: refused, reset, timed out), the server could not do the work just now
+    /// ([`sqlstate_is_transient`]), another push still holds the machine's lock, or the files could not be read
+    /// this time. Not a URL, TLS setup, a newer schema, or the server's refusal (bad credentials, a missing
+    /// database, a permission or schema error): those need a person.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            DbError::Postgres { source, .. } => source.code().is_none_or(|c| sqlstate_is_transient(c.code())),
+            DbError::Busy { .. } | DbError::File { .. } | DbError::NoSessions { .. } => true,
+            DbError::Config(_) | DbError::Tls(_) | DbError::NewerSchema { .. } => false,
+        }
+    }
+}
+
+/// Whether an error the server answered with SQLSTATE `code` may heal by itself: class 08 (connection
+/// exception), class 53 (insufficient resources: a full disk, out of memory, too many connections), an operator
+/// intervention that is not a dropped database (57014 query cancelled, 57P01 admin shutdown, 57P02 crash
+/// shutdown, 57P03 cannot connect now, 57P05 idle session timeout), a transaction the server rolled back to
+/// be tried again (40001 serialization failure, 40P01 deadlock, 55P03 lock not available, 25P03 idle in
+/// transaction timeout), and an I/O error of the server (58000, 58030). Everything else (class 28 invalid
+/// authorization, 3D000 a missing database, 42xxx permission and schema errors, 22xxx data errors…) is
+/// permanent.
+pub fn sqlstate_is_transient(code: &str) -> bool {
+    let class = code.get(..2).unwrap_or_default();
+    matches!(class, "08" | "53")
+        || matches!(
+            code,
+            "57014" | "57P01" | "57P02" | "57P03" | "57P05" | "40001" | "40P01" | "55P03" | "25P03" | "58000" | "58030"
+        )
+}
 
 /// How the server's certificate is checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,6 +299,17 @@ mod tests {
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned())
+    }
+
+    #[test]
+    fn what_a_watching_push_waits_out_and_what_stops_it_are_told_apart_by_sqlstate() {
+        for code in ["08006", "08001", "53100", "53200", "53300", "57014", "57P01", "57P03", "40P01", "55P03", "58030"]
+        {
+            assert!(sqlstate_is_transient(code), "{code} heals by itself");
+        }
+        for code in ["28P01", "28000", "3D000", "42501", "42P01", "42703", "22021", "57P04", "XX000", "0A000", ""] {
+            assert!(!sqlstate_is_transient(code), "{code} needs a person");
+        }
     }
 
     #[test]

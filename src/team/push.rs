@@ -24,18 +24,16 @@ use postgres::Client;
 
 use super::db::{DbError, DbResult, Target};
 use super::state;
-use crate::catalog::index::{self, bytes_at};
+use crate::catalog::index;
 use crate::catalog::info::{Doc, InfoState, SessionInfo};
 use crate::catalog::Cancel;
-use crate::session::dirscan::{self, FileStat};
+use crate::session::dirscan;
+use crate::session::identity::{self, now_ns, FileStamp, FileState, Known};
 use crate::session::json::scan::{find_member, scan_document};
 use crate::session::json::string::decode_string_literal;
 use crate::session::json::Json;
 use crate::session::paths;
-use crate::session::store::LineReader;
-
-/// How many bytes at the start of a file and before the pushed offset tell an append from a rewrite.
-const CHECK_BYTES: u64 = 64;
+use crate::session::store::{self, LineReader};
 
 /// Raw line bytes per transaction: bounds memory and how much a kill can make the next pass redo.
 const BYTES_PER_TRANSACTION: usize = 16 << 20;
@@ -43,17 +41,48 @@ const BYTES_PER_TRANSACTION: usize = 16 << 20;
 /// Files per transaction (many small sessions share one commit, and so one fsync on the server).
 const FILES_PER_TRANSACTION: usize = 256;
 
-/// A file written this close to when it was pushed may change again without its `stat` changing (the same mtime
-/// tick): its bytes are checked on the next pass.
-const RACY_WINDOW_NS: i64 = 2_000_000_000;
-
 /// What to push.
 #[derive(Clone, Debug)]
 pub struct PushOptions {
     /// This machine's name in the database.
     pub machine: String,
-    /// pi's agent directory (sessions are under `<agentDir>/sessions`).
+    /// pi's agent directory (sessions are under `<agentDir>/sessions`), absolute: it names every pushed file.
     pub agent_dir: String,
+    /// Push an agent directory without a `sessions` directory as one without sessions (deleting the machine's
+    /// rows) instead of refusing it as a mistyped path.
+    pub allow_empty: bool,
+}
+
+impl PushOptions {
+    /// Options for pushing `agent_dir` as `machine`: the directory must exist (it is made absolute and canonical,
+    /// so rows name files a reader on that machine can find whatever directory the push ran from) and, unless
+    /// `allow_empty`, hold a `sessions` directory.
+    pub fn new(machine: String, agent_dir: &str, allow_empty: bool) -> DbResult<PushOptions> {
+        let refuse = |why: String| DbError::NoSessions { path: agent_dir.to_owned(), why };
+        let canonical =
+            std::fs::canonicalize(agent_dir).map_err(|e| refuse(format!("not an agent directory ({e})")))?;
+        if !canonical.is_dir() {
+            return Err(refuse("not a directory".to_owned()));
+        }
+        let agent_dir = canonical.to_str().ok_or_else(|| refuse("not a UTF-8 path".to_owned()))?.to_owned();
+        let options = PushOptions { machine, agent_dir, allow_empty };
+        if !allow_empty {
+            options.sessions_root()?;
+        }
+        Ok(options)
+    }
+
+    /// `<agentDir>/sessions`, checked to be a directory unless empty agent directories are allowed.
+    fn sessions_root(&self) -> DbResult<String> {
+        let root = paths::join(&[&self.agent_dir, "sessions"]);
+        if !self.allow_empty && !std::path::Path::new(&root).is_dir() {
+            return Err(DbError::NoSessions {
+                path: self.agent_dir.clone(),
+                why: "no sessions directory here (is --agent-dir right?)".to_owned(),
+            });
+        }
+        Ok(root)
+    }
 }
 
 /// What a pass did.
@@ -87,7 +116,10 @@ pub fn host_name() -> String {
 /// What the database knows of one pushed file.
 struct Pushed {
     sid: i64,
-    stat: FileStat,
+    stamp: FileStamp,
+    /// False for a row pushed before change times were kept: its `ctime` is taken from the file as it is now, and
+    /// recorded once the file is found otherwise unchanged.
+    ctime_known: bool,
     offset: u64,
     lines: i32,
     head: Vec<u8>,
@@ -96,8 +128,15 @@ struct Pushed {
 }
 
 impl Pushed {
-    fn settled(&self) -> bool {
-        self.stat.mtime_ns <= self.read_at_ns - RACY_WINDOW_NS
+    /// What the push knew of the file, for [`Known::judge`]: read up to the pushed offset.
+    fn known(&self) -> Known<'_> {
+        Known {
+            stamp: &self.stamp,
+            len: self.offset,
+            head: &self.head,
+            tail: &self.tail,
+            observed_at_ns: self.read_at_ns,
+        }
     }
 }
 
@@ -106,7 +145,7 @@ struct Found {
     path: String,
     project_dir: String,
     file_name: String,
-    stat: FileStat,
+    stamp: FileStamp,
 }
 
 /// One entry line, ready for the database.
@@ -140,7 +179,7 @@ struct Piece {
 struct SessionRow {
     info: SessionInfo,
     header: Json,
-    stat: FileStat,
+    stamp: FileStamp,
     offset: u64,
     lines: i32,
     head: Vec<u8>,
@@ -148,10 +187,6 @@ struct SessionRow {
     unterminated: Vec<u8>,
     resume_state: String,
     read_at_ns: i64,
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// PostgreSQL text cannot hold NUL; a session string can (`\u0000`).
@@ -215,13 +250,15 @@ impl Scan {
 }
 
 /// Every `*.jsonl` file one level under `<agentDir>/sessions` (project directories and symlinks to them), as
-/// pi's `listAll` finds them.
-fn scan(agent_dir: &str) -> DbResult<Scan> {
-    let root = paths::join(&[agent_dir, "sessions"]);
+/// pi's `listAll` finds them. A missing `sessions` directory is refused (checked on every pass: a watched
+/// directory on a volume that went away must not empty the machine's rows) unless empty agent directories are
+/// allowed.
+fn scan(options: &PushOptions) -> DbResult<Scan> {
+    let root = options.sessions_root()?;
     let entries = match std::fs::read_dir(&root) {
         Ok(e) => e,
-        // No sessions yet: nothing to push, and nothing pushed before is there any more.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Scan::default()),
+        // Allowed to be empty: nothing to push, and nothing pushed before is there any more.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && options.allow_empty => return Ok(Scan::default()),
         Err(source) => return Err(DbError::File { path: root, source }),
     };
     let mut scan = Scan::default();
@@ -236,11 +273,15 @@ fn scan(agent_dir: &str) -> DbResult<Scan> {
             scan.unreadable_dirs.insert(dir);
             continue;
         };
-        let stats = dirscan::stat_names(&dir, &names);
-        for (name, stat) in names.into_iter().zip(stats) {
+        let stamps = dirscan::stamp_names(&dir, &names);
+        for (name, stamp) in names.into_iter().zip(stamps) {
             let path = paths::join(&[&dir, &name]);
-            match stat {
-                Some(stat) => scan.found.push(Found { path, project_dir: project_dir.clone(), file_name: name, stat }),
+            match stamp {
+                // Not a session file (a FIFO, a directory): never opened, and a row of it is deleted.
+                Some(stamp) if !stamp.regular => {}
+                Some(stamp) => {
+                    scan.found.push(Found { path, project_dir: project_dir.clone(), file_name: name, stamp })
+                }
                 None => {
                     scan.unstatable.insert(path);
                 }
@@ -254,7 +295,7 @@ fn load_pushed(client: &mut Client, target: &Target, machine: &str) -> DbResult<
     let rows = client
         .query(
             "SELECT path, sid, file_size, file_mtime_ns, file_dev, file_ino, pushed_offset, pushed_lines, head, tail,
-                    read_at_ns
+                    read_at_ns, file_ctime_ns
              FROM pi_sessions WHERE machine = $1",
             &[&machine],
         )
@@ -262,16 +303,19 @@ fn load_pushed(client: &mut Client, target: &Target, machine: &str) -> DbResult<
     Ok(rows
         .into_iter()
         .map(|r| {
-            let stat = FileStat {
-                len: r.get::<_, i64>(2) as u64,
+            let ctime_ns: Option<i64> = r.get(11);
+            let stamp = FileStamp {
+                size: r.get::<_, i64>(2) as u64,
                 mtime_ns: r.get(3),
                 dev: r.get::<_, i64>(4) as u64,
                 ino: r.get::<_, i64>(5) as u64,
+                ctime_ns: ctime_ns.unwrap_or_default(),
                 regular: true,
             };
             let pushed = Pushed {
                 sid: r.get(1),
-                stat,
+                stamp,
+                ctime_known: ctime_ns.is_some(),
                 offset: r.get::<_, i64>(6) as u64,
                 lines: r.get(7),
                 head: r.get(8),
@@ -281,11 +325,6 @@ fn load_pushed(client: &mut Client, target: &Target, machine: &str) -> DbResult<
             (r.get::<_, String>(0), pushed)
         })
         .collect())
-}
-
-/// The file still starts with the pushed first bytes and has the pushed bytes just before the offset.
-fn continues(file: &File, pushed: &Pushed) -> bool {
-    index::continues(file, &pushed.head, &pushed.tail, pushed.offset)
 }
 
 /// Where the file's complete lines end (just past the last `\n` at or after `from`), else `from`.
@@ -311,43 +350,72 @@ struct FileOutcome {
     restarted: bool,
 }
 
+/// One file whose stamp changed (or may have) as it is now: an open handle, its stamp taken through that handle
+/// and when, and what [`Known::judge`] made of it against its row.
+struct Opened {
+    file: File,
+    stamp: FileStamp,
+    read_at_ns: i64,
+    /// Its row still describes it: the stamp is the pushed one and the known bytes are intact.
+    unchanged: bool,
+    /// It only grew: the new lines continue the pushed row (else it is sent again from the start).
+    resume: bool,
+}
+
+/// Opens a file whose stamp changed, or may have (racily clean, or pushed before change times were kept), and
+/// judges it against its row. None when it cannot be opened: it vanished since the scan or is no longer a
+/// regular file, and the next pass sees to it.
+fn open_changed(found: &Found, known: Option<&mut Pushed>) -> Option<Opened> {
+    // Stamped before its bytes are read, so a write made while they are read shows on the next pass.
+    let read_at_ns = now_ns();
+    let file = store::open_regular(&found.path).ok()?;
+    let stamp = FileStamp::of(&file.metadata().ok()?);
+    let Some(k) = known else {
+        return Some(Opened { file, stamp, read_at_ns, unchanged: false, resume: false });
+    };
+    if !k.ctime_known {
+        // Judged on the rest of its stamp and its bytes, as pushes before change times were kept judged it.
+        k.stamp.ctime_ns = stamp.ctime_ns;
+    }
+    let state = k.known().judge(&stamp, &file);
+    // With an unterminated last line the file is longer than the pushed offset: "grew" with the very stamp that
+    // was pushed is no change.
+    let unchanged = stamp == k.stamp && matches!(state, FileState::Same | FileState::Grew(_));
+    let resume = matches!(state, FileState::Same | FileState::Grew(_));
+    if !resume {
+        tracing::info!("{}: {state:?} since it was pushed; sending it again", found.path);
+    }
+    Some(Opened { file, stamp, read_at_ns, unchanged, resume })
+}
+
 /// The pieces of one changed file: its new complete lines in stretches of at most [`BYTES_PER_TRANSACTION`],
 /// each with the session row as of its end, handed to `emit` as they are read.
 fn read_file(
     found_index: usize,
     found: &Found,
+    opened: &Opened,
     known: Option<&Pushed>,
     client: &mut Client,
     target: &Target,
     emit: &mut dyn FnMut(&mut Client, Piece) -> DbResult<()>,
 ) -> DbResult<FileOutcome> {
     let file_err = |source| DbError::File { path: found.path.clone(), source };
-    let f = match File::open(&found.path) {
-        Ok(f) => f,
-        // Vanished since the scan: the next pass deletes it.
-        Err(_) => return Ok(FileOutcome::default()),
-    };
-    let read_at_ns = now_ns();
-    let stat = found.stat;
-    let resume =
-        known.filter(|k| k.stat.dev == stat.dev && k.stat.ino == stat.ino && stat.len >= k.offset && continues(&f, k));
-    if known.is_some() && resume.is_none() {
-        tracing::info!("{}: rewritten since it was pushed; sending it again", found.path);
-    }
-    let (mut state, mut offset, mut line_no, mut head, mut tail) = match resume {
+    let (f, stat, read_at_ns) = (&opened.file, opened.stamp, opened.read_at_ns);
+    let resume = known.filter(|_| opened.resume);
+    let (mut state, mut offset, mut line_no) = match resume {
         Some(k) => {
             let text: String = client
                 .query_one("SELECT resume_state FROM pi_sessions WHERE sid = $1", &[&k.sid])
                 .map_err(|e| target.error(e))?
                 .get(0);
-            (state::decode(&text), k.offset, k.lines, k.head.clone(), k.tail.clone())
+            (state::decode(&text), k.offset, k.lines)
         }
-        None => (InfoState::default(), 0, 0, Vec::new(), Vec::new()),
+        None => (InfoState::default(), 0, 0),
     };
     let restart = known.is_some() && resume.is_none();
     let sid = known.map(|k| k.sid);
-    let end = complete_end(&f, offset, stat.len).map_err(file_err)?;
-    let mut shared = &f;
+    let end = complete_end(f, offset, stat.size).map_err(file_err)?;
+    let mut shared = f;
     shared.seek(SeekFrom::Start(offset)).map_err(file_err)?;
     let mut reader = LineReader::new(shared.take(end - offset));
     let mut entries = Vec::new();
@@ -383,33 +451,27 @@ fn read_file(
         }
         // The row as of `offset`: the listing counts the unterminated rest as pi does, the resume state does not.
         let mut unterminated = Vec::new();
-        let rest_fed = if done && end < stat.len {
+        let rest_fed = if done && end < stat.size {
             let mut answer = state.clone();
-            unterminated =
-                bytes_at(&f, end, stat.len - end).ok_or_else(|| file_err(std::io::ErrorKind::UnexpectedEof.into()))?;
+            unterminated = identity::bytes_at(f, end, stat.size - end)
+                .ok_or_else(|| file_err(std::io::ErrorKind::UnexpectedEof.into()))?;
             feed_readline(&mut answer, &unterminated, None);
             answer
         } else {
             state.clone()
         };
-        if head.len() < CHECK_BYTES as usize {
-            head = bytes_at(&f, 0, CHECK_BYTES.min(offset)).unwrap_or_default();
-        }
-        let tail_len = CHECK_BYTES.min(offset);
-        if offset > 0 {
-            tail = bytes_at(&f, offset - tail_len, tail_len).unwrap_or_default();
-        }
-        let info = rest_fed.finish(&found.path, stat.mtime_ms(), true);
+        let (head, tail) = identity::known_bytes(f, offset);
+        let info = rest_fed.finish(&found.path, dirscan::mtime_ms_of(stat.mtime_ns), true);
         let row = match (info, rest_fed.header.clone()) {
             (Some(info), Some(header)) if !state.rejected => Some(SessionRow {
                 info,
                 header,
                 // Until the last piece, the stat stays "changed", so a kill between pieces is resumed.
-                stat: if done { stat } else { FileStat { len: 0, mtime_ns: 0, ..stat } },
+                stamp: if done { stat } else { FileStamp { size: 0, mtime_ns: 0, ctime_ns: 0, ..stat } },
                 offset,
                 lines: line_no,
-                head: head.clone(),
-                tail: tail.clone(),
+                head,
+                tail,
                 unterminated,
                 resume_state: state::encode(&state),
                 read_at_ns,
@@ -587,10 +649,10 @@ fn upsert_session(
         &all,
         &cwd,
         &name,
-        &(row.stat.len as i64),
-        &row.stat.mtime_ns,
-        &(row.stat.dev as i64),
-        &(row.stat.ino as i64),
+        &(row.stamp.size as i64),
+        &row.stamp.mtime_ns,
+        &(row.stamp.dev as i64),
+        &(row.stamp.ino as i64),
         &(row.offset as i64),
         &row.lines,
         &row.head,
@@ -600,13 +662,14 @@ fn upsert_session(
     let mut params: Vec<&(dyn ToSql + Sync)> = values.to_vec();
     params.push(&row.read_at_ns);
     params.push(&row.unterminated);
+    params.push(&row.stamp.ctime_ns);
     let r = tx.query_one(
         "INSERT INTO pi_sessions (machine, path, agent_dir, project_dir, file_name, session_id, header, info_id,
            info_cwd, info_name, info_parent_session, info_created, info_modified, info_message_count,
            info_first_message, info_all_messages_text, cwd, name, file_size, file_mtime_ns, file_dev, file_ino,
-           pushed_offset, pushed_lines, head, tail, resume_state, read_at_ns, unterminated)
+           pushed_offset, pushed_lines, head, tail, resume_state, read_at_ns, unterminated, file_ctime_ns)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-           $23, $24, $25, $26, $27, $28, $29)
+           $23, $24, $25, $26, $27, $28, $29, $30)
          ON CONFLICT (machine, path) DO UPDATE SET agent_dir = EXCLUDED.agent_dir,
            project_dir = EXCLUDED.project_dir, file_name = EXCLUDED.file_name, session_id = EXCLUDED.session_id,
            header = EXCLUDED.header, info_id = EXCLUDED.info_id, info_cwd = EXCLUDED.info_cwd,
@@ -618,7 +681,7 @@ fn upsert_session(
            file_ino = EXCLUDED.file_ino, pushed_offset = EXCLUDED.pushed_offset,
            pushed_lines = EXCLUDED.pushed_lines, head = EXCLUDED.head, tail = EXCLUDED.tail,
            resume_state = EXCLUDED.resume_state, read_at_ns = EXCLUDED.read_at_ns,
-           unterminated = EXCLUDED.unterminated, pushed_at = now()
+           unterminated = EXCLUDED.unterminated, file_ctime_ns = EXCLUDED.file_ctime_ns, pushed_at = now()
          RETURNING sid",
         &params,
     )?;
@@ -647,7 +710,7 @@ pub fn lock_machine(client: &mut Client, target: &Target, machine: &str) -> DbRe
 
 /// One pass: brings the database's copy of `options.machine`'s sessions up to date with the files.
 pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) -> DbResult<PushReport> {
-    let scanned = scan(&options.agent_dir)?;
+    let scanned = scan(options)?;
     let found = &scanned.found;
     let mut pushed = load_pushed(client, target, &options.machine)?;
     let mut writer = Writer {
@@ -661,26 +724,28 @@ pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) ->
     let mut seen: HashSet<&str> = HashSet::new();
     for (i, f) in found.iter().enumerate() {
         seen.insert(&f.path);
-        let known = pushed.remove(&f.path);
-        if let Some(k) = &known {
-            if k.stat == f.stat && k.settled() {
-                continue;
+        let mut known = pushed.remove(&f.path);
+        // Unchanged as its stamp proves (outside the racy window): a `stat`, nothing read.
+        if known.as_ref().is_some_and(|k| k.ctime_known && k.stamp == f.stamp && !k.known().racy()) {
+            continue;
+        }
+        let Some(opened) = open_changed(f, known.as_mut()) else { continue };
+        if let Some(k) = known.as_ref().filter(|_| opened.unchanged) {
+            // Its bytes say it is unchanged (racily clean, or a row without a change time): record what was
+            // learnt, so later passes decide from the stamp alone.
+            let now_settled = Known { observed_at_ns: opened.read_at_ns, ..k.known() };
+            if !k.ctime_known || (k.known().racy() && !now_settled.racy()) {
+                client
+                    .execute(
+                        "UPDATE pi_sessions SET read_at_ns = $1, file_ctime_ns = $2 WHERE sid = $3",
+                        &[&opened.read_at_ns, &opened.stamp.ctime_ns, &k.sid],
+                    )
+                    .map_err(|e| target.error(e))?;
             }
-            if k.stat == f.stat && k.offset <= f.stat.len {
-                // Racily clean: unchanged if its bytes say so.
-                let same = File::open(&f.path).is_ok_and(|file| continues(&file, k));
-                if same {
-                    if f.stat.mtime_ns <= now_ns() - RACY_WINDOW_NS {
-                        client
-                            .execute("UPDATE pi_sessions SET read_at_ns = $1 WHERE sid = $2", &[&now_ns(), &k.sid])
-                            .map_err(|e| target.error(e))?;
-                    }
-                    continue;
-                }
-            }
+            continue;
         }
         let mut emit = |client: &mut Client, piece: Piece| writer.add(client, found, piece);
-        let outcome = read_file(i, f, known.as_ref(), client, target, &mut emit)?;
+        let outcome = read_file(i, f, &opened, known.as_ref(), client, target, &mut emit)?;
         writer.report.pushed += usize::from(outcome.wrote);
         writer.report.rewritten += usize::from(outcome.restarted);
     }
@@ -697,7 +762,8 @@ pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) ->
 }
 
 /// Pushes once, then again whenever a session file changes (file-system notifications, with a poll every
-/// `poll` as a safety net), until `keep_going` says stop. `on_pass` sees each pass's report.
+/// `poll` as a safety net), until `keep_going` says stop or a pass fails. `on_pass` sees every pass's report,
+/// whether or not it changed something.
 pub fn watch(
     client: &mut Client,
     target: &Target,
@@ -748,10 +814,7 @@ pub fn watch(
         while rx.try_recv().is_ok() {}
         loop {
             let added = watch_dirs(&mut watched);
-            let report = push_once(client, target, options)?;
-            if report.pushed > 0 || report.deleted > 0 {
-                on_pass(&report);
-            }
+            on_pass(&push_once(client, target, options)?);
             if !added {
                 break;
             }

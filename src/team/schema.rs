@@ -89,6 +89,11 @@ const MIGRATIONS: &[&str] = &[
     -- Search walks the newest entries first.
     CREATE INDEX pi_entries_newest ON pi_entries (search_ts DESC NULLS LAST, sid, line) WHERE search_text IS NOT NULL;
     ",
+    // 2: the file's change time when pushed. A rewrite that keeps the length and sets the modification time back
+    // (a secret overwritten in place) moves only the change time; without it such a rewrite went unnoticed. NULL
+    // in rows pushed before: the next push records it (judging those files as before, by their other stamp
+    // fields and known bytes) instead of sending every session again.
+    "ALTER TABLE pi_sessions ADD COLUMN file_ctime_ns bigint;",
 ];
 
 /// The schema version this build writes and reads.

@@ -726,6 +726,7 @@ fn the_schema_is_created_once_however_many_machines_start_at_once_and_a_newer_on
     let err = pi_sessiond::team::schema::open(&target).map(drop).unwrap_err();
     assert!(matches!(err, pi_sessiond::team::DbError::NewerSchema { found: 999, .. }), "{err}");
     let tmp = temp_dir();
+    std::fs::create_dir(tmp.path().join("sessions")).unwrap();
     let out =
         Command::new(binary()).args(["--agent-dir", &s(tmp.path()), "push", "--postgres", &url]).output().unwrap();
     assert!(!out.status.success());
@@ -840,4 +841,360 @@ fn two_pushes_of_one_machine_at_once_take_turns_and_duplicate_nothing() {
     entries.sort_by(f64::total_cmp);
     assert_eq!(entries, [0.0, 40.0 * 31.0]);
     assert_database_holds_exactly_the_files(&url, "m", &agent);
+}
+
+/// A `push` of the binary with `args` (after `push`); (exit status, stdout, stderr).
+fn push_args(agent: &str, url: &str, args: &[&str], cwd: Option<&Path>) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(binary());
+    cmd.args(["--agent-dir", agent, "push", "--postgres", url]).args(args).stdin(Stdio::null());
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let out = cmd.output().expect("run pi-sessiond");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn a_push_of_a_mistyped_or_sessionless_agent_dir_exits_non_zero_and_deletes_nothing() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, tmp, agent) = fresh(pg);
+    for i in 0..3 {
+        session(&agent.join("sessions/--p--"), &format!("kept{i}aaa"), &["still pushed"]);
+    }
+    push(&agent, &url, "m");
+    let typo = s(&tmp.path().join("agnet"));
+    let (status, stdout, stderr) = push_args(&typo, &url, &["--machine", "m"], None);
+    assert_eq!(status, Some(2), "a missing agent directory is an error: {stdout}{stderr}");
+    assert!(stderr.contains("agnet") && stderr.contains("nothing was pushed or deleted"), "{stderr}");
+    assert_database_holds_exactly_the_files(&url, "m", &agent);
+
+    // A directory that exists but holds no sessions directory (an empty or wrong one): refused too, in JSON with
+    // --json, unless --allow-empty says that this machine really has no sessions.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (status, stdout, _) = push_args(&s(&empty), &url, &["--machine", "m", "--json"], None);
+    assert_eq!(status, Some(2));
+    let error = json(stdout.trim());
+    assert_eq!(error.get("error").and_then(|e| e.get("kind")), Some(&Json::str("session_not_found")), "{stdout}");
+    assert_database_holds_exactly_the_files(&url, "m", &agent);
+    let (status, stdout, stderr) = push_args(&s(&empty), &url, &["--machine", "m", "--allow-empty"], None);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(number(&json(stdout.trim()), "deleted"), 3.0, "told so, the machine's sessions are deleted");
+}
+
+#[test]
+fn a_relative_agent_dir_stores_absolute_paths() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, tmp, agent) = fresh(pg);
+    session(&agent.join("sessions/--p--"), "relative", &["from a relative path"]);
+    let (status, _, stderr) = push_args("agent", &url, &["--machine", "m"], Some(tmp.path()));
+    assert_eq!(status, Some(0), "{stderr}");
+    let canonical = std::fs::canonicalize(&agent).unwrap();
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let rows = client.query("SELECT path, agent_dir FROM pi_sessions", &[]).unwrap();
+    let got: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let file = canonical.join("sessions/--p--/2026-01-01T00-00-00-000Z_relative.jsonl");
+    assert_eq!(got, [(s(&file), s(&canonical))]);
+    // The same directory pushed by its absolute name is the same session: nothing to send, nothing deleted.
+    let again = push(&canonical, &url, "m");
+    assert_eq!((number(&again, "entries"), number(&again, "deleted")), (0.0, 0.0), "{again:?}");
+    assert_database_holds_exactly_the_files(&url, "m", &canonical);
+}
+
+/// Waits until the file system's clock has moved past `path`'s last change, so that a write now shows in its
+/// change time (timestamps tick every few milliseconds).
+fn wait_past_last_change(path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    let changed = std::time::UNIX_EPOCH + std::time::Duration::new(m.ctime() as u64, m.ctime_nsec() as u32);
+    while std::time::SystemTime::now() < changed + std::time::Duration::from_millis(50) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// How many rows of `table` (pi_sessions or pi_entries) hold `needle` in any column, as text or as bytes.
+fn rows_holding(client: &mut postgres::Client, table: &str, needle: &str) -> i64 {
+    let hex: String = needle.bytes().map(|b| format!("{b:02x}")).collect();
+    let sql = format!("SELECT count(*) FROM {table} t WHERE strpos(t::text, $1) > 0 OR strpos(t::text, $2) > 0");
+    client.query_one(&sql, &[&needle, &hex]).unwrap().get(0)
+}
+
+#[test]
+fn a_same_length_rewrite_in_place_with_its_mtime_set_back_is_pushed_again_and_its_old_bytes_are_in_no_column() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    let long = "padding ".repeat(40);
+    let texts = [long.as_str(), "my password is hunter2-swordfish", long.as_str(), long.as_str()];
+    let file = session(&agent.join("sessions/--p--"), "secret01", &texts);
+    push(&agent, &url, "m");
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    assert!(rows_holding(&mut client, "pi_entries", "hunter2-swordfish") > 0, "pushed: the secret is in the database");
+    assert!(rows_holding(&mut client, "pi_sessions", "hunter2-swordfish") > 0, "and in the listing's text");
+
+    // The secret overwritten in place, far from the first and last bytes, and the modification time set back.
+    wait_past_last_change(&file);
+    let before = std::fs::metadata(&file).unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    let at = bytes.windows(17).position(|w| w == b"hunter2-swordfish").unwrap();
+    assert!(at > 256 && at + 17 < bytes.len() - 64, "the secret is neither in the head nor in the tail");
+    std::os::unix::fs::FileExt::write_all_at(
+        &std::fs::File::options().write(true).open(&file).unwrap(),
+        b"*****************",
+        at as u64,
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::MetadataExt;
+        let ts = |secs: i64, nsec: i64| rustix::fs::Timespec { tv_sec: secs, tv_nsec: nsec as _ };
+        let times = rustix::fs::Timestamps {
+            last_access: ts(before.atime(), before.atime_nsec()),
+            last_modification: ts(before.mtime(), before.mtime_nsec()),
+        };
+        rustix::fs::utimensat(rustix::fs::CWD, &file, &times, rustix::fs::AtFlags::empty()).unwrap();
+        let after = std::fs::metadata(&file).unwrap();
+        assert_eq!(
+            (after.len(), after.mtime(), after.mtime_nsec()),
+            (before.len(), before.mtime(), before.mtime_nsec())
+        );
+    }
+
+    let report = push(&agent, &url, "m");
+    assert_eq!((number(&report, "rewritten"), number(&report, "entries")), (1.0, 5.0), "{report:?}");
+    assert_database_holds_exactly_the_files(&url, "m", &agent);
+    assert_eq!(rows_holding(&mut client, "pi_entries", "hunter2-swordfish"), 0, "no entry column holds the old bytes");
+    assert_eq!(rows_holding(&mut client, "pi_sessions", "hunter2-swordfish"), 0, "no session column holds them");
+    let hits = json(&run_search(&["--catalog", &url, "search", "--json", "hunter2"]));
+    assert_eq!(hits, Json::Array(Vec::new()), "team search no longer finds the secret");
+}
+
+/// A `push --watch` of the binary: its report lines and its stderr, collected as they come. Killed when dropped.
+struct Watching {
+    child: std::process::Child,
+    reports: std::sync::mpsc::Receiver<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Watching {
+    fn start(agent: &Path, url: &str) -> Watching {
+        let mut child = Command::new(binary())
+            .args(["--agent-dir", &s(agent), "push", "--postgres", url, "--machine", "laptop", "--watch"])
+            .args(["--poll-ms", "200"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, reports) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let collected = stderr.clone();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(pipe)).map_while(Result::ok) {
+                collected.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        Watching { child, reports, stderr }
+    }
+
+    /// The next report line (within a minute).
+    fn next_report(&self) -> Json {
+        let line = self.reports.recv_timeout(std::time::Duration::from_secs(60));
+        json(&line.unwrap_or_else(|_| panic!("no report from the watching push; stderr: {}", self.stderr())))
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits (up to `secs`) until its stderr holds `needle`.
+    fn says(&mut self, needle: &str, secs: u64) {
+        let ok = eventually(secs, || self.stderr().contains(needle) || self.exited());
+        assert!(ok && !self.exited(), "the watching push never said {needle:?} (or exited): {}", self.stderr());
+    }
+
+    fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `done` every 50 ms until it is true (true) or `secs` have passed (false).
+fn eventually(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if done() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// How many entry rows the database at `url` holds (None while it cannot be reached).
+fn entry_rows(url: &str) -> Option<i64> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).ok()?;
+    client.query_one("SELECT count(*) FROM pi_entries", &[]).ok().map(|r| r.get(0))
+}
+
+/// How many complete lines the session files under `agent` hold.
+fn lines_under(agent: &Path) -> i64 {
+    let mut n = 0;
+    for dir in std::fs::read_dir(agent.join("sessions")).unwrap().flatten() {
+        for f in std::fs::read_dir(dir.path()).unwrap().flatten() {
+            n += std::fs::read(f.path()).unwrap().iter().filter(|&&b| b == b'\n').count() as i64;
+        }
+    }
+    n
+}
+
+#[test]
+fn a_watching_push_keeps_going_through_a_restart_of_the_database_server() {
+    let Some(mut own) = pg_server::OwnServer::start() else { return };
+    let url = own.database();
+    let tmp = temp_dir();
+    let agent = tmp.path().join("agent");
+    let file = session(&agent.join("sessions/--p--"), "restart1", &["before the restart"]);
+    let mut watcher = Watching::start(&agent, &url);
+    assert_eq!(number(&watcher.next_report(), "pushed"), 1.0);
+    own.stop();
+    append_line(&file, &message_line("rest0001", "\"rest0000\"", "written while the server was down", 1));
+    watcher.says("trying again", 60);
+    own.start_again();
+    let arrived = eventually(90, || entry_rows(&url) == Some(lines_under(&agent)) || watcher.exited());
+    assert!(!watcher.exited(), "the watching push exited: {}", watcher.stderr());
+    assert!(arrived, "the append never arrived after the restart: {}", watcher.stderr());
+    assert_database_holds_exactly_the_files(&url, "laptop", &agent);
+}
+
+#[test]
+fn a_watching_push_keeps_going_when_its_statement_is_cancelled() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    let file = session(&agent.join("sessions/--p--"), "cancel01", &["before the cancel"]);
+    let mut watcher = Watching::start(&agent, &url);
+    assert_eq!(number(&watcher.next_report(), "pushed"), 1.0);
+    // Hold the entries table, so that the push's next write waits where it can be cancelled.
+    let mut blocker = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut held = blocker.transaction().unwrap();
+    held.batch_execute("LOCK TABLE pi_entries IN ACCESS EXCLUSIVE MODE").unwrap();
+    append_line(&file, &message_line("canc0001", "\"canc0000\"", "written before the cancel", 1));
+    let db = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut cancelled = false;
+    let waited = eventually(60, || {
+        let rows = admin
+            .query(
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+                 WHERE datname = $1 AND application_name = 'pi-sessiond' AND wait_event_type = 'Lock'",
+                &[&db],
+            )
+            .unwrap();
+        cancelled |= rows.iter().any(|r| r.get::<_, bool>(0));
+        cancelled
+    });
+    assert!(waited, "the push never waited for the table: {}", watcher.stderr());
+    watcher.says("57014", 60);
+    held.rollback().unwrap();
+    let arrived = eventually(60, || entry_rows(&url) == Some(lines_under(&agent)) || watcher.exited());
+    assert!(!watcher.exited(), "the watching push exited: {}", watcher.stderr());
+    assert!(arrived, "the append never arrived after the cancel: {}", watcher.stderr());
+    assert_database_holds_exactly_the_files(&url, "laptop", &agent);
+}
+
+/// A small tmpfs mounted (as root) on a temporary directory, owned by the server's user, holding a tablespace;
+/// dropped and unmounted at the end.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+    tablespace: String,
+    admin: postgres::Client,
+}
+
+impl SmallDisk {
+    fn mount(pg: &pg_server::Server, size: &str) -> SmallDisk {
+        let dir = temp_dir();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700,uid=65534,gid=65534"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount a tmpfs");
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tablespace = format!("small_{}_{n}", std::process::id());
+        let mut admin = pg.admin();
+        admin.batch_execute(&format!("CREATE TABLESPACE {tablespace} LOCATION '{}'", s(dir.path()))).unwrap();
+        SmallDisk { dir, tablespace, admin }
+    }
+
+    fn grow(&self, size: &str) {
+        let status =
+            Command::new("mount").args(["-o", &format!("remount,size={size}")]).arg(self.dir.path()).status().unwrap();
+        assert!(status.success(), "grow the tmpfs");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let db: Vec<String> = self
+            .admin
+            .query(
+                "SELECT d.datname FROM pg_database d JOIN pg_tablespace t ON t.oid = d.dattablespace
+                 WHERE t.spcname = $1",
+                &[&self.tablespace],
+            )
+            .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+            .unwrap_or_default();
+        for name in db {
+            let _ = self.admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"));
+        }
+        let _ = self.admin.batch_execute(&format!("DROP TABLESPACE {}", self.tablespace));
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn a_watching_push_keeps_going_through_a_full_disk() {
+    let Some(pg) = pg_server::server() else { return };
+    if !pg_server::is_root() {
+        assert!(!pg_server::required(), "the disk-full test mounts a tmpfs and must run as root here");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"skipping the disk-full test: not root\n");
+        return;
+    }
+    // The database lives on a disk with room for its catalog, the schema and a small session, not much more.
+    let disk = SmallDisk::mount(pg, "16m");
+    let url = pg.database_in(&disk.tablespace);
+    let tmp = temp_dir();
+    let agent = tmp.path().join("agent");
+    session(&agent.join("sessions/--p--"), "small001", &["fits on the disk"]);
+    let mut watcher = Watching::start(&agent, &url);
+    assert_eq!(number(&watcher.next_report(), "pushed"), 1.0, "{}", watcher.stderr());
+    // Sessions that do not fit: text that does not compress, searched and so indexed.
+    let mut r = Rng::new(53);
+    for i in 0..4 {
+        let texts: Vec<String> = (0..60).map(|_| (0..2000).map(|_| r.hex8()).collect::<Vec<_>>().join(" ")).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        session(&agent.join("sessions/--big--"), &format!("big{i:05}"), &refs);
+    }
+    watcher.says("53100", 120);
+    disk.grow("1g");
+    let arrived = eventually(120, || entry_rows(&url) == Some(lines_under(&agent)) || watcher.exited());
+    assert!(!watcher.exited(), "the watching push exited: {}", watcher.stderr());
+    assert!(arrived, "the sessions never arrived once there was room: {}", watcher.stderr());
+    assert_database_holds_exactly_the_files(&url, "laptop", &agent);
+    drop(watcher);
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 /// Where each kind of input and output may happen, and why there.
 const IO_ROOMS: &[(&str, &str)] = &[
     ("session/store.rs", "session files: open, read, append, rewrite, fsync"),
+    ("session/identity.rs", "a file's stamp and known bytes: same, grew or rewritten (engine, catalog, push)"),
     ("session/dirscan.rs", "session directories: default directory, scans, findMostRecentSession"),
     ("catalog/listing.rs", "walking the agent directory for listAll"),
     ("catalog/index.rs", "the catalog index database and the files it reads from where it stopped"),

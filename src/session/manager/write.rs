@@ -15,12 +15,13 @@ use crate::session::change::{Change, Commit, Compaction, EntryRef, Op, OpValue, 
 use crate::session::context::{self, Bodies};
 use crate::session::entry::{Body, Detail, EntryType, MessageShape, Record, Role};
 use crate::session::error::{Error, Result};
+use crate::session::identity::FileState;
 use crate::session::ids;
 use crate::session::json::{JsString, Json, Object};
 use crate::session::key::Key;
 use crate::session::paths;
 use crate::session::store::{
-    self, BodyReader, Durability, FileState, LineSlot, LoadedFile, SessionFile, Start, Warning, WarningKind,
+    self, BodyReader, Durability, LineSlot, LoadedFile, SessionFile, Start, Warning, WarningKind,
 };
 use crate::session::tree::TreeIndex;
 

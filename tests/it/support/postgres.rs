@@ -3,6 +3,8 @@
 //! run as root. A watchdog shell holds the server: when the test process exits, its pipe closes and the shell
 //! stops the server and removes the directory. Each test gets a database of its own.
 //!
+//! A test that must restart its server gets one of its own ([`OwnServer`]), stopped and started on one port.
+//!
 //! Where no server can be started (no PostgreSQL installed) the tests skip with a message saying so, except
 //! under CI (`CI` set) and in `tests/run-all` (`PI_SESSIOND_REQUIRE_POSTGRES` set), where that is a failure:
 //! `tests/run-all` installs Debian's `postgresql`.
@@ -42,7 +44,8 @@ fn bin_dir() -> Option<PathBuf> {
     versions.pop()
 }
 
-fn is_root() -> bool {
+/// Whether the tests run as root (then the server runs as `nobody`, and a test may mount a file system).
+pub fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
@@ -60,7 +63,17 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port").local_addr().unwrap().port()
 }
 
-fn start() -> Result<Server, String> {
+/// A cluster made by `initdb`, not yet running.
+struct Cluster {
+    bin: PathBuf,
+    /// The temporary directory holding it (removed by the watchdog).
+    dir: PathBuf,
+    data: PathBuf,
+    /// `-c ssl=on` when a certificate could be made.
+    tls: Vec<&'static str>,
+}
+
+fn init_cluster() -> Result<Cluster, String> {
     let bin = bin_dir().ok_or("PostgreSQL's initdb and postgres are not installed")?;
     let dir = tempfile::Builder::new().prefix("pi-sessiond-pg-").tempdir().map_err(|e| e.to_string())?.keep();
     if is_root() {
@@ -102,48 +115,149 @@ fn start() -> Result<Server, String> {
         let _ = std::fs::set_permissions(data.join("server.key"), std::os::unix::fs::PermissionsExt::from_mode(0o600));
         tls = vec!["-c", "ssl=on"];
     }
+    Ok(Cluster { bin, dir, data, tls })
+}
+
+impl Cluster {
+    /// The shell command that runs the server on `port` in the background, its pid in `$pid`.
+    fn run_command(&self, port: u16) -> String {
+        format!(
+            "'{}' -D '{}' -p {port} -k '{}' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 {} \
+             >> '{}/log' 2>&1 & pid=$!",
+            self.bin.join("postgres").display(),
+            self.data.display(),
+            self.dir.display(),
+            self.tls.join(" "),
+            self.dir.display(),
+        )
+    }
+
+    /// Waits (up to a minute) until the server on `port` takes connections.
+    fn wait_until_up(&self, port: u16, watchdog: &mut std::process::Child) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if postgres::Client::connect(&admin_url(port), postgres::NoTls).is_ok() {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline || watchdog.try_wait().ok().flatten().is_some() {
+                let log = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
+                return Err(format!("postgres did not start: {log}"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+fn start() -> Result<Server, String> {
+    let cluster = init_cluster()?;
+    let dir = &cluster.dir;
     let port = free_port();
-    let script = format!(
-        "'{}' -D '{}' -p {port} -k '{}' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 {} \
-         > '{}/log' 2>&1 & pid=$!; read _; kill -INT $pid; wait $pid; rm -rf '{}'",
-        bin.join("postgres").display(),
-        data.display(),
-        dir.display(),
-        tls.join(" "),
-        dir.display(),
-        dir.display(),
-    );
+    let script =
+        format!("{}; read _; kill -INT $pid; wait $pid; rm -rf '{}'", cluster.run_command(port), dir.display(),);
     let mut watchdog = as_server_user(Path::new("/bin/sh"))
         .args(["-c", &script])
-        .current_dir(&dir)
+        .current_dir(dir)
         .stdin(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start postgres: {e}"))?;
     let stdin = watchdog.stdin.take().expect("watchdog stdin");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        if postgres::Client::connect(&admin_url(port), postgres::NoTls).is_ok() {
-            break;
-        }
-        if std::time::Instant::now() > deadline || watchdog.try_wait().ok().flatten().is_some() {
-            let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
-            return Err(format!("postgres did not start: {log}"));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    cluster.wait_until_up(port, &mut watchdog)?;
     Ok(Server { port, _watchdog: Mutex::new(stdin) })
+}
+
+/// A server of one test's own, which the test stops and starts again on the same port (a database restart as
+/// its clients see it). Its watchdog shell takes `stop` and `start` on stdin and answers each on stdout; when
+/// the test process exits, the server is stopped and its directory removed, as for the shared one.
+pub struct OwnServer {
+    port: u16,
+    cluster: Cluster,
+    watchdog: std::process::Child,
+    control: std::process::ChildStdin,
+    answers: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl OwnServer {
+    /// Starts one, or None (with a message) where no server can be started outside CI, as [`server`].
+    pub fn start() -> Option<OwnServer> {
+        or_skip(OwnServer::try_start())
+    }
+
+    fn try_start() -> Result<OwnServer, String> {
+        let cluster = init_cluster()?;
+        let port = free_port();
+        let run = cluster.run_command(port);
+        let script = format!(
+            "{run}; while read cmd; do case \"$cmd\" in stop) kill -INT $pid; wait $pid; echo stopped;; \
+             start) {run}; echo started;; esac; done; kill -INT $pid; wait $pid; rm -rf '{}'",
+            cluster.dir.display(),
+        );
+        let mut watchdog = as_server_user(Path::new("/bin/sh"))
+            .args(["-c", &script])
+            .current_dir(&cluster.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start postgres: {e}"))?;
+        let control = watchdog.stdin.take().expect("watchdog stdin");
+        let answers = std::io::BufReader::new(watchdog.stdout.take().expect("watchdog stdout"));
+        cluster.wait_until_up(port, &mut watchdog)?;
+        Ok(OwnServer { port, cluster, watchdog, control, answers })
+    }
+
+    fn command(&mut self, cmd: &str) {
+        writeln!(self.control, "{cmd}").expect("the watchdog takes commands");
+        let mut answer = String::new();
+        std::io::BufRead::read_line(&mut self.answers, &mut answer).expect("the watchdog answers");
+        let done = if cmd == "stop" { "stopped" } else { "started" };
+        assert_eq!(answer.trim(), done, "the watchdog did not {cmd} the server");
+    }
+
+    /// Stops the server (PostgreSQL's fast shutdown: clients get 57P01, then nothing answers on the port).
+    pub fn stop(&mut self) {
+        self.command("stop");
+    }
+
+    /// Starts it again on the same port and waits until it takes connections.
+    pub fn start_again(&mut self) {
+        self.command("start");
+        self.cluster.wait_until_up(self.port, &mut self.watchdog).expect("the server starts again");
+    }
+
+    /// A new empty database, as a URL (without TLS).
+    pub fn database(&self) -> String {
+        new_database(self.port)
+    }
+}
+
+/// A new empty database on the server at `port`, as a URL (without TLS).
+fn new_database(port: u16) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let name = format!("t{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let mut admin = postgres::Client::connect(&admin_url(port), postgres::NoTls).expect("admin connection");
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).expect("create database");
+    format!("postgresql://postgres@127.0.0.1:{port}/{name}?sslmode=disable")
 }
 
 fn admin_url(port: u16) -> String {
     format!("postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable")
 }
 
+/// Whether a test that cannot run here must fail rather than skip (CI, `tests/run-all`).
+pub fn required() -> bool {
+    ["CI", "PI_SESSIOND_REQUIRE_POSTGRES"].iter().any(|v| std::env::var_os(v).is_some())
+}
+
 /// The shared server, or None (with a message) where none can be started outside CI.
 pub fn server() -> Option<&'static Server> {
     static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
-    match SERVER.get_or_init(start) {
+    or_skip(SERVER.get_or_init(start).as_ref().map_err(String::clone))
+}
+
+/// The server, or None with a message where it could not be started and the tests may skip (else a failure).
+fn or_skip<T>(started: Result<T, String>) -> Option<T> {
+    match started {
         Ok(s) => Some(s),
-        Err(e) if ["CI", "PI_SESSIOND_REQUIRE_POSTGRES"].iter().any(|v| std::env::var_os(v).is_some()) => {
+        Err(e) if required() => {
             panic!("CI and tests/run-all must run the PostgreSQL tests, and no server can be started: {e}")
         }
         Err(e) => {
@@ -156,11 +270,21 @@ pub fn server() -> Option<&'static Server> {
 impl Server {
     /// A new empty database, as a URL (without TLS).
     pub fn database(&self) -> String {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let name = format!("t{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        new_database(self.port)
+    }
+
+    /// A new empty database whose files are all in `tablespace`, as a URL (without TLS).
+    pub fn database_in(&self, tablespace: &str) -> String {
+        let url = new_database(self.port);
+        let name = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
         let mut admin = postgres::Client::connect(&admin_url(self.port), postgres::NoTls).expect("admin connection");
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).expect("create database");
-        format!("postgresql://postgres@127.0.0.1:{}/{name}?sslmode=disable", self.port)
+        admin.batch_execute(&format!("ALTER DATABASE {name} SET TABLESPACE {tablespace}")).expect("move database");
+        url
+    }
+
+    /// A connection as the superuser to the maintenance database.
+    pub fn admin(&self) -> postgres::Client {
+        postgres::Client::connect(&admin_url(self.port), postgres::NoTls).expect("admin connection")
     }
 
     /// The port it listens on.
