@@ -609,7 +609,7 @@ impl BodyReader<'_> {
     }
 }
 
-/// Reads bodies of one file in the order they lie in it, through one window of at least [`READ_AHEAD`] bytes: a
+/// Reads bodies of one file in the order they lie in it, through one window of up to [`READ_AHEAD`] bytes: a
 /// snapshot or a listing of every entry costs a few large reads, not one read per line. Each body is checked as
 /// [`read_body`] checks it (its line must still end where it did).
 pub struct ReadAhead<'a> {
@@ -618,8 +618,11 @@ pub struct ReadAhead<'a> {
     window_start: u64,
 }
 
-/// The least a [`ReadAhead`] reads at once.
+/// The most a [`ReadAhead`] reads at once (more only for a longer line).
 pub const READ_AHEAD: usize = 4 << 20;
+
+/// What a [`ReadAhead`] reads first; each read after it reads twice as much, up to [`READ_AHEAD`].
+const FIRST_READ: usize = 64 << 10;
 
 impl<'a> ReadAhead<'a> {
     /// A reader of `file`'s bodies (None: bodies held in memory only).
@@ -645,7 +648,9 @@ impl<'a> ReadAhead<'a> {
             // Read ahead only when going forward from the window (or starting): a jump back reads the one line.
             let window_end = self.window_start + self.window.len() as u64;
             let forward = self.window.is_empty() || (offset >= self.window_start && offset <= window_end);
-            self.window.resize(if forward { READ_AHEAD.max(len + 1) } else { len + 1 }, 0);
+            // The window grows from a small first read, so a few entries (a notification's) cost a small read.
+            let ahead = (self.window.len() * 2).clamp(FIRST_READ, READ_AHEAD);
+            self.window.resize(if forward { ahead.max(len + 1) } else { len + 1 }, 0);
             let mut got = 0;
             while got < self.window.len() {
                 match file.reader.read_at(&mut self.window[got..], offset + got as u64) {

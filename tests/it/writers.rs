@@ -62,8 +62,10 @@ fn raw_appender(
                 std::thread::sleep(Duration::from_micros(u64::from(rng.next_u32() % 3000)));
             }
             written.fetch_add(1, Ordering::Relaxed);
-            // Between lines it thinks a little, as any writer of a session does.
-            std::thread::sleep(Duration::from_micros(2000 + u64::from(rng.next_u32() % 4000)));
+            // Between lines it thinks a little, and now and then longer, as any writer of a session does.
+            let pause =
+                if rng.next_u32() % 3 == 0 { 20_000 + rng.next_u32() % 40_000 } else { 2000 + rng.next_u32() % 4000 };
+            std::thread::sleep(Duration::from_micros(u64::from(pause)));
         }
         n
     })
@@ -115,9 +117,10 @@ fn branch_and_append_beside_a_raw_appender(watch: bool, seed: u32) {
     let appender = raw_appender(path.clone(), root.clone(), seed, stop.clone(), written.clone());
     let mut acked = Vec::new();
     let mut refused = 0;
-    // At least 20 rounds, and on until the appender has written 20 lines beside them.
+    // At least 20 rounds, and on until the appender has written 20 lines beside them and a few of ours got
+    // through (a branch is refused while the appender moves a leaf that follows it, as it should be).
     let mut round = 0;
-    while round < 20 || (written.load(Ordering::Relaxed) < 20 && round < 2000) {
+    while round < 20 || ((written.load(Ordering::Relaxed) < 20 || acked.len() < 3) && round < 1000) {
         round += 1;
         // A branch back to the root, then an append (or a batch) that expects it: the look at the file and the
         // write both meet the appender's pieces.
@@ -165,7 +168,7 @@ fn branch_and_append_beside_a_raw_appender(watch: bool, seed: u32) {
     }
     eprintln!("beside a raw appender (watch {watch}, seed {seed}): {} entries acknowledged, {refused} requests refused, {raw_written} raw lines", acked.len());
     assert!(!acked.is_empty(), "some writes must get through ({refused} refused)");
-    assert!(raw_written > 20, "the appender wrote beside us ({raw_written} lines)");
+    assert!(raw_written >= 20, "the appender wrote beside us ({raw_written} lines)");
 }
 
 #[test]
