@@ -63,8 +63,11 @@ fn raw_appender(
             }
             written.fetch_add(1, Ordering::Relaxed);
             // Between lines it thinks a little, and now and then longer, as any writer of a session does.
-            let pause =
-                if rng.next_u32() % 3 == 0 { 20_000 + rng.next_u32() % 40_000 } else { 2000 + rng.next_u32() % 4000 };
+            let pause = if rng.next_u32().is_multiple_of(3) {
+                20_000 + rng.next_u32() % 40_000
+            } else {
+                2000 + rng.next_u32() % 4000
+            };
             std::thread::sleep(Duration::from_micros(u64::from(pause)));
         }
         n
