@@ -543,6 +543,12 @@
 
   function onEvent(ev) {
     const cur = state.current;
+    // The server dropped events this page was too slow to take: what it shows is loaded again.
+    if (ev.kind === "lagged") {
+      loadSessions();
+      if (cur) resync();
+      return;
+    }
     if (!cur || ev.handle !== cur.handle || ev.seq <= cur.seq) return;
     if (ev.seq !== cur.seq + 1) return resync();
     cur.seq = ev.seq;
