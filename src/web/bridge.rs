@@ -2,16 +2,16 @@
 //! tree, context and live changes are therefore exactly what `pi-sessiond` serves any host — the same reads,
 //! the same watches — and the web module never reads a session file itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::cli::output::{Failure, FailureKind};
 use crate::rpc::framing::Framing;
 use crate::rpc::Config;
-use crate::session::json::{Json, Object};
+use crate::session::json::{scan, Json, Object};
 
 type Waiter = mpsc::Sender<Result<Json, Failure>>;
 
@@ -20,7 +20,7 @@ pub struct Bridge {
     input: Mutex<std::io::PipeWriter>,
     pending: Mutex<HashMap<u64, Waiter>>,
     next_id: AtomicU64,
-    listeners: Mutex<Vec<mpsc::Sender<Arc<Json>>>>,
+    listeners: Mutex<Vec<Weak<Feed>>>,
 }
 
 impl Bridge {
@@ -63,28 +63,44 @@ impl Bridge {
         let mut line = Vec::new();
         loop {
             line.clear();
+            // One huge notification must not keep its buffer for the rest of the process's life.
+            if line.capacity() > 4 << 20 {
+                line = Vec::new();
+            }
             match output.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
-            // The engine's own JSON: lone UTF-16 surrogates, which pi writes, survive (serde_json refuses them).
-            let Ok(message) = Json::parse(line.trim_ascii_end()) else { continue };
-            let id = match message.get("id") {
-                Some(Json::Number(n)) => n.parse::<u64>().ok(),
-                _ => None,
-            };
-            match id {
+            let text = line.trim_ascii_end();
+            // Only responses are parsed here; notifications go to listeners as text (a parsed notification takes
+            // many times its size, and a listener's budget is counted in what it holds).
+            let Ok(doc) = scan::scan_document(text) else { continue };
+            match scan::find_member(text, &doc.members, "id") {
                 Some(id) => {
+                    let Some(id) = std::str::from_utf8(&text[id]).ok().and_then(|n| n.parse::<u64>().ok()) else {
+                        continue;
+                    };
                     let waiter = self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                    if let Some(w) = waiter {
+                    // The engine's own JSON: lone UTF-16 surrogates, which pi writes, survive (serde_json refuses
+                    // them).
+                    if let (Some(w), Ok(message)) = (waiter, Json::parse(text)) {
                         let _ = w.send(outcome(message));
                     }
                 }
                 None => {
-                    let shared = Arc::new(message);
-                    self.listeners.lock().unwrap_or_else(|e| e.into_inner()).retain(|l| l.send(shared.clone()).is_ok());
+                    let shared: Arc<[u8]> = Arc::from(text);
+                    self.listeners.lock().unwrap_or_else(|e| e.into_inner()).retain(|l| match l.upgrade() {
+                        Some(feed) => {
+                            feed.push(&shared);
+                            true
+                        }
+                        None => false,
+                    });
                 }
             }
+        }
+        for feed in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).drain(..).filter_map(|l| l.upgrade()) {
+            feed.close();
         }
         // The sidecar is gone: nobody waiting will get an answer.
         for (_, w) in self.pending.lock().unwrap_or_else(|e| e.into_inner()).drain() {
@@ -113,11 +129,96 @@ impl Bridge {
         rx.recv().unwrap_or_else(|_| Err(Failure::io("the sidecar stopped")))
     }
 
-    /// Every notification from now on (`session/changed`, …), as the sidecar sent it.
-    pub fn listen(&self) -> mpsc::Receiver<Arc<Json>> {
-        let (tx, rx) = mpsc::channel();
-        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(tx);
-        rx
+    /// Every notification from now on (`session/changed`, …), as the sidecar sent it, held for the listener up
+    /// to `budget` bytes of the sidecar's text. Dropping the feed stops the listening and frees what it held.
+    pub fn listen(&self, budget: usize) -> Arc<Feed> {
+        let feed = Arc::new(Feed {
+            state: Mutex::new(FeedState { queue: VecDeque::new(), bytes: 0, lagged: false, closed: false }),
+            budget,
+            ready: tokio::sync::Notify::new(),
+        });
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::downgrade(&feed));
+        feed
+    }
+}
+
+/// One listener's notifications, bounded in bytes (its budget, or one notification when that is larger): a
+/// listener that falls behind by more than that loses what it had not taken and is told so once ([`Heard::Lagged`]), so it can start again from a fresh state. The
+/// sidecar is never held back by a listener.
+pub struct Feed {
+    state: Mutex<FeedState>,
+    budget: usize,
+    ready: tokio::sync::Notify,
+}
+
+struct FeedState {
+    queue: VecDeque<Arc<[u8]>>,
+    bytes: usize,
+    lagged: bool,
+    closed: bool,
+}
+
+/// What a listener hears next.
+#[derive(Debug)]
+pub enum Heard {
+    /// A notification (its JSON text), in the sidecar's order.
+    Notification(Arc<[u8]>),
+    /// Notifications were dropped because the listener fell behind; those after this are complete again.
+    Lagged,
+    /// The sidecar has stopped: nothing more will come.
+    Closed,
+}
+
+impl Feed {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FeedState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, notification: &Arc<[u8]>) {
+        let size = notification.len();
+        {
+            let mut state = self.lock();
+            // One notification larger than the budget still goes to a listener that has taken everything else.
+            if !state.queue.is_empty() && state.bytes + size > self.budget {
+                state.queue.clear();
+                state.bytes = 0;
+                state.lagged = true;
+            } else {
+                state.queue.push_back(notification.clone());
+                state.bytes += size;
+            }
+        }
+        self.ready.notify_one();
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_one();
+    }
+
+    /// The next thing heard, without waiting: None when there is nothing yet.
+    pub fn try_next(&self) -> Option<Heard> {
+        let mut state = self.lock();
+        if std::mem::take(&mut state.lagged) {
+            return Some(Heard::Lagged);
+        }
+        if let Some(n) = state.queue.pop_front() {
+            state.bytes -= n.len();
+            return Some(Heard::Notification(n));
+        }
+        state.closed.then_some(Heard::Closed)
+    }
+
+    /// The next thing heard, waiting for it.
+    pub async fn next(&self) -> Heard {
+        loop {
+            // Registered before looking, so a push between the look and the wait is not missed.
+            let ready = self.ready.notified();
+            if let Some(heard) = self.try_next() {
+                return heard;
+            }
+            ready.await;
+        }
     }
 }
 
@@ -143,4 +244,48 @@ pub fn params(members: Vec<(&str, Json)>) -> Json {
         o.insert(k, v);
     }
     Json::Object(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(budget: usize) -> Feed {
+        Feed {
+            state: Mutex::new(FeedState { queue: VecDeque::new(), bytes: 0, lagged: false, closed: false }),
+            budget,
+            ready: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn number(heard: Option<Heard>) -> Option<String> {
+        match heard? {
+            Heard::Notification(n) => Some(String::from_utf8_lossy(&n).into_owned()),
+            Heard::Lagged => Some("lagged".into()),
+            Heard::Closed => Some("closed".into()),
+        }
+    }
+
+    #[test]
+    fn a_listener_that_falls_behind_its_budget_is_told_once_and_then_hears_what_comes_after() {
+        let f = feed(100);
+        for n in 1..=3 {
+            f.push(&Arc::from(format!("{n:040}").as_bytes()));
+        }
+        f.push(&Arc::from(format!("{:040}", 4).as_bytes()));
+        assert_eq!(f.lock().bytes, 40, "what was dropped is no longer held");
+        assert_eq!(number(f.try_next()).as_deref(), Some("lagged"));
+        assert_eq!(number(f.try_next()).as_deref(), Some(format!("{:040}", 4).as_str()));
+        assert_eq!(number(f.try_next()), None);
+        f.close();
+        assert_eq!(number(f.try_next()).as_deref(), Some("closed"));
+    }
+
+    #[test]
+    fn one_notification_larger_than_the_budget_reaches_a_listener_that_is_keeping_up() {
+        let f = feed(10);
+        f.push(&Arc::from(format!("{:01000}", 1).as_bytes()));
+        assert_eq!(number(f.try_next()).as_deref(), Some(format!("{:01000}", 1).as_str()));
+        assert_eq!(number(f.try_next()), None);
+    }
 }

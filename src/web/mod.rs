@@ -12,9 +12,10 @@ pub mod export;
 pub mod http;
 pub mod view;
 
-use std::io::{BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
 use std::sync::Arc;
+
+use hyper::body::Bytes;
 
 use crate::cli::output::{describe_io, Failure, FailureKind};
 use crate::session::json::Json;
@@ -69,9 +70,28 @@ fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// How many bytes of notifications one event stream holds for a page that is not reading; past them the page
+/// is told to load its session again.
+const EVENTS_BUDGET: usize = 4 << 20;
+/// The largest notification (in bytes of the sidecar's text) the event stream turns into rows.
+const EVENT_MAX: usize = 1 << 20;
+/// The event that tells the page to load what it shows again.
+const LAGGED: Bytes = Bytes::from_static(b"data: {\"kind\":\"lagged\"}\n\n");
+/// How often an idle event stream says something, so a page that has gone is noticed.
+const EVENTS_PING: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Serves until the process is killed.
 pub fn serve(config: WebConfig) -> Result<u8, Failure> {
-    let listener = TcpListener::bind(("127.0.0.1", config.port))
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        // The sidecar calls wait on its answers: at most this many at once, the rest queue.
+        .max_blocking_threads(16)
+        .thread_name("pi-sessiond-web")
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::io(format!("cannot start the web server: {}", describe_io(&e))))?;
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(("127.0.0.1", config.port)))
         .map_err(|e| Failure::io(format!("cannot listen on 127.0.0.1:{}: {}", config.port, describe_io(&e))))?;
     let port = listener.local_addr().map_err(|e| Failure::io(describe_io(&e)))?.port();
     let bridge = bridge::Bridge::start(&config.agent_dir, config.index_path.clone(), true)
@@ -85,70 +105,80 @@ pub fn serve(config: WebConfig) -> Result<u8, Failure> {
             .map_err(|e| Failure::output(&e))?;
     }
     eprintln!("pi-sessiond web: showing the sessions of {}; open the URL above (Ctrl-C stops)", config.agent_dir);
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
+    runtime.block_on(http::serve(listener, move |request, body, busy| {
         let (guard, view, bridge) = (guard.clone(), view.clone(), bridge.clone());
-        std::thread::spawn(move || {
-            let _ = connection(stream, &guard, &view, &bridge);
-        });
-    }
+        answer(request, body, busy, guard, view, bridge)
+    }));
     Ok(0)
 }
 
-/// Answers the requests of one connection until it closes.
-fn connection(stream: TcpStream, guard: &Guard, view: &View, bridge: &bridge::Bridge) -> std::io::Result<()> {
-    let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut out = stream;
-    loop {
-        let request = match http::read_request(&mut reader) {
-            Ok(Some(r)) => r,
-            Ok(None) => return Ok(()),
-            Err(e) => {
-                let _ = http::write_response(&mut out, &Response::text(400, &e.to_string()), true);
-                return Ok(());
-            }
-        };
-        let is_asset = request.path.starts_with("/assets/");
-        if let Some(why) = guard.refuse(&request, !is_asset) {
-            http::write_response(&mut out, &Response::text(403, why), true)?;
-            return Ok(());
-        }
-        if request.path == "/api/events" {
-            return events(&mut out, bridge);
-        }
-        let response = route(&request, view);
-        http::write_response(&mut out, &response, request.wants_close())?;
-        if request.wants_close() {
-            return Ok(());
-        }
+/// Answers one request: its head is checked before anything else, its body read only after that.
+async fn answer(
+    request: Request,
+    body: hyper::body::Incoming,
+    busy: http::Busy,
+    guard: Arc<Guard>,
+    view: View,
+    bridge: Arc<bridge::Bridge>,
+) -> Response {
+    let is_asset = request.path.starts_with("/assets/");
+    if let Some(why) = guard.refuse(&request, !is_asset) {
+        return Response::text(403, why).closing();
     }
+    if request.path == "/api/events" {
+        return events(bridge, busy);
+    }
+    let body = if request.method == "POST" && request.path == "/api/entries" {
+        match http::read_body(body).await {
+            Ok(bytes) => bytes,
+            Err(http::BodyError::TooLarge) => {
+                return Response::text(413, &format!("the body is larger than {} bytes", http::MAX_BODY)).closing()
+            }
+            Err(http::BodyError::Incomplete) => return Response::text(400, "the body did not arrive").closing(),
+        }
+    } else {
+        // Nothing here takes a body: whatever was sent is never read, so the connection ends with the answer.
+        use hyper::body::Body as _;
+        if !body.is_end_stream() {
+            return Response::text(400, "this request takes no body").closing();
+        }
+        Default::default()
+    };
+    tokio::task::spawn_blocking(move || route(&request, &body, &view))
+        .await
+        .unwrap_or_else(|_| Response::text(500, "the request failed inside the server"))
 }
 
-/// Forwards the sidecar's notifications, as the page's live events, until the page goes away.
-fn events(out: &mut TcpStream, bridge: &bridge::Bridge) -> std::io::Result<()> {
-    let notifications = bridge.listen();
-    http::start_events(out)?;
-    loop {
-        match notifications.recv_timeout(std::time::Duration::from_secs(15)) {
-            Ok(n) => {
-                if let Some(event) = View::event(&n) {
-                    let mut bytes = Vec::new();
-                    event.write_preserving(&mut bytes);
-                    http::write_event(out, &bytes)?;
+/// The sidecar's notifications as the page's live events, for as long as the page reads them. A page that falls
+/// behind by more than [`EVENTS_BUDGET`] gets `{"kind":"lagged"}` in place of what it missed, and loads its
+/// session again; when the page goes, the stream and everything it held go with it.
+fn events(bridge: Arc<bridge::Bridge>, busy: http::Busy) -> Response {
+    use bridge::Heard;
+    let feed = bridge.listen(EVENTS_BUDGET);
+    let opened = futures_util::stream::once(async { Bytes::from_static(b": open\n\n") });
+    let heard = futures_util::stream::unfold((feed, busy), |(feed, busy)| async move {
+        loop {
+            let piece = match tokio::time::timeout(EVENTS_PING, feed.next()).await {
+                Err(_) => Bytes::from_static(b": ping\n\n"),
+                Ok(Heard::Closed) => return None,
+                Ok(Heard::Lagged) => LAGGED.clone(),
+                // A notification too large to turn into rows cheaply is a reload for the page, as a lag is.
+                Ok(Heard::Notification(n)) if n.len() > EVENT_MAX => LAGGED.clone(),
+                Ok(Heard::Notification(n)) => {
+                    let Some(event) = Json::parse(&n).ok().as_ref().and_then(View::event) else { continue };
+                    let mut piece = b"data: ".to_vec();
+                    event.write_preserving(&mut piece);
+                    piece.extend_from_slice(b"\n\n");
+                    Bytes::from(piece)
                 }
-            }
-            // A comment now and then finds out when the page has gone.
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                out.write_all(b": ping\n\n")?;
-                out.flush()?;
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            };
+            return Some((piece, (feed, busy)));
         }
-    }
+    });
+    Response::events(futures_util::StreamExt::chain(opened, heard))
 }
 
-fn route(request: &Request, view: &View) -> Response {
+fn route(request: &Request, body: &[u8], view: &View) -> Response {
     let method = request.method.as_str();
     let asset = |name: &str| assets::get(name).map(|(kind, body)| Response::new(200, kind, body));
     let result: Option<Result<Json, Failure>> = match (method, request.path.as_str()) {
@@ -158,11 +188,11 @@ fn route(request: &Request, view: &View) -> Response {
         }
         ("GET", "/api/sessions") => Some(view.sessions()),
         ("GET", "/api/search") => Some(view.search(request.param("q").unwrap_or(""))),
-        ("POST", "/api/open") => Some(view.open(request.param("path").unwrap_or(""), true)),
+        ("POST", "/api/open") => Some(view.open_listed(request.param("path").unwrap_or(""))),
         ("GET", "/api/snapshot") => Some(view.snapshot(request.param("handle").unwrap_or(""))),
         ("POST", "/api/close") => Some(view.close(request.param("handle").unwrap_or(""))),
         ("POST", "/api/entries") => {
-            let body = Json::parse(&request.body);
+            let body = Json::parse(body);
             let ids: Vec<String> = match &body {
                 Ok(Json::Array(ids)) => ids.iter().filter_map(|i| i.as_js_str().map(|s| s.to_string_lossy())).collect(),
                 _ => return Response::text(400, "the body must be a JSON array of entry ids"),

@@ -54,6 +54,23 @@ impl View {
         self.bridge.call("sessions/search", obj(vec![("query", Json::str(query)), ("limit", Json::number(100.0))]))
     }
 
+    /// Opens `path` as [`View::open`] does, if it is one of the sessions [`View::sessions`] lists: the live page
+    /// shows the agent directory's sessions and nothing else on the machine. A path that is not listed, whether or
+    /// not it exists, gets the one answer a missing session gets, so the answer says nothing about other files.
+    pub fn open_listed(&self, path: &str) -> Result<Json, Failure> {
+        let listed = match &self.sessions()? {
+            Json::Array(sessions) => sessions.iter().any(|s| text_of(s.get("path")).as_deref() == Some(path)),
+            _ => false,
+        };
+        if !listed {
+            return Err(Failure::new(
+                ErrorKind::SessionNotFound,
+                format!("{path}: no such session in this agent directory"),
+            ));
+        }
+        self.open(path, true)
+    }
+
     /// Opens the session at `path`, following what other processes append, and returns its snapshot.
     pub fn open(&self, path: &str, watch: bool) -> Result<Json, Failure> {
         if !crate::session::paths::as_path(path).is_file() {

@@ -1,7 +1,8 @@
 // The web view as a person sees it, in Debian's headless Chromium: `pi-sessiond web` lists the sessions of an
 // agent directory, opens one of more than 5,000 entries (generated here), shows its tree, and shows an entry
 // that another process appends within 2 s; the server refuses requests without its token or naming another
-// host; `pi-sessiond export --html` writes a page that shows the same tree and loads nothing from anywhere.
+// host; `pi-sessiond export --html` writes a page that shows the same tree and loads nothing from anywhere; and
+// bidirectional controls in a session's texts are shown, not obeyed, in both.
 //
 // Needs /usr/bin/chromium (tests/run-all installs Debian's package) and PI_SESSIOND_BIN (default:
 // target/debug/pi-sessiond). SCREENSHOT=path writes a picture of the view (docs/web-view.png is made this way).
@@ -87,6 +88,18 @@ after(async () => {
   assert.ok(end, "pi-sessiond web ended within 5 s of SIGTERM");
 });
 
+/** The first line a spawned `pi-sessiond web` prints (its URL); fails if it exits first. */
+function firstLine(proc) {
+  return new Promise((ok, fail) => {
+    let out = "";
+    proc.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) ok(out.slice(0, out.indexOf("\n")));
+    });
+    proc.on("exit", (code) => fail(new Error(`pi-sessiond web exited with ${code}`)));
+  });
+}
+
 /** GET `path` on the server with these headers; resolves to the status code. */
 function status(path, headers = {}) {
   const { port } = new URL(url);
@@ -109,14 +122,7 @@ test("the server prints its URL with a token first and listens on loopback only"
 test("PI_CODING_AGENT_DIR chooses the sessions the view shows, as --agent-dir does", async () => {
   const other = spawn(bin, ["web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, PI_CODING_AGENT_DIR: agent } });
   try {
-    const first = await new Promise((ok, fail) => {
-      let out = "";
-      other.stdout.on("data", (d) => {
-        out += d;
-        if (out.includes("\n")) ok(out.slice(0, out.indexOf("\n")));
-      });
-      other.on("exit", (code) => fail(new Error(`pi-sessiond web exited with ${code}`)));
-    });
+    const first = await firstLine(other);
     const listed = await new Promise((ok, fail) => {
       const u = new URL(first);
       request({ host: "127.0.0.1", port: u.port, path: `/api/sessions${u.search}` }, (res) => {
@@ -262,4 +268,84 @@ test("an exported page shows the same tree and loads nothing from anywhere", asy
   await page.waitForSelector("#detail pre.text");
   assert.deepEqual(requests.filter((u) => !u.startsWith("file://") && !u.startsWith("data:")), []);
   await page.close();
+});
+
+test("bidirectional controls in a session name, a first message and an entry's text are shown, not obeyed, live and exported", async () => {
+  const TRICK = "invoice\u202Efdp.exe";
+  const bidiAgent = join(work, "bidi-agent");
+  const dir = join(bidiAgent, "sessions", "--work-bidi--");
+  mkdirSync(dir, { recursive: true });
+  const session = (k, named) => {
+    const id = `0194cccc-000${k}-7000-8000-00000000000${k}`;
+    const at = (s) => `2026-01-0${k + 1}T00:00:0${s}.000Z`;
+    const lines = [
+      { type: "session", version: 3, id, timestamp: at(0), cwd: "/work/bidi" },
+      { type: "message", id: `u${k}`, parentId: null, timestamp: at(1), message: { role: "user", content: TRICK, timestamp: Date.parse(at(1)) } },
+      { type: "message", id: `a${k}`, parentId: `u${k}`, timestamp: at(2), message: { role: "assistant", content: [{ type: "text", text: `see ${TRICK}` }], provider: "p", model: "m", stopReason: "stop", timestamp: Date.parse(at(2)) } },
+    ];
+    if (named) lines.push({ type: "session_info", id: `n${k}`, parentId: `a${k}`, timestamp: at(3), name: TRICK });
+    const file = join(dir, `2026-01-0${k + 1}T00-00-00-000Z_${id}.jsonl`);
+    writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+    return file;
+  };
+  const named = session(1, true);
+  const unnamed = session(0, false);
+  const other = spawn(bin, ["--agent-dir", bidiAgent, "web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  // In the page: is the "f" of "fdp" drawn left of the last "e" of "exe", as in the stored order? An obeyed
+  // right-to-left override draws "fdp.exe" reversed, the "f" rightmost.
+  const drawnInOrder = (selector) =>
+    page.$$eval(selector, (els) =>
+      els.map((e) => {
+        const walker = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+          const at = n.data.indexOf("fdp.exe");
+          if (at < 0) continue;
+          const x = (i) => {
+            const r = document.createRange();
+            r.setStart(n, i);
+            r.setEnd(n, i + 1);
+            return r.getBoundingClientRect().left;
+          };
+          return { text: n.data, inOrder: x(at) < x(at + 6) };
+        }
+        return { text: e.textContent, inOrder: null };
+      }),
+    );
+  let page;
+  try {
+    const first = await firstLine(other);
+    page = await browser.newPage();
+    await page.goto(first);
+    await page.waitForSelector(`.session[data-path="${unnamed}"]`);
+    const titles = await drawnInOrder(".session .s-title");
+    assert.equal(titles.length, 2);
+    for (const t of titles) {
+      assert.equal(t.inOrder, true, `session list: ${JSON.stringify(t)}`);
+      assert.match(t.text, /invoice⟨U\+202E⟩fdp\.exe/);
+    }
+    await page.click(`.session[data-path="${named}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    assert.equal((await drawnInOrder("#title"))[0].inOrder, true, "the session's name in the title");
+    const previews = await drawnInOrder(".row .preview");
+    assert.ok(previews.length >= 2 && previews.every((p) => p.inOrder === true), `tree rows: ${JSON.stringify(previews)}`);
+    await page.click('.row[data-id="a1"]');
+    await page.waitForSelector("#detail pre.text");
+    assert.equal((await drawnInOrder("#detail pre.text"))[0].inOrder, true, "the entry's text");
+    await page.close();
+
+    const out = join(work, "bidi-export.html");
+    execFileSync(bin, ["--agent-dir", bidiAgent, "export", named, "--html", "-o", out]);
+    page = await browser.newPage();
+    await page.goto(`file://${out}`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    const exported = await drawnInOrder(".row .preview, .session .s-title, #title");
+    assert.ok(exported.length >= 3 && exported.every((p) => p.inOrder === true), `export: ${JSON.stringify(exported)}`);
+    await page.click('.row[data-id="a1"]');
+    await page.waitForSelector("#detail pre.text");
+    assert.equal((await drawnInOrder("#detail pre.text"))[0].inOrder, true, "the exported entry's text");
+  } finally {
+    await page?.close();
+    other.removeAllListeners("exit");
+    other.kill("SIGTERM");
+  }
 });

@@ -5,16 +5,22 @@
 //
 // Large sessions stay fast: the tree works on skeleton rows only and draws just the rows in view; bodies are
 // fetched for the entry shown whole and for branch cards as they appear. Everything from a session is put on
-// the page as text (textContent), never as markup.
+// the page as text (textContent), never as markup, with its bidirectional controls shown as what they are
+// (`visible`) and each text isolated from the text around it (app.css), so "invoice\u202Efdp.exe" cannot pass
+// for "invoiceexe.pdf" nor reorder what stands beside it.
 "use strict";
 (function () {
   const source = window.piSource;
   const ROW = 22;
   const $ = (id) => document.getElementById(id);
+  // Unicode's explicit directional marks, embeddings, overrides and isolates (UAX #9).
+  const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+  const visible = (text) =>
+    String(text).replace(BIDI_CONTROLS, (c) => `⟨U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (text !== undefined && text !== null) e.textContent = visible(text);
     return e;
   };
 
@@ -52,7 +58,7 @@
   function notice(text) {
     const n = $("notice");
     n.hidden = !text;
-    n.textContent = text || "";
+    n.textContent = visible(text || "");
   }
 
   // ---------------------------------------------------------------------------------------------------------
@@ -298,8 +304,8 @@
       if (kids.length > 1) points++;
     }
     const info = state.sessions.find((s) => s.path === cur.path);
-    $("title").textContent = cur.state.sessionName || (info ? sessionTitle(info) : cur.path);
-    $("title").title = cur.path;
+    $("title").textContent = visible(cur.state.sessionName || (info ? sessionTitle(info) : cur.path));
+    $("title").title = visible(cur.path);
     $("summary").textContent = `${plural(cur.rows.length, "entry", "entries")} · ${plural(tips, "branch tip")} · ${plural(points, "branch point")} · ${plural(cur.labels.size, "label")}`;
   }
 
@@ -381,7 +387,7 @@
       const [entry] = await bodies([id]);
       if (state.selected === id) renderBody(entry, body);
     } catch (e) {
-      body.textContent = e.message;
+      body.textContent = visible(e.message);
     }
     if (state.tab === "branch") renderBranch();
   }
@@ -543,6 +549,12 @@
 
   function onEvent(ev) {
     const cur = state.current;
+    // The server dropped events this page was too slow to take: what it shows is loaded again.
+    if (ev.kind === "lagged") {
+      loadSessions();
+      if (cur) resync();
+      return;
+    }
     if (!cur || ev.handle !== cur.handle || ev.seq <= cur.seq) return;
     if (ev.seq !== cur.seq + 1) return resync();
     cur.seq = ev.seq;
