@@ -924,6 +924,32 @@ test(":checkhealth pi_sessiond says in one line how to install a binary it canno
   truthy(report_has(lines, "ERROR.*cannot find the server binary .*install it with `cargo install %-%-locked pi%-sessiond`"), report)
 end)
 
+test("the binary comes from setup, else $PI_SESSIOND_BIN, else the plugin's bin/ (before PATH)", function()
+  local own = plugin_dir .. "/bin/pi-sessiond"
+  local made_dir = vim.fn.isdirectory(plugin_dir .. "/bin") == 0
+  local made_link = vim.fn.filereadable(own) == 0
+  if made_link then
+    vim.fn.mkdir(plugin_dir .. "/bin", "p")
+    truthy(vim.loop.fs_symlink(bin, own), "a binary in the plugin's bin/")
+  end
+  table.insert(cleanups, function()
+    if made_link then
+      os.remove(own)
+    end
+    if made_dir then
+      vim.fn.delete(plugin_dir .. "/bin", "d")
+    end
+    vim.env.PI_SESSIOND_BIN = bin
+    pi.setup({ binary = bin })
+  end)
+  pi.setup({ binary = "" })
+  eq({ pi.binary() }, { vim.fn.exepath(bin), "$PI_SESSIOND_BIN" }, "the environment first")
+  vim.env.PI_SESSIOND_BIN = nil
+  eq({ pi.binary() }, { own, "the plugin's bin/" }, "then the plugin's own")
+  pi.setup({ binary = bin })
+  eq({ pi.binary() }, { vim.fn.exepath(bin), "setup({ binary = … })" }, "setup before all")
+end)
+
 test(":help pi-sessiond opens the plugin's help page, and its tags lead to the commands", function()
   vim.cmd("helptags " .. vim.fn.fnameescape(plugin_dir .. "/doc"))
   vim.cmd("help pi-sessiond")
