@@ -518,11 +518,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 None => cli::output::emit(&mut std::io::stdout(), &methods),
             }
         }
-        Command::Completions { shell } => {
-            let mut out = Vec::new();
-            clap_complete::generate(shell, &mut Args::command(), "pi-sessiond", &mut out);
-            cli::output::emit(&mut std::io::stdout(), &String::from_utf8_lossy(&out))
-        }
+        Command::Completions { shell } => cli::output::emit(&mut std::io::stdout(), &completion_script(shell)),
         Command::Man => {
             let mut out = Vec::new();
             clap_mangen::Man::new(Args::command())
@@ -533,5 +529,21 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
         Command::Serve(_) => {
             unreachable!("handled in main")
         }
+    }
+}
+
+/// The completion script for `shell`, generated from the flags.
+///
+/// clap_complete's bash script names a subcommand's state `pi__sessiond__subcmd__tree` where it walks the words,
+/// but `pi__subcmd__sessiond__subcmd__tree` in the arms that complete it (the hyphen of the binary's name is
+/// escaped twice, clap-rs/clap#6421), so nothing after a subcommand completed. The arms are renamed to what the
+/// walk produces; once clap_complete agrees with itself the replacement finds nothing to replace.
+fn completion_script(shell: clap_complete::Shell) -> String {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Args::command(), "pi-sessiond", &mut out);
+    let script = String::from_utf8_lossy(&out).into_owned();
+    match shell {
+        clap_complete::Shell::Bash => script.replace("pi__subcmd__sessiond__", "pi__sessiond__"),
+        _ => script,
     }
 }

@@ -585,3 +585,43 @@ fn every_command_takes_json_and_then_reports_errors_as_json_on_stdout() {
         assert!(out.stderr.is_empty(), "{args:?}: {}", text(&out.stderr));
     }
 }
+
+/// What bash offers for `words` (the last one being completed), through the completion `pi-sessiond completions
+/// bash` registers: the script is sourced, and the function `complete -p pi-sessiond` names is called as bash's
+/// programmable completion calls it (COMP_WORDS, COMP_CWORD, COMP_LINE; the command, the word and the one before).
+fn bash_completes(words: &[&str]) -> Vec<String> {
+    let dir = temp_dir();
+    let script = dir.path().join("pi-sessiond.bash");
+    let out = Command::new(binary()).args(["completions", "bash"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    std::fs::write(&script, &out.stdout).unwrap();
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let driver = format!(
+        r#"source "$1" || exit 3
+COMP_WORDS=({words})
+COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_LINE="${{COMP_WORDS[*]}}"
+COMP_POINT=${{#COMP_LINE}}
+fn=$(complete -p pi-sessiond | sed -n 's/.*-F \([^ ]*\) .*/\1/p')
+[ -n "$fn" ] || exit 4
+"$fn" pi-sessiond "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}""#,
+        words = quoted.join(" ")
+    );
+    let out =
+        Command::new("bash").args(["--norc", "--noprofile", "-c", &driver, "bash"]).arg(&script).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "bash: {}", text(&out.stderr));
+    text(&out.stdout).lines().filter(|l| !l.is_empty()).map(str::to_string).collect()
+}
+
+#[test]
+fn bash_completes_a_subcommands_flags_and_their_values_despite_the_hyphen_in_the_name() {
+    assert_eq!(bash_completes(&["pi-sessiond", "tree", "--fil"]), ["--filter"]);
+    assert_eq!(
+        bash_completes(&["pi-sessiond", "tree", "--filter", ""]),
+        ["default", "no-tools", "user-only", "labeled-only", "all"]
+    );
+    assert_eq!(bash_completes(&["pi-sessiond", "tree", "--filter", "user"]), ["user-only"]);
+    // The top level, which worked before, still does.
+    assert_eq!(bash_completes(&["pi-sessiond", "tre"]), ["tree"]);
+}

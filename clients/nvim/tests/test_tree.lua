@@ -889,6 +889,77 @@ test("a server that dies fails the request with its exit status", function()
   pi.setup({ binary = bin })
 end)
 
+-- The lines of the :checkhealth report for this plugin (its own buffer, closed again).
+local function checkhealth_lines()
+  vim.cmd("checkhealth pi_sessiond")
+  local lines = lines_of(0)
+  vim.cmd("bwipeout!")
+  return lines
+end
+
+local function report_has(lines, pattern)
+  for _, line in ipairs(lines) do
+    if line:find(pattern) then
+      return true
+    end
+  end
+  return false
+end
+
+test(":checkhealth pi_sessiond reports the binary, its version and the agent directory as OK", function()
+  pi.setup({ binary = bin })
+  local lines = checkhealth_lines()
+  local report = table.concat(lines, "\n")
+  truthy(report_has(lines, "OK.*" .. vim.pesc(vim.fn.exepath(bin)) .. " %(from setup"), "the binary: " .. report)
+  truthy(report_has(lines, "OK.*runs: pi%-sessiond %d+%.%d+%.%d+"), "its version: " .. report)
+  truthy(report_has(lines, "OK.*" .. vim.pesc(agent_dir) .. " %(from %$PI_CODING_AGENT_DIR%), with a sessions/"), "the agent dir: " .. report)
+  eq(report_has(lines, "ERROR") or report_has(lines, "WARNING"), false, "nothing wrong: " .. report)
+end)
+
+test(":checkhealth pi_sessiond says in one line how to install a binary it cannot find", function()
+  pi.setup({ binary = root .. "/no/pi-sessiond" })
+  local lines = checkhealth_lines()
+  pi.setup({ binary = bin })
+  local report = table.concat(lines, "\n")
+  truthy(report_has(lines, "ERROR.*cannot find the server binary .*install it with `cargo install %-%-locked pi%-sessiond`"), report)
+end)
+
+test("the binary comes from setup, else $PI_SESSIOND_BIN, else the plugin's bin/ (before PATH)", function()
+  local own = plugin_dir .. "/bin/pi-sessiond"
+  local made_dir = vim.fn.isdirectory(plugin_dir .. "/bin") == 0
+  local made_link = vim.fn.filereadable(own) == 0
+  if made_link then
+    vim.fn.mkdir(plugin_dir .. "/bin", "p")
+    truthy(vim.loop.fs_symlink(bin, own), "a binary in the plugin's bin/")
+  end
+  table.insert(cleanups, function()
+    if made_link then
+      os.remove(own)
+    end
+    if made_dir then
+      vim.fn.delete(plugin_dir .. "/bin", "d")
+    end
+    vim.env.PI_SESSIOND_BIN = bin
+    pi.setup({ binary = bin })
+  end)
+  pi.setup({ binary = "" })
+  eq({ pi.binary() }, { vim.fn.exepath(bin), "$PI_SESSIOND_BIN" }, "the environment first")
+  vim.env.PI_SESSIOND_BIN = nil
+  eq({ pi.binary() }, { own, "the plugin's bin/" }, "then the plugin's own")
+  pi.setup({ binary = bin })
+  eq({ pi.binary() }, { vim.fn.exepath(bin), "setup({ binary = … })" }, "setup before all")
+end)
+
+test(":help pi-sessiond opens the plugin's help page, and its tags lead to the commands", function()
+  vim.cmd("helptags " .. vim.fn.fnameescape(plugin_dir .. "/doc"))
+  vim.cmd("help pi-sessiond")
+  eq(vim.fn.fnamemodify(api.nvim_buf_get_name(0), ":t"), "pi-sessiond.txt", "the help file")
+  truthy(api.nvim_get_current_line():find("*pi-sessiond*", 1, true), "the cursor on the tag: " .. api.nvim_get_current_line())
+  vim.cmd("help :PiSessionTree")
+  truthy(api.nvim_get_current_line():find("*:PiSessionTree*", 1, true), "the command's tag")
+  vim.cmd("helpclose")
+end)
+
 watchdog:stop()
 say(string.format("\n%d passed, %d failed", results.passed, #results.failed))
 if #results.failed > 0 then

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import sysconfig
 import threading
 from typing import (
     Any,
@@ -60,26 +61,52 @@ _ORPHANS_PER_WATCH = 1000
 _WATCH_BUFFER = 10000
 
 
+_INSTALL_HINT = (
+    "install it with `pip install pi-sessiond` (the wheel brings the binary), `cargo install --locked pi-sessiond` "
+    "or `npm install pi-sessiond-client`, or set PI_SESSIOND_BIN to its path"
+)
+
+
+def _packaged_binary() -> Optional[str]:
+    """The binary the ``pi-sessiond`` wheel installed beside this package, if it did.
+
+    The wheel puts it in the scripts directory of the environment it was installed into (``venv/bin``, or the
+    user scheme's for ``pip install --user``), which is on ``PATH`` only while that environment is activated.
+    """
+    name = _BINARY_NAME + (".exe" if os.name == "nt" else "")
+    schemes = [sysconfig.get_default_scheme()] if hasattr(sysconfig, "get_default_scheme") else [None]
+    schemes.append(f"{os.name}_user")
+    for scheme in schemes:
+        try:
+            scripts = sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+        except KeyError:
+            continue
+        candidate = os.path.join(scripts, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def find_binary(binary: Optional[PathLike] = None) -> str:
     """The pi-sessiond executable to run.
 
-    In order: ``binary`` if given, else the ``PI_SESSIOND_BIN`` environment variable, else ``pi-sessiond`` on
-    ``PATH``. A value with a slash must be an executable file; a bare name is looked up on ``PATH``.
+    In order: ``binary`` if given, else the ``PI_SESSIOND_BIN`` environment variable, else the binary the
+    ``pi-sessiond`` wheel installed with this package, else ``pi-sessiond`` on ``PATH``. A value with a slash must
+    be an executable file; a bare name is looked up on ``PATH``.
 
     Raises:
-        SessiondNotFound: nothing usable was found; the message says where it looked.
+        SessiondNotFound: nothing usable was found; the message says where it looked and how to install it.
     """
     if binary is not None:
         return _resolve_binary(os.fspath(binary), "the binary argument")
     from_env = os.environ.get("PI_SESSIOND_BIN")
     if from_env:
         return _resolve_binary(from_env, "PI_SESSIOND_BIN")
-    found = shutil.which(_BINARY_NAME)
+    found = _packaged_binary() or shutil.which(_BINARY_NAME)
     if found is None:
         raise SessiondNotFound(
-            "pi-sessiond binary not found: it is not on PATH and PI_SESSIOND_BIN is not set. Build it "
-            "(`cargo build --release` in the pi-sessiond repository) and set PI_SESSIOND_BIN to "
-            "target/release/pi-sessiond, put it on PATH, or pass Client.spawn(binary=...)"
+            "pi-sessiond binary not found: not installed with this package, not on PATH and PI_SESSIOND_BIN is not "
+            f"set; {_INSTALL_HINT}, or pass Client.spawn(binary=...)"
         )
     return found
 
@@ -88,7 +115,9 @@ def _resolve_binary(candidate: str, source: str) -> str:
     if os.sep in candidate or (os.altsep is not None and os.altsep in candidate):
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return os.path.abspath(candidate)
-        raise SessiondNotFound(f"pi-sessiond binary not found: {candidate!r} (from {source}) is not an executable file")
+        raise SessiondNotFound(
+            f"pi-sessiond binary not found: {candidate!r} (from {source}) is not an executable file; {_INSTALL_HINT}"
+        )
     found = shutil.which(candidate)
     if found is None:
         raise SessiondNotFound(f"pi-sessiond binary not found: {candidate!r} (from {source}) is not on PATH")

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import pi_sessiond.client as client_module
 from pi_sessiond import Client, SessiondClosed, SessiondNotFound, SessiondTimeout, find_binary, types
 
 
@@ -93,6 +94,8 @@ def test_explicit_binary_that_does_not_exist(tmp_path):
 
 
 def test_binary_from_env_and_path(monkeypatch, tmp_path, binary):
+    # As in a checkout: no wheel put a binary beside the package.
+    monkeypatch.setattr(client_module, "_packaged_binary", lambda: None)
     monkeypatch.setenv("PI_SESSIOND_BIN", str(tmp_path / "missing-binary"))
     with pytest.raises(SessiondNotFound, match="PI_SESSIOND_BIN"):
         find_binary()
@@ -101,13 +104,28 @@ def test_binary_from_env_and_path(monkeypatch, tmp_path, binary):
     # Without the variable, PATH decides.
     monkeypatch.delenv("PI_SESSIOND_BIN")
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(SessiondNotFound, match="not on PATH and PI_SESSIOND_BIN is not set"):
+    with pytest.raises(SessiondNotFound, match="not on PATH and PI_SESSIOND_BIN is not set; install it with `pip install pi-sessiond`"):
         Client.spawn()
     link = tmp_path / "pi-sessiond"
     os.symlink(binary, link)
     assert find_binary() == str(link)
     with Client.spawn() as client:
         assert client.server_info["name"] == "pi-sessiond"
+
+
+def test_the_wheels_binary_comes_after_pi_sessiond_bin_and_before_path(monkeypatch, tmp_path, binary):
+    packaged = tmp_path / "venv-bin" / "pi-sessiond"
+    packaged.parent.mkdir()
+    os.symlink(binary, packaged)
+    on_path = tmp_path / "on-path" / "pi-sessiond"
+    on_path.parent.mkdir()
+    os.symlink(binary, on_path)
+    monkeypatch.setattr(client_module, "_packaged_binary", lambda: str(packaged))
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    monkeypatch.delenv("PI_SESSIOND_BIN", raising=False)
+    assert find_binary() == str(packaged)
+    monkeypatch.setenv("PI_SESSIOND_BIN", str(on_path))
+    assert find_binary() == str(on_path)
 
 
 def test_env_reaches_the_server(binary, tmp_path):

@@ -1,7 +1,8 @@
 /** Finding the pi-sessiond executable. */
 
 import { accessSync, constants, statSync } from "node:fs";
-import { delimiter, isAbsolute, join, resolve } from "node:path";
+import { createRequire } from "node:module";
+import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
 import { SessiondBinaryNotFoundError } from "./errors.js";
 
 /** The name looked up on PATH when neither an explicit binary nor `PI_SESSIOND_BIN` is given. */
@@ -11,16 +12,41 @@ export const DEFAULT_BINARY = "pi-sessiond";
 export const BINARY_ENV_VAR = "PI_SESSIOND_BIN";
 
 /**
- * The absolute path of the pi-sessiond executable: `binary` if given, else `$PI_SESSIOND_BIN`, else `pi-sessiond`
- * on PATH. A value containing a path separator is a path (relative to the current directory); a bare name is looked
- * up on PATH.
+ * The npm package that carries the binary for this platform (`pi-sessiond-linux-x64`, …): an optional dependency
+ * of this package, of which npm installs only the one whose `os` and `cpu` match, as esbuild and Biome do.
+ */
+export const PLATFORM_PACKAGE = `pi-sessiond-${process.platform}-${process.arch}`;
+
+/**
+ * The binary the platform package installed beside this one, or undefined when there is none (a platform without
+ * a package, an install with `--omit=optional`, or a clone of the repository).
+ */
+export function packagedBinary(): string | undefined {
+	let manifest: string;
+	try {
+		manifest = createRequire(import.meta.url).resolve(`${PLATFORM_PACKAGE}/package.json`);
+	} catch {
+		return undefined;
+	}
+	const path = join(dirname(manifest), "bin", process.platform === "win32" ? "pi-sessiond.exe" : "pi-sessiond");
+	return checkExecutable(path) === undefined ? path : undefined;
+}
+
+/**
+ * The absolute path of the pi-sessiond executable: `binary` if given, else `$PI_SESSIOND_BIN`, else the binary of
+ * this platform's package (`packaged`, found by default as npm installed it), else `pi-sessiond` on PATH. A value
+ * containing a path separator is a path (relative to the current directory); a bare name is looked up on PATH.
  *
  * The lookup is done here rather than left to `spawn`, whose ENOENT arrives later, asynchronously, and without
  * saying where it looked.
  *
  * @throws SessiondBinaryNotFoundError naming what was tried.
  */
-export function resolveBinary(binary?: string, env: NodeJS.ProcessEnv = process.env): string {
+export function resolveBinary(
+	binary?: string,
+	env: NodeJS.ProcessEnv = process.env,
+	packaged: () => string | undefined = packagedBinary,
+): string {
 	const fromEnv = env[BINARY_ENV_VAR];
 	const [wanted, source] =
 		binary !== undefined && binary !== ""
@@ -29,8 +55,8 @@ export function resolveBinary(binary?: string, env: NodeJS.ProcessEnv = process.
 				? [fromEnv, `$${BINARY_ENV_VAR}`]
 				: [DEFAULT_BINARY, "the default name"];
 	const hint =
-		`Install pi-sessiond on PATH (from the repository: \`cargo build --release\`, then put target/release on PATH), ` +
-		`set ${BINARY_ENV_VAR} to its path, or pass { binary } to spawnSessiond().`;
+		`Install it with \`npm install pi-sessiond-client\` (which brings ${PLATFORM_PACKAGE}), ` +
+		`\`cargo install --locked pi-sessiond\` or \`pip install pi-sessiond\`, or set ${BINARY_ENV_VAR} to its path.`;
 
 	if (isAbsolute(wanted) || wanted.includes("/") || wanted.includes("\\")) {
 		const path = resolve(wanted);
@@ -39,6 +65,11 @@ export function resolveBinary(binary?: string, env: NodeJS.ProcessEnv = process.
 			throw new SessiondBinaryNotFoundError(wanted, `pi-sessiond binary ${path} (from ${source}) ${problem}. ${hint}`);
 		}
 		return path;
+	}
+
+	if (wanted === DEFAULT_BINARY) {
+		const fromPackage = packaged();
+		if (fromPackage !== undefined) return fromPackage;
 	}
 
 	const dirs = (env.PATH ?? "").split(delimiter).filter((d) => d !== "");
@@ -51,7 +82,8 @@ export function resolveBinary(binary?: string, env: NodeJS.ProcessEnv = process.
 	}
 	throw new SessiondBinaryNotFoundError(
 		wanted,
-		`pi-sessiond binary \`${wanted}\` (from ${source}) was not found on PATH (${dirs.length} directories searched). ${hint}`,
+		`pi-sessiond binary \`${wanted}\` (from ${source}) was not found: no ${PLATFORM_PACKAGE} package installed, ` +
+			`nor on PATH (${dirs.length} directories searched). ${hint}`,
 	);
 }
 

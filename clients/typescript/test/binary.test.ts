@@ -19,6 +19,17 @@ describe("resolveBinary", () => {
 		assert.equal(resolveBinary(onPath, env), onPath);
 	});
 
+	it("takes the platform package's binary after PI_SESSIOND_BIN and before PATH", () => {
+		const dir = tempDir();
+		const onPath = join(dir, "pi-sessiond");
+		copyFileSync(BINARY, onPath);
+		chmodSync(onPath, 0o755);
+		const packaged = () => "/the/package/bin/pi-sessiond";
+		assert.equal(resolveBinary(undefined, { PATH: dir }, packaged), "/the/package/bin/pi-sessiond");
+		assert.equal(resolveBinary(undefined, { PATH: dir, PI_SESSIOND_BIN: BINARY }, packaged), BINARY);
+		assert.equal(resolveBinary(undefined, { PATH: dir }, () => undefined), onPath);
+	});
+
 	it("names the missing path and where it came from", () => {
 		assert.throws(
 			() => resolveBinary("/definitely/not/here/pi-sessiond", {}),
@@ -33,7 +44,7 @@ describe("resolveBinary", () => {
 
 	it("says it was not found on PATH, and refuses a file that is not executable", () => {
 		const dir = tempDir();
-		assert.throws(() => resolveBinary(undefined, { PATH: dir }), /`pi-sessiond` \(from the default name\) was not found on PATH \(1 directories searched\)/);
+		assert.throws(() => resolveBinary(undefined, { PATH: dir }), /`pi-sessiond` \(from the default name\) was not found: no pi-sessiond-[a-z0-9]+-[a-z0-9]+ package installed, nor on PATH \(1 directories searched\)\. Install it with `npm install pi-sessiond-client`/);
 		const plain = join(dir, "pi-sessiond");
 		writeFileSync(plain, "not a program");
 		chmodSync(plain, 0o644);
@@ -45,7 +56,7 @@ describe("resolveBinary", () => {
 describe("spawnSessiond", () => {
 	it("rejects with SessiondBinaryNotFoundError when the binary is missing", async () => {
 		await assert.rejects(spawnSessiond({ binary: "/definitely/not/here/pi-sessiond" }), SessiondBinaryNotFoundError);
-		await assert.rejects(spawnSessiond({ env: { PATH: tempDir(), PI_SESSIOND_BIN: "" } }), /was not found on PATH/);
+		await assert.rejects(spawnSessiond({ env: { PATH: tempDir(), PI_SESSIOND_BIN: "" } }), /nor on PATH/);
 	});
 
 	it("finds the binary through PI_SESSIOND_BIN in the env option", async () => {

@@ -17,7 +17,7 @@ local TREE_SCHEME = "pi-session://"
 local LIST_SCHEME = "pi-sessions://"
 
 local config = {
-  binary = nil, -- path or name of the server; default: $PI_SESSIOND_BIN, then `pi-sessiond` on PATH
+  binary = nil, -- path or name of the server; default: $PI_SESSIOND_BIN, the plugin's bin/, `pi-sessiond` on PATH
   args = {}, -- extra server arguments, e.g. { "--agent-dir", "/path" }
 }
 
@@ -57,13 +57,22 @@ function M.setup(opts)
   end
 end
 
---- The server binary to run, or nil and a message saying where it was looked for.
-local function resolve_binary()
+-- The plugin's folder (the parent of lua/): a binary built into its bin/ (the lazy.nvim spec's `build` step does
+-- this) is the one packaged with the plugin.
+local plugin_root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h:h")
+
+--- The server binary to run and where its name came from, or nil and a one-line message saying how to install it.
+--- In order, as the other clients look: setup({ binary }), $PI_SESSIOND_BIN, the plugin's own bin/pi-sessiond,
+--- `pi-sessiond` on PATH.
+--- @return string|nil path, string source_or_error
+function M.binary()
   local bin, source
   if config.binary and config.binary ~= "" then
     bin, source = config.binary, "setup({ binary = … })"
   elseif vim.env.PI_SESSIOND_BIN and vim.env.PI_SESSIOND_BIN ~= "" then
     bin, source = vim.env.PI_SESSIOND_BIN, "$PI_SESSIOND_BIN"
+  elseif vim.fn.executable(plugin_root .. "/bin/pi-sessiond") == 1 then
+    bin, source = plugin_root .. "/bin/pi-sessiond", "the plugin's bin/"
   else
     bin, source = "pi-sessiond", "the default, looked up on PATH"
   end
@@ -74,14 +83,19 @@ local function resolve_binary()
   if path == "" then
     return nil,
       string.format(
-        "cannot find the server binary '%s' (from %s): it does not exist or is not executable. "
-          .. "Build it with `cargo build --release` in the pi-sessiond repository, then put target/release on PATH, "
-          .. "set $PI_SESSIOND_BIN, or call require('pi_sessiond').setup({ binary = '/path/to/pi-sessiond' }).",
+        "cannot find the server binary '%s' (from %s); install it with `cargo install --locked pi-sessiond` "
+          .. "(or `pip install pi-sessiond`, or the lazy.nvim spec's build step), or set $PI_SESSIOND_BIN",
         bin,
         source
       )
   end
-  return path
+  return path, source
+end
+
+--- The extra server arguments setup() was given (for :checkhealth, which reads --agent-dir from them).
+--- @return string[]
+function M.server_args()
+  return vim.deepcopy(config.args or {})
 end
 
 local on_session_changed -- defined with the views below
@@ -91,7 +105,7 @@ function M.client()
   if client and client:is_alive() then
     return client
   end
-  local bin, err = resolve_binary()
+  local bin, err = M.binary()
   if not bin then
     notify(err, levels.ERROR)
     return nil

@@ -10,7 +10,8 @@
  *   /sessiond hide            hide the tree
  *
  * The sidecar is started on first use (never from the factory: pi may load extensions in runs that start no session)
- * and shut down with the session. It finds `pi-sessiond` on PATH, or the binary `PI_SESSIOND_BIN` names.
+ * and shut down with the session. It finds the binary `PI_SESSIOND_BIN` names, else the one pi-sessiond-client's
+ * platform package brought, else `pi-sessiond` on PATH.
  */
 
 import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";

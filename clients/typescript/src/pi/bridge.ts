@@ -67,7 +67,7 @@ export class SyncBridge {
 	private readonly asyncCalls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 	private readonly progress = new Map<string, (value: { loaded: number; total: number }) => void>();
 
-	/** Starts the sidecar (`PI_SESSIOND_BIN`, then PATH) and checks that it answers. */
+	/** Starts the sidecar (`PI_SESSIOND_BIN`, the platform package, then PATH) and checks that it answers. */
 	constructor() {
 		this.binary = resolveBinary();
 		this.agentDir = getAgentDir();

@@ -10,6 +10,8 @@
  */
 
 import * as nodeModule from "node:module";
+import { resolveBinary } from "../binary.js";
+import { SessiondBinaryNotFoundError } from "../errors.js";
 import { redirect } from "./redirect.js";
 
 type ResolveHook = (
@@ -23,6 +25,15 @@ if (typeof registerHooks !== "function") {
 	throw new Error(
 		`pi-sessiond-client/register needs module.registerHooks (Node >= 22.15; this is ${process.version}). pi 1.6.0 itself needs Node >= 22.19.`,
 	);
+}
+
+// Without the sidecar pi would stop at its first session operation with a stack trace; say it once, before pi runs.
+try {
+	resolveBinary();
+} catch (e) {
+	if (!(e instanceof SessiondBinaryNotFoundError)) throw e;
+	process.stderr.write(`pi-sessiond-client/register: ${e.message}\n`);
+	process.exit(127);
 }
 
 const dropIn = new URL("./index.js", import.meta.url).href;
