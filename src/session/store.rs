@@ -884,8 +884,6 @@ pub struct SessionFile {
     stale: bool,
     /// The path holds something that is not a session (its stamp when that was found); writes are refused.
     detached: Option<FileStamp>,
-    /// The append intent beside the file ([`intent_path`]), once a write of several lines made one.
-    intent: Option<File>,
 }
 
 /// Why a write to a file found holding something that is not a session is refused.
@@ -929,7 +927,6 @@ impl SessionFile {
             observed_at_ns,
             stale: false,
             detached: None,
-            intent: None,
         };
         file.remember_known_bytes();
         Ok((file, loaded))
@@ -982,7 +979,6 @@ impl SessionFile {
             observed_at_ns: now_ns(),
             stale: false,
             detached: None,
-            intent: None,
         };
         file.remember_known_bytes();
         Ok(file)
@@ -1244,31 +1240,20 @@ impl SessionFile {
 
     /// Says beside the file, before a write of several lines, where that write starts and how long it is, so
     /// that if this process dies in the middle of it, the next open takes back the part that landed
-    /// ([`take_back_torn_append`]): a batch is in the file whole or not at all. Not synced: a killed process
-    /// leaves the page cache behind, and a sync would double the cost of a batch under `entry` for a power loss,
-    /// after which only what was acknowledged is promised anyway.
+    /// ([`take_back_torn_append`]): a batch is in the file whole or not at all. The intent exists only while the
+    /// write is made. Not synced: a killed process leaves the page cache behind, and a sync would double the cost
+    /// of a batch under `entry` for a power loss, after which only what was acknowledged is promised anyway.
     fn announce_append(&mut self, len: u64) -> Result<()> {
         let intent = intent_path(&self.path);
-        let io = |e| Error::io("write", &intent, e);
-        if self.intent.is_none() {
-            let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&intent).map_err(io)?;
-            self.intent = Some(f);
-        }
         let start = self.writer.as_ref().expect("locked").metadata().map_err(|e| Error::io("stat", &self.path, e))?;
-        let f = self.intent.as_ref().expect("made above");
-        let text = format!("{} {len}\n", start.len());
-        f.set_len(0).map_err(io)?;
-        f.write_all_at(text.as_bytes(), 0).map_err(io)?;
-        Ok(())
+        std::fs::write(&intent, format!("{} {len}\n", start.len())).map_err(|e| Error::io("write", &intent, e))
     }
 
-    /// The write announced is over (done, or cut back): the intent says nothing any more. Not synced: an
-    /// intent that outlives a power loss names a write that is whole, which the next open sees and leaves.
+    /// The write announced is over (done, or cut back): the intent goes.
     fn clear_intent(&mut self) {
-        if let Some(f) = &self.intent {
-            if let Err(e) = f.set_len(0) {
-                tracing::warn!("{}: could not clear the append intent: {e}", self.path);
-            }
+        let intent = intent_path(&self.path);
+        if let Err(e) = std::fs::remove_file(&intent) {
+            tracing::warn!("{intent}: could not remove the append intent: {e}");
         }
     }
 
@@ -1464,13 +1449,6 @@ fn process_alive(pid: u32) -> bool {
 
 impl Drop for SessionFile {
     fn drop(&mut self) {
-        if self.intent.take().is_some() {
-            // Cleared after every write, so it names nothing: the file is whole.
-            let intent = intent_path(&self.path);
-            if let Err(e) = std::fs::remove_file(&intent) {
-                tracing::warn!("{intent}: could not remove: {e}");
-            }
-        }
         // A poisoned file was reported when it was poisoned; there is nothing left to sync.
         if self.refusal().is_some() {
             return;
