@@ -241,10 +241,24 @@
   }
 
   let active = new Set();
+  // Where the leaf is drawn: the leaf itself, or, when the filter hides it (pi appends a label, name or
+  // thinking-level change whenever it resumes), its nearest drawn ancestor, as pi's /tree selects it.
+  let shownLeaf = null;
   function relayout() {
     const cur = state.current;
     state.lines = cur ? layout(cur) : [];
     active = cur ? activePath(cur) : new Set();
+    shownLeaf = null;
+    if (cur) {
+      const drawn = new Set(state.lines.map((l) => l.id));
+      const seen = new Set();
+      let id = cur.leafId;
+      while (id !== null && id !== undefined && cur.byId.has(id) && !seen.has(id) && !drawn.has(id)) {
+        seen.add(id);
+        id = cur.byId.get(id).parentId;
+      }
+      if (drawn.has(id)) shownLeaf = id;
+    }
     $("tree-inner").style.height = `${state.lines.length * ROW}px`;
     drawRows(true);
     summarize();
@@ -287,7 +301,11 @@
       row.append(el("span", "preview", r.preview));
       const label = cur.labels.get(r.id);
       if (label !== undefined) row.append(el("span", "label", String(label)));
-      if (r.id === cur.leafId) row.append(el("span", "leaf", "◀ leaf"));
+      if (r.id === shownLeaf) {
+        const mark = el("span", "leaf", "◀ leaf");
+        if (r.id !== cur.leafId) mark.title = `The leaf, ${cur.leafId}, is a ${cur.byId.get(cur.leafId).what} entry this filter hides`;
+        row.append(mark);
+      }
       row.onclick = () => select(r.id);
       frag.append(row);
     }
@@ -333,7 +351,7 @@
     return ids.map((id) => state.bodies.get(id));
   }
 
-  function renderBody(entry, into) {
+  function renderBody(entry, into, row) {
     into.replaceChildren();
     if (!entry) {
       into.append(el("p", "hint", "This entry is gone."));
@@ -371,7 +389,14 @@
     } else {
       into.append(el("div", "who", entry.type));
       if (entry.content !== undefined) blocks(entry.content);
-      else into.append(el("pre", "args", JSON.stringify(entry, null, 2)));
+      else {
+        // Bookkeeping (a label, a name, a model or thinking-level change) is said in words, as the tree's row
+        // says it; the stored entry stays one click away.
+        if (row && row.preview) into.append(el("pre", "text", row.preview));
+        const raw = el("details", "raw");
+        raw.append(el("summary", "", "as stored"), el("pre", "args", JSON.stringify(entry, null, 2)));
+        into.append(raw);
+      }
     }
   }
 
@@ -385,7 +410,7 @@
     detail.append(body);
     try {
       const [entry] = await bodies([id]);
-      if (state.selected === id) renderBody(entry, body);
+      if (state.selected === id) renderBody(entry, body, r);
     } catch (e) {
       body.textContent = visible(e.message);
     }
@@ -419,7 +444,7 @@
       const got = await bodies(ids).catch(() => []);
       ids.forEach((cid, i) => {
         const card = pane.querySelector(`[data-card="${CSS.escape(cid)}"]`);
-        if (card) renderBody(got[i], card.querySelector(".c-body"));
+        if (card) renderBody(got[i], card.querySelector(".c-body"), cur.byId.get(cid));
       });
     };
     branchObserver = new IntersectionObserver((seenEntries) => {
@@ -526,10 +551,14 @@
     state.folded.clear();
     state.selected = null;
     $("empty").hidden = true;
+    $("detail").replaceChildren(el("p", "hint", "Select an entry to see it whole."));
+    $("tree-scroll").scrollTop = 0;
     if (source.mode === "live") history.replaceState(null, "", `${location.search}#session=${encodeURIComponent(path)}`);
-    showTab(state.tab);
+    // The lines are laid out for this session before anything draws them: the tab's first draw would otherwise
+    // look up the previous session's lines in this one.
     relayout();
-    scrollToId(entryId || state.current.leafId);
+    showTab(state.tab);
+    scrollToId(entryId || shownLeaf);
     if (entryId && state.current.byId.has(entryId)) select(entryId);
     renderList();
     document.body.dataset.treeMs = String(Math.round(performance.now() - state.openedAt));
@@ -571,7 +600,7 @@
       return resync();
     }
     relayout();
-    if ($("follow").checked) scrollToId(cur.leafId);
+    if ($("follow").checked) scrollToId(shownLeaf);
     if (state.tab === "branch" && !state.selected) renderBranch();
   }
 
@@ -585,7 +614,7 @@
       state.filter = e.target.value;
       relayout();
     };
-    $("to-leaf").onclick = () => state.current && state.current.leafId && (scrollToId(state.current.leafId), select(state.current.leafId));
+    $("to-leaf").onclick = () => shownLeaf !== null && (scrollToId(shownLeaf), select(shownLeaf));
     for (const b of document.querySelectorAll("#tabs button[data-tab]")) b.onclick = () => showTab(b.dataset.tab);
     showTab("tree");
     source.onEvent(onEvent);
