@@ -325,9 +325,28 @@ fn tree_marks_the_leaf_and_labels_and_draws_the_abandoned_branch_beside_the_acti
     let t = text(&out.stdout);
     assert_eq!(
         t,
-        "u1 user: how do I parse a tokenizer\na1 assistant: use a state machine [checkpoint]\n\
-         ├─ u3 user: abandoned question\n└─ u2 user: and then what\n   a2 assistant: then you test it ◀ leaf\n"
+        "• u1 user: how do I parse a tokenizer\n• a1 assistant: use a state machine [checkpoint]\n\
+         ├─ u3 user: abandoned question\n└─ • u2 user: and then what\n   • a2 assistant: then you test it ◀ leaf\n"
     );
+}
+
+#[test]
+fn a_leaf_that_is_a_label_is_marked_on_the_entry_it_hangs_from_and_the_active_path_is_marked_in_a_pipe() {
+    let a = agent();
+    let mut session = branched_session(APP_ID, "/work/app");
+    // pi resumed the session and labelled an entry: the label entry is the leaf, hidden by the default filter.
+    session.push_str(r#"{"type":"label","id":"l2","parentId":"a2","timestamp":"2026-01-01T00:00:07.000Z","targetId":"u2","label":"resumed"}"#);
+    session.push('\n');
+    std::fs::write(&a.app_session, session).unwrap();
+    let t = text(&run(&a.dir, &["tree", &s(&a.app_session)]).stdout);
+    assert_eq!(
+        t,
+        "• u1 user: how do I parse a tokenizer\n• a1 assistant: use a state machine [checkpoint]\n\
+         ├─ u3 user: abandoned question\n└─ • u2 user: and then what [resumed]\n   • a2 assistant: then you test it ◀ leaf\n"
+    );
+    let all = text(&run(&a.dir, &["tree", &s(&a.app_session), "--filter", "all"]).stdout);
+    assert!(all.contains("• l2 label u2 → resumed ◀ leaf\n"), "{all}");
+    assert_eq!(all.matches("◀ leaf").count(), 1, "{all}");
 }
 
 #[test]
@@ -358,7 +377,7 @@ fn tree_lines_are_cut_to_the_terminal_width() {
     let screen =
         run_on_terminal(cmd(&a.dir).args(["tree", &s(&a.app_session), "--no-pager", "--color", "never"]), 30, 40, b"");
     assert!(screen.text.lines().all(|l| l.chars().count() <= 30), "{}", screen.text);
-    assert!(screen.text.contains("u1 user: how do I parse a tok…"), "{}", screen.text);
+    assert!(screen.text.contains("• u1 user: how do I parse a t…"), "{}", screen.text);
 }
 
 #[test]
@@ -369,14 +388,15 @@ fn tree_filters_as_pis_tree_does_and_folds_deep_branches() {
         all.extend_from_slice(args);
         text(&run(&a.dir, &all).stdout)
             .lines()
-            .map(|l| l.trim_start_matches(['├', '└', '─', ' ', '│']).to_owned())
+            .map(|l| l.trim_start_matches(['├', '└', '─', ' ', '│', '•']).to_owned())
             .collect()
     };
     assert_eq!(
         lines(&["--filter", "user-only"]),
-        ["u1 user: how do I parse a tokenizer", "u3 user: abandoned question", "u2 user: and then what"]
+        ["u1 user: how do I parse a tokenizer", "u3 user: abandoned question", "u2 user: and then what ◀ leaf"],
+        "the leaf, hidden, is marked on its nearest shown ancestor"
     );
-    assert_eq!(lines(&["--filter", "labeled-only"]), ["a1 assistant: use a state machine [checkpoint]"]);
+    assert_eq!(lines(&["--filter", "labeled-only"]), ["a1 assistant: use a state machine [checkpoint] ◀ leaf"]);
     let all = lines(&["--filter", "all"]);
     assert!(all.iter().any(|l| l.starts_with("l1 label a1 → checkpoint")), "{all:?}");
     assert!(!lines(&[]).iter().any(|l| l.starts_with("l1")), "pi's default view hides label entries");
