@@ -13,7 +13,7 @@ use crate::session::json::Json;
 use crate::session::paths;
 
 use super::ls::tilde;
-use super::output::{emit, thousands, Failure, Style, EXIT_NO_MATCH, EXIT_OK};
+use super::output::{count, emit, Failure, Style, EXIT_NO_MATCH, EXIT_OK};
 
 /// The roles `--role` accepts (what `sessions/search` reports).
 pub const ROLES: [&str; 9] =
@@ -92,7 +92,7 @@ fn grouped(hits: &[Hit], query: &Query, style: &Style) -> String {
     for path in &order {
         let in_session: Vec<&Hit> = hits.iter().filter(|h| h.path == *path).collect();
         let id = crate::session::js::to_js_string(&in_session[0].session_id).to_string_lossy();
-        let count = if in_session.len() == 1 { "1 match".to_owned() } else { format!("{} matches", in_session.len()) };
+        let count = count(in_session.len(), "match", "matches");
         text.push_str(&style.fit(&format!(
             "{}  {}  {}",
             style.paint("1;35", &tilde(path)),
@@ -112,9 +112,8 @@ fn grouped(hits: &[Hit], query: &Query, style: &Style) -> String {
         }
         text.push('\n');
     }
-    let sessions = if order.len() == 1 { "1 session".to_owned() } else { format!("{} sessions", order.len()) };
-    let matches =
-        if hits.len() == 1 { "1 match".to_owned() } else { format!("{} matches", thousands(hits.len() as u64)) };
+    let sessions = count(order.len(), "session", "sessions");
+    let matches = count(hits.len(), "match", "matches");
     text.push_str(&format!("{matches} in {sessions}\n"));
     text
 }

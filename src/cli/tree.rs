@@ -145,7 +145,7 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
             if straight { prefix.clone() } else { format!("{prefix}{}", if last { "   " } else { "│  " }) };
         if options.depth.is_some_and(|d| level > d) {
             let folded = visible.count_from(k);
-            let note = format!("… {} folded", if folded == 1 { "1 entry".into() } else { format!("{folded} entries") });
+            let note = format!("… {} folded", super::output::count(folded, "entry", "entries"));
             text.push_str(&style.fit(&format!("{prefix}{connector}{}", style.paint("2", &note))));
             text.push('\n');
             continue;

@@ -645,3 +645,78 @@ fn bash_completes_a_subcommands_flags_and_their_values_despite_the_hyphen_in_the
     // The top level, which worked before, still does.
     assert_eq!(bash_completes(&["pi-sessiond", "tre"]), ["tree"]);
 }
+
+#[test]
+fn ls_and_latest_from_a_subdirectory_of_a_project_find_the_projects_sessions() {
+    let a = agent();
+    let work = temp_dir();
+    let app = work.path().join("app");
+    let deep = app.join("src").join("parser");
+    std::fs::create_dir_all(&deep).unwrap();
+    let app_cwd = s(&app);
+    let sessions = project_dir(&a.dir, &app_cwd);
+    std::fs::create_dir_all(&sessions).unwrap();
+    let id = "0193cccc-4444-7000-8000-000000000004";
+    let session = [header(id, &app_cwd), message("p1", None, 1, &user("parser session"))].join("\n") + "\n";
+    std::fs::write(sessions.join(format!("2026-01-01T00-00-03-000Z_{id}.jsonl")), session).unwrap();
+    let from_deep = |args: &[&str]| cmd(&a.dir).args(args).current_dir(&deep).env("PWD", &deep).output().unwrap();
+    let ls = from_deep(&["ls"]);
+    assert_eq!(ls.status.code(), Some(0), "{}", text(&ls.stderr));
+    let t = text(&ls.stdout);
+    assert!(t.contains(id) && t.contains("parser session"), "{t}{}", text(&ls.stderr));
+    assert!(!t.contains(APP_ID), "only the project's sessions: {t}");
+    let latest = from_deep(&["tree", "latest"]);
+    assert!(text(&latest.stdout).contains("p1 user: parser session"), "{}", text(&latest.stderr));
+    // A project of its own under another one is its own project.
+    let inner_sessions = project_dir(&a.dir, &s(&deep));
+    std::fs::create_dir_all(&inner_sessions).unwrap();
+    let ls = from_deep(&["ls"]);
+    assert!(ls.stdout.is_empty() && text(&ls.stderr).contains("no sessions"), "{}", text(&ls.stdout));
+}
+
+#[test]
+fn a_session_with_a_megabyte_cwd_does_not_widen_every_row_of_a_piped_listing() {
+    let a = agent();
+    let huge = format!("/work/{}", "deep/".repeat(220_000));
+    let sessions = project_dir(&a.dir, "/work/huge");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let id = "0193dddd-5555-7000-8000-000000000005";
+    let session = [header(id, &huge), message("h1", None, 1, &user("huge cwd"))].join("\n") + "\n";
+    std::fs::write(sessions.join(format!("2026-01-01T00-00-04-000Z_{id}.jsonl")), session).unwrap();
+    let out = run(&a.dir, &["ls", "--all"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert_eq!(t.lines().count(), 5, "a header and four sessions: {}", &t[..t.len().min(2000)]);
+    assert!(t.contains(id) && t.contains(OTHER_ID), "{}", &t[..t.len().min(2000)]);
+    for line in t.lines() {
+        assert!(line.chars().count() < 200, "a row of {} characters", line.chars().count());
+    }
+    assert!(t.contains("/deep/deep/  0193dddd"), "the cwd keeps its end: {t}");
+}
+
+#[test]
+fn wide_characters_take_their_two_columns_in_a_table_on_a_terminal() {
+    let a = agent();
+    let sessions = project_dir(&a.dir, "/work/app");
+    let id = "0193eeee-6666-7000-8000-000000000006";
+    let title = "日本語の質問について詳しく説明してください。トークナイザーの状態機械を作りたい";
+    let session = [header(id, "/work/app"), message("w1", None, 1, &user(title))].join("\n") + "\n";
+    std::fs::write(sessions.join(format!("2026-01-01T00-00-05-000Z_{id}.jsonl")), session).unwrap();
+    let screen = run_on_terminal(cmd(&a.dir).args(["ls", "--cwd", "/work/app", "--no-pager"]), 90, 40, b"");
+    let columns =
+        |l: &str| strip_ansi(l).chars().map(|c| if c > '\u{2e80}' && c != '…' { 2 } else { 1 }).sum::<usize>();
+    for line in screen.text.lines() {
+        assert!(columns(line) <= 90, "{line:?} takes {} columns of 90", columns(line));
+    }
+    // Every row's id starts in the same column.
+    let id_at: Vec<usize> = screen
+        .text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let l = strip_ansi(l);
+            columns(&l[..l.find("0193").unwrap()])
+        })
+        .collect();
+    assert!(id_at.windows(2).all(|w| w[0] == w[1]), "ids start at columns {id_at:?}:\n{}", screen.text);
+}

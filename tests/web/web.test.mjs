@@ -372,16 +372,19 @@ function switchAgent() {
   return { dir, files };
 }
 
-/** Runs `body(page, files)` against a `pi-sessiond web` of switchAgent(), failing on any error the page throws. */
-async function withSwitchServer(body) {
+/** Runs `body(page, files)` against a `pi-sessiond web` of switchAgent(), in a window of `viewport`, failing on
+ * any error the page throws and on any request of the page's that the server refuses. */
+async function withSwitchServer(body, viewport = { width: 1400, height: 860 }) {
   const { dir, files } = switchAgent();
   const other = spawn(bin, ["--agent-dir", dir, "web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
   let page;
   try {
     const first = await firstLine(other);
-    page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
+    page = await browser.newPage();
+    await page.setViewportSize(viewport);
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("response", (r) => r.status() >= 400 && errors.push(`${r.status()} for ${new URL(r.url()).pathname}`));
     await page.goto(first);
     await page.waitForSelector(`.session[data-path="${files[2]}"]`);
     await body(page, files);
@@ -450,4 +453,29 @@ test("a leaf that is a label is shown on its nearest drawn entry, scrolled to an
     assert.match(await page.textContent("#detail pre.text"), /^q2 → checkpoint$/);
     assert.equal(await page.isVisible("#detail pre.args"), false, "the stored JSON is folded away");
   });
+});
+
+test("at 700 px the whole toolbar is in the window, and loading the page asks for nothing it is refused", async () => {
+  await withSwitchServer(async (page, files) => {
+    await page.click(`.session[data-path="${files[0]}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    for (const control of ["#tabs button[data-tab=usage]", "#filter", "#follow", "#to-leaf"]) {
+      const box = await page.locator(control).boundingBox();
+      assert.ok(box && box.x >= 0 && box.x + box.width <= 700, `${control} lies within the 700 px window: ${JSON.stringify(box)}`);
+    }
+    await page.click("#to-leaf");
+    await page.waitForSelector('.row.sel[data-id="r0"]');
+  }, { width: 700, height: 600 });
+});
+
+test("an exported page's list says how many messages the session has, when it was active and where", async () => {
+  const { dir, files } = switchAgent();
+  const out = join(work, "switch-export.html");
+  execFileSync(bin, ["--agent-dir", dir, "export", files[2], "--html", "-o", out]);
+  const page = await browser.newPage();
+  await page.goto(`file://${out}`);
+  await page.waitForSelector('body[data-state="ready"] .row');
+  assert.equal(await page.textContent(".session .s-meta"), "2 messages · 2026-02-03 · /work/switch");
+  assert.equal(await page.textContent(".session .s-title"), "question of session 2: quinces");
+  await page.close();
 });

@@ -46,7 +46,7 @@
     if (s < 60) return "just now";
     if (s < 3600) return `${Math.floor(s / 60)} min ago`;
     if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
-    if (s < 7 * 86400) return `${Math.floor(s / 86400)} days ago`;
+    if (s < 7 * 86400) return `${plural(Math.floor(s / 86400), "day")} ago`;
     return new Date(t).toISOString().slice(0, 10);
   }
   const num = (n) => Math.round(n || 0).toLocaleString("en-US");
@@ -81,7 +81,7 @@
       item.dataset.path = s.path;
       if (state.current && state.current.path === s.path) item.classList.add("on");
       item.append(el("div", "s-title", sessionTitle(s)));
-      item.append(el("div", "s-meta", `${plural(s.messageCount, "message")} · ${ago(s.modified)} · ${s.cwd}`));
+      item.append(el("div", "s-meta", [plural(s.messageCount, "message"), ago(s.modified), s.cwd].filter(Boolean).join(" · ")));
       item.onclick = () => openSession(s.path);
       list.append(item);
     }
@@ -126,7 +126,7 @@
       const head = el("div", "session");
       head.dataset.path = path;
       head.append(el("div", "s-title", info ? sessionTitle(info) : path));
-      head.append(el("div", "s-meta", `${group.length} matches`));
+      head.append(el("div", "s-meta", plural(group.length, "match", "matches")));
       head.onclick = () => openSession(path);
       list.append(head);
       for (const h of group) {
