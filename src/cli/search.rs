@@ -60,12 +60,16 @@ pub fn search(
                 request.query,
                 scope,
                 request.roles.as_deref(),
-                request.limit,
+                // One more than asked for says whether there are more than shown.
+                request.limit.saturating_add(1),
                 Catalog::new(agent_dir, index),
                 &mut |_, _, _| {},
             )?
         }
     };
+    let mut hits = hits;
+    let more = hits.len() > request.limit;
+    hits.truncate(request.limit);
     let status = if hits.is_empty() { EXIT_NO_MATCH } else { EXIT_OK };
     if json {
         let mut bytes = Vec::new();
@@ -77,11 +81,12 @@ pub fn search(
         eprintln!("no matches");
         return Ok(status);
     }
-    emit(out, &grouped(&hits, &query, style)).map(|s| s.max(status))
+    emit(out, &grouped(&hits, &query, style, more.then_some(request.limit))).map(|s| s.max(status))
 }
 
-/// The hits, grouped by session in rank order of each session's best hit.
-fn grouped(hits: &[Hit], query: &Query, style: &Style) -> String {
+/// The hits, grouped by session in rank order of each session's best hit; `cut_at` says the search found more
+/// than these, cut at that limit, so the count is not mistaken for the total.
+fn grouped(hits: &[Hit], query: &Query, style: &Style, cut_at: Option<usize>) -> String {
     let mut order: Vec<&str> = Vec::new();
     for h in hits {
         if !order.contains(&h.path.as_str()) {
@@ -114,7 +119,12 @@ fn grouped(hits: &[Hit], query: &Query, style: &Style) -> String {
     }
     let sessions = count(order.len(), "session", "sessions");
     let matches = count(hits.len(), "match", "matches");
-    text.push_str(&format!("{matches} in {sessions}\n"));
+    match cut_at {
+        Some(limit) => text.push_str(&format!(
+            "the first {matches} in {sessions}; there are more than {limit} (--limit shows more)\n"
+        )),
+        None => text.push_str(&format!("{matches} in {sessions}\n")),
+    }
     text
 }
 

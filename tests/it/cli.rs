@@ -720,3 +720,26 @@ fn wide_characters_take_their_two_columns_in_a_table_on_a_terminal() {
         .collect();
     assert!(id_at.windows(2).all(|w| w[0] == w[1]), "ids start at columns {id_at:?}:\n{}", screen.text);
 }
+
+#[test]
+fn a_search_cut_at_its_limit_says_there_are_more_and_one_that_is_not_says_the_total() {
+    let a = agent();
+    // "a" is in every message of the three sessions: more than two matches.
+    let cut = text(&run(&a.dir, &["search", "a", "--limit", "2"]).stdout);
+    let last = cut.lines().last().unwrap();
+    assert!(
+        last.starts_with("the first 2 matches in ") && last.ends_with("there are more than 2 (--limit shows more)"),
+        "{cut}"
+    );
+    let whole = text(&run(&a.dir, &["search", "abandoned", "--limit", "2"]).stdout);
+    assert_eq!(whole.lines().last().unwrap(), "1 match in 1 session", "{whole}");
+    let exact = text(&run(&a.dir, &["search", "then", "--json"]).stdout);
+    let parsed = Json::parse(exact.as_bytes()).unwrap();
+    let Json::Array(all) = &parsed else { panic!("{exact}") };
+    let limited = text(&run(&a.dir, &["search", "then", "--limit", &all.len().to_string()]).stdout);
+    assert_eq!(
+        limited.lines().last().unwrap(),
+        format!("{} matches in 1 session", all.len()),
+        "exactly the limit: {limited}"
+    );
+}
