@@ -479,3 +479,21 @@ test("an exported page's list says how many messages the session has, when it wa
   assert.equal(await page.textContent(".session .s-title"), "question of session 2: quinces");
   await page.close();
 });
+
+test("search marks the matched words in each hit and says when there are more hits than it shows", async () => {
+  await withSwitchServer(async (page) => {
+    await page.fill("#search", 'QUINCES "of session"');
+    await page.waitForSelector(".hit mark");
+    const marks = await page.$$eval(".hit mark", (ms) => ms.map((m) => m.textContent));
+    assert.ok(marks.includes("quinces") && marks.includes("of session"), `marked: ${JSON.stringify(marks)}`);
+    assert.doesNotMatch(await page.textContent("#list"), /there are more/);
+  });
+  // The generated session has thousands of questions: more than the page shows.
+  const page = await browser.newPage();
+  await page.goto(url);
+  await page.fill("#search", "question");
+  await page.waitForSelector(".hit");
+  assert.match(await page.textContent("#list .hint"), /^The first 100 matches in 1 session: there are more/);
+  assert.equal(await page.locator(".hit").count(), 100);
+  await page.close();
+});

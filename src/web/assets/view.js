@@ -12,6 +12,8 @@
 (function () {
   const source = window.piSource;
   const ROW = 22;
+  // Search hits shown; a source gives one more when there are more (SEARCH_SHOWN in view.rs).
+  const SEARCH_SHOWN = 100;
   const $ = (id) => document.getElementById(id);
   // Unicode's explicit directional marks, embeddings, overrides and isolates (UAX #9).
   const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
@@ -115,12 +117,16 @@
     }
     const list = $("list");
     list.replaceChildren();
+    const more = hits.length > SEARCH_SHOWN;
+    hits = hits.slice(0, SEARCH_SHOWN);
+    const marks = matcher(q);
     const groups = new Map();
     for (const h of hits) {
       if (!groups.has(h.path)) groups.set(h.path, []);
       groups.get(h.path).push(h);
     }
-    list.append(el("p", "hint", `${plural(hits.length, "match", "matches")} in ${plural(groups.size, "session")}`));
+    const counted = `${plural(hits.length, "match", "matches")} in ${plural(groups.size, "session")}`;
+    list.append(el("p", "hint", more ? `The first ${counted}: there are more; narrow the search to see them` : counted));
     for (const [path, group] of groups) {
       const info = state.sessions.find((s) => s.path === path);
       const head = el("div", "session");
@@ -131,11 +137,43 @@
       list.append(head);
       for (const h of group) {
         const hit = el("div", "hit");
-        hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", el("span", "", h.snippet));
+        hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", marked(h.snippet, marks));
         hit.onclick = () => openSession(path, h.entryId);
         list.append(hit);
       }
     }
+  }
+
+  // Where the query matches a text, as pi's /resume language reads it: words and "phrases" anywhere, any case,
+  // or re:PATTERN (JavaScript's reading of the pattern; one it cannot read marks nothing).
+  function matcher(q) {
+    if (q.startsWith("re:")) {
+      try {
+        return new RegExp(q.slice(3), "g");
+      } catch {
+        return null;
+      }
+    }
+    const needles = [...q.matchAll(/"([^"]+)"|(\S+)/g)].map((m) => (m[1] || m[2]).trim().split(/\s+/).join(" ")).filter(Boolean);
+    if (!needles.length) return null;
+    const escaped = needles.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/ /g, "\\s+"));
+    return new RegExp(escaped.join("|"), "gi");
+  }
+
+  // `text` as a span with what `re` matches in <mark>s; all of it as text, never markup.
+  function marked(text, re) {
+    const span = el("span", "snippet");
+    const t = String(text);
+    let at = 0;
+    if (re) {
+      for (const m of t.matchAll(re)) {
+        if (!m[0]) continue;
+        span.append(visible(t.slice(at, m.index)), el("mark", "", m[0]));
+        at = m.index + m[0].length;
+      }
+    }
+    span.append(visible(t.slice(at)));
+    return span;
   }
 
   // ---------------------------------------------------------------------------------------------------------
