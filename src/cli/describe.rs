@@ -38,11 +38,11 @@ pub fn content_text(content: Option<&Json>) -> String {
     }
 }
 
-/// `text` with runs of white space made one space, cut after `max_chars` characters (with `…`).
-pub fn one_line(text: &str, max_chars: usize) -> String {
+/// `text` with runs of white space made one space, cut after `max_columns` terminal columns (with `…`).
+pub fn one_line(text: &str, max_columns: usize) -> String {
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.chars().count() > max_chars {
-        format!("{}…", joined.chars().take(max_chars).collect::<String>())
+    if super::output::visible_len(&joined) > max_columns {
+        super::output::cut_to_width(&joined, max_columns + 1)
     } else {
         joined
     }

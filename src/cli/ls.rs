@@ -12,7 +12,10 @@ use crate::catalog::listing::Catalog;
 use crate::session::paths;
 
 use super::describe::one_line;
-use super::output::{emit, Failure, Style};
+use super::output::{cut_start_to_width, emit, visible_len, Failure, Style};
+
+/// The widest a cwd is shown in the table, in terminal columns.
+const CWD_COLUMNS: usize = 60;
 
 /// What `ls` was asked.
 #[derive(Clone, Debug, Default)]
@@ -35,7 +38,10 @@ pub fn listing(
     if request.all {
         return Ok(catalog.list_all(request.dir.as_deref(), &mut |_, _| {})?);
     }
-    let cwd = request.cwd.clone().unwrap_or_else(paths::process_cwd);
+    let cwd = match &request.cwd {
+        Some(cwd) => cwd.clone(),
+        None => super::resolve::project_cwd(&paths::process_cwd(), agent_dir),
+    };
     // pi's list() creates the project's directory when it is missing; a listing must not.
     let dir = match &request.dir {
         Some(d) => d.clone(),
@@ -71,6 +77,7 @@ pub fn ago(then: f64, now: f64) -> String {
         s if s < 60.0 => "just now".into(),
         s if s < 3600.0 => format!("{} min ago", (s / 60.0) as u64),
         s if s < 86400.0 => format!("{} h ago", (s / 3600.0) as u64),
+        s if s < 2.0 * 86400.0 => "1 day ago".into(),
         s if s < 7.0 * 86400.0 => format!("{} days ago", (s / 86400.0) as u64),
         _ => crate::session::js::date::to_iso_string(then).map(|d| d[..10].to_owned()).unwrap_or_else(|| "-".into()),
     }
@@ -98,7 +105,9 @@ fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
                 one_line(&title, 60),
                 i.message_count.to_string(),
                 ago(i.modified, now),
-                tilde(&i.cwd.to_string_lossy()),
+                // A cwd can be any length (one of a megabyte was seen): every row is padded to the widest, so
+                // the column keeps the end of each, as a title keeps its start.
+                cut_start_to_width(&tilde(&i.cwd.to_string_lossy()), CWD_COLUMNS),
                 crate::session::js::to_js_string(&i.id).to_string_lossy(),
             ]
         })
@@ -107,7 +116,7 @@ fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
     let mut widths = header.map(str::len);
     for r in &rows {
         for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
+            *w = (*w).max(visible_len(cell));
         }
     }
     // On a terminal, the title gives way first so that the id (what names the session) stays whole.
@@ -119,7 +128,7 @@ fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
         let mut l = String::new();
         for (k, (cell, w)) in cells.iter().zip(widths).enumerate() {
             let cell = if k == 0 { super::output::cut_to_width(cell, w) } else { (*cell).to_owned() };
-            let pad = w.saturating_sub(cell.chars().count());
+            let pad = w.saturating_sub(visible_len(&cell));
             if k == 1 {
                 l.push_str(&" ".repeat(pad));
                 l.push_str(&cell);
@@ -153,6 +162,7 @@ mod tests {
         assert_eq!(ago(now - 5_000.0, now), "just now");
         assert_eq!(ago(now - 5.0 * 60_000.0, now), "5 min ago");
         assert_eq!(ago(now - 3.0 * 3_600_000.0, now), "3 h ago");
+        assert_eq!(ago(now - 1.5 * 86_400_000.0, now), "1 day ago");
         assert_eq!(ago(now - 2.0 * 86_400_000.0, now), "2 days ago");
         assert_eq!(ago(now - 30.0 * 86_400_000.0, now), "2023-10-15");
         assert_eq!(ago(f64::NAN, now), "-");

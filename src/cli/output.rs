@@ -68,7 +68,7 @@ impl Style {
         }
     }
 
-    /// `line` cut to the width (counting characters outside escape sequences), with `…` where it was cut.
+    /// `line` cut to the width (in terminal columns, escape sequences not counted), with `…` where it was cut.
     pub fn fit(&self, line: &str) -> String {
         match self.width {
             Some(w) => cut_to_width(line, w),
@@ -85,7 +85,13 @@ fn terminal_width() -> usize {
     rustix::termios::tcgetwinsize(std::io::stdout()).ok().map(|w| w.ws_col as usize).filter(|&c| c > 0).unwrap_or(80)
 }
 
-/// Cuts `line` to `width` visible characters; escape sequences (colours) are kept and a cut line is reset.
+/// The terminal columns one character takes (East Asian wide characters and most emoji two, combining marks
+/// none), by Unicode's tables (`unicode-width`) rather than a count of characters.
+pub fn char_width(c: char) -> usize {
+    unicode_width::UnicodeWidthChar::width(c).unwrap_or(0)
+}
+
+/// Cuts `line` to `width` terminal columns; escape sequences (colours) are kept and a cut line is reset.
 pub fn cut_to_width(line: &str, width: usize) -> String {
     if visible_len(line) <= width {
         return line.to_owned();
@@ -99,11 +105,12 @@ pub fn cut_to_width(line: &str, width: usize) -> String {
             out.push(c);
             continue;
         }
-        if visible + 1 >= width {
+        // The `…` takes the last column.
+        if visible + char_width(c) + 1 > width {
             break;
         }
         out.push(c);
-        visible += 1;
+        visible += char_width(c);
     }
     out.push('…');
     if line.contains('\x1b') {
@@ -112,8 +119,26 @@ pub fn cut_to_width(line: &str, width: usize) -> String {
     out
 }
 
-/// How many characters of `line` show (escape sequences excluded).
-fn visible_len(line: &str) -> usize {
+/// `text` (no escape sequences) cut to its last `width` columns, with `…` first where it was cut: the end of a
+/// path says more than its start.
+pub fn cut_start_to_width(text: &str, width: usize) -> String {
+    if visible_len(text) <= width {
+        return text.to_owned();
+    }
+    let mut kept = 0;
+    let start = text
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| {
+            kept += char_width(c);
+            kept + 1 > width
+        })
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    format!("…{}", &text[start..])
+}
+
+/// The terminal columns `line` takes, escape sequences not counted.
+pub fn visible_len(line: &str) -> usize {
     let mut n = 0;
     let mut in_escape = false;
     for c in line.chars() {
@@ -122,7 +147,7 @@ fn visible_len(line: &str) -> usize {
         } else if c == '\x1b' {
             in_escape = true;
         } else {
-            n += 1;
+            n += char_width(c);
         }
     }
     n
@@ -330,6 +355,11 @@ pub fn emit(out: &mut dyn Write, text: &str) -> Result<u8, Failure> {
     }
 }
 
+/// `n` and the noun it counts, in the number that agrees with it: "1 match", "1,701 matches".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{} {}", thousands(n as u64), if n == 1 { one } else { many })
+}
+
 /// `n` with thousands separators (`12,345`).
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -368,6 +398,16 @@ mod tests {
         assert_eq!(cut_to_width("abcdefgh", 5), "abcd…");
         assert_eq!(cut_to_width("abcde", 5), "abcde");
         assert_eq!(cut_to_width("ab", 5), "ab");
+    }
+
+    #[test]
+    fn wide_characters_count_as_the_two_columns_a_terminal_gives_them() {
+        assert_eq!(visible_len("日本語 ok 🎉"), 12);
+        assert_eq!(cut_to_width("日本語のテキスト", 7), "日本語…");
+        assert_eq!(visible_len(&cut_to_width("日本語のテキスト", 8)), 7, "a wide character never straddles the edge");
+        assert_eq!(cut_start_to_width("/work/日本/app", 7), "…本/app");
+        assert_eq!(cut_start_to_width("/work/日本/app", 6), "…/app", "a wide character never straddles the edge");
+        assert_eq!(cut_start_to_width("/work/app", 9), "/work/app");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Naming a session on the command line the way a person remembers it: a path, a full session id, a unique
 //! prefix of one, or `latest` (the newest session of the current directory's project, as `pi --continue`
-//! picks it). Resolution only reads: it never creates the project directory pi would create.
+//! picks it, the project found from a directory below it too). Resolution only reads: it never creates the
+//! project directory pi would create.
 
 use crate::session::dirscan::find_most_recent_session;
 use crate::session::json::Json;
@@ -22,9 +23,10 @@ pub struct Places {
 /// The session file `name` refers to (an existing path), or why there is none.
 pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
     if name == "latest" {
-        let dir = paths::default_session_dir_path(&places.cwd, &places.agent_dir);
-        return find_most_recent_session(&dir, Some(&places.cwd)).ok_or_else(|| {
-            Failure::new(ErrorKind::SessionNotFound, format!("no session of {} yet (looked in {dir})", places.cwd))
+        let cwd = project_cwd(&places.cwd, &places.agent_dir);
+        let dir = paths::default_session_dir_path(&cwd, &places.agent_dir);
+        return find_most_recent_session(&dir, Some(&cwd)).ok_or_else(|| {
+            Failure::new(ErrorKind::SessionNotFound, format!("no session of {cwd} yet (looked in {dir})"))
         });
     }
     let resolved = paths::resolve_path(name);
@@ -54,6 +56,23 @@ pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
                 FailureKind::AmbiguousSession,
                 format!("{name}: {} sessions match: {}{more}", matches.len(), shown.join(", ")),
             ))
+        }
+    }
+}
+
+/// The project a working directory belongs to: `cwd` itself when pi has a session directory for it, else the
+/// nearest directory above it that has one (a person in `app/src` means `app`), else `cwd`. The file system's
+/// root is never chosen for a directory below it: its sessions are not a project of everything.
+pub fn project_cwd(cwd: &str, agent_dir: &str) -> String {
+    let has_sessions = |dir: &str| paths::as_path(&paths::default_session_dir_path(dir, agent_dir)).is_dir();
+    let mut at = std::path::Path::new(cwd);
+    loop {
+        if has_sessions(&at.to_string_lossy()) {
+            return at.to_string_lossy().into_owned();
+        }
+        match at.parent() {
+            Some(up) if up.parent().is_some() => at = up,
+            _ => return cwd.to_owned(),
         }
     }
 }

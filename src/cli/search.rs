@@ -13,7 +13,7 @@ use crate::session::json::Json;
 use crate::session::paths;
 
 use super::ls::tilde;
-use super::output::{emit, thousands, Failure, Style, EXIT_NO_MATCH, EXIT_OK};
+use super::output::{count, emit, Failure, Style, EXIT_NO_MATCH, EXIT_OK};
 
 /// The roles `--role` accepts (what `sessions/search` reports).
 pub const ROLES: [&str; 9] =
@@ -60,12 +60,16 @@ pub fn search(
                 request.query,
                 scope,
                 request.roles.as_deref(),
-                request.limit,
+                // One more than asked for says whether there are more than shown.
+                request.limit.saturating_add(1),
                 Catalog::new(agent_dir, index),
                 &mut |_, _, _| {},
             )?
         }
     };
+    let mut hits = hits;
+    let more = hits.len() > request.limit;
+    hits.truncate(request.limit);
     let status = if hits.is_empty() { EXIT_NO_MATCH } else { EXIT_OK };
     if json {
         let mut bytes = Vec::new();
@@ -77,11 +81,12 @@ pub fn search(
         eprintln!("no matches");
         return Ok(status);
     }
-    emit(out, &grouped(&hits, &query, style)).map(|s| s.max(status))
+    emit(out, &grouped(&hits, &query, style, more.then_some(request.limit))).map(|s| s.max(status))
 }
 
-/// The hits, grouped by session in rank order of each session's best hit.
-fn grouped(hits: &[Hit], query: &Query, style: &Style) -> String {
+/// The hits, grouped by session in rank order of each session's best hit; `cut_at` says the search found more
+/// than these, cut at that limit, so the count is not mistaken for the total.
+fn grouped(hits: &[Hit], query: &Query, style: &Style, cut_at: Option<usize>) -> String {
     let mut order: Vec<&str> = Vec::new();
     for h in hits {
         if !order.contains(&h.path.as_str()) {
@@ -92,7 +97,7 @@ fn grouped(hits: &[Hit], query: &Query, style: &Style) -> String {
     for path in &order {
         let in_session: Vec<&Hit> = hits.iter().filter(|h| h.path == *path).collect();
         let id = crate::session::js::to_js_string(&in_session[0].session_id).to_string_lossy();
-        let count = if in_session.len() == 1 { "1 match".to_owned() } else { format!("{} matches", in_session.len()) };
+        let count = count(in_session.len(), "match", "matches");
         text.push_str(&style.fit(&format!(
             "{}  {}  {}",
             style.paint("1;35", &tilde(path)),
@@ -112,10 +117,14 @@ fn grouped(hits: &[Hit], query: &Query, style: &Style) -> String {
         }
         text.push('\n');
     }
-    let sessions = if order.len() == 1 { "1 session".to_owned() } else { format!("{} sessions", order.len()) };
-    let matches =
-        if hits.len() == 1 { "1 match".to_owned() } else { format!("{} matches", thousands(hits.len() as u64)) };
-    text.push_str(&format!("{matches} in {sessions}\n"));
+    let sessions = count(order.len(), "session", "sessions");
+    let matches = count(hits.len(), "match", "matches");
+    match cut_at {
+        Some(limit) => text.push_str(&format!(
+            "the first {matches} in {sessions}; there are more than {limit} (--limit shows more)\n"
+        )),
+        None => text.push_str(&format!("{matches} in {sessions}\n")),
+    }
     text
 }
 

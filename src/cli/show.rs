@@ -63,7 +63,7 @@ pub fn show(path: &str, id: &str, json: bool, style: &Style, out: &mut dyn Write
         (false, true) => "on the active branch",
         (false, false) => "off the active branch",
     };
-    field(&mut t, "place", format!("{place}, {} children", m.children(&r.id).len()));
+    field(&mut t, "place", format!("{place}, {}", super::output::count(m.children(&r.id).len(), "child", "children")));
     if let Some(msg) = entry.get("message") {
         let s = |k: &str| msg.get(k).map(|v| to_js_string(v).to_string_lossy());
         if let (Some(p), Some(model)) = (s("provider"), s("model")) {

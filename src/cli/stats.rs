@@ -358,13 +358,13 @@ impl Report {
         let mut widths = header.map(str::len);
         for r in &rows {
             for (w, c) in widths.iter_mut().zip(r) {
-                *w = (*w).max(c.chars().count());
+                *w = (*w).max(super::output::visible_len(c));
             }
         }
         let line = |cells: Vec<&str>| {
             let mut l = String::new();
             for (k, (c, w)) in cells.iter().zip(widths).enumerate() {
-                let pad = " ".repeat(w.saturating_sub(c.chars().count()));
+                let pad = " ".repeat(w.saturating_sub(super::output::visible_len(c)));
                 if k == 0 {
                     l.push_str(&format!("{c}{pad}"));
                 } else {

@@ -1,6 +1,6 @@
 //! `pi-sessiond tree SESSION`: a session drawn for a person, as pi's `/tree` shows it — one line per entry,
-//! a single line of conversation straight down, branches indented, the leaf and labels marked, entries off the
-//! active branch dimmed — with pi's filters (`--filter no-tools|user-only|labeled-only|all`) and a folding depth.
+//! a single line of conversation straight down, branches indented, the leaf, labels and the active path (pi's
+//! bullet) marked, entries off the active branch dimmed — with pi's filters (`--filter no-tools|user-only|labeled-only|all`) and a folding depth.
 //! Hidden entries are transparent: their children hang from the nearest shown ancestor.
 
 use std::collections::HashSet;
@@ -117,7 +117,13 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
             lines_of[k] = Some(entry_line(m, node.record, &body, preview_chars, style));
         }
     }
-    let active: HashSet<usize> = m.branch_path(None).into_iter().collect();
+    let branch = m.branch_path(None);
+    let active: HashSet<usize> = branch.iter().copied().collect();
+    // The leaf is marked where it is drawn: on itself, or, when the filter hides it (pi appends a label, name or
+    // thinking-level change whenever it resumes), on its nearest shown ancestor, as pi's /tree selects it.
+    let drawn: std::collections::HashMap<usize, usize> =
+        tree.nodes.iter().enumerate().filter(|(k, _)| lines_of[*k].is_some()).map(|(k, n)| (n.record, k)).collect();
+    let leaf_node = branch.iter().rev().find_map(|r| drawn.get(r).copied());
     let visible = VisibleTree::new(&tree, &|k| lines_of[k].is_some());
     let mut text = String::new();
     if let Ok(Some(name)) = m.session_name() {
@@ -139,17 +145,23 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
             if straight { prefix.clone() } else { format!("{prefix}{}", if last { "   " } else { "│  " }) };
         if options.depth.is_some_and(|d| level > d) {
             let folded = visible.count_from(k);
-            let note = format!("… {} folded", if folded == 1 { "1 entry".into() } else { format!("{folded} entries") });
+            let note = format!("… {} folded", super::output::count(folded, "entry", "entries"));
             text.push_str(&style.fit(&format!("{prefix}{connector}{}", style.paint("2", &note))));
             text.push('\n');
             continue;
         }
         let line = lines_of[k].as_ref().expect("visible nodes have lines");
         let record = tree.nodes[k].record;
+        // pi's /tree marks the active path with a bullet; in colour the rest is dimmed too.
+        let mut line = if active.contains(&record) { format!("• {line}") } else { line.clone() };
+        if leaf_node == Some(k) {
+            line.push(' ');
+            line.push_str(&style.paint("1;32", "◀ leaf"));
+        }
         let line = if style.color && !active.contains(&record) {
             format!("\x1b[2m{}\x1b[0m", line.replace("\x1b[0m", "\x1b[0m\x1b[2m"))
         } else {
-            line.clone()
+            line
         };
         text.push_str(&style.fit(&format!("{}{connector}{line}", style.paint("90", &prefix))));
         text.push('\n');
@@ -166,7 +178,7 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
     Ok(text)
 }
 
-/// One entry's line: id, what it is, a preview, its label, the leaf marker.
+/// One entry's line: id, what it is, a preview, its label.
 fn entry_line(m: &SessionManager, i: usize, body: &Json, preview_chars: usize, style: &Style) -> String {
     let r = &m.records()[i];
     let summary = summarize(body, preview_chars);
@@ -178,10 +190,6 @@ fn entry_line(m: &SessionManager, i: usize, body: &Json, preview_chars: usize, s
     if let Some(label) = m.label(&r.id) {
         line.push(' ');
         line.push_str(&style.paint("1;35", &format!("[{}]", to_js_string(label))));
-    }
-    if m.leaf_entry() == Some(i) {
-        line.push(' ');
-        line.push_str(&style.paint("1;32", "◀ leaf"));
     }
     line
 }

@@ -5,6 +5,7 @@
 use std::io::Write;
 
 use crate::cli::output::{describe_io, Failure, EXIT_OK};
+use crate::session::js::date::parse_date;
 use crate::session::json::{Json, Object};
 
 use super::assets::{export_page, script_safe_json};
@@ -58,9 +59,25 @@ pub fn render(path: &str, agent_dir: &str) -> Result<String, Failure> {
     session.insert("id", state.get("sessionId").cloned().unwrap_or(Json::Null));
     session.insert("name", state.get("sessionName").cloned().unwrap_or(Json::Null));
     session.insert("cwd", state.get("cwd").cloned().unwrap_or(Json::Null));
-    session.insert("messageCount", Json::number(ids.len() as f64));
-    session.insert("modified", Json::Null);
-    session.insert("firstMessage", Json::str(""));
+    // What the live list says of a session, from the rows: its messages (not its entries), its latest entry's
+    // time, its first user message.
+    let all_rows: &[Json] = match &rows {
+        Json::Array(r) => r,
+        _ => &[],
+    };
+    let field = |r: &Json, k: &str| r.get(k).and_then(Json::as_js_str).map(|s| s.to_string_lossy());
+    let messages = all_rows.iter().filter(|r| field(r, "type").as_deref() == Some("message")).count();
+    let latest = all_rows
+        .iter()
+        .filter_map(|r| field(r, "timestamp"))
+        .map(|t| (parse_date(&t), t))
+        .filter(|(ms, _)| !ms.is_nan())
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, t)| t);
+    let first_user = all_rows.iter().find(|r| field(r, "role").as_deref() == Some("user"));
+    session.insert("messageCount", Json::number(messages as f64));
+    session.insert("modified", latest.map_or(Json::Null, |t| Json::str(&t)));
+    session.insert("firstMessage", Json::str(&first_user.and_then(|r| field(r, "preview")).unwrap_or_default()));
     let mut data = Object::new();
     data.insert("session", Json::Object(session));
     data.insert("state", state);

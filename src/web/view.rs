@@ -19,6 +19,8 @@ use super::bridge::{params, Bridge};
 
 /// How many characters of text a row previews.
 const PREVIEW_CHARS: usize = 160;
+/// How many search hits the page shows (view.js's SEARCH_SHOWN).
+pub const SEARCH_SHOWN: usize = 100;
 /// How many characters of one context message the context view shows.
 const CONTEXT_CHARS: usize = 4000;
 
@@ -49,9 +51,11 @@ impl View {
         Ok(listing)
     }
 
-    /// Entries matching `query` (pi's `/resume` language) across every session.
+    /// Entries matching `query` (pi's `/resume` language) across every session: at most [`SEARCH_SHOWN`] + 1, so
+    /// the page can say when there are more than it shows.
     pub fn search(&self, query: &str) -> Result<Json, Failure> {
-        self.bridge.call("sessions/search", obj(vec![("query", Json::str(query)), ("limit", Json::number(100.0))]))
+        let limit = Json::number((SEARCH_SHOWN + 1) as f64);
+        self.bridge.call("sessions/search", obj(vec![("query", Json::str(query)), ("limit", limit)]))
     }
 
     /// Opens `path` as [`View::open`] does, if it is one of the sessions [`View::sessions`] lists: the live page

@@ -325,9 +325,28 @@ fn tree_marks_the_leaf_and_labels_and_draws_the_abandoned_branch_beside_the_acti
     let t = text(&out.stdout);
     assert_eq!(
         t,
-        "u1 user: how do I parse a tokenizer\na1 assistant: use a state machine [checkpoint]\n\
-         ├─ u3 user: abandoned question\n└─ u2 user: and then what\n   a2 assistant: then you test it ◀ leaf\n"
+        "• u1 user: how do I parse a tokenizer\n• a1 assistant: use a state machine [checkpoint]\n\
+         ├─ u3 user: abandoned question\n└─ • u2 user: and then what\n   • a2 assistant: then you test it ◀ leaf\n"
     );
+}
+
+#[test]
+fn a_leaf_that_is_a_label_is_marked_on_the_entry_it_hangs_from_and_the_active_path_is_marked_in_a_pipe() {
+    let a = agent();
+    let mut session = branched_session(APP_ID, "/work/app");
+    // pi resumed the session and labelled an entry: the label entry is the leaf, hidden by the default filter.
+    session.push_str(r#"{"type":"label","id":"l2","parentId":"a2","timestamp":"2026-01-01T00:00:07.000Z","targetId":"u2","label":"resumed"}"#);
+    session.push('\n');
+    std::fs::write(&a.app_session, session).unwrap();
+    let t = text(&run(&a.dir, &["tree", &s(&a.app_session)]).stdout);
+    assert_eq!(
+        t,
+        "• u1 user: how do I parse a tokenizer\n• a1 assistant: use a state machine [checkpoint]\n\
+         ├─ u3 user: abandoned question\n└─ • u2 user: and then what [resumed]\n   • a2 assistant: then you test it ◀ leaf\n"
+    );
+    let all = text(&run(&a.dir, &["tree", &s(&a.app_session), "--filter", "all"]).stdout);
+    assert!(all.contains("• l2 label u2 → resumed ◀ leaf\n"), "{all}");
+    assert_eq!(all.matches("◀ leaf").count(), 1, "{all}");
 }
 
 #[test]
@@ -358,7 +377,7 @@ fn tree_lines_are_cut_to_the_terminal_width() {
     let screen =
         run_on_terminal(cmd(&a.dir).args(["tree", &s(&a.app_session), "--no-pager", "--color", "never"]), 30, 40, b"");
     assert!(screen.text.lines().all(|l| l.chars().count() <= 30), "{}", screen.text);
-    assert!(screen.text.contains("u1 user: how do I parse a tok…"), "{}", screen.text);
+    assert!(screen.text.contains("• u1 user: how do I parse a t…"), "{}", screen.text);
 }
 
 #[test]
@@ -369,14 +388,15 @@ fn tree_filters_as_pis_tree_does_and_folds_deep_branches() {
         all.extend_from_slice(args);
         text(&run(&a.dir, &all).stdout)
             .lines()
-            .map(|l| l.trim_start_matches(['├', '└', '─', ' ', '│']).to_owned())
+            .map(|l| l.trim_start_matches(['├', '└', '─', ' ', '│', '•']).to_owned())
             .collect()
     };
     assert_eq!(
         lines(&["--filter", "user-only"]),
-        ["u1 user: how do I parse a tokenizer", "u3 user: abandoned question", "u2 user: and then what"]
+        ["u1 user: how do I parse a tokenizer", "u3 user: abandoned question", "u2 user: and then what ◀ leaf"],
+        "the leaf, hidden, is marked on its nearest shown ancestor"
     );
-    assert_eq!(lines(&["--filter", "labeled-only"]), ["a1 assistant: use a state machine [checkpoint]"]);
+    assert_eq!(lines(&["--filter", "labeled-only"]), ["a1 assistant: use a state machine [checkpoint] ◀ leaf"]);
     let all = lines(&["--filter", "all"]);
     assert!(all.iter().any(|l| l.starts_with("l1 label a1 → checkpoint")), "{all:?}");
     assert!(!lines(&[]).iter().any(|l| l.starts_with("l1")), "pi's default view hides label entries");
@@ -624,4 +644,102 @@ fn bash_completes_a_subcommands_flags_and_their_values_despite_the_hyphen_in_the
     assert_eq!(bash_completes(&["pi-sessiond", "tree", "--filter", "user"]), ["user-only"]);
     // The top level, which worked before, still does.
     assert_eq!(bash_completes(&["pi-sessiond", "tre"]), ["tree"]);
+}
+
+#[test]
+fn ls_and_latest_from_a_subdirectory_of_a_project_find_the_projects_sessions() {
+    let a = agent();
+    let work = temp_dir();
+    let app = work.path().join("app");
+    let deep = app.join("src").join("parser");
+    std::fs::create_dir_all(&deep).unwrap();
+    let app_cwd = s(&app);
+    let sessions = project_dir(&a.dir, &app_cwd);
+    std::fs::create_dir_all(&sessions).unwrap();
+    let id = "0193cccc-4444-7000-8000-000000000004";
+    let session = [header(id, &app_cwd), message("p1", None, 1, &user("parser session"))].join("\n") + "\n";
+    std::fs::write(sessions.join(format!("2026-01-01T00-00-03-000Z_{id}.jsonl")), session).unwrap();
+    let from_deep = |args: &[&str]| cmd(&a.dir).args(args).current_dir(&deep).env("PWD", &deep).output().unwrap();
+    let ls = from_deep(&["ls"]);
+    assert_eq!(ls.status.code(), Some(0), "{}", text(&ls.stderr));
+    let t = text(&ls.stdout);
+    assert!(t.contains(id) && t.contains("parser session"), "{t}{}", text(&ls.stderr));
+    assert!(!t.contains(APP_ID), "only the project's sessions: {t}");
+    let latest = from_deep(&["tree", "latest"]);
+    assert!(text(&latest.stdout).contains("p1 user: parser session"), "{}", text(&latest.stderr));
+    // A project of its own under another one is its own project.
+    let inner_sessions = project_dir(&a.dir, &s(&deep));
+    std::fs::create_dir_all(&inner_sessions).unwrap();
+    let ls = from_deep(&["ls"]);
+    assert!(ls.stdout.is_empty() && text(&ls.stderr).contains("no sessions"), "{}", text(&ls.stdout));
+}
+
+#[test]
+fn a_session_with_a_megabyte_cwd_does_not_widen_every_row_of_a_piped_listing() {
+    let a = agent();
+    let huge = format!("/work/{}", "deep/".repeat(220_000));
+    let sessions = project_dir(&a.dir, "/work/huge");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let id = "0193dddd-5555-7000-8000-000000000005";
+    let session = [header(id, &huge), message("h1", None, 1, &user("huge cwd"))].join("\n") + "\n";
+    std::fs::write(sessions.join(format!("2026-01-01T00-00-04-000Z_{id}.jsonl")), session).unwrap();
+    let out = run(&a.dir, &["ls", "--all"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert_eq!(t.lines().count(), 5, "a header and four sessions: {}", &t[..t.len().min(2000)]);
+    assert!(t.contains(id) && t.contains(OTHER_ID), "{}", &t[..t.len().min(2000)]);
+    for line in t.lines() {
+        assert!(line.chars().count() < 200, "a row of {} characters", line.chars().count());
+    }
+    assert!(t.contains("/deep/deep/  0193dddd"), "the cwd keeps its end: {t}");
+}
+
+#[test]
+fn wide_characters_take_their_two_columns_in_a_table_on_a_terminal() {
+    let a = agent();
+    let sessions = project_dir(&a.dir, "/work/app");
+    let id = "0193eeee-6666-7000-8000-000000000006";
+    let title = "日本語の質問について詳しく説明してください。トークナイザーの状態機械を作りたい";
+    let session = [header(id, "/work/app"), message("w1", None, 1, &user(title))].join("\n") + "\n";
+    std::fs::write(sessions.join(format!("2026-01-01T00-00-05-000Z_{id}.jsonl")), session).unwrap();
+    let screen = run_on_terminal(cmd(&a.dir).args(["ls", "--cwd", "/work/app", "--no-pager"]), 90, 40, b"");
+    let columns =
+        |l: &str| strip_ansi(l).chars().map(|c| if c > '\u{2e80}' && c != '…' { 2 } else { 1 }).sum::<usize>();
+    for line in screen.text.lines() {
+        assert!(columns(line) <= 90, "{line:?} takes {} columns of 90", columns(line));
+    }
+    // Every row's id starts in the same column.
+    let id_at: Vec<usize> = screen
+        .text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let l = strip_ansi(l);
+            columns(&l[..l.find("0193").unwrap()])
+        })
+        .collect();
+    assert!(id_at.windows(2).all(|w| w[0] == w[1]), "ids start at columns {id_at:?}:\n{}", screen.text);
+}
+
+#[test]
+fn a_search_cut_at_its_limit_says_there_are_more_and_one_that_is_not_says_the_total() {
+    let a = agent();
+    // "a" is in every message of the three sessions: more than two matches.
+    let cut = text(&run(&a.dir, &["search", "a", "--limit", "2"]).stdout);
+    let last = cut.lines().last().unwrap();
+    assert!(
+        last.starts_with("the first 2 matches in ") && last.ends_with("there are more than 2 (--limit shows more)"),
+        "{cut}"
+    );
+    let whole = text(&run(&a.dir, &["search", "abandoned", "--limit", "2"]).stdout);
+    assert_eq!(whole.lines().last().unwrap(), "1 match in 1 session", "{whole}");
+    let exact = text(&run(&a.dir, &["search", "then", "--json"]).stdout);
+    let parsed = Json::parse(exact.as_bytes()).unwrap();
+    let Json::Array(all) = &parsed else { panic!("{exact}") };
+    let limited = text(&run(&a.dir, &["search", "then", "--limit", &all.len().to_string()]).stdout);
+    assert_eq!(
+        limited.lines().last().unwrap(),
+        format!("{} matches in 1 session", all.len()),
+        "exactly the limit: {limited}"
+    );
 }

@@ -349,3 +349,151 @@ test("bidirectional controls in a session name, a first message and an entry's t
     other.kill("SIGTERM");
   }
 });
+
+/** An agent directory of three small sessions in /work/switch: the third's leaf is a label entry, as pi leaves a
+ * session it resumed and labelled. Returns the agent directory and the sessions' files. */
+function switchAgent() {
+  const dir = join(work, "switch-agent");
+  const sessions = join(dir, "sessions", "--work-switch--");
+  mkdirSync(sessions, { recursive: true });
+  const files = [0, 1, 2].map((k) => {
+    const id = `0194dddd-000${k}-7000-8000-00000000000${k}`;
+    const at = (s) => `2026-02-0${k + 1}T00:00:0${s}.000Z`;
+    const lines = [
+      { type: "session", version: 3, id, timestamp: at(0), cwd: "/work/switch" },
+      { type: "message", id: `q${k}`, parentId: null, timestamp: at(1), message: { role: "user", content: `question of session ${k}: ${["apples", "pears", "quinces"][k]}`, timestamp: Date.parse(at(1)) } },
+      { type: "message", id: `r${k}`, parentId: `q${k}`, timestamp: at(2), message: { role: "assistant", content: [{ type: "text", text: `answer of session ${k}` }], provider: "p", model: "m", stopReason: "stop", usage: { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, totalTokens: 15, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0.01 } }, timestamp: Date.parse(at(2)) } },
+    ];
+    if (k === 2) lines.push({ type: "label", id: "lab2", parentId: "r2", timestamp: at(3), targetId: "q2", label: "checkpoint" });
+    const file = join(sessions, `2026-02-0${k + 1}T00-00-00-000Z_${id}.jsonl`);
+    writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+    return file;
+  });
+  return { dir, files };
+}
+
+/** Runs `body(page, files)` against a `pi-sessiond web` of switchAgent(), in a window of `viewport`, failing on
+ * any error the page throws and on any request of the page's that the server refuses. */
+async function withSwitchServer(body, viewport = { width: 1400, height: 860 }) {
+  const { dir, files } = switchAgent();
+  const other = spawn(bin, ["--agent-dir", dir, "web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  let page;
+  try {
+    const first = await firstLine(other);
+    page = await browser.newPage();
+    await page.setViewportSize(viewport);
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("response", (r) => r.status() >= 400 && errors.push(`${r.status()} for ${new URL(r.url()).pathname}`));
+    await page.goto(first);
+    await page.waitForSelector(`.session[data-path="${files[2]}"]`);
+    await body(page, files);
+    assert.deepEqual(errors, []);
+  } finally {
+    await page?.close();
+    other.removeAllListeners("exit");
+    other.kill("SIGTERM");
+  }
+}
+
+test("one session, then another, then a search hit in a third are each shown", async () => {
+  await withSwitchServer(async (page, files) => {
+    const shows = async (k) => {
+      await page.waitForSelector(`.row[data-id="q${k}"]`);
+      assert.match(await page.textContent("#tree-inner"), new RegExp(`question of session ${k}`));
+      assert.equal(await page.locator(`.row[data-id^="q"]:not([data-id="q${k}"])`).count(), 0, `only session ${k}'s rows`);
+      assert.equal(await page.getAttribute(".session.on", "data-path"), files[k]);
+    };
+    await page.click(`.session[data-path="${files[0]}"]`);
+    await shows(0);
+    await page.click(`.session[data-path="${files[1]}"]`);
+    await shows(1);
+    await page.fill("#search", "quinces");
+    await page.click(".hit");
+    await shows(2);
+    await page.waitForSelector('.row.sel[data-id="q2"]');
+    await page.fill("#search", "");
+    await page.waitForSelector(`.session.on[data-path="${files[2]}"]`);
+  });
+});
+
+test("each tab is shown alone", async () => {
+  await withSwitchServer(async (page, files) => {
+    await page.click(`.session[data-path="${files[1]}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    const panes = ["tree", "branch", "context", "usage"];
+    for (const tab of [...panes, "tree"]) {
+      await page.click(`#tabs button[data-tab="${tab}"]`);
+      for (const p of panes) {
+        const seen = await page.isVisible(`#${p}-pane`);
+        assert.equal(seen, p === tab, `on the ${tab} tab, the ${p} pane is ${seen ? "shown" : "hidden"}`);
+      }
+      assert.equal(await page.isVisible("#filter"), tab === "tree", `the tree's tools on the ${tab} tab`);
+    }
+  });
+});
+
+test("a leaf that is a label is shown on its nearest drawn entry, scrolled to and selected by the leaf button", async () => {
+  await withSwitchServer(async (page, files) => {
+    await page.click(`.session[data-path="${files[2]}"]`);
+    // The default filter hides the label entry: the leaf mark is on the entry it hangs from.
+    await page.waitForSelector('.row[data-id="r2"] .leaf');
+    assert.equal(await page.locator(".row .leaf").count(), 1);
+    await page.click("#to-leaf");
+    await page.waitForSelector('.row.sel[data-id="r2"]');
+    await page.waitForSelector("#detail pre.text");
+    assert.match(await page.textContent("#detail"), /answer of session 2/);
+    // Every entry shown: the label itself is the leaf, and its detail says what it does, in words.
+    await page.selectOption("#filter", "all");
+    await page.waitForSelector('.row[data-id="lab2"] .leaf');
+    await page.click("#to-leaf");
+    await page.waitForSelector('.row.sel[data-id="lab2"]');
+    await page.waitForSelector("#detail pre.text");
+    assert.match(await page.textContent("#detail .who"), /^label$/);
+    assert.match(await page.textContent("#detail pre.text"), /^q2 → checkpoint$/);
+    assert.equal(await page.isVisible("#detail pre.args"), false, "the stored JSON is folded away");
+  });
+});
+
+test("at 700 px the whole toolbar is in the window, and loading the page asks for nothing it is refused", async () => {
+  await withSwitchServer(async (page, files) => {
+    await page.click(`.session[data-path="${files[0]}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    for (const control of ["#tabs button[data-tab=usage]", "#filter", "#follow", "#to-leaf"]) {
+      const box = await page.locator(control).boundingBox();
+      assert.ok(box && box.x >= 0 && box.x + box.width <= 700, `${control} lies within the 700 px window: ${JSON.stringify(box)}`);
+    }
+    await page.click("#to-leaf");
+    await page.waitForSelector('.row.sel[data-id="r0"]');
+  }, { width: 700, height: 600 });
+});
+
+test("an exported page's list says how many messages the session has, when it was active and where", async () => {
+  const { dir, files } = switchAgent();
+  const out = join(work, "switch-export.html");
+  execFileSync(bin, ["--agent-dir", dir, "export", files[2], "--html", "-o", out]);
+  const page = await browser.newPage();
+  await page.goto(`file://${out}`);
+  await page.waitForSelector('body[data-state="ready"] .row');
+  assert.equal(await page.textContent(".session .s-meta"), "2 messages · 2026-02-03 · /work/switch");
+  assert.equal(await page.textContent(".session .s-title"), "question of session 2: quinces");
+  await page.close();
+});
+
+test("search marks the matched words in each hit and says when there are more hits than it shows", async () => {
+  await withSwitchServer(async (page) => {
+    await page.fill("#search", 'QUINCES "of session"');
+    await page.waitForSelector(".hit mark");
+    const marks = await page.$$eval(".hit mark", (ms) => ms.map((m) => m.textContent));
+    assert.ok(marks.includes("quinces") && marks.includes("of session"), `marked: ${JSON.stringify(marks)}`);
+    assert.doesNotMatch(await page.textContent("#list"), /there are more/);
+  });
+  // The generated session has thousands of questions: more than the page shows.
+  const page = await browser.newPage();
+  await page.goto(url);
+  await page.fill("#search", "question");
+  await page.waitForSelector(".hit");
+  assert.match(await page.textContent("#list .hint"), /^The first 100 matches in 1 session: there are more/);
+  assert.equal(await page.locator(".hit").count(), 100);
+  await page.close();
+});

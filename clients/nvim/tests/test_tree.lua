@@ -304,6 +304,29 @@ test(":PiSessions! lists every session with its directory", function()
   eq(s.requests, { { method = "sessions/listAll", params = { includeAllMessagesText = false } } }, "the request")
 end)
 
+test(":PiSessions lists a project whose session's first message holds a lone surrogate", function()
+  local lone = root .. "/lone"
+  local dir = agent_dir .. "/sessions/--" .. (lone:sub(2):gsub("/", "-")) .. "--"
+  vim.fn.mkdir(lone, "p")
+  vim.fn.mkdir(dir, "p")
+  write_file(dir .. "/2025-01-03T09-00-00-000Z_0195a1b2-0000-7000-8000-00000000000c.jsonl", {
+    [[{"type":"session","version":3,"id":"0195a1b2-0000-7000-8000-00000000000c","timestamp":"2025-01-03T09:00:00.000Z","cwd":"]]
+      .. lone
+      .. [["}]],
+    [[{"type":"message","id":"s1","parentId":null,"timestamp":"2025-01-03T09:00:01.000Z","message":{"role":"user","content":"half \ud83d of a pair, \ud83d\ude00 whole, \\ud800 as text","timestamp":1735894801000}}]],
+  })
+  vim.cmd("cd " .. vim.fn.fnameescape(lone))
+  vim.cmd("PiSessions")
+  local buf = api.nvim_get_current_buf()
+  wait_lines(buf, {
+    "2025-01-03 09:00     1 msgs  half \u{FFFD} of a pair, \u{1F600} whole, \\ud800 as text",
+  }, ":PiSessions with a lone surrogate")
+  vim.cmd("bwipeout!")
+  vim.cmd("cd " .. vim.fn.fnameescape(project))
+  eq(json.mend_lone_surrogates([["\udc00\ud800x\\ud800\ud83d\ude00"]]), [["\ufffd\ufffdx\\ud800\ud83d\ude00"]],
+    "mended: a lone low and a lone high half; kept: escaped text and a pair")
+end)
+
 local tree_buf
 
 test("<CR> in the list opens that session's tree: branches, labels, leaf, previews", function()

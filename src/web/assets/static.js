@@ -17,7 +17,7 @@
           hits.push({ path: data.session.path, sessionId: data.session.id, entryId: row.id, role: row.what, snippet: row.preview, timestamp: row.timestamp });
         }
       }
-      return hits.slice(0, 200);
+      return hits.slice(0, 101); // one more than the page shows: it says there are more
     },
     open: snapshot,
     snapshot,

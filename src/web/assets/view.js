@@ -12,6 +12,8 @@
 (function () {
   const source = window.piSource;
   const ROW = 22;
+  // Search hits shown; a source gives one more when there are more (SEARCH_SHOWN in view.rs).
+  const SEARCH_SHOWN = 100;
   const $ = (id) => document.getElementById(id);
   // Unicode's explicit directional marks, embeddings, overrides and isolates (UAX #9).
   const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
@@ -46,7 +48,7 @@
     if (s < 60) return "just now";
     if (s < 3600) return `${Math.floor(s / 60)} min ago`;
     if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
-    if (s < 7 * 86400) return `${Math.floor(s / 86400)} days ago`;
+    if (s < 7 * 86400) return `${plural(Math.floor(s / 86400), "day")} ago`;
     return new Date(t).toISOString().slice(0, 10);
   }
   const num = (n) => Math.round(n || 0).toLocaleString("en-US");
@@ -81,7 +83,7 @@
       item.dataset.path = s.path;
       if (state.current && state.current.path === s.path) item.classList.add("on");
       item.append(el("div", "s-title", sessionTitle(s)));
-      item.append(el("div", "s-meta", `${plural(s.messageCount, "message")} · ${ago(s.modified)} · ${s.cwd}`));
+      item.append(el("div", "s-meta", [plural(s.messageCount, "message"), ago(s.modified), s.cwd].filter(Boolean).join(" · ")));
       item.onclick = () => openSession(s.path);
       list.append(item);
     }
@@ -115,27 +117,63 @@
     }
     const list = $("list");
     list.replaceChildren();
+    const more = hits.length > SEARCH_SHOWN;
+    hits = hits.slice(0, SEARCH_SHOWN);
+    const marks = matcher(q);
     const groups = new Map();
     for (const h of hits) {
       if (!groups.has(h.path)) groups.set(h.path, []);
       groups.get(h.path).push(h);
     }
-    list.append(el("p", "hint", `${plural(hits.length, "match", "matches")} in ${plural(groups.size, "session")}`));
+    const counted = `${plural(hits.length, "match", "matches")} in ${plural(groups.size, "session")}`;
+    list.append(el("p", "hint", more ? `The first ${counted}: there are more; narrow the search to see them` : counted));
     for (const [path, group] of groups) {
       const info = state.sessions.find((s) => s.path === path);
       const head = el("div", "session");
       head.dataset.path = path;
       head.append(el("div", "s-title", info ? sessionTitle(info) : path));
-      head.append(el("div", "s-meta", `${group.length} matches`));
+      head.append(el("div", "s-meta", plural(group.length, "match", "matches")));
       head.onclick = () => openSession(path);
       list.append(head);
       for (const h of group) {
         const hit = el("div", "hit");
-        hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", el("span", "", h.snippet));
+        hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", marked(h.snippet, marks));
         hit.onclick = () => openSession(path, h.entryId);
         list.append(hit);
       }
     }
+  }
+
+  // Where the query matches a text, as pi's /resume language reads it: words and "phrases" anywhere, any case,
+  // or re:PATTERN (JavaScript's reading of the pattern; one it cannot read marks nothing).
+  function matcher(q) {
+    if (q.startsWith("re:")) {
+      try {
+        return new RegExp(q.slice(3), "g");
+      } catch {
+        return null;
+      }
+    }
+    const needles = [...q.matchAll(/"([^"]+)"|(\S+)/g)].map((m) => (m[1] || m[2]).trim().split(/\s+/).join(" ")).filter(Boolean);
+    if (!needles.length) return null;
+    const escaped = needles.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/ /g, "\\s+"));
+    return new RegExp(escaped.join("|"), "gi");
+  }
+
+  // `text` as a span with what `re` matches in <mark>s; all of it as text, never markup.
+  function marked(text, re) {
+    const span = el("span", "snippet");
+    const t = String(text);
+    let at = 0;
+    if (re) {
+      for (const m of t.matchAll(re)) {
+        if (!m[0]) continue;
+        span.append(visible(t.slice(at, m.index)), el("mark", "", m[0]));
+        at = m.index + m[0].length;
+      }
+    }
+    span.append(visible(t.slice(at)));
+    return span;
   }
 
   // ---------------------------------------------------------------------------------------------------------
@@ -241,10 +279,24 @@
   }
 
   let active = new Set();
+  // Where the leaf is drawn: the leaf itself, or, when the filter hides it (pi appends a label, name or
+  // thinking-level change whenever it resumes), its nearest drawn ancestor, as pi's /tree selects it.
+  let shownLeaf = null;
   function relayout() {
     const cur = state.current;
     state.lines = cur ? layout(cur) : [];
     active = cur ? activePath(cur) : new Set();
+    shownLeaf = null;
+    if (cur) {
+      const drawn = new Set(state.lines.map((l) => l.id));
+      const seen = new Set();
+      let id = cur.leafId;
+      while (id !== null && id !== undefined && cur.byId.has(id) && !seen.has(id) && !drawn.has(id)) {
+        seen.add(id);
+        id = cur.byId.get(id).parentId;
+      }
+      if (drawn.has(id)) shownLeaf = id;
+    }
     $("tree-inner").style.height = `${state.lines.length * ROW}px`;
     drawRows(true);
     summarize();
@@ -287,7 +339,11 @@
       row.append(el("span", "preview", r.preview));
       const label = cur.labels.get(r.id);
       if (label !== undefined) row.append(el("span", "label", String(label)));
-      if (r.id === cur.leafId) row.append(el("span", "leaf", "◀ leaf"));
+      if (r.id === shownLeaf) {
+        const mark = el("span", "leaf", "◀ leaf");
+        if (r.id !== cur.leafId) mark.title = `The leaf, ${cur.leafId}, is a ${cur.byId.get(cur.leafId).what} entry this filter hides`;
+        row.append(mark);
+      }
       row.onclick = () => select(r.id);
       frag.append(row);
     }
@@ -333,7 +389,7 @@
     return ids.map((id) => state.bodies.get(id));
   }
 
-  function renderBody(entry, into) {
+  function renderBody(entry, into, row) {
     into.replaceChildren();
     if (!entry) {
       into.append(el("p", "hint", "This entry is gone."));
@@ -371,7 +427,14 @@
     } else {
       into.append(el("div", "who", entry.type));
       if (entry.content !== undefined) blocks(entry.content);
-      else into.append(el("pre", "args", JSON.stringify(entry, null, 2)));
+      else {
+        // Bookkeeping (a label, a name, a model or thinking-level change) is said in words, as the tree's row
+        // says it; the stored entry stays one click away.
+        if (row && row.preview) into.append(el("pre", "text", row.preview));
+        const raw = el("details", "raw");
+        raw.append(el("summary", "", "as stored"), el("pre", "args", JSON.stringify(entry, null, 2)));
+        into.append(raw);
+      }
     }
   }
 
@@ -385,7 +448,7 @@
     detail.append(body);
     try {
       const [entry] = await bodies([id]);
-      if (state.selected === id) renderBody(entry, body);
+      if (state.selected === id) renderBody(entry, body, r);
     } catch (e) {
       body.textContent = visible(e.message);
     }
@@ -419,7 +482,7 @@
       const got = await bodies(ids).catch(() => []);
       ids.forEach((cid, i) => {
         const card = pane.querySelector(`[data-card="${CSS.escape(cid)}"]`);
-        if (card) renderBody(got[i], card.querySelector(".c-body"));
+        if (card) renderBody(got[i], card.querySelector(".c-body"), cur.byId.get(cid));
       });
     };
     branchObserver = new IntersectionObserver((seenEntries) => {
@@ -526,10 +589,14 @@
     state.folded.clear();
     state.selected = null;
     $("empty").hidden = true;
+    $("detail").replaceChildren(el("p", "hint", "Select an entry to see it whole."));
+    $("tree-scroll").scrollTop = 0;
     if (source.mode === "live") history.replaceState(null, "", `${location.search}#session=${encodeURIComponent(path)}`);
-    showTab(state.tab);
+    // The lines are laid out for this session before anything draws them: the tab's first draw would otherwise
+    // look up the previous session's lines in this one.
     relayout();
-    scrollToId(entryId || state.current.leafId);
+    showTab(state.tab);
+    scrollToId(entryId || shownLeaf);
     if (entryId && state.current.byId.has(entryId)) select(entryId);
     renderList();
     document.body.dataset.treeMs = String(Math.round(performance.now() - state.openedAt));
@@ -571,7 +638,7 @@
       return resync();
     }
     relayout();
-    if ($("follow").checked) scrollToId(cur.leafId);
+    if ($("follow").checked) scrollToId(shownLeaf);
     if (state.tab === "branch" && !state.selected) renderBranch();
   }
 
@@ -585,7 +652,7 @@
       state.filter = e.target.value;
       relayout();
     };
-    $("to-leaf").onclick = () => state.current && state.current.leafId && (scrollToId(state.current.leafId), select(state.current.leafId));
+    $("to-leaf").onclick = () => shownLeaf !== null && (scrollToId(shownLeaf), select(shownLeaf));
     for (const b of document.querySelectorAll("#tabs button[data-tab]")) b.onclick = () => showTab(b.dataset.tab);
     showTab("tree");
     source.onEvent(onEvent);

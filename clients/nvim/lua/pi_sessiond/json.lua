@@ -6,6 +6,39 @@
 
 local M = {}
 
+--- The JSON text with every lone UTF-16 surrogate escape (`\ud800` with no partner) written `\ufffd`, the
+--- replacement character. pi's sessions are JavaScript strings and can hold them; the server keeps them as
+--- escapes, but lua-cjson (behind vim.json) refuses the whole document for one of them, so a listing would show
+--- nothing at all because of one message. Escaped backslashes (`\\ud800`, text) are left alone.
+--- @param text string
+--- @return string
+function M.mend_lone_surrogates(text)
+  local out, pos = {}, 1
+  while true do
+    local s, e, hex = string.find(text, "\\u([dD][89a-fA-F]%x%x)", pos)
+    if not s then
+      break
+    end
+    local backslashes, b = 0, s - 1
+    while b >= 1 and string.byte(text, b) == 92 do
+      backslashes, b = backslashes + 1, b - 1
+    end
+    local low = tonumber(hex, 16) < 0xDC00 and string.match(text, "^\\u[dD][c-fC-F]%x%x", e + 1)
+    if backslashes % 2 == 1 then
+      out[#out + 1] = string.sub(text, pos, e) -- the backslash is itself escaped: this is text
+      pos = e + 1
+    elseif low then
+      out[#out + 1] = string.sub(text, pos, e + 6) -- a pair: one character
+      pos = e + 7
+    else
+      out[#out + 1] = string.sub(text, pos, s - 1) .. "\\ufffd"
+      pos = e + 1
+    end
+  end
+  out[#out + 1] = string.sub(text, pos)
+  return table.concat(out)
+end
+
 -- Finds the end of the string literal whose opening quote is at `i`; returns the index of the closing quote.
 local function string_end(text, i)
   local pos = i + 1

@@ -196,6 +196,9 @@ end
 
 function Client:_receive(line)
   local ok, msg = pcall(vim.json.decode, line)
+  if not ok and string.find(line, "\\u[dD][89a-fA-F]") then
+    ok, msg = pcall(vim.json.decode, require("pi_sessiond.json").mend_lone_surrogates(line))
+  end
   if not ok or type(msg) ~= "table" then
     -- The frame is not decodable here (lua-cjson, behind vim.json, refuses documents nested deeper than 1000
     -- levels). The server always writes `{"jsonrpc":"2.0","id":N,...`, so the id can still be read and the
