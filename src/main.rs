@@ -187,6 +187,16 @@ enum Command {
         /// entropy), used after the built-in ones.
         #[arg(long, value_name = "FILE", conflicts_with = "no_redact")]
         redact_rules: Option<String>,
+        /// Push only sessions whose cwd matches this glob (`*` within a directory, `**` across; repeatable).
+        /// The database then holds exactly the chosen sessions: rows of others are deleted.
+        #[arg(long, value_name = "GLOB")]
+        include: Vec<String>,
+        /// Do not push sessions whose cwd matches this glob (repeatable; wins over --include).
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Push only sessions whose file changed on or after this date (2026-01-31, or an ISO time).
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
     },
     /// Draw a session's tree: branches indented, the leaf and labels marked, entries off the active branch dimmed.
     Tree {
@@ -415,7 +425,18 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             screen.finish();
             Ok(status as u8)
         }
-        Command::Push { postgres, machine, watch, allow_empty, poll_ms, no_redact, redact_rules } => {
+        Command::Push {
+            postgres,
+            machine,
+            watch,
+            allow_empty,
+            poll_ms,
+            no_redact,
+            redact_rules,
+            include,
+            exclude,
+            since,
+        } => {
             let request = pi_sessiond::team::cli::PushRequest {
                 agent_dir: &agent_dir,
                 url: &postgres,
@@ -425,6 +446,9 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 poll: std::time::Duration::from_millis(poll_ms.max(1)),
                 redact: !no_redact,
                 redact_rules: redact_rules.as_deref(),
+                include: &include,
+                exclude: &exclude,
+                since: since.as_deref(),
             };
             Ok(pi_sessiond::team::cli::push(&request, json, &mut std::io::stdout()) as u8)
         }

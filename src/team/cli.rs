@@ -57,6 +57,12 @@ pub struct PushRequest<'a> {
     pub redact: bool,
     /// A team's rules file (gitleaks' TOML format), added to the built-in rules.
     pub redact_rules: Option<&'a str>,
+    /// Globs over a session's cwd: only these are pushed.
+    pub include: &'a [String],
+    /// Globs over a session's cwd: these are not pushed.
+    pub exclude: &'a [String],
+    /// Only sessions whose file changed at or after this date.
+    pub since: Option<&'a str>,
 }
 
 /// The redaction a push or an export asked for: None with `--no-redact`; else the built-in rules plus those of
@@ -79,7 +85,8 @@ pub fn push(request: &PushRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
     let machine = request.machine.map(str::to_owned).unwrap_or_else(push::host_name);
     let (target, mut options, redactor) = match Target::from_env(request.url).and_then(|t| {
         let options = PushOptions::new(machine, request.agent_dir, request.allow_empty)?;
-        Ok((t, options, redactor(request.redact, request.redact_rules)?))
+        let filter = push::Filter::new(request.include, request.exclude, request.since)?;
+        Ok((t, PushOptions { filter, ..options }, redactor(request.redact, request.redact_rules)?))
     }) {
         Ok(all) => all,
         Err(e) => return fail(e, json),

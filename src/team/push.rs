@@ -59,6 +59,65 @@ pub struct PushOptions {
     pub allow_empty: bool,
     /// Replaces secrets in every line before it leaves the machine (None: `--no-redact`).
     pub redactor: Option<Arc<Redactor>>,
+    /// Which sessions are pushed: the database then holds exactly these (rows of others are deleted).
+    pub filter: Filter,
+}
+
+/// `--include`/`--exclude` (globs over the session's cwd, from its header) and `--since` (its file's last
+/// change): which of a machine's sessions go to the team.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// A session is pushed only if its cwd matches one of these (when there are any).
+    pub include: Option<globset::GlobSet>,
+    /// A session whose cwd matches one of these is not pushed.
+    pub exclude: Option<globset::GlobSet>,
+    /// Only files modified at or after this time (ms since the epoch).
+    pub since_ms: Option<f64>,
+}
+
+impl Filter {
+    /// The filter from the command line's globs and date; a glob or date that does not parse is refused.
+    pub fn new(include: &[String], exclude: &[String], since: Option<&str>) -> DbResult<Filter> {
+        let set = |globs: &[String]| -> DbResult<Option<globset::GlobSet>> {
+            if globs.is_empty() {
+                return Ok(None);
+            }
+            let mut b = globset::GlobSetBuilder::new();
+            for g in globs {
+                // `*` stays within one directory and `**` crosses them, as in a shell with globstar.
+                let glob = globset::GlobBuilder::new(g).literal_separator(true).build();
+                b.add(glob.map_err(|e| DbError::Config(format!("--include/--exclude {g:?}: {e}")))?);
+            }
+            b.build().map(Some).map_err(|e| DbError::Config(e.to_string()))
+        };
+        let since_ms = match since {
+            None => None,
+            Some(d) => {
+                let ms = crate::session::js::date::parse_date(d);
+                if !ms.is_finite() {
+                    return Err(DbError::Config(format!("--since {d:?}: not a date (2026-01-31, or an ISO time)")));
+                }
+                Some(ms)
+            }
+        };
+        Ok(Filter { include: set(include)?, exclude: set(exclude)?, since_ms })
+    }
+
+    /// Whether the session file `f` is pushed. Its header is read only when globs ask for its cwd; a file whose
+    /// header cannot be read has no cwd, so no `--include` chooses it.
+    fn chooses(&self, f: &Found) -> bool {
+        if self.since_ms.is_some_and(|since| (f.stamp.mtime_ns as f64) / 1e6 < since) {
+            return false;
+        }
+        if self.include.is_none() && self.exclude.is_none() {
+            return true;
+        }
+        let header = store::read_header_bounded(&f.path);
+        let cwd = header.as_ref().and_then(|h| h.get("cwd")).and_then(Json::as_js_str).map(|c| c.to_string_lossy());
+        let matches =
+            |set: &Option<globset::GlobSet>| set.as_ref().map(|g| cwd.as_ref().is_some_and(|c| g.is_match(c)));
+        matches(&self.include) != Some(false) && matches(&self.exclude) != Some(true)
+    }
 }
 
 impl PushOptions {
@@ -73,7 +132,13 @@ impl PushOptions {
             return Err(refuse("not a directory".to_owned()));
         }
         let agent_dir = canonical.to_str().ok_or_else(|| refuse("not a UTF-8 path".to_owned()))?.to_owned();
-        let options = PushOptions { machine, agent_dir, allow_empty, redactor: Some(Arc::new(Redactor::builtin())) };
+        let options = PushOptions {
+            machine,
+            agent_dir,
+            allow_empty,
+            redactor: Some(Arc::new(Redactor::builtin())),
+            filter: Filter::default(),
+        };
         if !allow_empty {
             options.sessions_root()?;
         }
@@ -750,7 +815,9 @@ pub fn lock_machine(client: &mut Client, target: &Target, machine: &str) -> DbRe
 
 /// One pass: brings the database's copy of `options.machine`'s sessions up to date with the files.
 pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) -> DbResult<PushReport> {
-    let scanned = scan(options)?;
+    let mut scanned = scan(options)?;
+    // Sessions the filters leave out are as good as gone: their rows, if any, are deleted below.
+    scanned.found.retain(|f| options.filter.chooses(f));
     let found = &scanned.found;
     let mut pushed = load_pushed(client, target, &options.machine)?;
     let mut writer = Writer {

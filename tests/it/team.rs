@@ -1412,3 +1412,52 @@ fn an_export_holds_no_secret_unless_asked_and_a_team_rule_file_adds_its_own_patt
     assert_eq!(status, Some(2), "{stderr}");
     assert!(stderr.contains("/no/such/rules.toml"), "{stderr}");
 }
+
+/// A session file of `cwd` with one message, last modified at `modified` (seconds since the epoch).
+fn session_of(agent: &Path, cwd: &str, id: &str, modified: u64) -> String {
+    let dir = agent.join("sessions").join(format!("-{}-", cwd.trim_matches('/').replace('/', "-")));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("2026-01-01T00-00-00-000Z_{id}.jsonl"));
+    let header =
+        serde_json::json!({"type":"session","version":3,"id":id,"timestamp":"2026-01-01T00:00:00.000Z","cwd":cwd});
+    std::fs::write(&path, format!("{header}\n{}", message_line(&format!("{id:.4}0000"), "null", "hello", 0))).unwrap();
+    let f = std::fs::File::options().write(true).open(&path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(modified)).unwrap();
+    s(&path)
+}
+
+/// The (machine's) pushed session ids, sorted.
+fn pushed_ids(url: &str) -> Vec<String> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let rows = client.query("SELECT session_id FROM pi_sessions ORDER BY session_id", &[]).unwrap();
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+#[test]
+fn a_push_with_include_exclude_and_since_holds_exactly_the_chosen_projects_and_ages() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    let (old, new) = (1_700_000_000, 1_790_000_000); // 2023-11 and 2026-09
+    session_of(&agent, "/work/shop", "shop-new", new);
+    session_of(&agent, "/work/shop", "shop-old", old);
+    session_of(&agent, "/work/shop/api", "api-new", new);
+    session_of(&agent, "/work/blog", "blog-new", new);
+    session_of(&agent, "/home/al/private", "private-new", new);
+    let chosen = ["--include", "/work/**", "--exclude", "**/api", "--since", "2025-01-01"];
+    let (status, _, stderr) = push_args(&s(&agent), &url, &chosen, None);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(pushed_ids(&url), ["blog-new", "shop-new"]);
+
+    // Without filters everything goes; with them again, what they leave out is deleted.
+    push_args(&s(&agent), &url, &[], None);
+    assert_eq!(pushed_ids(&url).len(), 5);
+    push_args(&s(&agent), &url, &["--include", "/work/shop", "--include", "/home/**"], None);
+    assert_eq!(pushed_ids(&url), ["private-new", "shop-new", "shop-old"]);
+
+    for bad in [["--since", "not a date"], ["--include", "a[b"]] {
+        let (status, _, stderr) = push_args(&s(&agent), &url, &bad, None);
+        assert_eq!(status, Some(2), "{bad:?} is refused: {stderr}");
+        assert!(stderr.contains(bad[0]), "{stderr}");
+    }
+    assert_eq!(pushed_ids(&url).len(), 3, "a refused push deletes nothing");
+}
