@@ -197,6 +197,10 @@ enum Command {
         /// Push only sessions whose file changed on or after this date (2026-01-31, or an ISO time).
         #[arg(long, value_name = "DATE")]
         since: Option<String>,
+        /// Push images as they are: without this each image's data is replaced by a placeholder that keeps its
+        /// type, size and SHA-256.
+        #[arg(long)]
+        keep_images: bool,
     },
     /// Draw a session's tree: branches indented, the leaf and labels marked, entries off the active branch dimmed.
     Tree {
@@ -436,6 +440,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             include,
             exclude,
             since,
+            keep_images,
         } => {
             let request = pi_sessiond::team::cli::PushRequest {
                 agent_dir: &agent_dir,
@@ -449,6 +454,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 include: &include,
                 exclude: &exclude,
                 since: since.as_deref(),
+                keep_images,
             };
             Ok(pi_sessiond::team::cli::push(&request, json, &mut std::io::stdout()) as u8)
         }

@@ -212,6 +212,57 @@ impl Redactor {
     }
 }
 
+/// A line as it may leave the machine: secrets redacted (with a `redactor`) and, unless `keep_images`, each
+/// image's base64 data replaced by a placeholder ([`image_placeholders`]); None when it leaves as it is.
+pub fn outgoing_line(line: &[u8], redactor: Option<&Redactor>, keep_images: bool) -> Option<Vec<u8>> {
+    if keep_images || memchr::memmem::find(line, b"\"image\"").is_none() {
+        return redactor.and_then(|r| r.redact_line(line));
+    }
+    let Ok(mut value) = Json::parse(line) else { return redactor.and_then(|r| r.redact_line(line)) };
+    let changed = image_placeholders(&mut value) + redactor.map_or(0, |r| r.redact_json(&mut value));
+    if changed == 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(line.len().min(1 << 16));
+    value.write_preserving(&mut out);
+    Some(out)
+}
+
+/// Replaces the base64 `data` of every image block (`{"type":"image","data","mimeType"}`) by `""` and adds
+/// `omitted: {bytes, sha256}` (the image's size and the SHA-256 of its base64 text), keeping its `mimeType`: a
+/// team sees that an image was there, of what type and size, and can tell two apart, without megabytes of
+/// pixels per screenshot. Returns how many were replaced.
+pub fn image_placeholders(value: &mut Json) -> usize {
+    use sha2::{Digest, Sha256};
+    let mut replaced = 0;
+    let mut stack: Vec<&mut Json> = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Json::Array(items) => stack.extend(items.iter_mut()),
+            Json::Object(o) => {
+                let image = o.get("type").and_then(Json::as_js_str).is_some_and(|t| t.eq_str("image"));
+                let data = o.get("data").and_then(Json::as_js_str).filter(|d| image && !d.is_empty());
+                if let Some(data) = data {
+                    let b64 = data.as_bytes();
+                    let padding = b64.iter().rev().take_while(|&&b| b == b'=').count();
+                    let bytes = (b64.len() / 4 * 3).saturating_sub(padding.min(2));
+                    let hash: String = Sha256::digest(b64).iter().map(|b| format!("{b:02x}")).collect();
+                    let mut omitted = crate::session::json::Object::new();
+                    omitted.insert("bytes", Json::number(bytes as f64));
+                    omitted.insert("sha256", Json::str(&hash));
+                    o.insert("data", Json::str(""));
+                    o.insert("omitted", Json::Object(omitted));
+                    replaced += 1;
+                    continue;
+                }
+                stack.extend(o.iter_mut().map(|(_, v)| v));
+            }
+            Json::Null | Json::Bool(_) | Json::Number(_) | Json::String(_) => {}
+        }
+    }
+    replaced
+}
+
 impl Rule {
     /// `text` with this rule's secrets replaced, or None when it found none.
     fn apply(&self, text: &str) -> Option<String> {

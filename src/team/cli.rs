@@ -63,6 +63,8 @@ pub struct PushRequest<'a> {
     pub exclude: &'a [String],
     /// Only sessions whose file changed at or after this date.
     pub since: Option<&'a str>,
+    /// Push images as they are instead of as placeholders.
+    pub keep_images: bool,
 }
 
 /// The redaction a push or an export asked for: None with `--no-redact`; else the built-in rules plus those of
@@ -86,7 +88,11 @@ pub fn push(request: &PushRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
     let (target, mut options, redactor) = match Target::from_env(request.url).and_then(|t| {
         let options = PushOptions::new(machine, request.agent_dir, request.allow_empty)?;
         let filter = push::Filter::new(request.include, request.exclude, request.since)?;
-        Ok((t, PushOptions { filter, ..options }, redactor(request.redact, request.redact_rules)?))
+        Ok((
+            t,
+            PushOptions { filter, keep_images: request.keep_images, ..options },
+            redactor(request.redact, request.redact_rules)?,
+        ))
     }) {
         Ok(all) => all,
         Err(e) => return fail(e, json),

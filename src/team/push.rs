@@ -31,7 +31,7 @@ use super::db::{DbError, DbResult, Target};
 use super::state;
 use crate::catalog::index;
 use crate::catalog::info::{Doc, InfoState, SessionInfo};
-use crate::catalog::redact::Redactor;
+use crate::catalog::redact::{self, Redactor};
 use crate::catalog::Cancel;
 use crate::session::dirscan;
 use crate::session::identity::{self, now_ns, FileStamp, FileState, Known};
@@ -61,6 +61,8 @@ pub struct PushOptions {
     pub redactor: Option<Arc<Redactor>>,
     /// Which sessions are pushed: the database then holds exactly these (rows of others are deleted).
     pub filter: Filter,
+    /// Push images as they are (`--keep-images`) instead of as placeholders.
+    pub keep_images: bool,
 }
 
 /// `--include`/`--exclude` (globs over the session's cwd, from its header) and `--since` (its file's last
@@ -138,6 +140,7 @@ impl PushOptions {
             allow_empty,
             redactor: Some(Arc::new(Redactor::builtin())),
             filter: Filter::default(),
+            keep_images: false,
         };
         if !allow_empty {
             options.sessions_root()?;
@@ -447,8 +450,9 @@ struct Opened {
     unchanged: bool,
     /// It only grew: the new lines continue the pushed row (else it is sent again from the start).
     resume: bool,
-    /// What each line goes through before it leaves the machine (the push's redactor).
+    /// What each line goes through before it leaves the machine (the push's redactor, and whether images stay).
     redactor: Option<Arc<Redactor>>,
+    keep_images: bool,
 }
 
 /// Opens a file whose stamp changed, or may have (racily clean, or pushed before change times were kept), and
@@ -460,7 +464,15 @@ fn open_changed(found: &Found, known: Option<&mut Pushed>) -> Option<Opened> {
     let file = store::open_regular(&found.path).ok()?;
     let stamp = FileStamp::of(&file.metadata().ok()?);
     let Some(k) = known else {
-        return Some(Opened { file, stamp, read_at_ns, unchanged: false, resume: false, redactor: None });
+        return Some(Opened {
+            file,
+            stamp,
+            read_at_ns,
+            unchanged: false,
+            resume: false,
+            redactor: None,
+            keep_images: true,
+        });
     };
     if !k.ctime_known {
         // Judged on the rest of its stamp and its bytes, as pushes before change times were kept judged it.
@@ -482,7 +494,7 @@ fn open_changed(found: &Found, known: Option<&mut Pushed>) -> Option<Opened> {
     if !resume {
         tracing::info!("{}: {state:?} since it was pushed; sending it again", found.path);
     }
-    Some(Opened { file, stamp, read_at_ns, unchanged, resume, redactor: None })
+    Some(Opened { file, stamp, read_at_ns, unchanged, resume, redactor: None, keep_images: true })
 }
 
 /// The pieces of one changed file: its new complete lines in stretches of at most [`BYTES_PER_TRANSACTION`],
@@ -529,7 +541,7 @@ fn read_file(
             let (at, line) = (raw.offset, raw.bytes);
             line_no += 1;
             docs.clear();
-            let redacted = redactor.and_then(|r| r.redact_line(line));
+            let redacted = redact::outgoing_line(line, redactor, opened.keep_images);
             let line = redacted.as_deref().unwrap_or(line);
             // A line the reader skipped (longer than pi can hold, or binary past its first megabytes) is not
             // JSON to pi either: it is stored as an empty line, its length kept by the offsets around it.
@@ -851,7 +863,7 @@ pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) ->
             }
             continue;
         }
-        opened.redactor = options.redactor.clone();
+        (opened.redactor, opened.keep_images) = (options.redactor.clone(), options.keep_images);
         let mut emit = |client: &mut Client, piece: Piece| writer.add(client, found, piece);
         let outcome = read_file(i, f, &opened, known.as_ref(), client, target, &mut emit)?;
         writer.report.pushed += usize::from(outcome.wrote);

@@ -1461,3 +1461,38 @@ fn a_push_with_include_exclude_and_since_holds_exactly_the_chosen_projects_and_a
     }
     assert_eq!(pushed_ids(&url).len(), 3, "a refused push deletes nothing");
 }
+
+#[test]
+fn a_pushed_image_is_a_placeholder_with_its_type_size_and_hash_unless_kept() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    let file = session_of(&agent, "/work/shop", "img00001", 1_790_000_000);
+    // 3,000 bytes of a fake PNG as base64 (4,000 characters, no padding).
+    let data = fake(&mut Rng::new(7), "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", 4000);
+    let line = serde_json::json!({"type":"message","id":"img1","parentId":"img00000","timestamp":"2026-01-01T00:00:01.000Z",
+        "message":{"role":"user","content":[{"type":"text","text":"look at this"},{"type":"image","data":data,"mimeType":"image/png"}],"timestamp":1}});
+    append_line(Path::new(&file), &format!("{line}\n"));
+    let raw_of_image = |url: &str| -> String {
+        let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+        let raw: Vec<u8> = client.query_one("SELECT raw FROM pi_entries WHERE entry_id = 'img1'", &[]).unwrap().get(0);
+        String::from_utf8(raw).unwrap()
+    };
+    push(&agent, &url, "m");
+    let stored = json(&raw_of_image(&url));
+    let block = &stored.get("message").unwrap().get("content").map(|c| match c {
+        Json::Array(items) => items[1].clone(),
+        other => panic!("{other:?}"),
+    });
+    let block = block.as_ref().unwrap();
+    assert_eq!(str_of(block.get("mimeType").unwrap()), "image/png");
+    assert_eq!(str_of(block.get("data").unwrap()), "");
+    let omitted = block.get("omitted").expect("a placeholder");
+    assert_eq!(number(omitted, "bytes"), 3000.0);
+    let hash = str_of(omitted.get("sha256").unwrap());
+    assert_eq!(hash.len(), 64);
+    assert!(!raw_of_image(&url).contains(&data[..100]), "no pixels are stored");
+
+    let kept = pg.database();
+    run(&["--agent-dir", &s(&agent), "push", "--postgres", &kept, "--machine", "m", "--keep-images"]);
+    assert!(raw_of_image(&kept).contains(&data), "--keep-images stores the image");
+}
