@@ -434,7 +434,12 @@ fn a_push_killed_at_random_moments_then_rerun_leaves_exactly_the_sessions_entrie
 #[test]
 fn a_session_of_another_machine_reads_as_a_local_open_of_its_file_reads() {
     let Some(pg) = pg_server::server() else { return };
-    let (url, _tmp, _agent) = pushed_tree(pg, 44, "far");
+    // Sent as the files are (images and all), so that the database's bytes can be compared with the files'.
+    let (url, tmp) = (pg.database(), temp_dir());
+    let (files, links) = tree(&mut Rng::new(44));
+    build(tmp.path(), &files, &links);
+    let agent = s(&tmp.path().join("agent"));
+    run(&["--agent-dir", &agent, "push", "--postgres", &url, "--machine", "far", "--keep-images", "--no-redact"]);
     let mut catalog = TeamCatalog::open(&Target::from_env(&url).unwrap()).unwrap();
     let listed = catalog.list_all(None, false).unwrap();
     assert!(listed.len() > 20);
