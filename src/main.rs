@@ -179,6 +179,28 @@ enum Command {
         /// milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 1000)]
         poll_ms: u64,
+        /// Send session text as it is: without this, secrets (keys, tokens, private keys, passwords in URLs,
+        /// secret-named env lines) are replaced by `[redacted: RULE]` before they leave the machine.
+        #[arg(long)]
+        no_redact: bool,
+        /// More secret patterns, in gitleaks' TOML rule format ([[rules]] id, regex, keywords, secretGroup,
+        /// entropy), used after the built-in ones.
+        #[arg(long, value_name = "FILE", conflicts_with = "no_redact")]
+        redact_rules: Option<String>,
+        /// Push only sessions whose cwd matches this glob (`*` within a directory, `**` across; repeatable).
+        /// The database then holds exactly the chosen sessions: rows of others are deleted.
+        #[arg(long, value_name = "GLOB")]
+        include: Vec<String>,
+        /// Do not push sessions whose cwd matches this glob (repeatable; wins over --include).
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Push only sessions whose file changed on or after this date (2026-01-31, or an ISO time).
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
+        /// Push images as they are: without this each image's data is replaced by a placeholder that keeps its
+        /// type, size and SHA-256.
+        #[arg(long)]
+        keep_images: bool,
     },
     /// Draw a session's tree: branches indented, the leaf and labels marked, entries off the active branch dimmed.
     Tree {
@@ -252,6 +274,13 @@ enum Command {
         /// The file to write (default: stdout, unless it is a terminal).
         #[arg(short, long, value_name = "FILE")]
         output: Option<String>,
+        /// Export session text as it is: without this, secrets are replaced by `[redacted: RULE]`, as `push`
+        /// does, since an exported page is made to be shared.
+        #[arg(long)]
+        no_redact: bool,
+        /// More secret patterns, in gitleaks' TOML rule format, used after the built-in ones.
+        #[arg(long, value_name = "FILE", conflicts_with = "no_redact")]
+        redact_rules: Option<String>,
     },
     /// Serve a live web view of the sessions on 127.0.0.1; prints its URL (with its access token) first.
     Web {
@@ -400,7 +429,19 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             screen.finish();
             Ok(status as u8)
         }
-        Command::Push { postgres, machine, watch, allow_empty, poll_ms } => {
+        Command::Push {
+            postgres,
+            machine,
+            watch,
+            allow_empty,
+            poll_ms,
+            no_redact,
+            redact_rules,
+            include,
+            exclude,
+            since,
+            keep_images,
+        } => {
             let request = pi_sessiond::team::cli::PushRequest {
                 agent_dir: &agent_dir,
                 url: &postgres,
@@ -408,6 +449,12 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 allow_empty,
                 watch,
                 poll: std::time::Duration::from_millis(poll_ms.max(1)),
+                redact: !no_redact,
+                redact_rules: redact_rules.as_deref(),
+                include: &include,
+                exclude: &exclude,
+                since: since.as_deref(),
+                keep_images,
             };
             Ok(pi_sessiond::team::cli::push(&request, json, &mut std::io::stdout()) as u8)
         }
@@ -484,7 +531,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             screen.finish();
             status
         }
-        Command::Export { session, html, output } => {
+        Command::Export { session, html, output, no_redact, redact_rules } => {
             if !html {
                 return Err(Failure::invalid("export needs a format: --html"));
             }
@@ -492,7 +539,9 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             if output.is_none() && style.tty {
                 return Err(Failure::invalid("export writes HTML: give -o FILE (or redirect stdout)"));
             }
-            pi_sessiond::web::export::export_html(&path, &agent_dir, output.as_deref())
+            let redactor = pi_sessiond::team::cli::redactor(!no_redact, redact_rules.as_deref())
+                .map_err(|e| Failure::invalid(e.to_string()))?;
+            pi_sessiond::web::export::export_html(&path, &agent_dir, output.as_deref(), redactor.as_ref())
         }
         Command::Web { port } => {
             let config = pi_sessiond::web::WebConfig {

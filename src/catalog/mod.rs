@@ -1,6 +1,7 @@
 //! The catalog: many sessions at once. pi's `list`, `listAll`, `findById` with pi's orders ([`listing`]), what a
 //! listing shows of one file ([`info`]), the persistent index every pi-sessiond process shares ([`index`]), and
-//! search with pi's `/resume` query language down to the entry ([`search`]). Built on the engine
+//! search with pi's `/resume` query language down to the entry ([`search`]), and the secret patterns replaced before
+//! session text leaves the machine ([`redact`]). Built on the engine
 //! (`crate::session`), which never imports it; every loop checks a [`Cancel`] flag.
 //!
 //! Layering (imports go downward): `search` → `listing` → `index` → `info` → `cancel`. Only `listing`, `index` and
@@ -10,6 +11,7 @@ pub mod cancel;
 pub mod index;
 pub mod info;
 pub mod listing;
+pub mod redact;
 pub mod search;
 
 pub use cancel::Cancel;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::catalog::{listing_json, TeamCatalog};
 use super::db::{DbError, Target};
 use super::push::{self, PushOptions, PushReport};
+use crate::catalog::redact::Redactor;
 use crate::catalog::search::search_hit_json;
 use crate::catalog::search::Scope;
 use crate::cli::output::{Failure, FailureKind};
@@ -52,20 +53,51 @@ pub struct PushRequest<'a> {
     pub watch: bool,
     /// With `watch`: how often files are checked without a notification.
     pub poll: Duration,
+    /// Replace secrets before anything leaves the machine (`--no-redact` turns it off).
+    pub redact: bool,
+    /// A team's rules file (gitleaks' TOML format), added to the built-in rules.
+    pub redact_rules: Option<&'a str>,
+    /// Globs over a session's cwd: only these are pushed.
+    pub include: &'a [String],
+    /// Globs over a session's cwd: these are not pushed.
+    pub exclude: &'a [String],
+    /// Only sessions whose file changed at or after this date.
+    pub since: Option<&'a str>,
+    /// Push images as they are instead of as placeholders.
+    pub keep_images: bool,
 }
 
-/// `pi-sessiond --agent-dir DIR push --postgres URL [--machine NAME] [--allow-empty] [--watch]`: one pass (a JSON
+/// The redaction a push or an export asked for: None with `--no-redact`; else the built-in rules plus those of
+/// `rules_file`. A rules file that cannot be read or compiled is refused before anything is sent.
+pub fn redactor(redact: bool, rules_file: Option<&str>) -> Result<Option<Redactor>, DbError> {
+    if !redact {
+        return Ok(None);
+    }
+    let Some(file) = rules_file else { return Ok(Some(Redactor::builtin())) };
+    let text = std::fs::read_to_string(file).map_err(|source| DbError::File { path: file.to_owned(), source })?;
+    Redactor::with_team_rules(&text, file).map(Some).map_err(|e| DbError::Config(e.to_string()))
+}
+
+/// `pi-sessiond --agent-dir DIR push --postgres URL [--machine NAME] [--allow-empty] [--watch] [--no-redact]
+/// [--redact-rules FILE]`: one pass (a JSON
 /// report line on stdout), or with `watch` a pass whenever a session changes (a line per pass that changed
 /// something), until killed. Killing it at any moment loses nothing: the next run continues where the database
 /// says. An agent directory that does not exist or has no `sessions` directory is refused before connecting.
 pub fn push(request: &PushRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
     let machine = request.machine.map(str::to_owned).unwrap_or_else(push::host_name);
-    let (target, options) = match Target::from_env(request.url)
-        .and_then(|t| Ok((t, PushOptions::new(machine, request.agent_dir, request.allow_empty)?)))
-    {
-        Ok(both) => both,
+    let (target, mut options, redactor) = match Target::from_env(request.url).and_then(|t| {
+        let options = PushOptions::new(machine, request.agent_dir, request.allow_empty)?;
+        let filter = push::Filter::new(request.include, request.exclude, request.since)?;
+        Ok((
+            t,
+            PushOptions { filter, keep_images: request.keep_images, ..options },
+            redactor(request.redact, request.redact_rules)?,
+        ))
+    }) {
+        Ok(all) => all,
         Err(e) => return fail(e, json),
     };
+    options.redactor = redactor.map(std::sync::Arc::new);
     let (watch, poll) = (request.watch, request.poll);
     // The first connection's faults (a wrong URL, a refused login, a newer schema) end the command at once.
     let mut client = match connect_and_lock(&target, &options.machine) {

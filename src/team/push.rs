@@ -12,10 +12,15 @@
 //! it knows, and the next pass continues from exactly there — nothing lost, nothing twice. The final line without
 //! a newline (a write in progress, or a file that does not end in one) is never pushed as an entry: it is kept in
 //! the session row as it is now, counted in the listing as pi counts it, and read back as the file's last bytes.
+//!
+//! Nothing of a file's text reaches the database unredacted (unless `--no-redact`): each line is redacted
+//! (`catalog::redact`) before it feeds the entry row, the listing and the search text, and the bytes kept to
+//! recognise a rewrite are stored as a SHA-256 digest, never as the file's own bytes.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::binary_copy::BinaryCopyInWriter;
@@ -26,6 +31,7 @@ use super::db::{DbError, DbResult, Target};
 use super::state;
 use crate::catalog::index;
 use crate::catalog::info::{Doc, InfoState, SessionInfo};
+use crate::catalog::redact::{self, Redactor};
 use crate::catalog::Cancel;
 use crate::session::dirscan;
 use crate::session::identity::{self, now_ns, FileStamp, FileState, Known};
@@ -51,6 +57,69 @@ pub struct PushOptions {
     /// Push an agent directory without a `sessions` directory as one without sessions (deleting the machine's
     /// rows) instead of refusing it as a mistyped path.
     pub allow_empty: bool,
+    /// Replaces secrets in every line before it leaves the machine (None: `--no-redact`).
+    pub redactor: Option<Arc<Redactor>>,
+    /// Which sessions are pushed: the database then holds exactly these (rows of others are deleted).
+    pub filter: Filter,
+    /// Push images as they are (`--keep-images`) instead of as placeholders.
+    pub keep_images: bool,
+}
+
+/// `--include`/`--exclude` (globs over the session's cwd, from its header) and `--since` (its file's last
+/// change): which of a machine's sessions go to the team.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// A session is pushed only if its cwd matches one of these (when there are any).
+    pub include: Option<globset::GlobSet>,
+    /// A session whose cwd matches one of these is not pushed.
+    pub exclude: Option<globset::GlobSet>,
+    /// Only files modified at or after this time (ms since the epoch).
+    pub since_ms: Option<f64>,
+}
+
+impl Filter {
+    /// The filter from the command line's globs and date; a glob or date that does not parse is refused.
+    pub fn new(include: &[String], exclude: &[String], since: Option<&str>) -> DbResult<Filter> {
+        let set = |globs: &[String]| -> DbResult<Option<globset::GlobSet>> {
+            if globs.is_empty() {
+                return Ok(None);
+            }
+            let mut b = globset::GlobSetBuilder::new();
+            for g in globs {
+                // `*` stays within one directory and `**` crosses them, as in a shell with globstar.
+                let glob = globset::GlobBuilder::new(g).literal_separator(true).build();
+                b.add(glob.map_err(|e| DbError::Config(format!("--include/--exclude {g:?}: {e}")))?);
+            }
+            b.build().map(Some).map_err(|e| DbError::Config(e.to_string()))
+        };
+        let since_ms = match since {
+            None => None,
+            Some(d) => {
+                let ms = crate::session::js::date::parse_date(d);
+                if !ms.is_finite() {
+                    return Err(DbError::Config(format!("--since {d:?}: not a date (2026-01-31, or an ISO time)")));
+                }
+                Some(ms)
+            }
+        };
+        Ok(Filter { include: set(include)?, exclude: set(exclude)?, since_ms })
+    }
+
+    /// Whether the session file `f` is pushed. Its header is read only when globs ask for its cwd; a file whose
+    /// header cannot be read has no cwd, so no `--include` chooses it.
+    fn chooses(&self, f: &Found) -> bool {
+        if self.since_ms.is_some_and(|since| (f.stamp.mtime_ns as f64) / 1e6 < since) {
+            return false;
+        }
+        if self.include.is_none() && self.exclude.is_none() {
+            return true;
+        }
+        let header = store::read_header_bounded(&f.path);
+        let cwd = header.as_ref().and_then(|h| h.get("cwd")).and_then(Json::as_js_str).map(|c| c.to_string_lossy());
+        let matches =
+            |set: &Option<globset::GlobSet>| set.as_ref().map(|g| cwd.as_ref().is_some_and(|c| g.is_match(c)));
+        matches(&self.include) != Some(false) && matches(&self.exclude) != Some(true)
+    }
 }
 
 impl PushOptions {
@@ -65,7 +134,14 @@ impl PushOptions {
             return Err(refuse("not a directory".to_owned()));
         }
         let agent_dir = canonical.to_str().ok_or_else(|| refuse("not a UTF-8 path".to_owned()))?.to_owned();
-        let options = PushOptions { machine, agent_dir, allow_empty };
+        let options = PushOptions {
+            machine,
+            agent_dir,
+            allow_empty,
+            redactor: Some(Arc::new(Redactor::builtin())),
+            filter: Filter::default(),
+            keep_images: false,
+        };
         if !allow_empty {
             options.sessions_root()?;
         }
@@ -124,7 +200,20 @@ struct Pushed {
     lines: i32,
     head: Vec<u8>,
     tail: Vec<u8>,
+    /// `head` holds [`known_digest`] of the known bytes (and `tail` is empty), not the bytes themselves.
+    hashed: bool,
     read_at_ns: i64,
+}
+
+/// What a row keeps of the bytes that tell a rewrite from an append: their digest, so the file's own bytes (the
+/// end of its last line, often a message's text) never leave the machine.
+fn known_digest(head: &[u8], tail: &[u8]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update((head.len() as u64).to_le_bytes());
+    h.update(head);
+    h.update(tail);
+    h.finalize().to_vec()
 }
 
 impl Pushed {
@@ -295,7 +384,7 @@ fn load_pushed(client: &mut Client, target: &Target, machine: &str) -> DbResult<
     let rows = client
         .query(
             "SELECT path, sid, file_size, file_mtime_ns, file_dev, file_ino, pushed_offset, pushed_lines, head, tail,
-                    read_at_ns, file_ctime_ns
+                    read_at_ns, file_ctime_ns, known_hashed
              FROM pi_sessions WHERE machine = $1",
             &[&machine],
         )
@@ -320,6 +409,7 @@ fn load_pushed(client: &mut Client, target: &Target, machine: &str) -> DbResult<
                 lines: r.get(7),
                 head: r.get(8),
                 tail: r.get(9),
+                hashed: r.get(12),
                 read_at_ns: r.get(10),
             };
             (r.get::<_, String>(0), pushed)
@@ -360,6 +450,9 @@ struct Opened {
     unchanged: bool,
     /// It only grew: the new lines continue the pushed row (else it is sent again from the start).
     resume: bool,
+    /// What each line goes through before it leaves the machine (the push's redactor, and whether images stay).
+    redactor: Option<Arc<Redactor>>,
+    keep_images: bool,
 }
 
 /// Opens a file whose stamp changed, or may have (racily clean, or pushed before change times were kept), and
@@ -371,11 +464,27 @@ fn open_changed(found: &Found, known: Option<&mut Pushed>) -> Option<Opened> {
     let file = store::open_regular(&found.path).ok()?;
     let stamp = FileStamp::of(&file.metadata().ok()?);
     let Some(k) = known else {
-        return Some(Opened { file, stamp, read_at_ns, unchanged: false, resume: false });
+        return Some(Opened {
+            file,
+            stamp,
+            read_at_ns,
+            unchanged: false,
+            resume: false,
+            redactor: None,
+            keep_images: true,
+        });
     };
     if !k.ctime_known {
         // Judged on the rest of its stamp and its bytes, as pushes before change times were kept judged it.
         k.stamp.ctime_ns = stamp.ctime_ns;
+    }
+    if std::mem::take(&mut k.hashed) {
+        // The file's bytes where the known ones were: judged as those when their digest is the kept one; else the
+        // digest itself stands in, which the file's bytes do not match, and the file is sent again.
+        let (head, tail) = identity::known_bytes(&file, k.offset.min(stamp.size));
+        if known_digest(&head, &tail) == k.head {
+            (k.head, k.tail) = (head, tail);
+        }
     }
     let state = k.known().judge(&stamp, &file);
     // With an unterminated last line the file is longer than the pushed offset: "grew" with the very stamp that
@@ -385,7 +494,7 @@ fn open_changed(found: &Found, known: Option<&mut Pushed>) -> Option<Opened> {
     if !resume {
         tracing::info!("{}: {state:?} since it was pushed; sending it again", found.path);
     }
-    Some(Opened { file, stamp, read_at_ns, unchanged, resume })
+    Some(Opened { file, stamp, read_at_ns, unchanged, resume, redactor: None, keep_images: true })
 }
 
 /// The pieces of one changed file: its new complete lines in stretches of at most [`BYTES_PER_TRANSACTION`],
@@ -400,6 +509,7 @@ fn read_file(
     emit: &mut dyn FnMut(&mut Client, Piece) -> DbResult<()>,
 ) -> DbResult<FileOutcome> {
     let file_err = |source| DbError::File { path: found.path.clone(), source };
+    let redactor = opened.redactor.as_deref();
     let (f, stat, read_at_ns) = (&opened.file, opened.stamp, opened.read_at_ns);
     let resume = known.filter(|_| opened.resume);
     let (mut state, mut offset, mut line_no) = match resume {
@@ -431,6 +541,8 @@ fn read_file(
             let (at, line) = (raw.offset, raw.bytes);
             line_no += 1;
             docs.clear();
+            let redacted = redact::outgoing_line(line, redactor, opened.keep_images);
+            let line = redacted.as_deref().unwrap_or(line);
             // A line the reader skipped (longer than pi can hold, or binary past its first megabytes) is not
             // JSON to pi either: it is stored as an empty line, its length kept by the offsets around it.
             feed_readline(&mut state, line, Some(&mut docs));
@@ -455,12 +567,16 @@ fn read_file(
             let mut answer = state.clone();
             unterminated = identity::bytes_at(f, end, stat.size - end)
                 .ok_or_else(|| file_err(std::io::ErrorKind::UnexpectedEof.into()))?;
+            if let Some(r) = redactor.and_then(|r| r.redact_line(&unterminated)) {
+                unterminated = r;
+            }
             feed_readline(&mut answer, &unterminated, None);
             answer
         } else {
             state.clone()
         };
         let (head, tail) = identity::known_bytes(f, offset);
+        let (head, tail) = (known_digest(&head, &tail), Vec::new());
         let info = rest_fed.finish(&found.path, dirscan::mtime_ms_of(stat.mtime_ns), true);
         let row = match (info, rest_fed.header.clone()) {
             (Some(info), Some(header)) if !state.rejected => Some(SessionRow {
@@ -667,9 +783,9 @@ fn upsert_session(
         "INSERT INTO pi_sessions (machine, path, agent_dir, project_dir, file_name, session_id, header, info_id,
            info_cwd, info_name, info_parent_session, info_created, info_modified, info_message_count,
            info_first_message, info_all_messages_text, cwd, name, file_size, file_mtime_ns, file_dev, file_ino,
-           pushed_offset, pushed_lines, head, tail, resume_state, read_at_ns, unterminated, file_ctime_ns)
+           pushed_offset, pushed_lines, head, tail, resume_state, read_at_ns, unterminated, file_ctime_ns, known_hashed)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-           $23, $24, $25, $26, $27, $28, $29, $30)
+           $23, $24, $25, $26, $27, $28, $29, $30, true)
          ON CONFLICT (machine, path) DO UPDATE SET agent_dir = EXCLUDED.agent_dir,
            project_dir = EXCLUDED.project_dir, file_name = EXCLUDED.file_name, session_id = EXCLUDED.session_id,
            header = EXCLUDED.header, info_id = EXCLUDED.info_id, info_cwd = EXCLUDED.info_cwd,
@@ -681,7 +797,8 @@ fn upsert_session(
            file_ino = EXCLUDED.file_ino, pushed_offset = EXCLUDED.pushed_offset,
            pushed_lines = EXCLUDED.pushed_lines, head = EXCLUDED.head, tail = EXCLUDED.tail,
            resume_state = EXCLUDED.resume_state, read_at_ns = EXCLUDED.read_at_ns,
-           unterminated = EXCLUDED.unterminated, file_ctime_ns = EXCLUDED.file_ctime_ns, pushed_at = now()
+           unterminated = EXCLUDED.unterminated, file_ctime_ns = EXCLUDED.file_ctime_ns, known_hashed = true,
+           pushed_at = now()
          RETURNING sid",
         &params,
     )?;
@@ -710,7 +827,9 @@ pub fn lock_machine(client: &mut Client, target: &Target, machine: &str) -> DbRe
 
 /// One pass: brings the database's copy of `options.machine`'s sessions up to date with the files.
 pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) -> DbResult<PushReport> {
-    let scanned = scan(options)?;
+    let mut scanned = scan(options)?;
+    // Sessions the filters leave out are as good as gone: their rows, if any, are deleted below.
+    scanned.found.retain(|f| options.filter.chooses(f));
     let found = &scanned.found;
     let mut pushed = load_pushed(client, target, &options.machine)?;
     let mut writer = Writer {
@@ -729,7 +848,7 @@ pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) ->
         if known.as_ref().is_some_and(|k| k.ctime_known && k.stamp == f.stamp && !k.known().racy()) {
             continue;
         }
-        let Some(opened) = open_changed(f, known.as_mut()) else { continue };
+        let Some(mut opened) = open_changed(f, known.as_mut()) else { continue };
         if let Some(k) = known.as_ref().filter(|_| opened.unchanged) {
             // Its bytes say it is unchanged (racily clean, or a row without a change time): record what was
             // learnt, so later passes decide from the stamp alone.
@@ -744,6 +863,7 @@ pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) ->
             }
             continue;
         }
+        (opened.redactor, opened.keep_images) = (options.redactor.clone(), options.keep_images);
         let mut emit = |client: &mut Client, piece: Piece| writer.add(client, found, piece);
         let outcome = read_file(i, f, &opened, known.as_ref(), client, target, &mut emit)?;
         writer.report.pushed += usize::from(outcome.wrote);

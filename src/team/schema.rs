@@ -94,6 +94,10 @@ const MIGRATIONS: &[&str] = &[
     // in rows pushed before: the next push records it (judging those files as before, by their other stamp
     // fields and known bytes) instead of sending every session again.
     "ALTER TABLE pi_sessions ADD COLUMN file_ctime_ns bigint;",
+    // 3: `head` may hold a SHA-256 digest of the known bytes (`tail` then empty) instead of the bytes, which are
+    // the file's own text (the end of its last line) and must not leave the machine unredacted. False in rows
+    // pushed before: they are judged by their bytes once, and their next write stores the digest.
+    "ALTER TABLE pi_sessions ADD COLUMN known_hashed boolean NOT NULL DEFAULT false;",
 ];
 
 /// The schema version this build writes and reads.

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 
+use crate::catalog::redact::Redactor;
 use crate::cli::output::{describe_io, Failure, EXIT_OK};
 use crate::session::js::date::parse_date;
 use crate::session::json::{Json, Object};
@@ -12,9 +13,15 @@ use super::assets::{export_page, script_safe_json};
 use super::bridge::Bridge;
 use super::view::View;
 
-/// Writes the HTML view of the session file `path` to `output` (stdout when None).
-pub fn export_html(path: &str, agent_dir: &str, output: Option<&str>) -> Result<u8, Failure> {
-    let html = render(path, agent_dir)?;
+/// Writes the HTML view of the session file `path` to `output` (stdout when None), with the secrets `redactor`
+/// finds replaced in every text of it.
+pub fn export_html(
+    path: &str,
+    agent_dir: &str,
+    output: Option<&str>,
+    redactor: Option<&Redactor>,
+) -> Result<u8, Failure> {
+    let html = render(path, agent_dir, redactor)?;
     match output {
         Some(file) => {
             // Written beside the target and renamed, so a failed export never leaves half a page.
@@ -36,8 +43,8 @@ pub fn export_html(path: &str, agent_dir: &str, output: Option<&str>) -> Result<
     }
 }
 
-/// The page for `path`.
-pub fn render(path: &str, agent_dir: &str) -> Result<String, Failure> {
+/// The page for `path`; with a `redactor`, every string of its data is redacted (entries, context, names).
+pub fn render(path: &str, agent_dir: &str, redactor: Option<&Redactor>) -> Result<String, Failure> {
     let bridge = Bridge::start(agent_dir, None, false)
         .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
     let view = View::new(bridge);
@@ -85,7 +92,11 @@ pub fn render(path: &str, agent_dir: &str) -> Result<String, Failure> {
     data.insert("entries", entries);
     data.insert("context", context);
     data.insert("usage", usage);
+    let mut data = Json::Object(data);
+    if let Some(r) = redactor {
+        r.redact_json(&mut data);
+    }
     let mut bytes = Vec::new();
-    Json::Object(data).write_preserving(&mut bytes);
+    data.write_preserving(&mut bytes);
     Ok(export_page(&script_safe_json(&String::from_utf8_lossy(&bytes))))
 }

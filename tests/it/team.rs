@@ -434,7 +434,12 @@ fn a_push_killed_at_random_moments_then_rerun_leaves_exactly_the_sessions_entrie
 #[test]
 fn a_session_of_another_machine_reads_as_a_local_open_of_its_file_reads() {
     let Some(pg) = pg_server::server() else { return };
-    let (url, _tmp, _agent) = pushed_tree(pg, 44, "far");
+    // Sent as the files are (images and all), so that the database's bytes can be compared with the files'.
+    let (url, tmp) = (pg.database(), temp_dir());
+    let (files, links) = tree(&mut Rng::new(44));
+    build(tmp.path(), &files, &links);
+    let agent = s(&tmp.path().join("agent"));
+    run(&["--agent-dir", &agent, "push", "--postgres", &url, "--machine", "far", "--keep-images", "--no-redact"]);
     let mut catalog = TeamCatalog::open(&Target::from_env(&url).unwrap()).unwrap();
     let listed = catalog.list_all(None, false).unwrap();
     assert!(listed.len() > 20);
@@ -1197,4 +1202,302 @@ fn a_watching_push_keeps_going_through_a_full_disk() {
     assert!(arrived, "the sessions never arrived once there was room: {}", watcher.stderr());
     assert_database_holds_exactly_the_files(&url, "laptop", &agent);
     drop(watcher);
+}
+
+/// A deterministic string of `n` characters from `alphabet` (fake secrets in real formats: random enough to pass
+/// the rules' entropy checks, and unique enough to be searched for).
+fn fake(rng: &mut Rng, alphabet: &str, n: usize) -> String {
+    let chars: Vec<char> = alphabet.chars().collect();
+    (0..n).map(|_| chars[rng.below(chars.len())]).collect()
+}
+
+/// Fake secrets of many kinds in their real formats: (what the text holds, the part no stored byte may hold).
+fn fake_secrets() -> Vec<(String, String)> {
+    const UPPER: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    const B32: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    const URLSAFE: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const HEX: &str = "0123456789abcdef";
+    const B64: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let r = &mut Rng::new(2026);
+    let whole = |v: String| (v.clone(), v);
+    let mut out = vec![
+        whole(format!("AKIA{}", fake(r, B32, 16))),
+        whole(format!("ghp_{}", fake(r, ALNUM, 36))),
+        whole(format!("github_pat_{}_{}", fake(r, ALNUM, 22), fake(r, ALNUM, 59))),
+        whole(format!("glpat-{}", fake(r, URLSAFE, 20))),
+        whole(format!("xoxb-{}-{}-{}", fake(r, "0123456789", 12), fake(r, "0123456789", 13), fake(r, ALNUM, 24))),
+        whole(format!("sk_live_{}", fake(r, ALNUM, 24))),
+        whole(format!("sk-ant-api03-{}-{}AA", fake(r, URLSAFE, 80), fake(r, URLSAFE, 11))),
+        whole(format!("sk-proj-{}T3BlbkFJ{}", fake(r, URLSAFE, 58), fake(r, URLSAFE, 58))),
+        whole(format!("AIza{}", fake(r, URLSAFE, 35))),
+        whole(format!("npm_{}", fake(r, ALNUM, 36))),
+        whole(format!("pypi-AgEIcHlwaS5vcmc{}", fake(r, URLSAFE, 70))),
+        whole(format!("hf_{}", fake(r, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", 34))),
+        whole(format!("SG.{}.{}", fake(r, URLSAFE, 22), fake(r, URLSAFE, 43))),
+        whole(format!("dop_v1_{}", fake(r, HEX, 64))),
+        whole(format!("dckr_pat_{}", fake(r, URLSAFE, 27))),
+        whole(format!("shpat_{}", fake(r, HEX, 32))),
+        whole(format!(
+            "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI{}.{}",
+            fake(r, ALNUM, 30),
+            fake(r, URLSAFE, 43)
+        )),
+    ];
+    let slack = fake(r, UPPER, 24);
+    out.push((
+        format!("https://hooks.slack.com/services/T{}/B{}/{slack}", fake(r, UPPER, 8), fake(r, UPPER, 10)),
+        slack,
+    ));
+    let aws_secret = fake(r, B64, 40);
+    out.push((format!("aws_secret_access_key = {aws_secret}"), aws_secret));
+    let url_password = format!("Pw{}", fake(r, ALNUM, 14));
+    out.push((format!("postgres://admin:{url_password}@db.internal:5432/app"), url_password));
+    let env_password = format!("pw-{}", fake(r, ALNUM, 12));
+    out.push((format!("DATABASE_PASSWORD={env_password}"), env_password));
+    let key_body = fake(r, B64, 64);
+    out.push((
+        format!(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n{key_body}\n{}\n-----END OPENSSH PRIVATE KEY-----",
+            fake(r, B64, 64)
+        ),
+        key_body,
+    ));
+    let api_key = fake(r, ALNUM, 32);
+    out.push((format!("config: {{\"api_key\": \"{api_key}\"}}"), api_key));
+    out
+}
+
+/// Every text, bytea and jsonb column of every table in the database that holds `needle` (as text, or as bytes).
+fn columns_holding(client: &mut postgres::Client, needle: &str) -> Vec<String> {
+    let columns = client
+        .query(
+            "SELECT table_name::text, column_name::text, data_type::text FROM information_schema.columns
+             WHERE table_schema = 'public' AND data_type IN ('text', 'bytea', 'jsonb', 'character varying', 'json')",
+            &[],
+        )
+        .unwrap();
+    assert!(columns.len() >= 20, "the columns of pi_sessions and pi_entries are looked at: {}", columns.len());
+    let mut holding = Vec::new();
+    for c in columns {
+        let (table, column, kind): (String, String, String) = (c.get(0), c.get(1), c.get(2));
+        let test = if kind == "bytea" {
+            format!(r#"position(convert_to($1, 'UTF8') IN "{column}") > 0"#)
+        } else {
+            format!(r#"strpos("{column}"::text, $1) > 0"#)
+        };
+        let n: i64 =
+            client.query_one(&format!(r#"SELECT count(*) FROM "{table}" WHERE {test}"#), &[&needle]).unwrap().get(0);
+        if n > 0 {
+            holding.push(format!("{table}.{column}"));
+        }
+    }
+    holding
+}
+
+/// A session whose every kind of entry text holds the fake secrets, each between ordinary words; its last line is
+/// unterminated (a write in progress) and holds one too.
+fn secret_session(dir: &Path, secrets: &[(String, String)]) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("2026-01-01T00-00-00-000Z_secrets01.jsonl");
+    let header = serde_json::json!({"type":"session","version":3,"id":"secrets01","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/proj"});
+    let mut lines = vec![header.to_string()];
+    let mut parent = serde_json::Value::Null;
+    for (i, (text, _)) in secrets.iter().enumerate() {
+        let said = format!("ordinary words before {text} and plain words after {i}");
+        let id = format!("e{i:07}");
+        let message = match i % 4 {
+            0 => serde_json::json!({"role":"user","content":said,"timestamp":1_767_225_600_000u64 + i as u64}),
+            1 => serde_json::json!({"role":"assistant","content":[{"type":"text","text":said},
+                    {"type":"toolCall","id":format!("call{i}"),"name":"bash","arguments":{"command":format!("echo {text}")}}],
+                    "api":"x","provider":"x","model":"x","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,
+                    "cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","timestamp":1_767_225_600_000u64 + i as u64}),
+            2 => serde_json::json!({"role":"toolResult","toolCallId":format!("call{i}"),"toolName":"bash",
+                    "content":[{"type":"text","text":said}],"isError":false,"timestamp":1_767_225_600_000u64 + i as u64}),
+            _ => {
+                serde_json::json!({"role":"user","content":[{"type":"text","text":said}],"timestamp":1_767_225_600_000u64 + i as u64})
+            }
+        };
+        lines.push(
+            serde_json::json!({"type":"message","id":id,"parentId":parent,"timestamp":"2026-01-01T00:00:01.000Z","message":message})
+                .to_string(),
+        );
+        parent = serde_json::Value::String(id);
+    }
+    let name = serde_json::json!({"type":"session_info","id":"name0001","parentId":parent,"timestamp":"2026-01-01T00:00:02.000Z",
+        "name":format!("deploy with {}", secrets[0].0)});
+    lines.push(name.to_string());
+    let mut bytes = lines.join("\n") + "\n";
+    bytes.push_str(&format!(
+        r#"{{"type":"message","id":"tail0001","parentId":"name0001","message":{{"role":"user","content":"half {}"#,
+        secrets[1].0
+    ));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn a_push_stores_no_secret_of_23_kinds_in_any_column_and_keeps_the_words_around_them() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    let secrets = fake_secrets();
+    assert!(secrets.len() >= 15);
+    let file = secret_session(&agent.join("sessions/--proj--"), &secrets);
+    let before = std::fs::read(&file).unwrap();
+    let report = push(&agent, &url, "m");
+    assert_eq!(number(&report, "pushed"), 1.0, "{report:?}");
+    assert_eq!(std::fs::read(&file).unwrap(), before, "the local session file is not changed");
+
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    for (text, needle) in &secrets {
+        let holding = columns_holding(&mut client, needle);
+        assert!(holding.is_empty(), "{text:?} is stored in {holding:?}");
+    }
+    // What was around each secret is kept, with a marker naming the rule where the secret was.
+    let hits = run_search(&["--catalog", &url, "search", "--json", "--limit", "100", "ordinary words before"]);
+    assert_eq!(hits.matches("\"snippet\":\"ordinary words before ").count(), secrets.len(), "{hits}");
+    for rule in ["aws-access-key", "private-key", "password-in-url", "env-secret", "jwt", "openai-key", "anthropic-key"]
+    {
+        assert!(!columns_holding(&mut client, &format!("[redacted: {rule}]")).is_empty(), "no marker of {rule}");
+    }
+    // Every stored line is still JSON, and the session opens from the database as its file opens here.
+    let raws = client.query("SELECT raw FROM pi_entries", &[]).unwrap();
+    for r in &raws {
+        let raw: Vec<u8> = r.get(0);
+        assert!(serde_json::from_slice::<serde_json::Value>(&raw).is_ok(), "{}", String::from_utf8_lossy(&raw));
+    }
+    let path = s(&file);
+    let mut catalog = TeamCatalog::open(&Target::from_env(&url).unwrap()).unwrap();
+    let pushed = catalog.read_file("m", &path).unwrap().expect("pushed");
+    let remote = SessionManager::open_pushed(&path, &pushed.bytes, Default::default()).expect("opens");
+    let local = SessionManager::open(&path, None, None, Default::default()).unwrap();
+    assert_eq!(remote.entry_count(), local.entry_count());
+
+    // Pushing again sends nothing: the file is judged unchanged though its stored lines differ from it.
+    let again = push(&agent, &url, "m");
+    assert_eq!((number(&again, "pushed"), number(&again, "entries")), (0.0, 0.0), "{again:?}");
+
+    // The same push with --no-redact stores them: the search above can see a secret where there is one.
+    let plain = pg.database();
+    run(&["--agent-dir", &s(&agent), "push", "--postgres", &plain, "--machine", "m", "--no-redact"]);
+    let mut client = postgres::Client::connect(&plain, postgres::NoTls).unwrap();
+    assert!(!columns_holding(&mut client, &secrets[0].1).is_empty());
+}
+
+#[test]
+fn an_export_holds_no_secret_unless_asked_and_a_team_rule_file_adds_its_own_patterns() {
+    let tmp = temp_dir();
+    let agent = tmp.path().join("agent");
+    let mut secrets = fake_secrets();
+    secrets.push(("ticket ACME-884211-SECRET".to_owned(), "ACME-884211".to_owned()));
+    let file = secret_session(&agent.join("sessions/--proj--"), &secrets);
+    let rules = tmp.path().join("team-rules.toml");
+    std::fs::write(&rules, "[[rules]]\nid = \"acme-ticket\"\nregex = '''ACME-[0-9]{6}'''\nkeywords = [\"acme-\"]\n")
+        .unwrap();
+    let out = tmp.path().join("out.html");
+    let export = |extra: &[&str]| {
+        let mut args = vec!["--agent-dir".to_owned(), s(&agent), "export".to_owned(), s(&file)];
+        args.extend(["--html", "-o", &s(&out)].map(str::to_owned));
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        std::fs::read_to_string(&out).unwrap()
+    };
+    // The page's JSON writes `/` as `\/`.
+    let holds = |page: &str, needle: &str| page.contains(needle) || page.contains(&needle.replace('/', "\\/"));
+    let page = export(&["--redact-rules", &s(&rules)]);
+    for (text, needle) in &secrets {
+        assert!(!holds(&page, needle), "{text:?} is in the export");
+    }
+    assert!(page.contains("[redacted: acme-ticket]") && page.contains("[redacted: github-token]"));
+    assert!(page.matches("plain words after").count() >= secrets.len());
+    let plain = export(&["--no-redact"]);
+    assert!(secrets.iter().all(|(_, needle)| holds(&plain, needle)), "--no-redact exports them as they are");
+    let (status, _, stderr) =
+        push_args(&s(&agent), "postgres://127.0.0.1:1/x", &["--redact-rules", "/no/such/rules.toml"], None);
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(stderr.contains("/no/such/rules.toml"), "{stderr}");
+}
+
+/// A session file of `cwd` with one message, last modified at `modified` (seconds since the epoch).
+fn session_of(agent: &Path, cwd: &str, id: &str, modified: u64) -> String {
+    let dir = agent.join("sessions").join(format!("-{}-", cwd.trim_matches('/').replace('/', "-")));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("2026-01-01T00-00-00-000Z_{id}.jsonl"));
+    let header =
+        serde_json::json!({"type":"session","version":3,"id":id,"timestamp":"2026-01-01T00:00:00.000Z","cwd":cwd});
+    std::fs::write(&path, format!("{header}\n{}", message_line(&format!("{id:.4}0000"), "null", "hello", 0))).unwrap();
+    let f = std::fs::File::options().write(true).open(&path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(modified)).unwrap();
+    s(&path)
+}
+
+/// The (machine's) pushed session ids, sorted.
+fn pushed_ids(url: &str) -> Vec<String> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let rows = client.query("SELECT session_id FROM pi_sessions ORDER BY session_id", &[]).unwrap();
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+#[test]
+fn a_push_with_include_exclude_and_since_holds_exactly_the_chosen_projects_and_ages() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    let (old, new) = (1_700_000_000, 1_790_000_000); // 2023-11 and 2026-09
+    session_of(&agent, "/work/shop", "shop-new", new);
+    session_of(&agent, "/work/shop", "shop-old", old);
+    session_of(&agent, "/work/shop/api", "api-new", new);
+    session_of(&agent, "/work/blog", "blog-new", new);
+    session_of(&agent, "/home/al/private", "private-new", new);
+    let chosen = ["--include", "/work/**", "--exclude", "**/api", "--since", "2025-01-01"];
+    let (status, _, stderr) = push_args(&s(&agent), &url, &chosen, None);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert_eq!(pushed_ids(&url), ["blog-new", "shop-new"]);
+
+    // Without filters everything goes; with them again, what they leave out is deleted.
+    push_args(&s(&agent), &url, &[], None);
+    assert_eq!(pushed_ids(&url).len(), 5);
+    push_args(&s(&agent), &url, &["--include", "/work/shop", "--include", "/home/**"], None);
+    assert_eq!(pushed_ids(&url), ["private-new", "shop-new", "shop-old"]);
+
+    for bad in [["--since", "not a date"], ["--include", "a[b"]] {
+        let (status, _, stderr) = push_args(&s(&agent), &url, &bad, None);
+        assert_eq!(status, Some(2), "{bad:?} is refused: {stderr}");
+        assert!(stderr.contains(bad[0]), "{stderr}");
+    }
+    assert_eq!(pushed_ids(&url).len(), 3, "a refused push deletes nothing");
+}
+
+#[test]
+fn a_pushed_image_is_a_placeholder_with_its_type_size_and_hash_unless_kept() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    let file = session_of(&agent, "/work/shop", "img00001", 1_790_000_000);
+    // 3,000 bytes of a fake PNG as base64 (4,000 characters, no padding).
+    let data = fake(&mut Rng::new(7), "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", 4000);
+    let line = serde_json::json!({"type":"message","id":"img1","parentId":"img00000","timestamp":"2026-01-01T00:00:01.000Z",
+        "message":{"role":"user","content":[{"type":"text","text":"look at this"},{"type":"image","data":data,"mimeType":"image/png"}],"timestamp":1}});
+    append_line(Path::new(&file), &format!("{line}\n"));
+    let raw_of_image = |url: &str| -> String {
+        let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+        let raw: Vec<u8> = client.query_one("SELECT raw FROM pi_entries WHERE entry_id = 'img1'", &[]).unwrap().get(0);
+        String::from_utf8(raw).unwrap()
+    };
+    push(&agent, &url, "m");
+    let stored = json(&raw_of_image(&url));
+    let block = &stored.get("message").unwrap().get("content").map(|c| match c {
+        Json::Array(items) => items[1].clone(),
+        other => panic!("{other:?}"),
+    });
+    let block = block.as_ref().unwrap();
+    assert_eq!(str_of(block.get("mimeType").unwrap()), "image/png");
+    assert_eq!(str_of(block.get("data").unwrap()), "");
+    let omitted = block.get("omitted").expect("a placeholder");
+    assert_eq!(number(omitted, "bytes"), 3000.0);
+    let hash = str_of(omitted.get("sha256").unwrap());
+    assert_eq!(hash.len(), 64);
+    assert!(!raw_of_image(&url).contains(&data[..100]), "no pixels are stored");
+
+    let kept = pg.database();
+    run(&["--agent-dir", &s(&agent), "push", "--postgres", &kept, "--machine", "m", "--keep-images"]);
+    assert!(raw_of_image(&kept).contains(&data), "--keep-images stores the image");
 }

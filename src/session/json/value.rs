@@ -78,6 +78,11 @@ impl Object {
         self.members.iter().map(|(k, v)| (k, v))
     }
 
+    /// The members in insertion order, values mutable (keys are not: changing one could merge two members).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&JsString, &mut Json)> {
+        self.members.iter_mut().map(|(k, v)| (&*k, v))
+    }
+
     /// Number of members.
     pub fn len(&self) -> usize {
         self.members.len()
