@@ -236,7 +236,10 @@ fn scan(agent_dir: &str) -> DbResult<Scan> {
             scan.unreadable_dirs.insert(dir);
             continue;
         };
-        let stats = dirscan::stat_names(&dir, &names);
+        let Ok(stats) = dirscan::stat_names(&dir, &names) else {
+            scan.unreadable_dirs.insert(dir);
+            continue;
+        };
         for (name, stat) in names.into_iter().zip(stats) {
             let path = paths::join(&[&dir, &name]);
             match stat {

@@ -27,6 +27,7 @@ mod reads;
 mod rpc;
 mod rpc_conformance;
 mod rpc_faults;
+mod rpc_limits;
 mod rpc_listing;
 mod rpc_live;
 mod rpc_memory;

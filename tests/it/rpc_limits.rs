@@ -1,0 +1,89 @@
+//! The sidecar at the edges of its process's resources (issue 19): a listing or search that runs out of
+//! descriptors says so instead of answering "no sessions".
+
+use std::process::Command;
+
+use pi_sessiond::session::json::Json;
+
+use crate::support::sidecar::{binary, Sidecar, Wire};
+use crate::support::{json, s, str_of, temp_dir};
+
+/// An agent directory of `n` sessions of one project, written directly.
+fn sessions_on_disk(agent: &std::path::Path, n: usize) {
+    let dir = agent.join("sessions").join("--p--");
+    std::fs::create_dir_all(&dir).unwrap();
+    for k in 0..n {
+        let id = format!("0000000{k:05}");
+        std::fs::write(
+            dir.join(format!("2026-01-01T00-00-00-000Z_{id}.jsonl")),
+            format!(
+                "{{\"type\":\"session\",\"version\":3,\"id\":\"{id}\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}}\n\
+                 {{\"type\":\"message\",\"id\":\"m{k:07}\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\
+                 \"message\":{{\"role\":\"user\",\"content\":\"needle {k}\",\"timestamp\":1}}}}\n"
+            ),
+        )
+        .unwrap();
+    }
+}
+
+/// A listing or search answered while the process has no descriptor left: an io_error naming the path it could
+/// not read, or every session (never fewer, never none).
+fn assert_error_or_everything(sc: &mut Sidecar, method: &str, params: &str, all: usize) {
+    let id = sc.start(method, json(params));
+    let r = sc.response(id);
+    match (r.get("result"), r.get("error")) {
+        (Some(result), _) => {
+            let n = match result {
+                Json::Array(a) => a.len(),
+                _ => panic!("{method}: {}", r.to_canonical_string()),
+            };
+            assert_eq!(n, all, "{method} answered {n} of {all}: {}", r.to_canonical_string());
+        }
+        (None, Some(e)) => {
+            let kind = str_of(e.get("data").and_then(|d| d.get("kind")).expect("data.kind"));
+            assert_eq!(kind, "io_error", "{method}: {}", e.to_canonical_string());
+            let message = str_of(e.get("message").unwrap());
+            assert!(message.contains("open files"), "{method} says why: {message}");
+        }
+        _ => panic!("{method}: {}", r.to_canonical_string()),
+    }
+}
+
+#[test]
+fn at_the_descriptor_limit_list_all_and_search_answer_an_io_error_never_an_empty_list_and_work_again_after() {
+    let agent = temp_dir();
+    sessions_on_disk(agent.path(), 200);
+    let mut cmd = Command::new("prlimit");
+    cmd.args(["--nofile=64:64", binary(), "--agent-dir", &s(agent.path())]);
+    let mut sc = Sidecar::spawn_command(Wire::Jsonl, cmd, true);
+    let all = sc.call("sessions/listAll", json("{}"));
+    assert!(matches!(&all, Json::Array(a) if a.len() == 200), "every session, with descriptors to spare");
+    // Handles hold their files open: open sessions until the process has no descriptor left.
+    let dir = agent.path().join("sessions").join("--p--");
+    let mut files: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| s(&e.unwrap().path())).collect();
+    files.sort();
+    let mut opened = Vec::new();
+    let mut refused = None;
+    for (k, f) in files.iter().enumerate() {
+        let id = sc.start("session/open", json(&format!(r#"{{"path":"{f}","handle":"o{k}"}}"#)));
+        let r = sc.response(id);
+        match r.get("error") {
+            None => opened.push(format!("o{k}")),
+            Some(e) => {
+                refused = Some(e.clone());
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("64 descriptors run out before 200 opens");
+    assert!(str_of(refused.get("message").unwrap()).contains("open files"), "{}", refused.to_canonical_string());
+    assert_error_or_everything(&mut sc, "sessions/listAll", "{}", 200);
+    assert_error_or_everything(&mut sc, "sessions/search", r#"{"query":"needle","limit":500}"#, 200);
+    // Descriptors back: the same calls answer in full.
+    for h in opened.iter().take(8) {
+        sc.call("session/close", json(&format!(r#"{{"handle":"{h}"}}"#)));
+    }
+    let all = sc.call("sessions/listAll", json("{}"));
+    assert!(matches!(&all, Json::Array(a) if a.len() == 200), "{}", all.to_canonical_string());
+    assert_eq!(sc.finish(), 0);
+}
