@@ -1,12 +1,71 @@
-//! The sidecar at the edges of its process's resources (issue 19): a listing or search that runs out of
-//! descriptors says so instead of answering "no sessions".
+//! The sidecar at the edges of its process's resources (issue 19): pipelined reads run on a fixed pool instead of
+//! a thread each, and a listing or search that runs out of descriptors says so instead of answering "no
+//! sessions".
 
+use std::collections::HashSet;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use pi_sessiond::session::json::Json;
 
 use crate::support::sidecar::{binary, Sidecar, Wire};
-use crate::support::{json, s, str_of, temp_dir};
+use crate::support::{big_session, json, s, str_of, temp_dir};
+
+/// The thread ids of a process now.
+fn tasks(pid: u32) -> Vec<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Sends `n` pipelined reads of the whole session on `h` and waits for every answer, while another thread
+/// watches the process's threads; returns every thread id seen and the most alive at once.
+fn pipelined_reads(sc: &mut Sidecar, h: &str, n: usize) -> (HashSet<u64>, usize) {
+    let pid = sc.pid();
+    let seen = Arc::new(Mutex::new((HashSet::new(), 0usize)));
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (seen, done) = (seen.clone(), done.clone());
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while !done.load(Ordering::SeqCst) && Instant::now() < deadline {
+                let now = tasks(pid);
+                let mut seen = seen.lock().unwrap();
+                seen.1 = seen.1.max(now.len());
+                seen.0.extend(now);
+            }
+        })
+    };
+    let methods = ["session/buildSessionContext", "session/getEntries", "session/getTree", "session/getBranch"];
+    let ids: Vec<u64> =
+        (0..n).map(|i| sc.start(methods[i % methods.len()], json(&format!(r#"{{"handle":"{h}"}}"#)))).collect();
+    for id in ids {
+        let r = sc.response(id);
+        assert!(r.get("result").is_some(), "{}", r.to_canonical_string());
+    }
+    done.store(true, Ordering::SeqCst);
+    watcher.join().unwrap();
+    let seen = seen.lock().unwrap();
+    (seen.0.clone(), seen.1)
+}
+
+#[test]
+fn sixty_four_pipelined_reads_on_one_handle_run_on_a_fixed_pool_without_starting_threads_of_their_own() {
+    let dir = temp_dir();
+    let file = big_session(dir.path(), 3000, 600, "");
+    let mut sc = Sidecar::new();
+    sc.call("session/open", json(&format!(r#"{{"path":"{file}","handle":"b"}}"#)));
+    // The first run starts whatever pools there are.
+    pipelined_reads(&mut sc, "b", 64);
+    let before: HashSet<u64> = tasks(sc.pid()).into_iter().collect();
+    let (seen, most) = pipelined_reads(&mut sc, "b", 64);
+    let started: Vec<&u64> = seen.difference(&before).collect();
+    assert!(started.len() <= 2, "64 reads started {} threads: {started:?}", started.len());
+    assert!(most <= before.len() + 2, "{most} threads alive at once, {} before the reads", before.len());
+    assert_eq!(sc.finish(), 0);
+}
 
 /// An agent directory of `n` sessions of one project, written directly.
 fn sessions_on_disk(agent: &std::path::Path, n: usize) {
