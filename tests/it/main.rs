@@ -35,6 +35,7 @@ mod rpc_mirror;
 mod rpc_open_repair;
 mod rpc_order;
 mod rpc_search;
+mod soak;
 // The team catalog in PostgreSQL (issue 16).
 mod team;
 mod tidy;
