@@ -738,7 +738,8 @@ if (only?.includes("soak")) {
   const series = [0.1, 0.25, 0.5, 0.75, 1].map((f) => at(f)).map((x) => `${(x.secs / 60).toFixed(0)} min ${fmt(x.rssKiB, "KiB")}/${x.threads}`).join(", ");
   const rate = Math.round(last.requests / last.secs);
   row("soak", `soak ${minutes} min: RSS after warm-up (${(warm.secs / 60).toFixed(1)} min) → end`, undefined, last.rssKiB, "KiB", `${fmt(warm.rssKiB, "KiB")} at warm-up, most ${fmt(Math.max(...after.map((x) => x.rssKiB)), "KiB")}; ${last.requests} requests (${rate}/s); RSS/threads over time: ${series}`);
-  row("soak", `soak ${minutes} min: threads after warm-up, fewest–most`, undefined, `${Math.min(...after.map((x) => x.threads))}–${Math.max(...after.map((x) => x.threads))}`, "", verdict);
+  const span = (k) => `${Math.min(...after.map((x) => x[k]))}–${Math.max(...after.map((x) => x[k]))}`;
+  row("soak", `soak ${minutes} min: threads after warm-up, fewest–most`, undefined, span("threads"), "", `descriptors ${span("fds")}; ${verdict}`);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

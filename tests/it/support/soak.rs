@@ -52,6 +52,8 @@ pub struct Sample {
     pub rss_kib: u64,
     /// Threads of the process.
     pub threads: u64,
+    /// Open descriptors of the process.
+    pub fds: u64,
 }
 
 /// What a soak found.
@@ -80,16 +82,23 @@ impl SoakReport {
             .iter()
             .map(|s| {
                 format!(
-                    "{{\"secs\":{:.1},\"requests\":{},\"rssKiB\":{},\"threads\":{}}}\n",
-                    s.secs, s.requests, s.rss_kib, s.threads
+                    "{{\"secs\":{:.1},\"requests\":{},\"rssKiB\":{},\"threads\":{},\"fds\":{}}}\n",
+                    s.secs, s.requests, s.rss_kib, s.threads, s.fds
                 )
             })
             .collect()
     }
 }
 
+/// A look at process `pid` now: RSS and threads from `/proc/PID/status`, descriptors from `/proc/PID/fd`.
+fn sample(pid: u32, secs: f64, requests: u64) -> Sample {
+    let (rss_kib, threads) = proc_status(pid);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
+    Sample { secs, requests, rss_kib, threads, fds }
+}
+
 /// Resident set (KiB) and thread count of a process, from `/proc/PID/status`.
-pub fn proc_status(pid: u32) -> (u64, u64) {
+fn proc_status(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -530,9 +539,7 @@ pub fn run(config: &SoakConfig, agent: &Path) -> SoakReport {
     let mut steps = 0u64;
     while started.elapsed() < config.duration && d.report.requests < config.max_requests {
         if Instant::now() >= next_sample {
-            let (rss_kib, threads) = proc_status(pid);
-            let s = Sample { secs: started.elapsed().as_secs_f64(), requests: d.report.requests, rss_kib, threads };
-            samples.push(s);
+            samples.push(sample(pid, started.elapsed().as_secs_f64(), d.report.requests));
             next_sample += config.sample_every;
         }
         d.step();
@@ -545,9 +552,7 @@ pub fn run(config: &SoakConfig, agent: &Path) -> SoakReport {
     if let Some(a) = appender {
         a.join().expect("raw appender");
     }
-    let (rss_kib, threads) = proc_status(pid);
-    let last = Sample { secs: started.elapsed().as_secs_f64(), requests: d.report.requests, rss_kib, threads };
-    samples.push(last);
+    samples.push(sample(pid, started.elapsed().as_secs_f64(), d.report.requests));
     d.check();
     d.report.raw_lines = lines.load(Ordering::SeqCst);
     d.report.samples = samples;
