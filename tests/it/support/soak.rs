@@ -97,6 +97,15 @@ fn sample(pid: u32, secs: f64, requests: u64) -> Sample {
     Sample { secs, requests, rss_kib, threads, fds }
 }
 
+/// The inotify watches a process holds (`inotify wd:` lines of its descriptors' fdinfo).
+fn inotify_watches(pid: u32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else { return 0 };
+    fds.flatten()
+        .map(|fd| std::fs::read_to_string(fd.path()).unwrap_or_default())
+        .map(|info| info.lines().filter(|l| l.starts_with("inotify wd:")).count())
+        .sum()
+}
+
 /// Resident set (KiB) and thread count of a process, from `/proc/PID/status`.
 fn proc_status(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -442,6 +451,20 @@ impl Driver {
         self.report.acknowledged += self.acked.iter().map(Vec::len).sum::<usize>();
     }
 
+    /// Closes every handle and ends every directory watch: the process must then watch nothing.
+    fn release_everything(&mut self, pid: u32) {
+        for slot in 0..self.opens.len() {
+            self.close(slot);
+        }
+        for id in std::mem::take(&mut self.dir_watches) {
+            self.one("sessions/unwatch", format!(r#"{{"watchId":"{id}"}}"#));
+        }
+        let watches = inotify_watches(pid);
+        if watches > 0 {
+            self.report.violations.push(format!("{watches} inotify watches are left with no handle and no watch"));
+        }
+    }
+
     /// Every entry acknowledged for file `i` is in it and every parent it names is in it; gives its entries.
     fn check_file(&mut self, i: usize) -> FileEntries {
         let (ids, parents) = file_entries(&self.files[i]);
@@ -554,6 +577,7 @@ pub fn run(config: &SoakConfig, agent: &Path) -> SoakReport {
     }
     samples.push(sample(pid, started.elapsed().as_secs_f64(), d.report.requests));
     d.check();
+    d.release_everything(pid);
     d.report.raw_lines = lines.load(Ordering::SeqCst);
     d.report.samples = samples;
     let mut report = std::mem::take(&mut d.report);
