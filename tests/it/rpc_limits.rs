@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pi_sessiond::session::json::Json;
@@ -20,24 +20,39 @@ fn tasks(pid: u32) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// Sends `n` pipelined reads of the whole session on `h` and waits for every answer, while another thread
-/// watches the process's threads; returns every thread id seen and the most alive at once.
-fn pipelined_reads(sc: &mut Sidecar, h: &str, n: usize) -> (HashSet<u64>, usize) {
-    let pid = sc.pid();
-    let seen = Arc::new(Mutex::new((HashSet::new(), 0usize)));
-    let done = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (seen, done) = (seen.clone(), done.clone());
-        std::thread::spawn(move || {
+/// Watches a process's threads until told to stop: every thread id seen, and the most alive at once.
+struct ThreadWatch {
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(HashSet<u64>, usize)>,
+}
+
+impl ThreadWatch {
+    fn start(pid: u32) -> ThreadWatch {
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = done.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut seen, mut most) = (HashSet::new(), 0);
             let deadline = Instant::now() + Duration::from_secs(120);
-            while !done.load(Ordering::SeqCst) && Instant::now() < deadline {
+            while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
                 let now = tasks(pid);
-                let mut seen = seen.lock().unwrap();
-                seen.1 = seen.1.max(now.len());
-                seen.0.extend(now);
+                most = most.max(now.len());
+                seen.extend(now);
             }
-        })
-    };
+            (seen, most)
+        });
+        ThreadWatch { done, thread }
+    }
+
+    fn stop(self) -> (HashSet<u64>, usize) {
+        self.done.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap()
+    }
+}
+
+/// Sends `n` pipelined reads of the whole session on `h` and waits for every answer, while the process's threads
+/// are watched; returns every thread id seen and the most alive at once.
+fn pipelined_reads(sc: &mut Sidecar, h: &str, n: usize) -> (HashSet<u64>, usize) {
+    let watch = ThreadWatch::start(sc.pid());
     let methods = ["session/buildSessionContext", "session/getEntries", "session/getTree", "session/getBranch"];
     let ids: Vec<u64> =
         (0..n).map(|i| sc.start(methods[i % methods.len()], json(&format!(r#"{{"handle":"{h}"}}"#)))).collect();
@@ -45,10 +60,7 @@ fn pipelined_reads(sc: &mut Sidecar, h: &str, n: usize) -> (HashSet<u64>, usize)
         let r = sc.response(id);
         assert!(r.get("result").is_some(), "{}", r.to_canonical_string());
     }
-    done.store(true, Ordering::SeqCst);
-    watcher.join().unwrap();
-    let seen = seen.lock().unwrap();
-    (seen.0.clone(), seen.1)
+    watch.stop()
 }
 
 #[test]
@@ -64,6 +76,34 @@ fn sixty_four_pipelined_reads_on_one_handle_run_on_a_fixed_pool_without_starting
     let started: Vec<&u64> = seen.difference(&before).collect();
     assert!(started.len() <= 2, "64 reads started {} threads: {started:?}", started.len());
     assert!(most <= before.len() + 2, "{most} threads alive at once, {} before the reads", before.len());
+    assert_eq!(sc.finish(), 0);
+}
+
+#[test]
+fn reads_on_a_hundred_and_fifty_busy_handles_at_once_take_at_most_the_blocking_pools_threads() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let handles: Vec<String> = (0..150)
+        .map(|k| {
+            let sub = dir.path().join(format!("s{k}"));
+            std::fs::create_dir(&sub).unwrap();
+            let file = big_session(&sub, 1500, 200, "");
+            sc.call("session/open", json(&format!(r#"{{"path":"{file}","handle":"b{k}"}}"#)));
+            format!("b{k}")
+        })
+        .collect();
+    let before = tasks(sc.pid()).len();
+    let watch = ThreadWatch::start(sc.pid());
+    let ids: Vec<u64> = handles
+        .iter()
+        .map(|h| sc.start("session/buildSessionContext", json(&format!(r#"{{"handle":"{h}"}}"#))))
+        .collect();
+    for id in ids {
+        assert!(sc.response(id).get("result").is_some());
+    }
+    let (_, most) = watch.stop();
+    let bound = before + pi_sessiond::rpc::server::BLOCKING_THREADS + 7;
+    assert!(most <= bound, "{most} threads for 150 busy handles ({before} before; at most {bound})");
     assert_eq!(sc.finish(), 0);
 }
 
