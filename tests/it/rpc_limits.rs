@@ -1,6 +1,6 @@
 //! The sidecar at the edges of its process's resources (issue 19): pipelined reads run on a fixed pool instead of
-//! a thread each, and a listing or search that runs out of descriptors says so instead of answering "no
-//! sessions".
+//! a thread each, many busy handles share a capped blocking pool, and a listing or search that runs out of
+//! descriptors says so instead of answering "no sessions".
 
 use std::collections::HashSet;
 use std::process::Command;
