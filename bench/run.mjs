@@ -3,7 +3,8 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team,soak]
+//                      [--soak-minutes 60]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
@@ -708,6 +709,37 @@ if (wanted("mirror")) {
     const note = d === "none" ? "no fsync, like pi" : "one fsync per batch";
     row("mirror", `(d) append ${count}: pi appendMessage() vs appendBatch of ${size}, pipelined, --durability ${d}`, pick(piAppends, "appendMs"), pick(oursBatched[i], "ms"), "ms", note);
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The soak (issue 19): tests/it/soak.rs's mixed load with a raw appender beside it, on the release binary, for an
+// hour (--soak-minutes N or SOAK_MINUTES); RSS and threads over time. Only when asked for by name (--only soak).
+if (only?.includes("soak")) {
+  const minutes = Number(opt("--soak-minutes", process.env.SOAK_MINUTES ?? 60));
+  const built = execFileSync("cargo", ["test", "--release", "--test", "it", "--no-run", "--message-format=json"], { encoding: "utf8", maxBuffer: 1 << 28 });
+  const it = built.split("\n").filter(Boolean).map((l) => JSON.parse(l)).find((m) => m.reason === "compiler-artifact" && m.target?.name === "it" && m.executable)?.executable;
+  const samplesPath = join(data, "soak-samples.jsonl");
+  rmSync(samplesPath, { force: true });
+  console.error(`  soak: ${minutes} min of mixed load on ${bin}`);
+  let verdict = "its checks held (entries, parents, handles, RSS and threads)";
+  try {
+    execFileSync(it, ["soak::", "--nocapture", "--test-threads=1"], {
+      stdio: ["ignore", "inherit", "inherit"],
+      env: { ...process.env, PI_SESSIOND_SOAK_BIN: bin, PI_SESSIOND_SOAK_SECS: String(Math.round(minutes * 60)), PI_SESSIOND_SOAK_SAMPLES: samplesPath },
+    });
+  } catch {
+    verdict = "ITS CHECKS FAILED (the test's output above says which)";
+  }
+  const samples = readFileSync(samplesPath, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  const last = samples[samples.length - 1];
+  const warm = samples.find((x) => x.secs >= last.secs / 10) ?? samples[0];
+  const after = samples.filter((x) => x.secs >= warm.secs);
+  const at = (f) => samples.find((x) => x.secs >= f * last.secs) ?? last;
+  const series = [0.1, 0.25, 0.5, 0.75, 1].map((f) => at(f)).map((x) => `${(x.secs / 60).toFixed(0)} min ${fmt(x.rssKiB, "KiB")}/${x.threads}`).join(", ");
+  const rate = Math.round(last.requests / last.secs);
+  row("soak", `soak ${minutes} min: RSS after warm-up (${(warm.secs / 60).toFixed(1)} min) → end`, undefined, last.rssKiB, "KiB", `${fmt(warm.rssKiB, "KiB")} at warm-up, most ${fmt(Math.max(...after.map((x) => x.rssKiB)), "KiB")}; ${last.requests} requests (${rate}/s); RSS/threads over time: ${series}`);
+  const span = (k) => `${Math.min(...after.map((x) => x[k]))}–${Math.max(...after.map((x) => x[k]))}`;
+  row("soak", `soak ${minutes} min: threads after warm-up, fewest–most`, undefined, span("threads"), "", `descriptors ${span("fds")}; ${verdict}`);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -387,7 +387,26 @@ fn parse_args() -> Result<Args, u8> {
     }
 }
 
+/// glibc's malloc, told to hand memory back: under a long mixed load its defaults grew the sidecar's RSS without
+/// bound while its heap stayed under 20 MB (heaptrack): a freed 4 MiB read buffer raises the mmap threshold to
+/// 4 MiB, so later large buffers are carved from the arenas and fragment them, and every thread may get an arena
+/// of its own. A fixed 256 KiB threshold (large buffers are mapped and unmapped) and 2 arenas kept a 90-second
+/// soak at 48 MB where the defaults reached 160 MB and were still rising (docs/performance.md, "Bounded for
+/// hours"). Called before any thread starts.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn tune_malloc() {
+    // SAFETY: mallopt only sets allocator parameters; it is called once, before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn tune_malloc() {}
+
 fn main() -> ExitCode {
+    tune_malloc();
     let args = match parse_args() {
         Ok(a) => a,
         Err(status) => return ExitCode::from(status),

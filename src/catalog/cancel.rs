@@ -1,16 +1,41 @@
 //! Cancelling catalog work: a flag every loop of a listing, lookup or search checks, so a host that gives up on a
-//! request stops its work (and a file of gigabytes stops mid-read).
+//! request stops its work (and a file of gigabytes stops mid-read). The same check stops work that hit a failure
+//! it must not skip: a listing that could not open a file because the process ran out of descriptors fails
+//! instead of answering without that file.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::session::error::{Error, Result};
 
 /// A request's cancellation flag, cheap to check in every loop of catalog work: whoever runs the request (the
 /// RPC layer on `$/cancelRequest` or at shutdown) sets it, and the listing, lookup or search stops at its next
 /// check with [`Error::Cancelled`]. Clones share the flag.
+///
+/// It also carries the first failure that says nothing about the file it happened on
+/// ([`Cancel::note_failure`]): the calls skip files pi skips (one that vanished, one pi cannot read), but once
+/// the process itself ran out of descriptors or memory, skipping would answer "no sessions" for sessions that
+/// are there, so the next check fails the call with that error instead.
 #[derive(Clone, Debug, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+pub struct Cancel(Arc<AtomicBool>, Arc<Mutex<Option<Failure>>>);
+
+/// What [`Cancel::note_failure`] kept: enough to say it again.
+#[derive(Debug)]
+struct Failure {
+    op: &'static str,
+    path: String,
+    errno: i32,
+}
+
+/// Whether a failure is the process's, not the file's: no descriptor or no memory left for it.
+pub fn is_exhaustion(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::OutOfMemory
+        || e.raw_os_error().is_some_and(|n| {
+            [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE, rustix::io::Errno::NOMEM, rustix::io::Errno::NOBUFS]
+                .iter()
+                .any(|e| e.raw_os_error() == n)
+        })
+}
 
 impl Cancel {
     /// A flag nobody has set yet.
@@ -28,13 +53,30 @@ impl Cancel {
         self.0.load(Ordering::Relaxed)
     }
 
-    /// `Err(Error::Cancelled)` once the work was cancelled.
+    /// `Err(Error::Cancelled)` once the work was cancelled; the noted failure once there is one.
     pub fn check(&self) -> Result<()> {
         if self.is_cancelled() {
-            Err(Error::Cancelled)
-        } else {
-            Ok(())
+            return Err(Error::Cancelled);
         }
+        match &*self.1.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(f) => Err(Error::io(f.op, f.path.clone(), std::io::Error::from_raw_os_error(f.errno))),
+            None => Ok(()),
+        }
+    }
+
+    /// Notes why a file or directory could not be read, if it is a failure that must not be skipped
+    /// ([`is_exhaustion`]): the next [`Cancel::check`] fails with it. Other failures are left to the caller.
+    pub fn note_failure(&self, e: &Error) {
+        if let Error::Io { op, path, source } = e {
+            self.note_io_failure(op, path, source);
+        }
+    }
+
+    /// [`Cancel::note_failure`] for a failure from `std::io`.
+    pub fn note_io_failure(&self, op: &'static str, path: &str, e: &std::io::Error) {
+        let Some(errno) = e.raw_os_error().filter(|_| is_exhaustion(e)) else { return };
+        let mut failure = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        failure.get_or_insert_with(|| Failure { op, path: path.to_owned(), errno });
     }
 
     /// `reader`, failing its next refill once the work is cancelled: a single file of gigabytes stops too.

@@ -38,7 +38,7 @@ use std::time::Duration;
 use rusqlite::config::DbConfig;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use super::cancel::Cancel;
+use super::cancel::{is_exhaustion, Cancel};
 use super::info::{Doc, InfoState, ListedSession, ReadlineLines, SessionInfo};
 use crate::session::dirscan::{self, FileStat};
 use crate::session::identity::{self, continues, now_ns, settled, HEAD_CHECK, TAIL_CHECK};
@@ -835,7 +835,7 @@ impl CatalogIndex {
         let mut batch: Vec<DocsChunk> = Vec::new();
         let mut batch_bytes = 0;
         for (k, mut file) in behind.into_iter().enumerate() {
-            let Ok(f) = store::open_regular(&file.path) else {
+            let Ok(f) = store::open_regular(&file.path).inspect_err(|e| cancel.note_failure(e)) else {
                 on_progress(k + 1, total);
                 continue;
             };
@@ -1244,8 +1244,9 @@ fn extract_docs(file: &File, from: u64, to: u64, cancel: &Cancel) -> Option<Vec<
 /// One file's next row and listing entry, from its row as read (`known`, with its text) and the file's bytes
 /// (read with no lock held): answered from the row, continued from where the row stopped, or read again from the
 /// start.
-/// The answer is None when the file could not be read (it vanished, changed while read, or the process is out of
-/// descriptors): the listing leaves it out this time, and nothing remembers that.
+/// The answer is None when the file could not be read (it vanished, or changed while read): the listing leaves it
+/// out this time, and nothing remembers that. When the process is out of descriptors, the failure is noted on
+/// `cancel` (the listing fails) and the row is kept.
 fn plan(
     file: &FileToIndex<'_>,
     known: Option<Row>,
@@ -1257,7 +1258,14 @@ fn plan(
     if let Some(row) = known.as_ref().filter(|r| r.answers_unread(meta)) {
         return (finish(&row.state), Write::Keep);
     }
-    let Ok(f) = store::open_regular(&file.path) else { return (None, Write::Forget) };
+    let f = match store::open_regular(&file.path) {
+        Ok(f) => f,
+        Err(e) => {
+            cancel.note_failure(&e);
+            let exhausted = matches!(&e, crate::session::Error::Io { source, .. } if is_exhaustion(source));
+            return (None, if exhausted { Write::Keep } else { Write::Forget });
+        }
+    };
     let indexed_at_ns = now_ns();
     if let Some(row) = known.as_ref().filter(|r| r.unchanged(meta) && r.complete() && row_continues(&f, r)) {
         // Racily clean, and its bytes say it is unchanged: clean from now on if the tick has passed.
@@ -1412,7 +1420,7 @@ fn fragment_docs(conn: &Connection, paths: &[String], cancel: &Cancel) -> IndexR
     let mut out = Vec::new();
     for (path, offset, size) in fragments {
         check(cancel)?;
-        let Ok(f) = store::open_regular(&path) else { continue };
+        let Ok(f) = store::open_regular(&path).inspect_err(|e| cancel.note_failure(e)) else { continue };
         let mut state = InfoState::default();
         if offset > 0 {
             state.header = Some(Json::Null);

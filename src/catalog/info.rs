@@ -396,11 +396,11 @@ fn capped(text: JsString) -> String {
 /// not a header), is not a regular file, cannot be read, or `cancel` was set. `mtime_ms` is the file's
 /// modification time (for sessions with no activity).
 pub fn session_info(path: &str, mtime_ms: f64, with_text: bool, cancel: &Cancel) -> Option<SessionInfo> {
-    let file = store::open_regular(path).ok()?;
+    let file = store::open_regular(path).inspect_err(|e| cancel.note_failure(e)).ok()?;
     let mut lines = ReadlineLines::new(cancel.reader(BufReader::with_capacity(1 << 20, file)));
     let mut buf = Vec::new();
     let mut state = InfoState::default();
-    while lines.next_line(&mut buf).ok()? {
+    while lines.next_line(&mut buf).inspect_err(|e| cancel.note_io_failure("read", path, e)).ok()? {
         state.feed(&buf, None);
         if state.rejected {
             return None;

@@ -54,8 +54,8 @@ fn sort_infos(infos: &mut [Arc<ListedSession>]) {
 
 /// pi's load order of `dir`'s sessions (`listSessionsFromDir`): `readdir` order, stably sorted by filename
 /// descending with `localeCompare`.
-fn read_load_order(dir: &str) -> Option<Vec<String>> {
-    let mut names = dirscan::jsonl_names(dir).ok()?;
+fn read_load_order(dir: &str, cancel: &Cancel) -> Option<Vec<String>> {
+    let mut names = read_load_order_unsorted(dir, cancel)?;
     let c = collator();
     sort_like_v8(&mut names, |a, b| locale_compare(&c, b, a));
     Some(names)
@@ -109,7 +109,8 @@ impl<'a> Catalog<'a> {
         let cancel = self.cancel.clone();
         let Some(index) = self.index() else { return Ok(None) };
         match run(index, &cancel) {
-            Ok(v) => Ok(Some(v)),
+            // A file the index could not read for want of descriptors fails the call, not just the file.
+            Ok(v) => cancel.check().map(|()| Some(v)),
             Err(IndexError::Cancelled) => Err(Error::Cancelled),
             Err(e) => {
                 tracing::warn!("catalog index unavailable ({e}); reading {what} directly");
@@ -127,12 +128,14 @@ impl<'a> Catalog<'a> {
         }
         // The names in load order: from the index's snapshot while the directory is unchanged (collating
         // thousands of names is a large part of a warm listing), else read now.
+        let cancel = self.cancel.clone();
         let names = match self.index() {
-            Some(ix) => ix.load_order(dir, || read_load_order(dir)),
-            None => read_load_order(dir).map(Arc::new),
+            Some(ix) => ix.load_order(dir, || read_load_order(dir, &cancel)),
+            None => read_load_order(dir, &cancel).map(Arc::new),
         };
+        self.cancel.check()?;
         let Some(names) = names else { return Ok(Vec::new()) };
-        let stats = dirscan::stat_names(dir, &names);
+        let stats = self.stats(dir, &names)?;
         let ordered: Vec<(&String, Option<FileStat>)> = names.iter().zip(stats).collect();
         let with_text = self.with_text;
         let files: Vec<FileToIndex<'_>> = ordered
@@ -199,7 +202,14 @@ impl<'a> Catalog<'a> {
             return Ok(infos);
         }
         let root = paths::join(&[self.agent_dir, "sessions"]);
-        let Ok(entries) = fs::read_dir(&root) else { return Ok(Vec::new()) };
+        let entries = match fs::read_dir(&root) {
+            Ok(entries) => entries,
+            Err(e) => {
+                self.cancel.note_io_failure("read directory", &root, &e);
+                self.cancel.check()?;
+                return Ok(Vec::new());
+            }
+        };
         let mut dirs = Vec::new();
         let mut candidates: Vec<(String, String, Option<FileStat>)> = Vec::new();
         for entry in entries.flatten() {
@@ -209,9 +219,12 @@ impl<'a> Catalog<'a> {
                 continue;
             }
             let dir = paths::join(&[&root, &entry.file_name().to_string_lossy()]);
-            if let Ok(files) = jsonl_entries(&dir) {
-                candidates.extend(files.into_iter().map(|(n, meta)| (paths::join(&[&dir, &n]), dir.clone(), meta)));
-                dirs.push(dir);
+            match jsonl_entries(&dir) {
+                Ok(files) => {
+                    candidates.extend(files.into_iter().map(|(n, meta)| (paths::join(&[&dir, &n]), dir.clone(), meta)));
+                    dirs.push(dir);
+                }
+                Err(e) => self.cancel.note_io_failure("read directory", &dir, &e),
             }
         }
         let c = collator();
@@ -245,10 +258,10 @@ impl<'a> Catalog<'a> {
                     }
                     on_progress(i + 1, total);
                 }
-                self.cancel.check()?;
                 infos
             }
         };
+        self.cancel.check()?;
         sort_infos(&mut infos);
         Ok(infos)
     }
@@ -260,10 +273,13 @@ impl<'a> Catalog<'a> {
         self.cancel.check()?;
         let (dir, filter) = directory_for(cwd, session_dir, self.agent_dir)?;
         let resolved_cwd = paths::resolve_path(cwd);
-        let Ok(names) = dirscan::jsonl_names(&dir) else { return Ok(None) };
+        let Some(names) = read_load_order_unsorted(&dir, &self.cancel) else {
+            self.cancel.check()?;
+            return Ok(None);
+        };
         // Headers of files unchanged since they were indexed need no reading.
         let cached = self.through_index(&dir, |ix, _| ix.cached_headers(&dir))?.unwrap_or_default();
-        let stats = dirscan::stat_names(&dir, &names);
+        let stats = self.stats(&dir, &names)?;
         for (name, stat) in names.iter().zip(stats) {
             self.cancel.check()?;
             let Some(stat) = stat.filter(|s| s.regular) else { continue };
@@ -281,6 +297,26 @@ impl<'a> Catalog<'a> {
             }
             return Ok(Some(path));
         }
+        self.cancel.check()?;
         Ok(None)
     }
+
+    /// The stats of `names` in `dir`; a directory that cannot be opened for want of descriptors fails the call
+    /// (any other failure leaves every name without a stat, as if it vanished).
+    fn stats(&self, dir: &str, names: &[String]) -> Result<Vec<Option<FileStat>>> {
+        match dirscan::stat_names(dir, names) {
+            Ok(stats) => Ok(stats),
+            Err(e) => {
+                self.cancel.note_io_failure("open directory", dir, &e);
+                self.cancel.check()?;
+                Ok(vec![None; names.len()])
+            }
+        }
+    }
+}
+
+/// The `*.jsonl` names of `dir` in directory order; None when it cannot be read (noted on `cancel` when the
+/// process is out of descriptors).
+fn read_load_order_unsorted(dir: &str, cancel: &Cancel) -> Option<Vec<String>> {
+    dirscan::jsonl_names(dir).inspect_err(|e| cancel.note_io_failure("read directory", dir, e)).ok()
 }

@@ -538,7 +538,7 @@ pub fn search_sessions(
     let cancel = catalog.cancel().clone();
     if let Some(ix) = catalog.index() {
         match search_index(ix, &parsed, &sessions, &paths, roles, limit, &cancel, on_progress) {
-            Ok(hits) => return Ok(hits),
+            Ok(hits) => return cancel.check().map(|()| hits),
             Err(IndexError::Cancelled) => return Err(Error::Cancelled),
             Err(e) => tracing::warn!("catalog index unavailable ({e}); reading the sessions directly"),
         }
@@ -602,12 +602,14 @@ fn search_index(
 /// Every searchable entry of the file at `path`, read directly (nothing when it is not a regular file; what was
 /// read when `cancel` was set).
 pub fn read_docs(path: &str, cancel: &Cancel) -> Vec<Doc> {
-    let Ok(file) = crate::session::store::open_regular(path) else { return Vec::new() };
+    let Ok(file) = crate::session::store::open_regular(path).inspect_err(|e| cancel.note_failure(e)) else {
+        return Vec::new();
+    };
     let mut lines = ReadlineLines::new(cancel.reader(std::io::BufReader::with_capacity(1 << 20, file)));
     let mut buf = Vec::new();
     let mut state = InfoState::default();
     let mut docs = Vec::new();
-    while lines.next_line(&mut buf).unwrap_or(false) {
+    while lines.next_line(&mut buf).inspect_err(|e| cancel.note_io_failure("read", path, e)).unwrap_or(false) {
         state.feed(&buf, Some(&mut docs));
     }
     if state.rejected {

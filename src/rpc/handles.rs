@@ -10,7 +10,8 @@
 //! is retired once its queue is empty.
 //!
 //! A slot's worker is one blocking task, started when a job arrives at an idle slot and ended when the queue is
-//! empty; a burst of pipelined appends is drained by one task. Under group commit ([`Job::Write`] returning an
+//! empty; a burst of pipelined appends is drained by one task. Reads beside the one the worker runs go to one
+//! fixed pool for the whole process, so pipelined reads never start threads of their own. Under group commit ([`Job::Write`] returning an
 //! [`Ack`]) the worker runs consecutive writes, then one `fsync`, then sends their answers.
 
 use std::collections::{HashMap, VecDeque};
@@ -39,8 +40,24 @@ pub type WriteJob = Box<dyn FnOnce(&mut Option<SessionManager>, &Arc<Slot>) -> O
 /// An answer held back until the writes before it are synced; it gets the sync's outcome.
 pub type Ack = Box<dyn FnOnce(&crate::session::Result<()>) + Send>;
 
-/// Reads that run side by side at most.
+/// Reads of one session that run side by side at most.
 const READS_AT_ONCE: usize = 8;
+
+/// Threads of the read pool, shared by every session: a read beside others on its session runs there (the
+/// slot's worker runs one more itself).
+const READ_POOL_THREADS: usize = READS_AT_ONCE - 1;
+
+/// The pool reads run on beside their slot's worker, started on first use.
+fn read_pool() -> &'static rayon::ThreadPool {
+    static POOL: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(READ_POOL_THREADS)
+            .thread_name(|n| format!("pi-sessiond-read-{n}"))
+            .build()
+            .expect("the read pool's threads start")
+    })
+}
 
 /// One open (or opening) session behind a handle.
 pub struct Slot {
@@ -66,14 +83,28 @@ pub struct Slot {
 }
 
 /// The notifications a handle sent last, so a host that missed some can have them again: at most
-/// [`RecentChanges::KEPT`] of them and [`RecentChanges::KEPT_BYTES`] in all, newest kept. A notification too
-/// large to keep (a rebind carrying a big snapshot) ends the run: changes before it can no longer be given, and a
-/// host that missed them gets a fresh snapshot instead.
+/// [`RecentChanges::KEPT`] of them and [`RecentChanges::KEPT_BYTES`] in all, newest kept, and within what the
+/// process keeps for every handle together ([`RecentChanges::KEPT_BYTES_ALL_HANDLES`], counted in a
+/// [`RecentBudget`] the handles share; a handle's bytes leave it when the handle goes). A notification too large to
+/// keep (a rebind carrying a big snapshot) ends the run: changes before it can no longer be given, and a host
+/// that missed them gets a fresh snapshot instead.
 #[derive(Debug, Default)]
 pub struct RecentChanges {
     /// `(seq, params as sent)`, consecutive seqs, oldest first.
     kept: VecDeque<(u64, Arc<[u8]>)>,
     bytes: usize,
+    budget: RecentBudget,
+}
+
+/// The bytes of notifications kept by every handle of a process, together.
+#[derive(Clone, Debug, Default)]
+pub struct RecentBudget(Arc<AtomicUsize>);
+
+impl RecentBudget {
+    /// Bytes kept now, across the handles sharing this budget.
+    pub fn used(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 impl RecentChanges {
@@ -81,24 +112,46 @@ impl RecentChanges {
     pub const KEPT: usize = 1024;
     /// Bytes of notifications kept at most.
     pub const KEPT_BYTES: usize = 4 << 20;
+    /// Bytes of notifications kept at most by all the handles sharing a budget: 15 busy handles at 4 MiB each
+    /// held 60 MiB for as long as they stayed open.
+    pub const KEPT_BYTES_ALL_HANDLES: usize = 16 << 20;
+
+    /// Changes counted in `budget` (shared with the other handles of the process).
+    pub fn within(budget: &RecentBudget) -> RecentChanges {
+        RecentChanges { kept: VecDeque::new(), bytes: 0, budget: budget.clone() }
+    }
 
     /// Records notification `seq` (its params), or that it was not kept (`None`).
     pub fn record(&mut self, seq: u64, params: Option<Vec<u8>>) {
         let params = params.filter(|p| p.len() <= Self::KEPT_BYTES);
-        let Some(params) = params else {
-            self.kept.clear();
-            self.bytes = 0;
-            return;
-        };
+        let Some(params) = params else { return self.clear() };
         if self.kept.back().is_some_and(|(last, _)| last + 1 != seq) {
-            self.kept.clear();
-            self.bytes = 0;
+            self.clear();
         }
         self.bytes += params.len();
+        self.budget.0.fetch_add(params.len(), Ordering::SeqCst);
         self.kept.push_back((seq, params.into()));
-        while self.kept.len() > Self::KEPT || self.bytes > Self::KEPT_BYTES {
-            let (_, dropped) = self.kept.pop_front().expect("not empty");
-            self.bytes -= dropped.len();
+        // Over the process's budget, a handle gives up its own oldest (others keep theirs until they record), even
+        // the one just sent: a host that missed it gets a fresh snapshot.
+        while !self.kept.is_empty()
+            && (self.kept.len() > Self::KEPT
+                || self.bytes > Self::KEPT_BYTES
+                || self.budget.used() > Self::KEPT_BYTES_ALL_HANDLES)
+        {
+            self.drop_oldest();
+        }
+    }
+
+    fn drop_oldest(&mut self) {
+        let (_, dropped) = self.kept.pop_front().expect("not empty");
+        self.bytes -= dropped.len();
+        self.budget.0.fetch_sub(dropped.len(), Ordering::SeqCst);
+    }
+
+    /// Forgets every notification (the handle closed, or a run ended).
+    pub fn clear(&mut self) {
+        while !self.kept.is_empty() {
+            self.drop_oldest();
         }
     }
 
@@ -115,6 +168,12 @@ impl RecentChanges {
     }
 }
 
+impl Drop for RecentChanges {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
 #[derive(Default)]
 struct Queue {
     jobs: VecDeque<Job>,
@@ -128,7 +187,7 @@ impl std::fmt::Debug for Slot {
 }
 
 impl Slot {
-    fn new(handle: String, path: Option<&str>, registry: Weak<Mutex<Inner>>) -> Arc<Slot> {
+    fn new(handle: String, path: Option<&str>, registry: Weak<Mutex<Inner>>, budget: &RecentBudget) -> Arc<Slot> {
         Arc::new(Slot {
             handle,
             manager: Mutex::new(None),
@@ -140,14 +199,14 @@ impl Slot {
             refresh_queued: AtomicBool::new(false),
             deleted_reported: AtomicBool::new(false),
             detail: Mutex::new(Detail::None),
-            recent: Mutex::new(RecentChanges::default()),
+            recent: Mutex::new(RecentChanges::within(budget)),
             registry,
         })
     }
 
     /// A slot that is in no registry, for answering a request whose handle names nothing.
     pub fn detached(handle: &str) -> Arc<Slot> {
-        Slot::new(handle.to_owned(), None, Weak::new())
+        Slot::new(handle.to_owned(), None, Weak::new(), &RecentBudget::default())
     }
 
     /// The file the slot is registered under, if any.
@@ -196,8 +255,10 @@ impl Slot {
         self.refs.fetch_sub(1, Ordering::SeqCst) == 1
     }
 
-    /// Takes the session out (closing it once dropped); later jobs see the handle as not open.
+    /// Takes the session out (closing it once dropped); later jobs see the handle as not open, and its kept
+    /// notifications go with it.
     pub fn take_manager(&self) -> Option<SessionManager> {
+        lock(&self.recent).clear();
         lock(&self.manager).take()
     }
 
@@ -286,9 +347,13 @@ impl Slot {
                     let m = guard.as_ref();
                     let last = reads.pop().expect("at least one read");
                     let slot = &self;
-                    std::thread::scope(|scope| {
+                    // The others run on the process's read pool, this one here: threads stay as many as the pool
+                    // has, however many reads arrive (a thread per read made 56 threads of 64 pipelined reads).
+                    read_pool().in_place_scope(|scope| {
                         for read in reads {
-                            scope.spawn(move || guarded(&slot.handle, || read(m, slot)));
+                            scope.spawn(move |_| {
+                                guarded(&slot.handle, || read(m, slot));
+                            });
                         }
                         guarded(&slot.handle, || last(m, slot));
                     });
@@ -331,6 +396,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Registry {
     inner: Arc<Mutex<Inner>>,
     next_handle: AtomicU64,
+    recent: RecentBudget,
 }
 
 impl std::fmt::Debug for Registry {
@@ -410,7 +476,7 @@ impl Registry {
                 }
             },
         };
-        let slot = Slot::new(handle.clone(), path, Arc::downgrade(&self.inner));
+        let slot = Slot::new(handle.clone(), path, Arc::downgrade(&self.inner), &self.recent);
         inner.by_handle.insert(handle, slot.clone());
         if let Some(p) = path {
             inner.by_path.entry(p.to_owned()).or_insert_with(|| slot.clone());
@@ -438,6 +504,11 @@ impl Registry {
     /// Every slot that follows its file.
     pub fn watched(&self) -> Vec<Arc<Slot>> {
         lock(&self.inner).by_handle.values().filter(|s| s.watched.load(Ordering::SeqCst)).cloned().collect()
+    }
+
+    /// What the handles' kept notifications hold now, together.
+    pub fn recent_bytes(&self) -> usize {
+        self.recent.used()
     }
 
     /// Every slot, forgotten (for shutdown).
@@ -489,6 +560,29 @@ mod tests {
         }
         assert!(r.since(7, 7 + RecentChanges::KEPT as u64).is_some());
         assert!(r.since(6, 7 + RecentChanges::KEPT as u64).is_none());
+    }
+
+    #[test]
+    fn the_handles_together_keep_at_most_their_shared_budget_and_give_it_back_when_they_go() {
+        let budget = RecentBudget::default();
+        // 12 handles of three 1 MiB notifications would keep 36 MiB on their own.
+        let mut handles: Vec<RecentChanges> = (0..12).map(|_| RecentChanges::within(&budget)).collect();
+        for h in handles.iter_mut() {
+            for seq in 1..=3 {
+                h.record(seq, Some(vec![b' '; 1 << 20]));
+                assert!(budget.used() <= RecentChanges::KEPT_BYTES_ALL_HANDLES, "{}", budget.used());
+            }
+        }
+        assert_eq!(handles[0].since(0, 3).map(|v| v.len()), Some(3), "the first handles kept theirs");
+        assert!(handles[11].since(2, 3).is_none(), "the last one gave up what did not fit: a snapshot instead");
+        assert!(budget.used() <= RecentChanges::KEPT_BYTES_ALL_HANDLES, "{}", budget.used());
+        let before = budget.used();
+        let mut last = handles.pop().unwrap();
+        let its = last.bytes;
+        last.clear();
+        assert_eq!(budget.used(), before - its, "a cleared handle gives its bytes back");
+        drop(handles);
+        assert_eq!(budget.used(), 0, "closed handles keep nothing");
     }
 
     #[test]

@@ -475,6 +475,8 @@ where
             let (wrote, closed) = (cx.wrote, cx.closed);
             if closed {
                 drop(session.take());
+                // The notifications it kept for changesSince go with the handle.
+                slot.recent().clear();
             }
             if wrote && outcome.is_ok() && job_server.durability == Durability::Batch {
                 return Some(Box::new(move |synced: &crate::session::Result<()>| match synced {

@@ -65,6 +65,9 @@ pub enum Event {
     Terminate,
 }
 
+/// Threads that run sessions' queues and catalog requests at most (tokio's blocking pool).
+pub const BLOCKING_THREADS: usize = 64;
+
 /// After `shutdown`, the end of input, SIGTERM or `exit`: how long reads still running may finish before they are
 /// cancelled, and how long anything at all is waited for.
 const GRACE: Duration = Duration::from_secs(5);
@@ -91,6 +94,10 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        // A busy session's worker and a catalog request each take a blocking thread; tokio's default allows 512,
+        // so a host with hundreds of busy handles got hundreds of threads. Beyond this, work waits its turn (no
+        // blocking task waits for another: each waits only for its session's lock, the disk or the host).
+        .max_blocking_threads(BLOCKING_THREADS)
         .thread_name("pi-sessiond-rt")
         .enable_all()
         .build()

@@ -68,9 +68,9 @@ pub fn stat(path: &str) -> Option<FileStat> {
 }
 
 /// `stat` (following symlinks, as pi's `statSync`) of each of `names` in `dir`, in order; None where it failed.
-/// Every answer is None when `dir` cannot be opened.
-pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStat>> {
-    stamp_names(dir, names)
+/// Fails when `dir` cannot be opened (the caller tells a vanished directory from a process out of descriptors).
+pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> std::io::Result<Vec<Option<FileStat>>> {
+    Ok(stamp_names(dir, names)?
         .into_iter()
         .map(|stamp| {
             stamp.map(|st| FileStat {
@@ -81,17 +81,15 @@ pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStat>
                 regular: st.regular,
             })
         })
-        .collect()
+        .collect())
 }
 
 /// [`stat_names`] with the change time as well: the stamps [`super::identity::Known::judge`] compares.
 // The casts are no-ops on Linux; `struct stat`'s fields are narrower or signed elsewhere (macOS).
 #[allow(clippy::unnecessary_cast)]
-pub fn stamp_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStamp>> {
-    let Ok(fd) = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) else {
-        return vec![None; names.len()];
-    };
-    names
+pub fn stamp_names<S: AsRef<str>>(dir: &str, names: &[S]) -> std::io::Result<Vec<Option<FileStamp>>> {
+    let fd = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    Ok(names
         .iter()
         .map(|name| {
             let st = rustix::fs::statat(&fd, name.as_ref(), AtFlags::empty()).ok()?;
@@ -104,7 +102,7 @@ pub fn stamp_names<S: AsRef<str>>(dir: &str, names: &[S]) -> Vec<Option<FileStam
                 regular: FileType::from_raw_mode(st.st_mode as _) == FileType::RegularFile,
             })
         })
-        .collect()
+        .collect())
 }
 
 /// The `*.jsonl` names in `dir`, in directory order (like `readdir`).
@@ -143,7 +141,7 @@ pub fn directory_for(cwd: &str, session_dir: Option<&str>, agent_dir: &str) -> R
 /// through symlinks, as pi's `statSync`; None if it failed).
 pub fn jsonl_entries(dir: &str) -> std::io::Result<Vec<(String, Option<FileStat>)>> {
     let names = jsonl_names(dir)?;
-    let stats = stat_names(dir, &names);
+    let stats = stat_names(dir, &names)?;
     Ok(names.into_iter().zip(stats).collect())
 }
 
@@ -187,11 +185,11 @@ mod tests {
         let d = dir.path().to_str().unwrap();
         fs::write(dir.path().join("a.jsonl"), b"hello\n").unwrap();
         std::os::unix::fs::symlink(dir.path().join("a.jsonl"), dir.path().join("link.jsonl")).unwrap();
-        let got = stat_names(d, &["a.jsonl", "link.jsonl", "missing.jsonl"]);
+        let got = stat_names(d, &["a.jsonl", "link.jsonl", "missing.jsonl"]).unwrap();
         let by_path = stat(&format!("{d}/a.jsonl")).unwrap();
         assert_eq!(got, vec![Some(by_path), Some(by_path), None]);
         assert_eq!(by_path.len, 6);
-        assert_eq!(stat_names(&format!("{d}/nope"), &["a.jsonl"]), vec![None]);
+        assert_eq!(stat_names(&format!("{d}/nope"), &["a.jsonl"]).unwrap_err().kind(), std::io::ErrorKind::NotFound);
     }
 
     #[test]
@@ -201,8 +199,11 @@ mod tests {
         rustix::fs::mkfifoat(rustix::fs::CWD, dir.path().join("pipe.jsonl"), Mode::RUSR | Mode::WUSR).unwrap();
         fs::create_dir(dir.path().join("dir.jsonl")).unwrap();
         fs::write(dir.path().join("file.jsonl"), b"x").unwrap();
-        let got: Vec<bool> =
-            stat_names(d, &["pipe.jsonl", "dir.jsonl", "file.jsonl"]).into_iter().map(|s| s.unwrap().regular).collect();
+        let got: Vec<bool> = stat_names(d, &["pipe.jsonl", "dir.jsonl", "file.jsonl"])
+            .unwrap()
+            .into_iter()
+            .map(|s| s.unwrap().regular)
+            .collect();
         assert_eq!(got, vec![false, false, true]);
         assert!(!stat(&format!("{d}/pipe.jsonl")).unwrap().regular);
     }

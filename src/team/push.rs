@@ -362,7 +362,10 @@ fn scan(options: &PushOptions) -> DbResult<Scan> {
             scan.unreadable_dirs.insert(dir);
             continue;
         };
-        let stamps = dirscan::stamp_names(&dir, &names);
+        let Ok(stamps) = dirscan::stamp_names(&dir, &names) else {
+            scan.unreadable_dirs.insert(dir);
+            continue;
+        };
         for (name, stamp) in names.into_iter().zip(stamps) {
             let path = paths::join(&[&dir, &name]);
             match stamp {

@@ -27,6 +27,7 @@ mod reads;
 mod rpc;
 mod rpc_conformance;
 mod rpc_faults;
+mod rpc_limits;
 mod rpc_listing;
 mod rpc_live;
 mod rpc_memory;
@@ -34,6 +35,7 @@ mod rpc_mirror;
 mod rpc_open_repair;
 mod rpc_order;
 mod rpc_search;
+mod soak;
 // The team catalog in PostgreSQL (issue 16).
 mod team;
 mod tidy;

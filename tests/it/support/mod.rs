@@ -5,6 +5,7 @@ pub mod faults;
 pub mod postgres;
 pub mod pty;
 pub mod sidecar;
+pub mod soak;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
