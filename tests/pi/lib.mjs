@@ -1,8 +1,8 @@
 // Helpers for the real-pi tests: run pi 1.6.0 (Node 22, faux provider) in RPC or print mode, with or without the
 // pi-sessiond-client/register hook, in a throwaway HOME and agent directory; and read session files back with
 // pi's own SessionManager, ids and timestamps replaced by their order of appearance, so two runs compare equal.
-import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { closeSync, constants, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -10,6 +10,8 @@ import { fileURLToPath } from "node:url";
 export const piCli = fileURLToPath(new URL("./node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js", import.meta.url));
 export const register = fileURLToPath(new URL("../../clients/typescript/dist/pi/register.js", import.meta.url));
 export const faux = fileURLToPath(new URL("./fixtures/faux.ts", import.meta.url));
+/** The `pi-sessiond-pi` launcher, which runs pi (PI_BIN) on pi-sessiond. */
+export const launcher = fileURLToPath(new URL("../../clients/typescript/bin/pi-sessiond-pi.js", import.meta.url));
 const piModule = new URL("./node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js", import.meta.url);
 
 /** pi's own SessionManager (the published module, never the drop-in). */
@@ -49,12 +51,23 @@ export function printPi(box, { sessiond, args }) {
 
 /** pi in RPC mode, driven one command at a time. */
 export class RpcPi {
-	constructor(box, { sessiond, args = [], extensions = [] }) {
-		this.child = spawn(process.execPath, argv(sessiond, ["--mode", "rpc", ...args], extensions), {
+	/** With `viaLauncher`, pi is started by `pi-sessiond-pi` (so on pi-sessiond) instead of with the hook. */
+	constructor(box, { sessiond, args = [], extensions = [], viaLauncher = false }) {
+		const piArgs = argv(sessiond && !viaLauncher, ["--mode", "rpc", ...args], extensions);
+		const command = viaLauncher ? [launcher, ...piArgs.slice(1)] : piArgs;
+		// pi's input is a FIFO this test holds open, as a terminal stays open, so pi lives on when what started it
+		// dies (a pipe from spawn would be closed by Node when the launcher exits, and pi with it).
+		const fifo = join(box.root, `stdin-${Date.now()}-${Math.random().toString(36).slice(2)}`);
+		execFileSync("mkfifo", [fifo]);
+		// pi gets the reading end only, so closing ours is its end of input.
+		const reading = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+		this.input = openSync(fifo, constants.O_WRONLY);
+		this.child = spawn(process.execPath, command, {
 			cwd: box.cwd,
-			env: env(box),
-			stdio: ["pipe", "pipe", "pipe"],
+			env: viaLauncher ? { ...env(box), PI_BIN: piCli } : env(box),
+			stdio: [reading, "pipe", "pipe"],
 		});
+		closeSync(reading);
 		this.widgets = [];
 		this.widgetWaiters = [];
 		this.pid = this.child.pid;
@@ -89,7 +102,7 @@ export class RpcPi {
 		const id = String(++this.nextId);
 		const response = await new Promise((resolve) => {
 			this.waiters.set(id, resolve);
-			this.child.stdin.write(`${JSON.stringify({ id, ...command })}\n`);
+			writeSync(this.input, `${JSON.stringify({ id, ...command })}\n`);
 		});
 		if (!response.success) throw new Error(`pi ${command.type}: ${response.error}\n${this.stderr}`);
 		return response.data;
@@ -127,8 +140,40 @@ export class RpcPi {
 
 	/** Ends pi (end of input) and resolves with its exit code. */
 	close() {
-		this.child.stdin.end();
+		closeSync(this.input);
 		return this.exited;
+	}
+}
+
+/** The processes below `pid` (children, theirs, …), from /proc. */
+export function descendants(pid) {
+	const parents = new Map();
+	for (const entry of readdirSync("/proc")) {
+		if (!/^\d+$/.test(entry)) continue;
+		try {
+			const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+			const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+			parents.set(Number(entry), Number(fields[1]));
+		} catch {
+			// gone meanwhile
+		}
+	}
+	const found = [];
+	for (let frontier = [pid]; frontier.length > 0; ) {
+		const next = [...parents].filter(([, parent]) => frontier.includes(parent)).map(([child]) => child);
+		found.push(...next);
+		frontier = next;
+	}
+	return found;
+}
+
+/** True while `pid` is a process that has not ended (a zombie has ended). */
+export function running(pid) {
+	try {
+		const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+		return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+	} catch {
+		return false;
 	}
 }
 

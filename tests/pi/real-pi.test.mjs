@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { exampleCopy, normalise, printPi, readsOf, RpcPi, runNode, sandbox, sessionFiles } from "./lib.mjs";
+import { descendants, exampleCopy, normalise, printPi, readsOf, RpcPi, runNode, running, sandbox, sessionFiles } from "./lib.mjs";
 
 /** The script: what a user does in one pi session, through pi's RPC commands and an extension command. */
 async function script(pi) {
@@ -111,4 +111,24 @@ test("the example extension shows the tree around the leaf inside real pi, from 
 	const redrawn = await pi.widget((lines) => lines.some((l) => l.includes("echo: second question ← leaf")), mark);
 	ok(redrawn.some((l) => l.includes("first question")), redrawn.join("\n"));
 	equal(await pi.close(), 0, pi.stderr);
+});
+
+test("pi-sessiond-pi killed with SIGKILL leaves no pi and no sidecar behind (issue 20)", async () => {
+	const box = sandbox("launcher-kill");
+	const pi = new RpcPi(box, { sessiond: true, viaLauncher: true });
+	await pi.prompt("hello through the launcher");
+	const file = (await pi.command({ type: "get_state" })).sessionFile;
+	ok(readsOf(file).entries.length > 0, "pi wrote through the sidecar");
+	const below = descendants(pi.pid);
+	ok(below.length > 0, "the sidecar runs below the launcher");
+	const launcherGone = new Promise((resolve) => pi.child.once("exit", resolve));
+	pi.child.kill("SIGKILL");
+	await launcherGone;
+	try {
+		const deadline = Date.now() + 15000;
+		while (below.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+		deepStrictEqual(below.filter(running), [], "every process the launcher started has ended");
+	} finally {
+		for (const pid of below.filter(running)) process.kill(pid, "SIGKILL");
+	}
 });

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // `pi-sessiond-pi [pi's arguments]`: runs the `pi` found on PATH (or $PI_BIN) with its session operations on
-// pi-sessiond, by starting it under this package's `register` hook: `node --import pi-sessiond-client/register pi …`
-// in one command. The same Node runs pi (pi needs Node >= 22.19). Exit status and signals are pi's. What is missing
-// (the sidecar, pi, a Node pi runs on) is said in one line before pi starts, not as a stack trace from inside it.
-import { spawn } from "node:child_process";
+// pi-sessiond: this package's `register` hook is installed in this very process, then pi's command is loaded into
+// it, as `node --import pi-sessiond-client/register pi …` would run it. pi runs in the launcher's own process, not
+// in a child: a launcher killed with SIGKILL takes pi with it (and pi's sidecar, which ends with its input), and
+// no second Node starts. pi needs Node >= 22.19. Exit status and signals are pi's own. What is missing (the sidecar,
+// pi, a Node pi runs on) is said in one line before pi starts, not as a stack trace from inside it.
 import { accessSync, constants, realpathSync } from "node:fs";
 import { delimiter, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { resolveBinary } from "../dist/binary.js";
 
 const [major, minor] = process.versions.node.split(".").map(Number);
@@ -36,10 +38,8 @@ function findPi() {
 	process.exit(127);
 }
 
-const register = new URL("../dist/pi/register.js", import.meta.url).href;
-const child = spawn(process.execPath, ["--import", register, findPi(), ...process.argv.slice(2)], { stdio: "inherit" });
-for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => child.kill(signal));
-child.on("exit", (code, signal) => {
-	if (signal) process.kill(process.pid, signal);
-	else process.exit(code ?? 1);
-});
+const pi = findPi();
+// pi reads its arguments from process.argv as `node pi …` would give them.
+process.argv = [process.argv[0], pi, ...process.argv.slice(2)];
+await import(new URL("../dist/pi/register.js", import.meta.url).href);
+await import(pathToFileURL(pi).href);
