@@ -21,7 +21,8 @@ def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeN
 
     Each line is ``<id> <what>``: a message's role and the start of its text, a model or thinking-level change,
     a compaction or branch summary, a label, … followed by `` [label]`` when the entry is labelled and
-    `` ◀ leaf`` on the entry whose id is ``leaf_id``. A node with one child continues at the same depth (a
+    `` ◀ leaf`` on the entry whose id is ``leaf_id``; entries on the path from the root to the leaf start with
+    pi's ``• `` (as ``pi-sessiond tree`` draws them). A node with one child continues at the same depth (a
     conversation reads as a column); branches get ``├─``/``└─`` connectors.
 
     Args:
@@ -31,6 +32,7 @@ def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeN
         leaf_id: the entry to mark as the leaf, usually :meth:`Session.get_leaf_id`.
     """
     roots, children, entry_of, label_of = _shape(tree)
+    active = _active_path(roots, children, entry_of, leaf_id)
     lines: List[str] = []
     # (node, prefix of its line, is the last sibling, is drawn without a connector). An explicit stack rather
     # than recursion: a long conversation is a chain thousands of entries deep.
@@ -43,7 +45,8 @@ def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeN
         label_text = "" if label is _MISSING else f" [{_js_string(label)}]"
         is_leaf = leaf_id is not None and entry.get("id") == leaf_id
         marker = " ◀ leaf" if is_leaf else ""
-        lines.append(f"{prefix}{connector}{describe_entry(entry)}{label_text}{marker}")
+        bullet = "• " if entry.get("id") in active else ""
+        lines.append(f"{prefix}{connector}{bullet}{describe_entry(entry)}{label_text}{marker}")
         child_prefix = prefix if bare else prefix + ("   " if last else "│  ")
         kids = children(node)
         # A single child continues the line of conversation without another level of indentation.
@@ -54,6 +57,25 @@ def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeN
             else:
                 stack.append((kids[i], child_prefix, i == len(kids) - 1, False))
     return "\n".join(lines)
+
+
+def _active_path(roots: List[Any], children: Any, entry_of: Any, leaf_id: Optional[str]) -> set:
+    """The ids of the entries from the root to ``leaf_id`` (none without a leaf), walking the drawn tree."""
+    if leaf_id is None:
+        return set()
+    parent_of = {}
+    stack = [(node, None) for node in roots]
+    while stack:
+        node, parent = stack.pop()
+        entry_id = entry_of(node).get("id")
+        parent_of[entry_id] = parent
+        stack.extend((child, entry_id) for child in children(node))
+    path = set()
+    at: Optional[str] = leaf_id
+    while at is not None and at in parent_of and at not in path:
+        path.add(at)
+        at = parent_of[at]
+    return path
 
 
 def _shape(tree: Sequence[Any]) -> Tuple[List[Any], Any, Any, Any]:

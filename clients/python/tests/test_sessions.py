@@ -212,12 +212,13 @@ def test_tree_and_format_tree_match_the_cli(client, session_file, binary):
         text = format_tree(flat, leaf)
         assert format_tree(tree, leaf) == text, "both shapes draw the same"
     lines = text.split("\n")
-    assert lines[0] == "e1 user: hello [start]"
-    assert lines[1] == "e2 assistant: hi, how can I help?"
+    # The path from the root to the leaf carries pi's bullet: e1, e2, then the branch taken from e2.
+    assert lines[0] == "• e1 user: hello [start]"
+    assert lines[1] == "• e2 assistant: hi, how can I help?"
     assert lines[2] == "├─ e3 user: fix the flaky test"
     assert lines[3] == "│  e4 assistant: done"
     # Whitespace runs collapse, and the preview stops at 72 characters.
-    assert lines[4].startswith("└─ ")
+    assert lines[4].startswith("└─ • ")
     assert lines[4].endswith("user: " + ("a different question " + "x" * 80)[:72] + "…")
     assert lines[5].endswith("assistant: → bash [image]")
     assert lines[-1].endswith("name: Tree test ◀ leaf")
@@ -254,9 +255,10 @@ def test_a_long_conversation_prints_as_a_tree(client, tmp_path, binary):
         text = format_tree(flat, leaf)
         lines = text.split("\n")
         assert len(lines) == 2001
-        assert lines[0] == "e1 user: turn 0"
-        assert lines[999] == "e1000 assistant: turn 999 [halfway]"
-        assert lines[1999] == "e2000 assistant: turn 1999"
+        # One chain, all of it the active path.
+        assert lines[0] == "• e1 user: turn 0"
+        assert lines[999] == "• e1000 assistant: turn 999 [halfway]"
+        assert lines[1999] == "• e2000 assistant: turn 1999"
         assert lines[2000].endswith("label e1000 → halfway ◀ leaf")
         assert subprocess.run([binary, "tree", "--filter", "all", str(path)], capture_output=True,
                               check=True).stdout.decode() \
