@@ -37,4 +37,4 @@ def test_the_example_lists_searches_and_prints_a_tree(binary, tmp_path):
     # A search hit: the file holding "flaky test", and its snippet.
     assert lines[0].startswith(str(project / "older.jsonl") + " ") and "flaky test" in lines[0]
     # Then the tree of the newest session.
-    assert lines[-2:] == ["e1 user: add a button", "e2 assistant: added ◀ leaf"]
+    assert lines[-2:] == ["• e1 user: add a button", "• e2 assistant: added ◀ leaf"]
