@@ -609,7 +609,8 @@ fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
 }
 
 #[test]
-fn a_url_that_asks_for_tls_gets_an_encrypted_connection_and_a_password_is_used_but_never_logged() {
+fn a_url_that_asks_for_tls_gets_an_encrypted_connection_and_a_password_from_it_or_a_password_file_is_used_but_never_logged(
+) {
     let Some(pg) = pg_server::server() else { return };
     let url = pg.database();
     let db = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
@@ -645,6 +646,30 @@ fn a_url_that_asks_for_tls_gets_an_encrypted_connection_and_a_password_is_used_b
     assert!(ok, "{err}");
     assert_eq!(by_machine(&json(&out)).keys().collect::<Vec<_>>(), ["m"]);
     assert!(!err.contains(password), "the password was logged:\n{err}");
+
+    // The password from libpq's password file (PGPASSFILE, else ~/.pgpass), so that no command line holds it: the
+    // first line matching host, port, database and user, `*` matching anything; ignored when others may read it.
+    let home = temp_dir();
+    let pgpass = home.path().join(".pgpass");
+    let lines = format!(
+        "# team database\n127.0.0.1:{port}:other_db:{role}:not-this-one\n*:{port}:{db}:{role}:{password}\n*:*:*:*:nor-this\n"
+    );
+    std::fs::write(&pgpass, lines).unwrap();
+    let mode = |m| std::fs::set_permissions(&pgpass, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap();
+    mode(0o600);
+    let ls = ["--catalog", &bare, "ls", "--json", "--all"];
+    let (ok, out, err) = run_env(&ls, &[trace[0], ("PGPASSFILE", &s(&pgpass))]);
+    assert!(ok, "PGPASSFILE was not read: {err}");
+    assert_eq!(by_machine(&json(&out)).keys().collect::<Vec<_>>(), ["m"]);
+    assert!(!err.contains(password), "the password was logged:\n{err}");
+    let (ok, out, err) = run_env(&ls, &[("HOME", &s(home.path()))]);
+    assert!(ok, "~/.pgpass was not read: {err}");
+    assert_eq!(by_machine(&json(&out)).keys().collect::<Vec<_>>(), ["m"]);
+    mode(0o644);
+    let (ok, out, err) = run_env(&ls, &[("HOME", &s(home.path()))]);
+    assert!(!ok, "a password file others may read was used");
+    assert!(err.contains("group or world access"), "{err}");
+    assert!(out.contains("catalog_unavailable") && out.contains("password"), "{out}");
 
     // A wrong password is refused with an error naming the server, and neither password is in it.
     let wrong = "hunter2-wrong";
