@@ -78,11 +78,20 @@ fn js_string(text: &str) -> JsString {
     parse_literal(text).into_string().unwrap_or_default()
 }
 
-/// `%needle%` for `ILIKE`, with the pattern characters escaped.
+/// `%needle%` for `ILIKE`, with the pattern characters escaped, matching at least what the local matcher finds.
+///
+/// The local search lowercases as Rust does, which writes a word-final capital sigma as `ς`, while PostgreSQL
+/// lowercases letter by letter (`Σ` is always `σ`): "ΟΔΟΣ" is "οδος" to one and "οδοσ" to the other, so neither
+/// sigma can be asked for literally. Any single character stands for it here, and the local matcher, which
+/// judges every candidate, keeps exactly the ones it would find itself.
 fn contains_pattern(needle: &str) -> String {
     let mut p = String::with_capacity(needle.len() + 2);
     p.push('%');
     for c in needle.chars() {
+        if matches!(c, 'σ' | 'ς' | 'Σ') {
+            p.push('_');
+            continue;
+        }
         if matches!(c, '%' | '_' | '\\') {
             p.push('\\');
         }

@@ -195,24 +195,30 @@ fn pushed_tree(pg: &pg_server::Server, seed: u32, machine: &str) -> (String, tem
     (url, tmp, agent)
 }
 
+/// `search --json --limit 50 QUERY` of the binary over the agent directory `agent` (no index) and over the
+/// database at `url`, whose only machine is `only`: the local hits, and the team's without their `machine`.
+fn local_and_team_search(agent: &Path, url: &str, query: &str) -> (Json, Vec<Json>) {
+    let agent = s(agent);
+    let local = json(&run_search(&["--no-index", "--agent-dir", &agent, "search", "--json", "--limit", "50", query]));
+    let team = json(&run_search(&["--catalog", url, "search", "--json", "--limit", "50", query]));
+    let Ok(team) = team.into_array() else { panic!() };
+    let stripped = team
+        .into_iter()
+        .map(|h| {
+            let Ok(mut o) = h.into_object() else { panic!() };
+            assert_eq!(o.remove("machine").map(|m| str_of(&m)).as_deref(), Some("only"));
+            Json::Object(o)
+        })
+        .collect();
+    (local, stripped)
+}
+
 #[test]
 fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() {
     let Some(pg) = pg_server::server() else { return };
     let (url, _tmp, agent) = pushed_tree(pg, 33, "only");
     for query in ["hello", "\"hello world\"", "re:h.l+o", "a b", "zzzz-not-there", "proj"] {
-        let agent = s(&agent);
-        let local =
-            json(&run_search(&["--no-index", "--agent-dir", &agent, "search", "--json", "--limit", "50", query]));
-        let team = json(&run_search(&["--catalog", &url, "search", "--json", "--limit", "50", query]));
-        let Ok(team) = team.into_array() else { panic!() };
-        let stripped: Vec<Json> = team
-            .into_iter()
-            .map(|h| {
-                let Ok(mut o) = h.into_object() else { panic!() };
-                assert_eq!(o.remove("machine").map(|m| str_of(&m)).as_deref(), Some("only"));
-                Json::Object(o)
-            })
-            .collect();
+        let (local, stripped) = local_and_team_search(&agent, &url, query);
         assert_eq!(Json::Array(stripped), local, "query {query}");
     }
     // Every path of the search (the newest-first walk stopping early, running out, the trigram index after it)
@@ -242,6 +248,33 @@ fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() 
             }
         }
     }
+}
+
+#[test]
+fn a_team_search_finds_words_with_a_greek_final_sigma_as_the_local_search_does() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    let dir = agent.join("sessions/--proj--");
+    session(&dir, "sigma001", &["ΟΔΟΣ ΑΘΗΝΩΝ 12", "nothing"]);
+    session(&dir, "sigma002", &["στην οδος Πατησίων", "ΣΥΣΤΗΜΑ"]);
+    session(&dir, "sigma003", &["μια οδοσ γραμμένη λάθος", "η ΟΔΟΣ"]);
+    push(&agent, &url, "only");
+    let mut counts = BTreeMap::new();
+    for query in ["ΟΔΟΣ", "οδος", "οδοσ", "\"ΟΔΟΣ ΑΘΗΝΩΝ\"", "συστημα", "ΟΔΟΣ λάθος"]
+    {
+        let (local, stripped) = local_and_team_search(&agent, &url, query);
+        counts.insert(query, stripped.len());
+        // Hits of equal score and time may come in another order (a tie the ranking leaves open): compare as sets.
+        let sorted = |mut hits: Vec<Json>| {
+            hits.sort_by_key(|h| format!("{h:?}"));
+            hits
+        };
+        let Ok(local) = local.into_array() else { panic!() };
+        assert_eq!(sorted(stripped), sorted(local), "query {query}");
+    }
+    // The words are found at all (the local search lowercases the final capital sigma to `ς`).
+    assert_eq!(counts["ΟΔΟΣ"], 3, "{counts:?}");
+    assert_eq!(counts["συστημα"], 1, "{counts:?}");
 }
 
 /// Every session of `machine` in the database against the session files under `agent`: the same files, and for
