@@ -227,7 +227,17 @@ fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() 
     for window in [1, 7, 2000] {
         let mut catalog = TeamCatalog::open(&target).unwrap().with_search_window(window);
         for limit in [1, 3, 50] {
-            for query in ["hello", "\"hello world\"", "re:h.l+o", "a b", "e", "proj hello"] {
+            for query in [
+                "hello",
+                "\"hello world\"",
+                "re:h.l+o",
+                "re:^HEL{1,2}o\\b|w[aeiou]rld?",
+                "re:(x|)z*\\d{2}",
+                "a b",
+                "e",
+                "proj hello",
+                "hello proj zzzz-nowhere",
+            ] {
                 let mut index = None;
                 let local = pi_sessiond::catalog::search::search_sessions(
                     query,
@@ -275,6 +285,35 @@ fn a_team_search_finds_words_with_a_greek_final_sigma_as_the_local_search_does()
     // The words are found at all (the local search lowercases the final capital sigma to `ς`).
     assert_eq!(counts["ΟΔΟΣ"], 3, "{counts:?}");
     assert_eq!(counts["συστημα"], 1, "{counts:?}");
+}
+
+#[test]
+fn a_team_search_with_fewer_hits_than_its_limit_leaves_the_texts_that_do_not_match_in_the_database() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    // 3,000 entries of about 1 KB, every one holding "common" and "lorem": 3 MB of searchable text.
+    let filler = "lorem ipsum dolor sit amet ".repeat(40);
+    let texts: Vec<String> = (0..3000).map(|i| format!("common entry {i} {filler}")).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    session(&agent.join("sessions/--proj--"), "bulk0001", &texts);
+    push(&agent, &url, "only");
+    let relay = pg_server::CountingRelay::start(pg.port());
+    let through = relay.url(&url);
+    let mut pulled = BTreeMap::new();
+    for query in ["re:zq[0-9]+x", "re:common.*nowhere", "common lorem ipsum nowhere-to-be-found", "\"lorem common\""] {
+        let before = relay.bytes_from_server();
+        let hits = json(&run_search(&["--catalog", &through, "search", "--json", "--limit", "50", query]));
+        assert_eq!(hits, Json::Array(Vec::new()), "query {query}");
+        pulled.insert(query, relay.bytes_from_server() - before);
+    }
+    // What matches (a word that is there) still comes back, so the relay is on the path.
+    let before = relay.bytes_from_server();
+    let hits = json(&run_search(&["--catalog", &through, "search", "--json", "--limit", "5", "re:entry 29\\d\\d"]));
+    assert!(matches!(&hits, Json::Array(h) if h.len() == 5), "{hits:?}");
+    assert!(relay.bytes_from_server() > before);
+    for (query, bytes) in &pulled {
+        assert!(*bytes < 300_000, "{query:?} pulled {bytes} bytes of 3 MB of text that does not match: {pulled:?}");
+    }
 }
 
 /// Every session of `machine` in the database against the session files under `agent`: the same files, and for
