@@ -10,12 +10,14 @@
 //! trigram GIN index) and walks them newest first, stopping once `limit` best hits are found.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use postgres::types::ToSql;
 use postgres::Client;
 
 use super::db::{DbError, DbResult, Target};
+use crate::catalog::cancel::Cancel;
 use crate::catalog::info::{Doc, ListedSession, SessionInfo};
 use crate::catalog::listing::{collator, locale_compare};
 use crate::catalog::search::{parse_query, search, session_weight, Hit, Query, Scope, Token};
@@ -62,6 +64,8 @@ pub struct TeamCatalog {
     client: Client,
     /// Entries per window of search's newest-first walk.
     window: i64,
+    /// The running search's cancellation: checked before each statement.
+    cancel: Cancel,
 }
 
 impl std::fmt::Debug for TeamCatalog {
@@ -120,7 +124,12 @@ fn in_list_scope(path: &str, agent_dir: &str, cwd: &str, session_dir: Option<&st
 impl TeamCatalog {
     /// Connects to the database (creating or migrating the schema).
     pub fn open(target: &Target) -> DbResult<TeamCatalog> {
-        Ok(TeamCatalog { target: target.clone(), client: super::schema::open(target)?, window: NEWEST_WINDOW })
+        Ok(TeamCatalog {
+            target: target.clone(),
+            client: super::schema::open(target)?,
+            window: NEWEST_WINDOW,
+            cancel: Cancel::new(),
+        })
     }
 
     /// Walks search's newest entries `entries` at a time (tests make every path of the search run on a small
@@ -135,8 +144,10 @@ impl TeamCatalog {
         self.client.is_closed()
     }
 
+    /// A driver error as a [`DbError`]; a statement that failed because this search was cancelled is
+    /// [`DbError::Cancelled`].
     fn err(&self) -> impl Fn(postgres::Error) -> DbError + '_ {
-        |e| self.target.error(e)
+        |e| if self.cancel.is_cancelled() { DbError::Cancelled } else { self.target.error(e) }
     }
 
     /// Every session row, machine by machine (each machine's in an unspecified order).
@@ -152,7 +163,7 @@ impl TeamCatalog {
                     info_parent_session, info_created, info_modified, info_message_count, info_first_message, {text}
              FROM pi_sessions {filter} ORDER BY machine"
         );
-        let rows = self.client.query(&sql, params).map_err(|e| self.target.error(e))?;
+        let rows = self.client.query(&sql, params).map_err(self.err())?;
         Ok(rows
             .into_iter()
             .map(|r| {
@@ -285,6 +296,52 @@ impl TeamCatalog {
         roles: Option<&[String]>,
         limit: usize,
     ) -> Result<Vec<TeamHit>, SearchError> {
+        self.search_cancellable(query, scope, roles, limit, &Cancel::new())
+    }
+
+    /// [`TeamCatalog::search`] that stops when `cancel` is set (then [`DbError::Cancelled`]): the statement the
+    /// database is running is cancelled (its cancel request, as `pg_cancel_backend` would), so neither the server
+    /// nor this connection stays busy with a search nobody waits for.
+    pub fn search_cancellable(
+        &mut self,
+        query: &str,
+        scope: Scope<'_>,
+        roles: Option<&[String]>,
+        limit: usize,
+        cancel: &Cancel,
+    ) -> Result<Vec<TeamHit>, SearchError> {
+        let token = self.client.cancel_token();
+        let tls = self.target.tls()?;
+        self.cancel = cancel.clone();
+        let done = AtomicBool::new(false);
+        let result = std::thread::scope(|s| {
+            // Lives as long as the search: `done` ends it.
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    if cancel.is_cancelled() {
+                        if let Err(e) = token.cancel_query(tls) {
+                            tracing::warn!("team search: the database did not take the cancel request: {e}");
+                        }
+                        return;
+                    }
+                    std::thread::sleep(CANCEL_POLL);
+                }
+            });
+            let result = self.search_inner(query, scope, roles, limit);
+            done.store(true, Ordering::Relaxed);
+            result
+        });
+        self.cancel = Cancel::new();
+        result
+    }
+
+    fn search_inner(
+        &mut self,
+        query: &str,
+        scope: Scope<'_>,
+        roles: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<TeamHit>, SearchError> {
         let parsed = parse_query(query).map_err(SearchError::Query)?;
         let sessions = match scope.cwd {
             Some(cwd) => self.list(cwd, scope.session_dir, false)?,
@@ -406,6 +463,9 @@ impl TeamCatalog {
         roles: Option<&[String]>,
         window: Option<i64>,
     ) -> DbResult<(Vec<(String, Doc)>, bool)> {
+        if self.cancel.is_cancelled() {
+            return Err(DbError::Cancelled);
+        }
         let columns = "sid, search_entry, search_role, search_text, search_ts";
         let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(sids.to_vec())];
         let from = match window {
@@ -589,6 +649,9 @@ fn pg_regex(pattern: &str) -> Option<String> {
     // An expression that matches everything narrows nothing: not worth the database's time.
     (!out.is_empty()).then_some(out)
 }
+
+/// How often a search's watcher looks whether the search was cancelled.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Entries per window of the newest-first walk (by default), and how many windows are walked before the trigram
 /// index.

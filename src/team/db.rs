@@ -56,6 +56,9 @@ pub enum DbError {
         /// What is wrong with it.
         why: String,
     },
+    /// The work was cancelled (`$/cancelRequest`); the statement it was running was cancelled too.
+    #[error("cancelled")]
+    Cancelled,
     /// A session file could not be read while pushing it.
     #[error("{path}: {source}")]
     File {
@@ -80,7 +83,7 @@ impl DbError {
         match self {
             DbError::Postgres { source, .. } => source.code().is_none_or(|c| sqlstate_is_transient(c.code())),
             DbError::Busy { .. } | DbError::File { .. } | DbError::NoSessions { .. } => true,
-            DbError::Config(_) | DbError::Tls(_) | DbError::NewerSchema { .. } => false,
+            DbError::Config(_) | DbError::Tls(_) | DbError::NewerSchema { .. } | DbError::Cancelled => false,
         }
     }
 }
@@ -247,7 +250,8 @@ impl Target {
         format!("{user}@{}:{port}/{db}", hosts.join(","))
     }
 
-    fn tls(&self) -> DbResult<postgres_native_tls::MakeTlsConnector> {
+    /// The TLS connector `sslmode` asks for (also what a cancel request is sent with).
+    pub(super) fn tls(&self) -> DbResult<postgres_native_tls::MakeTlsConnector> {
         let mut builder = native_tls::TlsConnector::builder();
         match self.verify {
             Verify::Nothing => {

@@ -645,6 +645,61 @@ fn a_sidecar_with_a_catalog_answers_right_after_the_database_dropped_its_connect
     assert!(matches!(&hits, Json::Array(h) if h.len() == 1), "{hits:?}");
 }
 
+/// pi-sessiond's statements the server is running in the database at `url`: their text.
+fn running_statements(url: &str) -> Vec<String> {
+    let db = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
+    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    admin
+        .query(
+            "SELECT query FROM pg_stat_activity WHERE datname = $1 AND application_name = 'pi-sessiond'
+               AND state = 'active'",
+            &[&db],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[test]
+fn a_cancelled_team_search_returns_promptly_and_leaves_no_statement_running_in_the_database() {
+    use crate::support::sidecar::{Sidecar, Wire};
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    session(&agent.join("sessions/--p--"), "cancel01", &["a needle in the entries"]);
+    push(&agent, &url, "laptop");
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &s(&agent), "--catalog", &url], &[]);
+    sc.call("sessions/listAll", json("{}"));
+    // The entries are locked by another transaction: the search's statement waits on the server until it is
+    // cancelled (or the lock goes, which this test never lets happen before the search is cancelled).
+    let mut locker = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut lock = locker.transaction().unwrap();
+    lock.batch_execute("LOCK TABLE pi_entries IN ACCESS EXCLUSIVE MODE").unwrap();
+    let id = sc.start("sessions/search", json(r#"{"query":"needle"}"#));
+    assert!(
+        eventually(30, || running_statements(&url).iter().any(|q| q.contains("pi_entries"))),
+        "the search never reached the database"
+    );
+    sc.notify("$/cancelRequest", json(&format!(r#"{{"id":{id}}}"#)));
+    let e = sc.response(id);
+    assert_eq!(
+        str_of(e.get("error").and_then(|e| e.get("data")).and_then(|d| d.get("kind")).unwrap_or(&Json::Null)),
+        "request_cancelled",
+        "{e:?}"
+    );
+    assert!(
+        eventually(10, || running_statements(&url).is_empty()),
+        "the cancelled search still runs in the database: {:?}",
+        running_statements(&url)
+    );
+    // The connection is free again: the next request is answered while the entries are still locked.
+    let listed = sc.call("sessions/listAll", json("{}"));
+    assert!(matches!(&listed, Json::Array(l) if l.len() == 1), "{listed:?}");
+    lock.rollback().unwrap();
+    let hits = sc.call("sessions/search", json(r#"{"query":"needle"}"#));
+    assert!(matches!(&hits, Json::Array(h) if h.len() == 1), "{hits:?}");
+}
+
 #[test]
 fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
     let Some(pg) = pg_server::server() else { return };
