@@ -1653,3 +1653,105 @@ fn a_pushed_image_is_a_placeholder_with_its_type_size_and_hash_unless_kept() {
     run(&["--agent-dir", &s(&agent), "push", "--postgres", &kept, "--machine", "m", "--keep-images"]);
     assert!(raw_of_image(&kept).contains(&data), "--keep-images stores the image");
 }
+
+/// `count` sessions under `agent`'s project `--p--` named `{prefix}NNNN`, each with `entries` messages and its file
+/// last changed `days_ago` days ago; their ids.
+fn aged_sessions(agent: &Path, prefix: &str, count: usize, entries: usize, days_ago: u64) -> Vec<String> {
+    let dir = agent.join("sessions/--p--");
+    let texts: Vec<String> = (0..entries).map(|i| format!("retention entry {i}")).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    (0..count)
+        .map(|i| {
+            let id = format!("{prefix}{i:04}");
+            let path = session(&dir, &id, &texts);
+            let when = std::time::SystemTime::now() - std::time::Duration::from_secs(days_ago * 86_400);
+            std::fs::File::options().write(true).open(&path).unwrap().set_modified(when).unwrap();
+            id
+        })
+        .collect()
+}
+
+/// The database's sessions as (machine, session id, entries), and how many entries have no session.
+fn sessions_and_orphans(url: &str) -> (Vec<(String, String, i64)>, i64) {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let sessions = c
+        .query(
+            "SELECT s.machine, s.session_id, (SELECT count(*) FROM pi_entries e WHERE e.sid = s.sid)
+             FROM pi_sessions s ORDER BY 1, 2",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let orphans = c
+        .query_one(
+            "SELECT count(*) FROM pi_entries e WHERE NOT EXISTS (SELECT 1 FROM pi_sessions s WHERE s.sid = e.sid)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    (sessions, orphans)
+}
+
+#[test]
+fn a_prune_killed_at_random_moments_then_rerun_deletes_exactly_the_old_sessions_and_leaves_no_orphans() {
+    let Some(pg) = pg_server::server() else { return };
+    let url = pg.database();
+    let tmp = temp_dir();
+    let (a, b) = (tmp.path().join("a/agent"), tmp.path().join("b/agent"));
+    let a_old = aged_sessions(&a, "aold", 3, 300, 200);
+    let a_new = aged_sessions(&a, "anew", 2, 20, 2);
+    let b_old = aged_sessions(&b, "bold", 6, 2000, 120);
+    let b_new = aged_sessions(&b, "bnew", 3, 20, 0);
+    push(&a, &url, "a");
+    push(&b, &url, "b");
+    let row = |m: &str, id: &String, n: usize| (m.to_owned(), id.clone(), n as i64 + 1);
+    let (all, _) = sessions_and_orphans(&url);
+    assert_eq!(all.len(), 14, "{all:?}");
+
+    // push --prune: this machine's old sessions go (and are not sent again); another machine's stay.
+    let pruning =
+        ["--agent-dir", &s(&a), "push", "--postgres", &url, "--machine", "a", "--prune", "--older-than", "30d"];
+    let (ok, out, err) = run_env(&pruning, &[]);
+    assert!(ok, "{err}");
+    assert_eq!(number(&json(out.trim()), "deleted"), 3.0, "{out}");
+    let (ok, out, err) = run_env(&pruning, &[]);
+    assert!(ok && number(&json(out.trim()), "pushed") == 0.0, "a second pruning push sent something: {out}{err}");
+    let mut expected: Vec<_> = a_new.iter().map(|id| row("a", id, 20)).collect();
+    expected.extend(b_old.iter().map(|id| row("b", id, 2000)));
+    expected.extend(b_new.iter().map(|id| row("b", id, 20)));
+    expected.sort();
+    assert_eq!(sessions_and_orphans(&url), (expected.clone(), 0));
+    drop(a_old);
+
+    // A duration that is not one is refused, and nothing is deleted.
+    let (ok, _, err) = run_env(&["team", "prune", "--postgres", &url, "--older-than", "soon"], &[]);
+    assert!(!ok && err.contains("--older-than"), "{err}");
+    assert_eq!(sessions_and_orphans(&url), (expected.clone(), 0));
+
+    // team prune, killed at random moments: every time either all of the old sessions are gone or none, and no
+    // entry is left without its session.
+    let old_gone: Vec<_> = expected.iter().filter(|(m, id, _)| m == "a" || !id.starts_with("bold")).cloned().collect();
+    let mut rng = Rng::new(23);
+    for round in 0..10 {
+        let mut child = Command::new(binary())
+            .args(["team", "prune", "--postgres", &url, "--older-than", "30d"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(rng.below(120) as u64));
+        let _ = child.kill();
+        let _ = child.wait();
+        let now = sessions_and_orphans(&url);
+        assert!(now == (expected.clone(), 0) || now == (old_gone.clone(), 0), "round {round}: {now:?}");
+        if now.0 == old_gone {
+            break;
+        }
+    }
+    let out = run(&["team", "prune", "--postgres", &url, "--older-than", "30d"]);
+    let report = json(out.trim());
+    assert!(number(&report, "deleted") == 0.0 || number(&report, "deleted") == 6.0, "{out}");
+    assert_eq!(sessions_and_orphans(&url), (old_gone, 0));
+}
