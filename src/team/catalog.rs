@@ -381,13 +381,13 @@ impl TeamCatalog {
                     Token::Fuzzy(v) => Narrow::every(vec![contains_pattern(&v.to_lowercase())], Vec::new()),
                     Token::Phrase(p) => Narrow::every(
                         p.split_whitespace().map(|w| contains_pattern(&w.to_lowercase())).collect(),
-                        phrase_regex(p).into_iter().collect(),
+                        self.accepted(phrase_regex(p)).into_iter().collect(),
                     ),
                 })
                 .collect(),
         };
         let every_token = match &parsed {
-            Query::Regex(re) => Narrow::every(Vec::new(), pg_regex(re.as_str()).into_iter().collect()),
+            Query::Regex(re) => Narrow::every(Vec::new(), self.accepted(pg_regex(re.as_str())).into_iter().collect()),
             Query::Tokens(_) => Narrow::all_of(token_patterns.iter()),
         };
         let roles_filter: Option<Vec<String>> = roles.map(<[String]>::to_vec);
@@ -451,6 +451,19 @@ impl TeamCatalog {
                 Some(TeamHit { machine: s.machine.clone(), hit })
             })
             .collect())
+    }
+
+    /// `regex` if the server takes it: one it refuses (too complex for its engine, or written in a way this
+    /// translation did not foresee) narrows nothing rather than failing the search.
+    fn accepted(&mut self, regex: Option<String>) -> Option<String> {
+        let regex = regex?;
+        match self.client.query_one("SELECT '' ~ $1", &[&regex]) {
+            Ok(_) => Some(regex),
+            Err(e) => {
+                tracing::debug!("team search: the database refuses {regex:?} ({e}); not narrowing by it");
+                None
+            }
+        }
     }
 
     /// Searchable entries of the sessions `sids` that `narrow` lets through: all of them through the trigram
