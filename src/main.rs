@@ -143,6 +143,21 @@ enum ExportFormat {
     Html,
 }
 
+/// `team` subcommands.
+#[derive(Subcommand)]
+enum TeamCommand {
+    /// Delete every machine's sessions whose file last changed longer ago than --older-than, with their entries,
+    /// in one transaction.
+    Prune {
+        /// The database, as for `push`.
+        #[arg(long, value_name = "URL")]
+        postgres: String,
+        /// The age past which a session goes: 90d, 12h, 2w….
+        #[arg(long, value_name = "DURATION")]
+        older_than: String,
+    },
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve JSON-RPC on stdin/stdout (the default when no command is given).
@@ -201,6 +216,18 @@ enum Command {
         /// type, size and SHA-256.
         #[arg(long)]
         keep_images: bool,
+        /// Retention: leave out sessions whose file last changed longer ago than --older-than (default 90d),
+        /// deleting what the database holds of them, as `team prune` does for every machine.
+        #[arg(long)]
+        prune: bool,
+        /// With --prune: the age past which a session goes (90d, 12h, 2w…).
+        #[arg(long, value_name = "DURATION", requires = "prune")]
+        older_than: Option<String>,
+    },
+    /// The team database itself (its rows of every machine).
+    Team {
+        #[command(subcommand)]
+        command: TeamCommand,
     },
     /// Draw a session's tree: branches indented, the leaf and labels marked, entries off the active branch dimmed.
     Tree {
@@ -460,6 +487,8 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             exclude,
             since,
             keep_images,
+            prune,
+            older_than,
         } => {
             let request = pi_sessiond::team::cli::PushRequest {
                 agent_dir: &agent_dir,
@@ -474,8 +503,13 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 exclude: &exclude,
                 since: since.as_deref(),
                 keep_images,
+                prune: prune
+                    .then(|| older_than.unwrap_or_else(|| pi_sessiond::team::cli::DEFAULT_RETENTION.to_owned())),
             };
             Ok(pi_sessiond::team::cli::push(&request, json, &mut std::io::stdout()) as u8)
+        }
+        Command::Team { command: TeamCommand::Prune { postgres, older_than } } => {
+            Ok(pi_sessiond::team::cli::prune(&postgres, &older_than, json, &mut std::io::stdout()) as u8)
         }
         Command::Ls { cwd, dir, all } => {
             let request = cli::ls::LsRequest { cwd, dir, all };

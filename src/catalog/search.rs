@@ -205,7 +205,7 @@ pub fn fuzzy_match(query: &str, text: &str) -> Option<f64> {
 }
 
 /// How well a token is satisfied by a session's own fields (name, id, cwd): a relevance weight, or None.
-fn session_weight(token: &Token, s: &SessionInfo) -> Option<f64> {
+pub fn session_weight(token: &Token, s: &SessionInfo) -> Option<f64> {
     let name = s.name.as_ref().map(|n| n.to_string_lossy()).unwrap_or_default();
     let id = match &s.id {
         Json::String(i) => i.to_string_lossy(),

@@ -109,10 +109,12 @@ pub fn search(
     scope: crate::catalog::search::Scope<'_>,
     roles: Option<&[String]>,
     limit: usize,
+    cancel: &crate::catalog::cancel::Cancel,
 ) -> Result<Vec<SearchHitJson>, ErrorObjectOwned> {
     let hits = team.with(|c| {
-        c.search(query, scope, roles, limit).map_err(|e| match e {
+        c.search_cancellable(query, scope, roles, limit, cancel).map_err(|e| match e {
             SearchError::Query(message) => from_session(crate::session::Error::InvalidQuery { message }),
+            SearchError::Db(DbError::Cancelled) => from_session(crate::session::Error::Cancelled),
             SearchError::Db(e) => unavailable(e),
         })
     })?;

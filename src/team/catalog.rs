@@ -6,19 +6,21 @@
 //! `modified`; so the listing filtered to one machine is exactly pi's listing on it (as of its last push).
 //!
 //! Search keeps pi's `/resume` semantics (case-insensitive substrings, phrases, `re:`) by judging candidates with
-//! the same matcher the local index uses; PostgreSQL narrows the candidates with `pg_trgm` (`ILIKE` over a
+//! the same matcher the local index uses; PostgreSQL narrows the candidates with `pg_trgm` (`ILIKE` and `~` over a
 //! trigram GIN index) and walks them newest first, stopping once `limit` best hits are found.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use postgres::types::ToSql;
 use postgres::Client;
 
 use super::db::{DbError, DbResult, Target};
+use crate::catalog::cancel::Cancel;
 use crate::catalog::info::{Doc, ListedSession, SessionInfo};
 use crate::catalog::listing::{collator, locale_compare};
-use crate::catalog::search::{parse_query, search, Hit, Query, Scope, Token};
+use crate::catalog::search::{parse_query, search, session_weight, Hit, Query, Scope, Token};
 use crate::session::js::sort::sort_like_v8;
 use crate::session::json::{JsString, Json};
 use crate::session::paths;
@@ -62,6 +64,8 @@ pub struct TeamCatalog {
     client: Client,
     /// Entries per window of search's newest-first walk.
     window: i64,
+    /// The running search's cancellation: checked before each statement.
+    cancel: Cancel,
 }
 
 impl std::fmt::Debug for TeamCatalog {
@@ -78,11 +82,20 @@ fn js_string(text: &str) -> JsString {
     parse_literal(text).into_string().unwrap_or_default()
 }
 
-/// `%needle%` for `ILIKE`, with the pattern characters escaped.
+/// `%needle%` for `ILIKE`, with the pattern characters escaped, matching at least what the local matcher finds.
+///
+/// The local search lowercases as Rust does, which writes a word-final capital sigma as `ς`, while PostgreSQL
+/// lowercases letter by letter (`Σ` is always `σ`): "ΟΔΟΣ" is "οδος" to one and "οδοσ" to the other, so neither
+/// sigma can be asked for literally. Any single character stands for it here, and the local matcher, which
+/// judges every candidate, keeps exactly the ones it would find itself.
 fn contains_pattern(needle: &str) -> String {
     let mut p = String::with_capacity(needle.len() + 2);
     p.push('%');
     for c in needle.chars() {
+        if matches!(c, 'σ' | 'ς' | 'Σ') {
+            p.push('_');
+            continue;
+        }
         if matches!(c, '%' | '_' | '\\') {
             p.push('\\');
         }
@@ -111,7 +124,12 @@ fn in_list_scope(path: &str, agent_dir: &str, cwd: &str, session_dir: Option<&st
 impl TeamCatalog {
     /// Connects to the database (creating or migrating the schema).
     pub fn open(target: &Target) -> DbResult<TeamCatalog> {
-        Ok(TeamCatalog { target: target.clone(), client: super::schema::open(target)?, window: NEWEST_WINDOW })
+        Ok(TeamCatalog {
+            target: target.clone(),
+            client: super::schema::open(target)?,
+            window: NEWEST_WINDOW,
+            cancel: Cancel::new(),
+        })
     }
 
     /// Walks search's newest entries `entries` at a time (tests make every path of the search run on a small
@@ -126,8 +144,10 @@ impl TeamCatalog {
         self.client.is_closed()
     }
 
+    /// A driver error as a [`DbError`]; a statement that failed because this search was cancelled is
+    /// [`DbError::Cancelled`].
     fn err(&self) -> impl Fn(postgres::Error) -> DbError + '_ {
-        |e| self.target.error(e)
+        |e| if self.cancel.is_cancelled() { DbError::Cancelled } else { self.target.error(e) }
     }
 
     /// Every session row, machine by machine (each machine's in an unspecified order).
@@ -143,7 +163,7 @@ impl TeamCatalog {
                     info_parent_session, info_created, info_modified, info_message_count, info_first_message, {text}
              FROM pi_sessions {filter} ORDER BY machine"
         );
-        let rows = self.client.query(&sql, params).map_err(|e| self.target.error(e))?;
+        let rows = self.client.query(&sql, params).map_err(self.err())?;
         Ok(rows
             .into_iter()
             .map(|r| {
@@ -276,6 +296,52 @@ impl TeamCatalog {
         roles: Option<&[String]>,
         limit: usize,
     ) -> Result<Vec<TeamHit>, SearchError> {
+        self.search_cancellable(query, scope, roles, limit, &Cancel::new())
+    }
+
+    /// [`TeamCatalog::search`] that stops when `cancel` is set (then [`DbError::Cancelled`]): the statement the
+    /// database is running is cancelled (its cancel request, as `pg_cancel_backend` would), so neither the server
+    /// nor this connection stays busy with a search nobody waits for.
+    pub fn search_cancellable(
+        &mut self,
+        query: &str,
+        scope: Scope<'_>,
+        roles: Option<&[String]>,
+        limit: usize,
+        cancel: &Cancel,
+    ) -> Result<Vec<TeamHit>, SearchError> {
+        let token = self.client.cancel_token();
+        let tls = self.target.tls()?;
+        self.cancel = cancel.clone();
+        let done = AtomicBool::new(false);
+        let result = std::thread::scope(|s| {
+            // Lives as long as the search: `done` ends it.
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    if cancel.is_cancelled() {
+                        if let Err(e) = token.cancel_query(tls) {
+                            tracing::warn!("team search: the database did not take the cancel request: {e}");
+                        }
+                        return;
+                    }
+                    std::thread::sleep(CANCEL_POLL);
+                }
+            });
+            let result = self.search_inner(query, scope, roles, limit);
+            done.store(true, Ordering::Relaxed);
+            result
+        });
+        self.cancel = Cancel::new();
+        result
+    }
+
+    fn search_inner(
+        &mut self,
+        query: &str,
+        scope: Scope<'_>,
+        roles: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<TeamHit>, SearchError> {
         let parsed = parse_query(query).map_err(SearchError::Query)?;
         let sessions = match scope.cwd {
             Some(cwd) => self.list(cwd, scope.session_dir, false)?,
@@ -305,16 +371,24 @@ impl TeamCatalog {
         };
         // What an entry's text must contain for a token to be found in it: the word, or every word of a phrase
         // (white space between them may be anything, so the phrase itself cannot be a pattern).
-        let patterns: Vec<String> = match &parsed {
+        // A phrase of several words is also a regular expression (the words in order, white space between them),
+        // so that entries holding its words elsewhere stay in the database.
+        let token_patterns: Vec<Narrow> = match &parsed {
             Query::Regex(_) => Vec::new(),
             Query::Tokens(tokens) => tokens
                 .iter()
-                .flat_map(|t| match t {
-                    Token::Fuzzy(v) => vec![v.to_lowercase()],
-                    Token::Phrase(p) => p.split_whitespace().map(str::to_lowercase).collect(),
+                .map(|t| match t {
+                    Token::Fuzzy(v) => Narrow::every(vec![contains_pattern(&v.to_lowercase())], Vec::new()),
+                    Token::Phrase(p) => Narrow::every(
+                        p.split_whitespace().map(|w| contains_pattern(&w.to_lowercase())).collect(),
+                        self.accepted(phrase_regex(p)).into_iter().collect(),
+                    ),
                 })
-                .map(|n| contains_pattern(&n))
                 .collect(),
+        };
+        let every_token = match &parsed {
+            Query::Regex(re) => Narrow::every(Vec::new(), self.accepted(pg_regex(re.as_str())).into_iter().collect()),
+            Query::Tokens(_) => Narrow::all_of(token_patterns.iter()),
         };
         let roles_filter: Option<Vec<String>> = roles.map(<[String]>::to_vec);
         // Entries holding every token, newest first, until `limit` of them are full hits. A common word is in
@@ -326,7 +400,7 @@ impl TeamCatalog {
         let mut walked_all = false;
         for window in 0..NEWEST_WINDOWS {
             let (fetched, older) =
-                self.docs(&sids, &patterns, true, roles_filter.as_deref(), Some(window * self.window))?;
+                self.docs(&sids, &every_token, roles_filter.as_deref(), Some(window * self.window))?;
             docs.extend(fetched);
             hits = search(&parsed, &keyed, &docs, roles, limit);
             found = hits.iter().filter(|h| h.entry_id.is_some() && h.score >= full).count() >= limit;
@@ -337,13 +411,36 @@ impl TeamCatalog {
         }
         if !found {
             if !walked_all {
-                let (every, _) = self.docs(&sids, &patterns, true, roles_filter.as_deref(), None)?;
-                hits = search(&parsed, &keyed, &every, roles, limit);
+                docs = self.docs(&sids, &every_token, roles_filter.as_deref(), None)?.0;
+                hits = search(&parsed, &keyed, &docs, roles, limit);
             }
-            if !single {
-                // Entries holding only some tokens (the rest matched by the session's own fields) count too.
-                let (any, _) = self.docs(&sids, &patterns, false, roles_filter.as_deref(), None)?;
-                hits = search(&parsed, &keyed, &any, roles, limit);
+            if let (false, Query::Tokens(tokens)) = (single, &parsed) {
+                // An entry holding only some tokens is a hit when the session's own fields (name, id, cwd) match
+                // the rest, so what it must hold depends on its session: every token those fields miss, or any
+                // token when they miss none. Sessions are asked for in groups of the same missing tokens, so the
+                // database hands over only entries that are hits.
+                let mut groups: BTreeMap<Vec<usize>, Vec<i64>> = BTreeMap::new();
+                for (s, k) in sessions.iter().zip(&keyed) {
+                    let missing: Vec<usize> =
+                        (0..tokens.len()).filter(|&i| session_weight(&tokens[i], &k.info).is_none()).collect();
+                    groups.entry(missing).or_default().push(s.sid);
+                }
+                let mut some = Vec::new();
+                for (missing, group) in &groups {
+                    if missing.len() == tokens.len() {
+                        // These need every token: the entries fetched above.
+                        let group: HashSet<String> = group.iter().map(i64::to_string).collect();
+                        some.extend(docs.iter().filter(|(sid, _)| group.contains(sid)).cloned());
+                        continue;
+                    }
+                    let narrow = if missing.is_empty() {
+                        Narrow { patterns: every_token.patterns.clone(), all: false, regexes: Vec::new() }
+                    } else {
+                        Narrow::all_of(missing.iter().map(|&i| &token_patterns[i]))
+                    };
+                    some.extend(self.docs(group, &narrow, roles_filter.as_deref(), None)?.0);
+                }
+                hits = search(&parsed, &keyed, &some, roles, limit);
             }
         }
         Ok(hits
@@ -356,17 +453,32 @@ impl TeamCatalog {
             .collect())
     }
 
-    /// Searchable entries of the sessions `sids` whose text contains every (`all`) or any of `patterns`: all of
-    /// them through the trigram index, or (`window`) those among the next window of newest entries from that
-    /// offset, and whether entries older than the window remain.
+    /// `regex` if the server takes it: one it refuses (too complex for its engine, or written in a way this
+    /// translation did not foresee) narrows nothing rather than failing the search.
+    fn accepted(&mut self, regex: Option<String>) -> Option<String> {
+        let regex = regex?;
+        match self.client.query_one("SELECT '' ~ $1", &[&regex]) {
+            Ok(_) => Some(regex),
+            Err(e) => {
+                tracing::debug!("team search: the database refuses {regex:?} ({e}); not narrowing by it");
+                None
+            }
+        }
+    }
+
+    /// Searchable entries of the sessions `sids` that `narrow` lets through: all of them through the trigram
+    /// index, or (`window`) those among the next window of newest entries from that offset, and whether entries
+    /// older than the window remain.
     fn docs(
         &mut self,
         sids: &[i64],
-        patterns: &[String],
-        all: bool,
+        narrow: &Narrow,
         roles: Option<&[String]>,
         window: Option<i64>,
     ) -> DbResult<(Vec<(String, Doc)>, bool)> {
+        if self.cancel.is_cancelled() {
+            return Err(DbError::Cancelled);
+        }
         let columns = "sid, search_entry, search_role, search_text, search_ts";
         let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(sids.to_vec())];
         let from = match window {
@@ -384,12 +496,16 @@ impl TeamCatalog {
         let mut sql = format!("SELECT {columns} FROM {from} WHERE sid = ANY($1) AND search_text IS NOT NULL");
         // One condition per pattern: the trigram index serves `ILIKE` but not `ILIKE ALL (array)`.
         let mut conditions = Vec::new();
-        for p in patterns {
+        for p in &narrow.patterns {
             params.push(Box::new(p.clone()));
             conditions.push(format!("search_text ILIKE ${}", params.len()));
         }
         if !conditions.is_empty() {
-            sql.push_str(&format!(" AND ({})", conditions.join(if all { " AND " } else { " OR " })));
+            sql.push_str(&format!(" AND ({})", conditions.join(if narrow.all { " AND " } else { " OR " })));
+        }
+        for re in &narrow.regexes {
+            params.push(Box::new(re.clone()));
+            sql.push_str(&format!(" AND search_text ~ ${}", params.len()));
         }
         if let Some(r) = roles {
             params.push(Box::new(r.to_vec()));
@@ -424,6 +540,131 @@ impl TeamCatalog {
         Ok((docs, older))
     }
 }
+
+/// What an entry's searchable text must hold to be fetched: every (`all`) or any of the `ILIKE` patterns, and a
+/// match of every PostgreSQL regular expression.
+#[derive(Debug)]
+struct Narrow {
+    patterns: Vec<String>,
+    all: bool,
+    regexes: Vec<String>,
+}
+
+impl Narrow {
+    fn every(patterns: Vec<String>, regexes: Vec<String>) -> Narrow {
+        Narrow { patterns, all: true, regexes }
+    }
+
+    /// What each of `narrows` (each requiring all of its own) requires.
+    fn all_of<'a>(narrows: impl Iterator<Item = &'a Narrow>) -> Narrow {
+        let mut all = Narrow::every(Vec::new(), Vec::new());
+        for n in narrows {
+            all.patterns.extend(n.patterns.iter().cloned());
+            all.regexes.extend(n.regexes.iter().cloned());
+        }
+        all
+    }
+}
+
+/// A PostgreSQL regular expression matching at least the texts that hold the phrase `phrase` as the local search
+/// finds it (lowercased, runs of white space as one space): its words, in order, with Rust's white space (the
+/// Unicode `White_Space` characters) between them. None for a single word, which its pattern already covers.
+fn phrase_regex(phrase: &str) -> Option<String> {
+    const WHITE_SPACE: &str =
+        "[\\u0009-\\u000D\\u0020\\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]+";
+    let words: Vec<String> = phrase.split_whitespace().map(|w| pg_regex(&regex::escape(w))).collect::<Option<_>>()?;
+    (words.len() > 1).then(|| words.join(WHITE_SPACE))
+}
+
+/// A PostgreSQL regular expression (ARE) matching at least the texts `pattern` (a case-insensitive `re:` query,
+/// Rust's syntax) matches, or None when it cannot be written (the database then narrows nothing).
+///
+/// The two syntaxes and their classes differ (`\w`, case folding, what `.` matches), so the pattern is not handed
+/// over as it is: its parsed form is written out again with only what both read alike — characters as `\u`/`\U`
+/// escapes, small classes listed (each case variant of a letter is one, so no case-insensitive flag is needed),
+/// large ones as any character, every bounded repetition as `*`/`+`/`?` and assertions (`^`, `\b`) left out.
+/// Each of those only widens the match; the local matcher then judges every text fetched.
+fn pg_regex(pattern: &str) -> Option<String> {
+    use regex_syntax::hir::{Class, Hir, HirKind};
+    fn char_escape(c: char) -> String {
+        if c.is_ascii_alphanumeric() {
+            c.to_string()
+        } else if (c as u32) <= 0xFFFF {
+            format!("\\u{:04X}", c as u32)
+        } else {
+            format!("\\U{:08X}", c as u32)
+        }
+    }
+    fn write(hir: &Hir, out: &mut String) -> Option<()> {
+        match hir.kind() {
+            HirKind::Empty | HirKind::Look(_) => {}
+            HirKind::Literal(lit) => {
+                std::str::from_utf8(&lit.0).ok()?.chars().for_each(|c| out.push_str(&char_escape(c)))
+            }
+            HirKind::Class(Class::Unicode(class)) => {
+                let ranges = class.ranges();
+                if ranges.is_empty() {
+                    return None;
+                }
+                if ranges.len() > 32 {
+                    out.push('.');
+                } else {
+                    out.push('[');
+                    for r in ranges {
+                        // PostgreSQL text holds no NUL, and a class naming it is refused.
+                        let start = r.start().max('\u{1}');
+                        out.push_str(&char_escape(start));
+                        if r.end() > start {
+                            out.push('-');
+                            out.push_str(&char_escape(r.end()));
+                        }
+                    }
+                    out.push(']');
+                }
+            }
+            HirKind::Class(Class::Bytes(_)) => return None,
+            HirKind::Repetition(rep) => {
+                out.push_str("(?:");
+                write(&rep.sub, out)?;
+                out.push(')');
+                out.push(match (rep.min, rep.max) {
+                    (0, Some(1)) => '?',
+                    (0, _) => '*',
+                    _ => '+',
+                });
+            }
+            HirKind::Capture(cap) => {
+                out.push_str("(?:");
+                write(&cap.sub, out)?;
+                out.push(')');
+            }
+            HirKind::Concat(parts) => {
+                for p in parts {
+                    write(p, out)?;
+                }
+            }
+            HirKind::Alternation(parts) => {
+                out.push_str("(?:");
+                for (i, p) in parts.iter().enumerate() {
+                    if i > 0 {
+                        out.push('|');
+                    }
+                    write(p, out)?;
+                }
+                out.push(')');
+            }
+        }
+        Some(())
+    }
+    let hir = regex_syntax::ParserBuilder::new().case_insensitive(true).build().parse(pattern).ok()?;
+    let mut out = String::new();
+    write(&hir, &mut out)?;
+    // An expression that matches everything narrows nothing: not worth the database's time.
+    (!out.is_empty()).then_some(out)
+}
+
+/// How often a search's watcher looks whether the search was cancelled.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Entries per window of the newest-first walk (by default), and how many windows are walked before the trigram
 /// index.

@@ -65,6 +65,32 @@ pub struct PushRequest<'a> {
     pub since: Option<&'a str>,
     /// Push images as they are instead of as placeholders.
     pub keep_images: bool,
+    /// `--prune`: the retention age (`--older-than`, or [`DEFAULT_RETENTION`]); sessions older are left out and
+    /// their rows deleted.
+    pub prune: Option<String>,
+}
+
+/// `push --prune` without `--older-than`.
+pub const DEFAULT_RETENTION: &str = "90d";
+
+/// `pi-sessiond team prune --postgres URL --older-than DURATION`: deletes every machine's sessions whose file last
+/// changed longer ago than that, with their entries, in one transaction; prints `{"deleted","entries"}`.
+pub fn prune(url: &str, older_than: &str, json: bool, out: &mut dyn Write) -> i32 {
+    let result = super::prune::parse_age(older_than).map_err(DbError::Config).and_then(|age| {
+        let target = Target::from_env(url)?;
+        let mut client = super::schema::open(&target)?;
+        super::prune::prune(&mut client, &target, super::prune::cutoff_ns(age))
+    });
+    match result {
+        Ok(r) => {
+            let mut o = Object::new();
+            o.insert("deleted", Json::number(r.sessions as f64));
+            o.insert("entries", Json::number(r.entries as f64));
+            let _ = writeln!(out, "{}", Json::Object(o).to_canonical_string());
+            0
+        }
+        Err(e) => fail(e, json),
+    }
 }
 
 /// The redaction a push or an export asked for: None with `--no-redact`; else the built-in rules plus those of
@@ -87,7 +113,10 @@ pub fn push(request: &PushRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
     let machine = request.machine.map(str::to_owned).unwrap_or_else(push::host_name);
     let (target, mut options, redactor) = match Target::from_env(request.url).and_then(|t| {
         let options = PushOptions::new(machine, request.agent_dir, request.allow_empty)?;
-        let filter = push::Filter::new(request.include, request.exclude, request.since)?;
+        let mut filter = push::Filter::new(request.include, request.exclude, request.since)?;
+        if let Some(age) = &request.prune {
+            filter = filter.with_max_age(super::prune::parse_age(age).map_err(DbError::Config)?);
+        }
         Ok((
             t,
             PushOptions { filter, keep_images: request.keep_images, ..options },

@@ -6,6 +6,7 @@
 //! the server's certificate, `verify-ca` checks the chain (against `sslrootcert` when given, else the system's
 //! roots), and `verify-full` also checks the host name.
 
+use std::path::Path;
 use std::str::FromStr;
 
 use postgres::config::{Host, SslMode};
@@ -55,6 +56,9 @@ pub enum DbError {
         /// What is wrong with it.
         why: String,
     },
+    /// The work was cancelled (`$/cancelRequest`); the statement it was running was cancelled too.
+    #[error("cancelled")]
+    Cancelled,
     /// A session file could not be read while pushing it.
     #[error("{path}: {source}")]
     File {
@@ -79,7 +83,7 @@ impl DbError {
         match self {
             DbError::Postgres { source, .. } => source.code().is_none_or(|c| sqlstate_is_transient(c.code())),
             DbError::Busy { .. } | DbError::File { .. } | DbError::NoSessions { .. } => true,
-            DbError::Config(_) | DbError::Tls(_) | DbError::NewerSchema { .. } => false,
+            DbError::Config(_) | DbError::Tls(_) | DbError::NewerSchema { .. } | DbError::Cancelled => false,
         }
     }
 }
@@ -158,7 +162,8 @@ fn take_tls_options(conn: &str) -> (String, Option<String>, Option<String>) {
 impl Target {
     /// Parses `conn` (a `postgres://` URL or a libpq key=value string); what it leaves out comes from `env`
     /// (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, `PGSSLMODE`, `PGSSLROOTCERT`,
-    /// `PGAPPNAME`, `PGCONNECT_TIMEOUT`), then libpq's defaults (the OS user; a local socket).
+    /// `PGAPPNAME`, `PGCONNECT_TIMEOUT`), a password missing from both from libpq's password file (`PGPASSFILE`, else
+    /// `~/.pgpass`), then libpq's defaults (the OS user; a local socket).
     pub fn parse(conn: &str, env: &dyn Fn(&str) -> Option<String>) -> DbResult<Target> {
         let (rest, mode, root) = take_tls_options(conn.trim());
         let mut config = if rest.is_empty() {
@@ -175,7 +180,7 @@ impl Target {
                     }
                 }
                 None => {
-                    config.host("/var/run/postgresql");
+                    config.host(DEFAULT_SOCKET_DIR);
                 }
             }
         }
@@ -196,6 +201,11 @@ impl Target {
         if config.get_dbname().is_none() {
             if let Some(d) = var("PGDATABASE") {
                 config.dbname(&d);
+            }
+        }
+        if config.get_password().is_none() {
+            if let Some(password) = password_from_file(&config, env) {
+                config.password(password);
             }
         }
         if config.get_application_name().is_none() {
@@ -240,7 +250,8 @@ impl Target {
         format!("{user}@{}:{port}/{db}", hosts.join(","))
     }
 
-    fn tls(&self) -> DbResult<postgres_native_tls::MakeTlsConnector> {
+    /// The TLS connector `sslmode` asks for (also what a cancel request is sent with).
+    pub(super) fn tls(&self) -> DbResult<postgres_native_tls::MakeTlsConnector> {
         let mut builder = native_tls::TlsConnector::builder();
         match self.verify {
             Verify::Nothing => {
@@ -271,6 +282,25 @@ impl Target {
         DbError::Postgres { server: self.describe(), detail: error_detail(&source), source }
     }
 }
+
+/// The password file's password for the first host of `config` (libpq reads it per host; one password is all the
+/// driver takes), matched as libpq matches: a socket in the default directory is `localhost`, the port defaults to
+/// 5432 and the database to the user.
+fn password_from_file(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let path = super::pgpass::file(env)?;
+    let host = match config.get_hosts().first()? {
+        Host::Tcp(name) => name.clone(),
+        Host::Unix(dir) if dir == Path::new(DEFAULT_SOCKET_DIR) || dir == Path::new("/tmp") => "localhost".to_owned(),
+        Host::Unix(dir) => dir.display().to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432).to_string();
+    let user = config.get_user().unwrap_or_default();
+    let database = config.get_dbname().unwrap_or(user);
+    super::pgpass::lookup(&path, super::pgpass::Wanted { host: &host, port: &port, database, user })
+}
+
+/// Where the server's socket is when nothing says otherwise (Debian's libpq).
+const DEFAULT_SOCKET_DIR: &str = "/var/run/postgresql";
 
 /// A driver error as a sentence: the server's severity, SQLSTATE and message (with its detail and hint) when the
 /// server answered, else the driver's message and its causes (a refused connection, a TLS failure…).

@@ -75,6 +75,8 @@ pub struct Filter {
     pub exclude: Option<globset::GlobSet>,
     /// Only files modified at or after this time (ms since the epoch).
     pub since_ms: Option<f64>,
+    /// `--prune`: only files modified within this long before each pass (the retention rule of `team prune`).
+    pub max_age: Option<std::time::Duration>,
 }
 
 impl Filter {
@@ -102,13 +104,21 @@ impl Filter {
                 Some(ms)
             }
         };
-        Ok(Filter { include: set(include)?, exclude: set(exclude)?, since_ms })
+        Ok(Filter { include: set(include)?, exclude: set(exclude)?, since_ms, max_age: None })
+    }
+
+    /// Leaves out (and so deletes the rows of) sessions whose file last changed more than `age` before a pass.
+    pub fn with_max_age(self, age: std::time::Duration) -> Filter {
+        Filter { max_age: Some(age), ..self }
     }
 
     /// Whether the session file `f` is pushed. Its header is read only when globs ask for its cwd; a file whose
     /// header cannot be read has no cwd, so no `--include` chooses it.
     fn chooses(&self, f: &Found) -> bool {
         if self.since_ms.is_some_and(|since| (f.stamp.mtime_ns as f64) / 1e6 < since) {
+            return false;
+        }
+        if self.max_age.is_some_and(|age| f.stamp.mtime_ns < super::prune::cutoff_ns(age)) {
             return false;
         }
         if self.include.is_none() && self.exclude.is_none() {

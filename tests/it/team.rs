@@ -195,24 +195,30 @@ fn pushed_tree(pg: &pg_server::Server, seed: u32, machine: &str) -> (String, tem
     (url, tmp, agent)
 }
 
+/// `search --json --limit 50 QUERY` of the binary over the agent directory `agent` (no index) and over the
+/// database at `url`, whose only machine is `only`: the local hits, and the team's without their `machine`.
+fn local_and_team_search(agent: &Path, url: &str, query: &str) -> (Json, Vec<Json>) {
+    let agent = s(agent);
+    let local = json(&run_search(&["--no-index", "--agent-dir", &agent, "search", "--json", "--limit", "50", query]));
+    let team = json(&run_search(&["--catalog", url, "search", "--json", "--limit", "50", query]));
+    let Ok(team) = team.into_array() else { panic!() };
+    let stripped = team
+        .into_iter()
+        .map(|h| {
+            let Ok(mut o) = h.into_object() else { panic!() };
+            assert_eq!(o.remove("machine").map(|m| str_of(&m)).as_deref(), Some("only"));
+            Json::Object(o)
+        })
+        .collect();
+    (local, stripped)
+}
+
 #[test]
 fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() {
     let Some(pg) = pg_server::server() else { return };
     let (url, _tmp, agent) = pushed_tree(pg, 33, "only");
     for query in ["hello", "\"hello world\"", "re:h.l+o", "a b", "zzzz-not-there", "proj"] {
-        let agent = s(&agent);
-        let local =
-            json(&run_search(&["--no-index", "--agent-dir", &agent, "search", "--json", "--limit", "50", query]));
-        let team = json(&run_search(&["--catalog", &url, "search", "--json", "--limit", "50", query]));
-        let Ok(team) = team.into_array() else { panic!() };
-        let stripped: Vec<Json> = team
-            .into_iter()
-            .map(|h| {
-                let Ok(mut o) = h.into_object() else { panic!() };
-                assert_eq!(o.remove("machine").map(|m| str_of(&m)).as_deref(), Some("only"));
-                Json::Object(o)
-            })
-            .collect();
+        let (local, stripped) = local_and_team_search(&agent, &url, query);
         assert_eq!(Json::Array(stripped), local, "query {query}");
     }
     // Every path of the search (the newest-first walk stopping early, running out, the trigram index after it)
@@ -221,7 +227,17 @@ fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() 
     for window in [1, 7, 2000] {
         let mut catalog = TeamCatalog::open(&target).unwrap().with_search_window(window);
         for limit in [1, 3, 50] {
-            for query in ["hello", "\"hello world\"", "re:h.l+o", "a b", "e", "proj hello"] {
+            for query in [
+                "hello",
+                "\"hello world\"",
+                "re:h.l+o",
+                "re:^HEL{1,2}o\\b|w[aeiou]rld?",
+                "re:(x|)z*\\d{2}",
+                "a b",
+                "e",
+                "proj hello",
+                "hello proj zzzz-nowhere",
+            ] {
                 let mut index = None;
                 let local = pi_sessiond::catalog::search::search_sessions(
                     query,
@@ -241,6 +257,62 @@ fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() 
                 assert_eq!(team, local, "window {window}, limit {limit}, query {query}");
             }
         }
+    }
+}
+
+#[test]
+fn a_team_search_finds_words_with_a_greek_final_sigma_as_the_local_search_does() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    let dir = agent.join("sessions/--proj--");
+    session(&dir, "sigma001", &["ΟΔΟΣ ΑΘΗΝΩΝ 12", "nothing"]);
+    session(&dir, "sigma002", &["στην οδος Πατησίων", "ΣΥΣΤΗΜΑ"]);
+    session(&dir, "sigma003", &["μια οδοσ γραμμένη λάθος", "η ΟΔΟΣ"]);
+    push(&agent, &url, "only");
+    let mut counts = BTreeMap::new();
+    for query in ["ΟΔΟΣ", "οδος", "οδοσ", "\"ΟΔΟΣ ΑΘΗΝΩΝ\"", "συστημα", "ΟΔΟΣ λάθος"]
+    {
+        let (local, stripped) = local_and_team_search(&agent, &url, query);
+        counts.insert(query, stripped.len());
+        // Hits of equal score and time may come in another order (a tie the ranking leaves open): compare as sets.
+        let sorted = |mut hits: Vec<Json>| {
+            hits.sort_by_key(|h| format!("{h:?}"));
+            hits
+        };
+        let Ok(local) = local.into_array() else { panic!() };
+        assert_eq!(sorted(stripped), sorted(local), "query {query}");
+    }
+    // The words are found at all (the local search lowercases the final capital sigma to `ς`).
+    assert_eq!(counts["ΟΔΟΣ"], 3, "{counts:?}");
+    assert_eq!(counts["συστημα"], 1, "{counts:?}");
+}
+
+#[test]
+fn a_team_search_with_fewer_hits_than_its_limit_leaves_the_texts_that_do_not_match_in_the_database() {
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    // 3,000 entries of about 1 KB, every one holding "common" and "lorem": 3 MB of searchable text.
+    let filler = "lorem ipsum dolor sit amet ".repeat(40);
+    let texts: Vec<String> = (0..3000).map(|i| format!("common entry {i} {filler}")).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    session(&agent.join("sessions/--proj--"), "bulk0001", &texts);
+    push(&agent, &url, "only");
+    let relay = pg_server::CountingRelay::start(pg.port());
+    let through = relay.url(&url);
+    let mut pulled = BTreeMap::new();
+    for query in ["re:zq[0-9]+x", "re:common.*nowhere", "common lorem ipsum nowhere-to-be-found", "\"lorem common\""] {
+        let before = relay.bytes_from_server();
+        let hits = json(&run_search(&["--catalog", &through, "search", "--json", "--limit", "50", query]));
+        assert_eq!(hits, Json::Array(Vec::new()), "query {query}");
+        pulled.insert(query, relay.bytes_from_server() - before);
+    }
+    // What matches (a word that is there) still comes back, so the relay is on the path.
+    let before = relay.bytes_from_server();
+    let hits = json(&run_search(&["--catalog", &through, "search", "--json", "--limit", "5", "re:entry 29\\d\\d"]));
+    assert!(matches!(&hits, Json::Array(h) if h.len() == 5), "{hits:?}");
+    assert!(relay.bytes_from_server() > before);
+    for (query, bytes) in &pulled {
+        assert!(*bytes < 300_000, "{query:?} pulled {bytes} bytes of 3 MB of text that does not match: {pulled:?}");
     }
 }
 
@@ -573,6 +645,61 @@ fn a_sidecar_with_a_catalog_answers_right_after_the_database_dropped_its_connect
     assert!(matches!(&hits, Json::Array(h) if h.len() == 1), "{hits:?}");
 }
 
+/// pi-sessiond's statements the server is running in the database at `url`: their text.
+fn running_statements(url: &str) -> Vec<String> {
+    let db = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
+    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    admin
+        .query(
+            "SELECT query FROM pg_stat_activity WHERE datname = $1 AND application_name = 'pi-sessiond'
+               AND state = 'active'",
+            &[&db],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[test]
+fn a_cancelled_team_search_returns_promptly_and_leaves_no_statement_running_in_the_database() {
+    use crate::support::sidecar::{Sidecar, Wire};
+    let Some(pg) = pg_server::server() else { return };
+    let (url, _tmp, agent) = fresh(pg);
+    session(&agent.join("sessions/--p--"), "cancel01", &["a needle in the entries"]);
+    push(&agent, &url, "laptop");
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &s(&agent), "--catalog", &url], &[]);
+    sc.call("sessions/listAll", json("{}"));
+    // The entries are locked by another transaction: the search's statement waits on the server until it is
+    // cancelled (or the lock goes, which this test never lets happen before the search is cancelled).
+    let mut locker = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut lock = locker.transaction().unwrap();
+    lock.batch_execute("LOCK TABLE pi_entries IN ACCESS EXCLUSIVE MODE").unwrap();
+    let id = sc.start("sessions/search", json(r#"{"query":"needle"}"#));
+    assert!(
+        eventually(30, || running_statements(&url).iter().any(|q| q.contains("pi_entries"))),
+        "the search never reached the database"
+    );
+    sc.notify("$/cancelRequest", json(&format!(r#"{{"id":{id}}}"#)));
+    let e = sc.response(id);
+    assert_eq!(
+        str_of(e.get("error").and_then(|e| e.get("data")).and_then(|d| d.get("kind")).unwrap_or(&Json::Null)),
+        "request_cancelled",
+        "{e:?}"
+    );
+    assert!(
+        eventually(10, || running_statements(&url).is_empty()),
+        "the cancelled search still runs in the database: {:?}",
+        running_statements(&url)
+    );
+    // The connection is free again: the next request is answered while the entries are still locked.
+    let listed = sc.call("sessions/listAll", json("{}"));
+    assert!(matches!(&listed, Json::Array(l) if l.len() == 1), "{listed:?}");
+    lock.rollback().unwrap();
+    let hits = sc.call("sessions/search", json(r#"{"query":"needle"}"#));
+    assert!(matches!(&hits, Json::Array(h) if h.len() == 1), "{hits:?}");
+}
+
 #[test]
 fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
     let Some(pg) = pg_server::server() else { return };
@@ -609,7 +736,8 @@ fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
 }
 
 #[test]
-fn a_url_that_asks_for_tls_gets_an_encrypted_connection_and_a_password_is_used_but_never_logged() {
+fn a_url_that_asks_for_tls_gets_an_encrypted_connection_and_a_password_from_it_or_a_password_file_is_used_but_never_logged(
+) {
     let Some(pg) = pg_server::server() else { return };
     let url = pg.database();
     let db = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
@@ -645,6 +773,30 @@ fn a_url_that_asks_for_tls_gets_an_encrypted_connection_and_a_password_is_used_b
     assert!(ok, "{err}");
     assert_eq!(by_machine(&json(&out)).keys().collect::<Vec<_>>(), ["m"]);
     assert!(!err.contains(password), "the password was logged:\n{err}");
+
+    // The password from libpq's password file (PGPASSFILE, else ~/.pgpass), so that no command line holds it: the
+    // first line matching host, port, database and user, `*` matching anything; ignored when others may read it.
+    let home = temp_dir();
+    let pgpass = home.path().join(".pgpass");
+    let lines = format!(
+        "# team database\n127.0.0.1:{port}:other_db:{role}:not-this-one\n*:{port}:{db}:{role}:{password}\n*:*:*:*:nor-this\n"
+    );
+    std::fs::write(&pgpass, lines).unwrap();
+    let mode = |m| std::fs::set_permissions(&pgpass, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap();
+    mode(0o600);
+    let ls = ["--catalog", &bare, "ls", "--json", "--all"];
+    let (ok, out, err) = run_env(&ls, &[trace[0], ("PGPASSFILE", &s(&pgpass))]);
+    assert!(ok, "PGPASSFILE was not read: {err}");
+    assert_eq!(by_machine(&json(&out)).keys().collect::<Vec<_>>(), ["m"]);
+    assert!(!err.contains(password), "the password was logged:\n{err}");
+    let (ok, out, err) = run_env(&ls, &[("HOME", &s(home.path()))]);
+    assert!(ok, "~/.pgpass was not read: {err}");
+    assert_eq!(by_machine(&json(&out)).keys().collect::<Vec<_>>(), ["m"]);
+    mode(0o644);
+    let (ok, out, err) = run_env(&ls, &[("HOME", &s(home.path()))]);
+    assert!(!ok, "a password file others may read was used");
+    assert!(err.contains("group or world access"), "{err}");
+    assert!(out.contains("catalog_unavailable") && out.contains("password"), "{out}");
 
     // A wrong password is refused with an error naming the server, and neither password is in it.
     let wrong = "hunter2-wrong";
@@ -1500,4 +1652,106 @@ fn a_pushed_image_is_a_placeholder_with_its_type_size_and_hash_unless_kept() {
     let kept = pg.database();
     run(&["--agent-dir", &s(&agent), "push", "--postgres", &kept, "--machine", "m", "--keep-images"]);
     assert!(raw_of_image(&kept).contains(&data), "--keep-images stores the image");
+}
+
+/// `count` sessions under `agent`'s project `--p--` named `{prefix}NNNN`, each with `entries` messages and its file
+/// last changed `days_ago` days ago; their ids.
+fn aged_sessions(agent: &Path, prefix: &str, count: usize, entries: usize, days_ago: u64) -> Vec<String> {
+    let dir = agent.join("sessions/--p--");
+    let texts: Vec<String> = (0..entries).map(|i| format!("retention entry {i}")).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    (0..count)
+        .map(|i| {
+            let id = format!("{prefix}{i:04}");
+            let path = session(&dir, &id, &texts);
+            let when = std::time::SystemTime::now() - std::time::Duration::from_secs(days_ago * 86_400);
+            std::fs::File::options().write(true).open(&path).unwrap().set_modified(when).unwrap();
+            id
+        })
+        .collect()
+}
+
+/// The database's sessions as (machine, session id, entries), and how many entries have no session.
+fn sessions_and_orphans(url: &str) -> (Vec<(String, String, i64)>, i64) {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let sessions = c
+        .query(
+            "SELECT s.machine, s.session_id, (SELECT count(*) FROM pi_entries e WHERE e.sid = s.sid)
+             FROM pi_sessions s ORDER BY 1, 2",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let orphans = c
+        .query_one(
+            "SELECT count(*) FROM pi_entries e WHERE NOT EXISTS (SELECT 1 FROM pi_sessions s WHERE s.sid = e.sid)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    (sessions, orphans)
+}
+
+#[test]
+fn a_prune_killed_at_random_moments_then_rerun_deletes_exactly_the_old_sessions_and_leaves_no_orphans() {
+    let Some(pg) = pg_server::server() else { return };
+    let url = pg.database();
+    let tmp = temp_dir();
+    let (a, b) = (tmp.path().join("a/agent"), tmp.path().join("b/agent"));
+    let a_old = aged_sessions(&a, "aold", 3, 300, 200);
+    let a_new = aged_sessions(&a, "anew", 2, 20, 2);
+    let b_old = aged_sessions(&b, "bold", 6, 2000, 120);
+    let b_new = aged_sessions(&b, "bnew", 3, 20, 0);
+    push(&a, &url, "a");
+    push(&b, &url, "b");
+    let row = |m: &str, id: &String, n: usize| (m.to_owned(), id.clone(), n as i64 + 1);
+    let (all, _) = sessions_and_orphans(&url);
+    assert_eq!(all.len(), 14, "{all:?}");
+
+    // push --prune: this machine's old sessions go (and are not sent again); another machine's stay.
+    let pruning =
+        ["--agent-dir", &s(&a), "push", "--postgres", &url, "--machine", "a", "--prune", "--older-than", "30d"];
+    let (ok, out, err) = run_env(&pruning, &[]);
+    assert!(ok, "{err}");
+    assert_eq!(number(&json(out.trim()), "deleted"), 3.0, "{out}");
+    let (ok, out, err) = run_env(&pruning, &[]);
+    assert!(ok && number(&json(out.trim()), "pushed") == 0.0, "a second pruning push sent something: {out}{err}");
+    let mut expected: Vec<_> = a_new.iter().map(|id| row("a", id, 20)).collect();
+    expected.extend(b_old.iter().map(|id| row("b", id, 2000)));
+    expected.extend(b_new.iter().map(|id| row("b", id, 20)));
+    expected.sort();
+    assert_eq!(sessions_and_orphans(&url), (expected.clone(), 0));
+    drop(a_old);
+
+    // A duration that is not one is refused, and nothing is deleted.
+    let (ok, _, err) = run_env(&["team", "prune", "--postgres", &url, "--older-than", "soon"], &[]);
+    assert!(!ok && err.contains("--older-than"), "{err}");
+    assert_eq!(sessions_and_orphans(&url), (expected.clone(), 0));
+
+    // team prune, killed at random moments: every time either all of the old sessions are gone or none, and no
+    // entry is left without its session.
+    let old_gone: Vec<_> = expected.iter().filter(|(m, id, _)| m == "a" || !id.starts_with("bold")).cloned().collect();
+    let mut rng = Rng::new(23);
+    for round in 0..10 {
+        let mut child = Command::new(binary())
+            .args(["team", "prune", "--postgres", &url, "--older-than", "30d"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(rng.below(120) as u64));
+        let _ = child.kill();
+        let _ = child.wait();
+        let now = sessions_and_orphans(&url);
+        assert!(now == (expected.clone(), 0) || now == (old_gone.clone(), 0), "round {round}: {now:?}");
+        if now.0 == old_gone {
+            break;
+        }
+    }
+    let out = run(&["team", "prune", "--postgres", &url, "--older-than", "30d"]);
+    let report = json(out.trim());
+    assert!(number(&report, "deleted") == 0.0 || number(&report, "deleted") == 6.0, "{out}");
+    assert_eq!(sessions_and_orphans(&url), (old_gone, 0));
 }

@@ -248,7 +248,8 @@ pub fn search(p: SearchParams, cx: &Cx<'_>) -> Res<Vec<SearchHitJson>> {
     let scope = Scope { cwd: p.cwd.as_deref(), session_dir: p.session_dir.as_deref() };
     let limit = p.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
     if let Some(team) = &server.team {
-        return crate::rpc::team::search(team, &p.query, scope, p.roles.as_deref(), limit).map(Out::Value);
+        return crate::rpc::team::search(team, &p.query, scope, p.roles.as_deref(), limit, &cx.reply.cancel_token())
+            .map(Out::Value);
     }
     let hits = server
         .index

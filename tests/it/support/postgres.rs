@@ -292,3 +292,61 @@ impl Server {
         self.port
     }
 }
+
+/// A loopback TCP relay in front of the server that counts the bytes the server sends, so a test can tell how
+/// much a command pulled out of the database.
+pub struct CountingRelay {
+    port: u16,
+    from_server: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CountingRelay {
+    /// Relays connections to the server at `port` (at most 64 of them over its life).
+    pub fn start(port: u16) -> CountingRelay {
+        use std::sync::atomic::AtomicU64;
+        use std::sync::Arc;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a relay port");
+        let relay_port = listener.local_addr().unwrap().port();
+        let from_server = Arc::new(AtomicU64::new(0));
+        let counted = from_server.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().take(64) {
+                let Ok(client) = client else { continue };
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", port)) else { continue };
+                let (mut c_read, mut s_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c_read, &mut s_write);
+                    let _ = s_write.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut s_read, mut c_write, counted) = (server, client, counted.clone());
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match std::io::Read::read(&mut s_read, &mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        counted.fetch_add(n as u64, Ordering::Relaxed);
+                        if std::io::Write::write_all(&mut c_write, &buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = c_write.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        CountingRelay { port: relay_port, from_server }
+    }
+
+    /// `url` (a database of the server) through the relay.
+    pub fn url(&self, url: &str) -> String {
+        let (head, rest) = url.split_once("@127.0.0.1:").expect("a loopback URL");
+        let (_, db) = rest.split_once('/').expect("a database in the URL");
+        format!("{head}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Bytes the server has sent through the relay so far.
+    pub fn bytes_from_server(&self) -> u64 {
+        self.from_server.load(Ordering::Relaxed)
+    }
+}
