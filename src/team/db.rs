@@ -116,6 +116,57 @@ enum Verify {
     Full,
 }
 
+/// libpq's weaker modes in rustls's terms: `require` accepts any certificate (`chain` None), `verify-ca` checks the
+/// chain but not the host name. The handshake's signatures are checked either way, so the connection is encrypted
+/// to whoever holds the certificate's key.
+#[derive(Debug)]
+struct LibpqVerifier {
+    chain: Option<std::sync::Arc<rustls::client::WebPkiServerVerifier>>,
+    provider: std::sync::Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for LibpqVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+        let Some(chain) = &self.chain else { return Ok(rustls::client::danger::ServerCertVerified::assertion()) };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(NotValidForName | NotValidForNameContext { .. })) => {
+                Ok(rustls::client::danger::ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// A parsed connection target: the driver's config plus what the driver cannot express.
 #[derive(Clone)]
 pub struct Target {
@@ -250,25 +301,52 @@ impl Target {
         format!("{user}@{}:{port}/{db}", hosts.join(","))
     }
 
-    /// The TLS connector `sslmode` asks for (also what a cancel request is sent with).
-    pub(super) fn tls(&self) -> DbResult<postgres_native_tls::MakeTlsConnector> {
-        let mut builder = native_tls::TlsConnector::builder();
-        match self.verify {
-            Verify::Nothing => {
-                builder.danger_accept_invalid_certs(true).danger_accept_invalid_hostnames(true);
+    /// The TLS connector `sslmode` asks for (also what a cancel request is sent with): rustls (so the binary
+    /// needs no system OpenSSL), with the roots of `sslrootcert` when given, else the system's.
+    pub(super) fn tls(&self) -> DbResult<tokio_postgres_rustls::MakeRustlsConnect> {
+        use std::sync::Arc;
+        let tls_error = |e: &dyn std::fmt::Display| DbError::Tls(e.to_string());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.root_cert {
+            Some(path) => {
+                use rustls::pki_types::pem::PemObject;
+                let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
+                    .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                    .map_err(|e| DbError::Tls(format!("sslrootcert {path}: {e}")))?;
+                for cert in certs {
+                    roots.add(cert).map_err(|e| DbError::Tls(format!("{path}: {e}")))?;
+                }
             }
-            Verify::Chain => {
-                builder.danger_accept_invalid_hostnames(true);
+            None if self.verify != Verify::Nothing => {
+                // Certificates the system store holds that rustls cannot use are left out, as a browser would.
+                for cert in rustls_native_certs::load_native_certs().certs {
+                    let _ = roots.add(cert);
+                }
             }
-            Verify::Full => {}
+            None => {}
         }
-        if let Some(path) = &self.root_cert {
-            let pem = std::fs::read(path).map_err(|e| DbError::Tls(format!("sslrootcert {path}: {e}")))?;
-            let cert = native_tls::Certificate::from_pem(&pem).map_err(|e| DbError::Tls(format!("{path}: {e}")))?;
-            builder.add_root_certificate(cert);
-        }
-        let connector = builder.build().map_err(|e| DbError::Tls(e.to_string()))?;
-        Ok(postgres_native_tls::MakeTlsConnector::new(connector))
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| tls_error(&e))?;
+        let config = match self.verify {
+            Verify::Full => builder.with_root_certificates(roots).with_no_client_auth(),
+            verify => {
+                let chain = match verify {
+                    Verify::Chain => Some(
+                        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                            .build()
+                            .map_err(|e| tls_error(&e))?,
+                    ),
+                    _ => None,
+                };
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(LibpqVerifier { chain, provider }))
+                    .with_no_client_auth()
+            }
+        };
+        Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
     }
 
     /// Opens a connection.
