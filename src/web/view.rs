@@ -9,9 +9,9 @@
 
 use std::sync::Arc;
 
+use crate::catalog::usage::{add_entry_usage, UsageByModel};
 use crate::cli::describe::{content_text, one_line, summarize};
 use crate::cli::output::{Failure, FailureKind};
-use crate::cli::stats::{add_entry_usage, UsageByModel};
 use crate::session::json::{JsString, Json, Object};
 use crate::session::ErrorKind;
 

@@ -7,6 +7,10 @@
 //   {"command": "list", "calls": [{kind, cwd, dir, agentDir}]} -> list / listAll / findById / findMostRecentSession
 //   {"command": "write", "file": f, "count": n, "delayMs": d, "text": t}
 //        -> pi appends n messages to an existing session file, one every d ms (a live pi writing a session)
+//   {"command": "usage", "agentDir": d, "by": "day"|"model"|"project", "since": ms|null}
+//        -> tokens and cost of every session pi's listAll finds (opened in path order), grouped, as pi's
+//           getSessionStats walks entries and sums them (addUsageToTotals), keyed as getUsageCostBreakdown keys
+//           them; with "by": "model", pi's own getUsageCostBreakdown over the same entries rides along
 //   {"command": "scenarios", "root": dir, "scenarios": [{name, ops}]}
 //        -> runs each scenario's operations on pi with deterministic ids and clock, returns every operation's
 //           result, the live reads at checkpoints, and every file the scenario left behind (base64).
@@ -251,6 +255,55 @@ async function listCall(c) {
   }
 }
 
+// ---- usage across sessions -----------------------------------------------------------------------------------
+const { createUsageTotals, addUsageToTotals, getUsageCostBreakdown } = await import(
+  new URL("./node_modules/@earendil-works/pi-coding-agent/dist/core/usage-totals.js", import.meta.url)
+);
+async function usageOverview(r) {
+  process.env.PI_CODING_AGENT_DIR = r.agentDir;
+  const paths = (await SessionManager.listAll()).map((s) => s.path).sort();
+  const groups = new Map();
+  const counted = [];
+  for (const path of paths) {
+    const m = SessionManager.open(path);
+    for (const e of m.getEntries()) {
+      // The entries getSessionStats adds, with getUsageCostBreakdown's key.
+      let key, usage;
+      if (e.type === "message" && e.message.role === "assistant") {
+        key = `${e.message.provider}/${e.message.responseModel ?? e.message.model}`;
+        usage = e.message.usage;
+      } else if (e.type === "usage") {
+        key = `${e.provider}/${e.model}`;
+        usage = e.usage;
+      } else if (e.type === "message" && e.message.role === "toolResult" && e.message.usage) {
+        key = "Tools/summaries";
+        usage = e.message.usage;
+      } else if ((e.type === "branch_summary" || e.type === "compaction") && e.usage) {
+        key = "Tools/summaries";
+        usage = e.usage;
+      }
+      if (!key || !usage) continue;
+      const time = new Date(e.timestamp).getTime();
+      if (r.since != null && !(time >= r.since)) continue;
+      counted.push(e);
+      const group = r.by === "day" ? new Date(time).toISOString().slice(0, 10) : r.by === "model" ? key : m.getCwd();
+      if (!groups.has(group)) groups.set(group, createUsageTotals());
+      addUsageToTotals(groups.get(group), usage);
+    }
+  }
+  const rows = [...groups].map(([group, t]) => ({
+    [r.by]: group,
+    input: t.input,
+    output: t.output,
+    cacheRead: t.cacheRead,
+    cacheWrite: t.cacheWrite,
+    totalTokens: t.input + t.output + t.cacheRead + t.cacheWrite,
+    cost: t.cost,
+  }));
+  rows.sort((a, b) => (a[r.by] < b[r.by] ? -1 : a[r.by] > b[r.by] ? 1 : 0));
+  return { rows, breakdown: r.by === "model" ? getUsageCostBreakdown(counted) : null };
+}
+
 // ---- main -----------------------------------------------------------------------------------------------------
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);
@@ -275,6 +328,9 @@ switch (request.command) {
         answer.push({ error: String(e?.message ?? e) });
       }
     }
+    break;
+  case "usage":
+    answer = await usageOverview(request);
     break;
   case "scenarios":
     answer = request.scenarios.map((s) => runScenario(request.root, s));
