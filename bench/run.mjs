@@ -3,7 +3,7 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team,usage]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
@@ -486,6 +486,26 @@ if (wanted("pi")) {
   row("pi", "pi: /resume listing of 3,000 sessions, first in the process (drop-in: index built)", pick(piList, "coldMs"), pick(ourList, "coldMs"), "ms");
   row("pi", "pi: /resume listing of 3,000 sessions, again", pick(piList, "warmMs"), pick(ourList, "warmMs"), "ms", "drop-in: a stat per file");
   rmSync(join(agent, "pi-sessiond"), { recursive: true, force: true });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The usage overview (issue 22): every session's tokens and cost by day on the 3,000-session root, pi's
+// SessionManager in Node (tests/conformance/usage.mjs) against `pi-sessiond usage --by day --json`; both must
+// give the same rows.
+if (wanted("usage")) {
+  const agent = catalog(3000, 300e6);
+  console.error("usage: tokens and cost by day of 3,000 sessions");
+  execFileSync("sh", ["-c", `find '${agent}/sessions' -type f -exec cat {} + > /dev/null`]);
+  const piRun = () => json("node", ["--max-old-space-size=8192", new URL("./pi-ops.mjs", import.meta.url).pathname, "usage", agent]);
+  const oursRun = () => {
+    const t = performance.now();
+    const rows = json(bin, ["--agent-dir", agent, "usage", "--by", "day", "--json"]);
+    return { ms: performance.now() - t, rows };
+  };
+  const [pi, [ours]] = await interleaved(Math.min(reps, 3), piRun, [oursRun]);
+  const same = JSON.stringify(pi[0].rows) === JSON.stringify(ours[0].rows);
+  if (!same) throw new Error("pi-sessiond usage and pi's sums differ on the 3,000-session root");
+  row("usage", "usage by day of 3,000 sessions (300 MB), warm", pick(pi, "warmMs"), pick(ours, "ms"), "ms", `pi: listAll + open each in one process; ours: the whole command; ${ours[0].rows.length} days, same rows; target ≥ 20×`);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
