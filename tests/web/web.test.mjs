@@ -561,3 +561,44 @@ test("the usage overview draws every session's tokens and cost by day, stacked b
     other.kill("SIGTERM");
   }
 });
+
+test("keys alone go from the list to an entry, the address names it, and that address opens at the entry", async () => {
+  await withSwitchServer(async (page, files) => {
+    // The list is newest first: session 2, 1, 0.
+    const id = (k) => `0194dddd-000${k}-7000-8000-00000000000${k}`;
+    await page.keyboard.press("?");
+    assert.equal(await page.isVisible("#keys"), true, "? shows the shortcut sheet");
+    await page.keyboard.press("Escape");
+    assert.equal(await page.isVisible("#keys"), false);
+    await page.keyboard.press("j");
+    await page.keyboard.press("ArrowDown");
+    assert.equal(await page.getAttribute(".session.cur", "data-path"), files[1]);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector(`.session.on[data-path="${files[1]}"]`);
+    await page.waitForSelector('.row[data-id="q1"]');
+    // In the tree: the first key selects the leaf, k goes up to the question.
+    await page.keyboard.press("j");
+    await page.waitForSelector('.row.sel[data-id="r1"]');
+    await page.keyboard.press("k");
+    await page.waitForSelector('.row.sel[data-id="q1"]');
+    await page.waitForFunction(() => new URL(location.href).searchParams.get("entry") === "q1");
+    const address = new URL(page.url());
+    assert.equal(address.searchParams.get("session"), id(1));
+    assert.ok(address.searchParams.get("token"), "the address keeps the token");
+    await page.keyboard.press("/");
+    assert.equal(await page.evaluate(() => document.activeElement.id), "search");
+
+    const again = await page.context().newPage();
+    try {
+      const at = new URL(address);
+      at.searchParams.set("session", id(0));
+      at.searchParams.set("entry", "r0");
+      await again.goto(at.href);
+      await again.waitForSelector('.row.sel[data-id="r0"]');
+      await again.waitForSelector(`.session.on[data-path="${files[0]}"]`);
+      assert.match(await again.textContent("#detail"), /answer of session 0/);
+    } finally {
+      await again.close();
+    }
+  });
+});

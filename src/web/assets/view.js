@@ -37,6 +37,7 @@
     lines: [],
     tab: "tree",
     overview: false,
+    zone: "list", // which part the keys move in: "list" or "tree"
     openedAt: 0,
   };
 
@@ -442,6 +443,7 @@
 
   async function select(id) {
     state.selected = id;
+    showAddress();
     drawRows(true);
     const detail = $("detail");
     const r = state.current.byId.get(id);
@@ -676,6 +678,114 @@
   }
 
   // ---------------------------------------------------------------------------------------------------------
+  // Addresses and keys: `?token=T&session=<id or path>&entry=<id>` opens a session at an entry, and the address
+  // bar always says what is open, so it can be bookmarked or shared with whoever has the token.
+
+  function showAddress() {
+    if (source.mode !== "live") return;
+    const q = new URLSearchParams(location.search);
+    q.delete("session");
+    q.delete("entry");
+    const cur = state.current;
+    if (cur) {
+      const info = state.sessions.find((s) => s.path === cur.path);
+      q.set("session", info && typeof info.id === "string" && info.id ? info.id : cur.path);
+      if (state.selected) q.set("entry", state.selected);
+    }
+    history.replaceState(null, "", `${location.pathname}?${q}`);
+  }
+
+  /** The listed session an address names: its path, its id, or a prefix of exactly one id. */
+  function findSession(wanted) {
+    const exact = state.sessions.find((s) => s.path === wanted || s.id === wanted);
+    if (exact) return exact;
+    const some = state.sessions.filter((s) => typeof s.id === "string" && s.id.startsWith(wanted));
+    return some.length === 1 ? some[0] : null;
+  }
+
+  // The keys move a cursor in the list (sessions or search hits) or the selection in the tree, whichever has
+  // the keys ("zone"): j/k or the arrows move, Enter opens, h/← goes back to the list, / searches, ? lists them.
+  const KEYS = [
+    ["j  ↓", "next session, hit or entry"],
+    ["k  ↑", "previous one"],
+    ["Enter", "open the session or hit under the cursor"],
+    ["h  ←", "back to the list"],
+    ["l  →", "into the open session's tree"],
+    ["/", "search"],
+    ["Esc", "leave the search box, close this sheet"],
+    ["?", "this sheet"],
+  ];
+
+  function toggleSheet(show) {
+    let sheet = $("keys");
+    if (!sheet) {
+      sheet = el("div", "keys");
+      sheet.id = "keys";
+      sheet.hidden = true;
+      sheet.setAttribute("role", "dialog");
+      sheet.append(el("h3", "", "Keyboard"));
+      const table = el("table");
+      for (const [k, what] of KEYS) {
+        const tr = el("tr");
+        tr.append(el("td", "key", k), el("td", "", what));
+        table.append(tr);
+      }
+      sheet.append(table);
+      document.body.append(sheet);
+    }
+    sheet.hidden = show === undefined ? !sheet.hidden : !show;
+  }
+
+  function listItems() {
+    return [...document.querySelectorAll("#list .session, #list .hit")];
+  }
+
+  function moveCursor(step) {
+    const items = listItems();
+    if (!items.length) return;
+    let at = items.findIndex((i) => i.classList.contains("cur"));
+    if (at < 0) at = Math.max(-1, items.findIndex((i) => i.classList.contains("on")));
+    const next = Math.min(items.length - 1, Math.max(0, at < 0 ? 0 : at + step));
+    items.forEach((item, i) => item.classList.toggle("cur", i === next));
+    items[next].scrollIntoView({ block: "nearest" });
+  }
+
+  function moveSelection(step) {
+    if (!state.lines.length) return;
+    let at = state.lines.findIndex((l) => l.id === state.selected);
+    if (at < 0) at = Math.max(0, state.lines.findIndex((l) => l.id === shownLeaf));
+    else at = Math.min(state.lines.length - 1, Math.max(0, at + step));
+    scrollToId(state.lines[at].id);
+    select(state.lines[at].id);
+  }
+
+  function onKey(ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const typing = ev.target instanceof Element && ev.target.matches("input, select, textarea");
+    if (ev.key === "Escape") {
+      toggleSheet(false);
+      if (typing) ev.target.blur();
+      return;
+    }
+    if (typing) return;
+    const key = { ArrowDown: "j", ArrowUp: "k", ArrowLeft: "h", ArrowRight: "l" }[ev.key] || ev.key;
+    if (!["j", "k", "h", "l", "Enter", "/", "?"].includes(key)) return;
+    ev.preventDefault();
+    if (key === "/") return $("search").focus();
+    if (key === "?") return toggleSheet();
+    if (key === "h") return (state.zone = "list");
+    if (key === "l") return state.current && !state.overview && (state.zone = "tree");
+    const inTree = state.zone === "tree" && state.current && !state.overview && state.tab === "tree";
+    if (key === "Enter") {
+      const cur = listItems().find((i) => i.classList.contains("cur"));
+      if (cur && !inTree) cur.click();
+      return;
+    }
+    if (inTree) moveSelection(key === "j" ? 1 : -1);
+    else moveCursor(key === "j" ? 1 : -1);
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
   // Opening and following
 
   async function openSession(path, entryId) {
@@ -699,13 +809,19 @@
     $("empty").hidden = true;
     $("detail").replaceChildren(el("p", "hint", "Select an entry to see it whole."));
     $("tree-scroll").scrollTop = 0;
-    if (source.mode === "live") history.replaceState(null, "", `${location.search}#session=${encodeURIComponent(path)}`);
+    state.zone = "tree";
     // The lines are laid out for this session before anything draws them: the tab's first draw would otherwise
     // look up the previous session's lines in this one.
     relayout();
     showTab(state.tab);
+    // An entry asked for by address is shown even when the current filter hides it.
+    if (entryId && state.current.byId.has(entryId) && !state.lines.some((l) => l.id === entryId)) {
+      state.filter = $("filter").value = "all";
+      relayout();
+    }
     scrollToId(entryId || shownLeaf);
     if (entryId && state.current.byId.has(entryId)) select(entryId);
+    else showAddress();
     renderList();
     document.body.dataset.treeMs = String(Math.round(performance.now() - state.openedAt));
     document.body.dataset.state = "ready";
@@ -766,11 +882,18 @@
     else $("overview-button").hidden = true;
     showTab("tree");
     source.onEvent(onEvent);
+    document.addEventListener("keydown", onKey);
     loadSessions().then(() => {
-      const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
-      if (source.mode === "export") openSession(state.sessions[0].path);
-      else if (wanted) openSession(wanted);
-      else document.body.dataset.state = "ready";
+      const q = new URLSearchParams(location.search);
+      // An address of an older page named the session by path after `#session=`.
+      const wanted = q.get("session") || new URLSearchParams(location.hash.slice(1)).get("session");
+      const found = wanted && findSession(wanted);
+      if (source.mode === "export") openSession(state.sessions[0].path, q.get("entry"));
+      else if (found) openSession(found.path, q.get("entry"));
+      else {
+        if (wanted) notice(`No listed session is ${wanted}`);
+        document.body.dataset.state = "ready";
+      }
     });
     if (source.mode === "live") setInterval(loadSessions, 10000);
   }
