@@ -529,8 +529,8 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
         }
         Command::Usage { since, by } => {
             let since_ms = since.as_deref().map(cli::usage::parse_since).transpose()?;
-            let paths = index.with(|ix| cli::usage::all_session_paths(&agent_dir, ix))?;
-            cli::usage::usage(&paths, since_ms, by, json, &style, &mut std::io::stdout().lock())
+            index
+                .with(|ix| cli::usage::usage(&agent_dir, ix, since_ms, by, json, &style, &mut std::io::stdout().lock()))
         }
         Command::Inspect { session, retained_tail, nested, only } => {
             let path = resolve::session_path(&session, &places)?;

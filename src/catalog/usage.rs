@@ -12,10 +12,13 @@ use std::collections::BTreeMap;
 
 use crate::session::context::Bodies;
 use crate::session::entry::{EntryType, Record, Role};
+use crate::session::identity::{now_ns, settled, FileStamp};
 use crate::session::js::convert::to_js_string;
 use crate::session::js::date::to_iso_string;
 use crate::session::json::{Json, Object};
 use crate::session::SessionManager;
+
+use super::index::CatalogIndex;
 
 /// pi's group for usage that names no model (tool results, compactions, branch summaries).
 pub const UNATTRIBUTED: &str = "Tools/summaries";
@@ -124,30 +127,92 @@ pub fn add_entry_usage(entry: &Json, by_model: &mut UsageByModel) {
 }
 
 /// One counted usage object of a session, in file order.
-pub struct Counted<'a> {
+#[derive(Clone, Debug, PartialEq)]
+pub struct Counted {
     /// The entry's `timestamp`, in ms (NaN when it is not a date).
     pub time_ms: f64,
     /// pi's breakdown key.
     pub key: String,
-    /// The usage object.
-    pub usage: &'a Json,
+    /// The usage object's numbers (adding it is adding the object: `0 + x` is `x`).
+    pub usage: Usage,
 }
 
-/// Calls `each` for every usage object of `m`'s entries pi counts, in file order; reads only bodies that may
-/// carry usage.
-pub fn for_each_usage(m: &SessionManager, mut each: impl FnMut(Counted<'_>)) -> crate::session::Result<()> {
+/// What one session contributes to an overview.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionUsage {
+    /// The session's cwd.
+    pub cwd: String,
+    /// Every usage object pi counts, in file order.
+    pub counted: Vec<Counted>,
+}
+
+/// The usage objects of `m`'s entries pi counts, in file order; reads only bodies that may carry usage.
+pub fn session_usage(m: &SessionManager) -> crate::session::Result<SessionUsage> {
     let bodies = m.bodies_in_order();
+    let mut counted = Vec::new();
     for i in m.entries() {
         let r = &m.records()[i];
         if !may_carry_usage(r) {
             continue;
         }
         let entry = bodies.json(i)?;
-        if let Some((key, usage)) = entry_usage(&entry) {
-            each(Counted { time_ms: r.time_ms, key, usage });
+        if let Some((key, json)) = entry_usage(&entry) {
+            let mut usage = Usage::default();
+            usage.add(json);
+            counted.push(Counted { time_ms: r.time_ms, key, usage });
         }
     }
-    Ok(())
+    Ok(SessionUsage { cwd: m.cwd().to_owned(), counted })
+}
+
+impl SessionUsage {
+    /// The memo's bytes: the cwd, then per usage object its time, key and five numbers (little-endian; strings
+    /// length-prefixed). Hand-written: a flat record list the memo alone reads, not worth a format crate.
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(16 + self.counted.len() * 64);
+        let text = |b: &mut Vec<u8>, t: &str| {
+            b.extend_from_slice(&(t.len() as u32).to_le_bytes());
+            b.extend_from_slice(t.as_bytes());
+        };
+        text(&mut b, &self.cwd);
+        for c in &self.counted {
+            b.extend_from_slice(&c.time_ms.to_le_bytes());
+            text(&mut b, &c.key);
+            let u = &c.usage;
+            for v in [u.input, u.output, u.cache_read, u.cache_write, u.cost] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    /// Reads [`SessionUsage::encode`]'s bytes; None when they are not such bytes.
+    fn decode(mut b: &[u8]) -> Option<SessionUsage> {
+        fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+            let (head, rest) = (b.get(..n)?, b.get(n..)?);
+            *b = rest;
+            Some(head)
+        }
+        let f64_of = |b: &mut &[u8]| Some(f64::from_le_bytes(take(b, 8)?.try_into().ok()?));
+        let text = |b: &mut &[u8]| {
+            let n = u32::from_le_bytes(take(b, 4)?.try_into().ok()?) as usize;
+            String::from_utf8(take(b, n)?.to_vec()).ok()
+        };
+        let cwd = text(&mut b)?;
+        let mut counted = Vec::new();
+        while !b.is_empty() {
+            let time_ms = f64_of(&mut b)?;
+            let key = text(&mut b)?;
+            let mut n = [0.0; 5];
+            for v in &mut n {
+                *v = f64_of(&mut b)?;
+            }
+            let [input, output, cache_read, cache_write, cost] = n;
+            let usage = Usage { responses: 1, input, output, cache_read, cache_write, cost };
+            counted.push(Counted { time_ms, key, usage });
+        }
+        Some(SessionUsage { cwd, counted })
+    }
 }
 
 /// The UTC day (`YYYY-MM-DD`) of a time in ms, or `(no date)`.
@@ -162,38 +227,77 @@ pub struct Overview<K> {
     pub groups: BTreeMap<K, Usage>,
     /// How many sessions were read.
     pub sessions: usize,
+    /// How many of them the memo answered for, unread.
+    pub from_memo: usize,
     /// The sessions that could not be read, and why (they count for nothing above).
     pub unreadable: Vec<(String, crate::session::Error)>,
 }
 
+/// A file's stamp as the memo keeps it, when the file is settled (a later change will show in its stamp).
+fn settled_stamp(path: &str, now_ns: i64) -> Option<String> {
+    let st = FileStamp::of_path(path).ok()??;
+    let changed = st.mtime_ns.max(st.ctime_ns);
+    settled(changed, now_ns).then(|| format!("{}:{}:{}:{}:{}", st.dev, st.ino, st.size, st.mtime_ns, st.ctime_ns))
+}
+
 /// Sums the usage of the sessions at `paths` (read-only, in this order) whose entries are dated at or after
 /// `since_ms` (every entry when None; an undated entry never is), grouped by `key` of the session and the entry.
+/// With a catalog index, each file's counted usage is kept in its memo under the file's stamp, so a file that did
+/// not change since is not read again.
 pub fn overview<K: Ord>(
     paths: &[String],
     since_ms: Option<f64>,
     cancel: &super::Cancel,
-    mut key: impl FnMut(&SessionManager, &Counted<'_>) -> K,
+    mut index: Option<&mut CatalogIndex>,
+    mut key: impl FnMut(&SessionUsage, &Counted) -> K,
 ) -> crate::session::Result<Overview<K>> {
-    let mut out = Overview { groups: BTreeMap::new(), sessions: 0, unreadable: Vec::new() };
+    let mut out = Overview { groups: BTreeMap::new(), sessions: 0, from_memo: 0, unreadable: Vec::new() };
+    // A memo that cannot be read or written costs speed, never an answer.
+    let memo = index.as_deref_mut().map(|ix| ix.usage_memo(paths)).transpose().unwrap_or_else(|e| {
+        tracing::warn!("usage memo not read: {e}");
+        None
+    });
+    let now = now_ns();
+    let mut fresh = Vec::new();
     for path in paths {
         cancel.check()?;
-        // Held until the whole session was read, so one that fails halfway adds nothing.
-        let mut counted = Vec::new();
-        let read = SessionManager::open(path, None, None, crate::session::Env::system()).and_then(|m| {
-            for_each_usage(&m, |c| {
-                if since_ms.is_none_or(|since| c.time_ms >= since) {
-                    counted.push((key(&m, &c), c.usage.clone()));
-                }
-            })
-        });
-        match read {
-            Ok(()) => {
-                out.sessions += 1;
-                for (k, usage) in counted {
-                    out.groups.entry(k).or_default().add(&usage);
-                }
+        let stamp = memo.as_ref().and_then(|_| settled_stamp(path, now));
+        let remembered = memo
+            .as_ref()
+            .and_then(|m| m.get(path))
+            .filter(|(s, _)| Some(s) == stamp.as_ref())
+            .and_then(|(_, bytes)| SessionUsage::decode(bytes));
+        let session = match remembered {
+            Some(s) => {
+                out.from_memo += 1;
+                s
             }
-            Err(e) => out.unreadable.push((path.clone(), e)),
+            None => match SessionManager::open(path, None, None, crate::session::Env::system())
+                .and_then(|m| session_usage(&m))
+            {
+                Ok(s) => {
+                    // Stamped before the read: a change during it leaves a stamp that no longer matches.
+                    if let Some(stamp) = stamp {
+                        fresh.push((path.clone(), stamp, s.encode()));
+                    }
+                    s
+                }
+                Err(e) => {
+                    out.unreadable.push((path.clone(), e));
+                    continue;
+                }
+            },
+        };
+        out.sessions += 1;
+        for c in &session.counted {
+            if since_ms.is_none_or(|since| c.time_ms >= since) {
+                out.groups.entry(key(&session, c)).or_default().merge(&c.usage);
+            }
+        }
+    }
+    if let Some(ix) = index {
+        if let Err(e) = ix.put_usage_memo(&fresh) {
+            tracing::warn!("usage memo not written: {e}");
         }
     }
     Ok(out)

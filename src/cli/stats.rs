@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::catalog::usage::{for_each_usage, Usage, UsageByModel};
+use crate::catalog::usage::{session_usage, Usage, UsageByModel};
 use crate::session::entry::{EntryType, Role};
 use crate::session::json::{Json, Object};
 use crate::session::render::{self, JsonOut};
@@ -142,7 +142,9 @@ fn collect(m: &SessionManager, path: &str) -> Result<Report, Failure> {
             *roles.entry(role_name(r.role)).or_insert(0) += 1;
         }
     }
-    for_each_usage(m, |c| by_model.entry(c.key).or_default().add(c.usage))?;
+    for c in session_usage(m)?.counted {
+        by_model.entry(c.key).or_default().merge(&c.usage);
+    }
     let tree = m.tree();
     let leaves = tree.nodes.iter().filter(|n| n.children.is_empty()).count();
     let branch_points = tree.nodes.iter().filter(|n| n.children.len() > 1).count();

@@ -55,25 +55,32 @@ pub fn all_session_paths(agent_dir: &str, index: Option<&mut CatalogIndex>) -> R
     Ok(paths)
 }
 
-/// Sums the usage of `paths` grouped `by`.
-pub fn summarize(paths: &[String], since_ms: Option<f64>, by: GroupBy) -> Result<Overview<String>, Failure> {
-    Ok(overview(paths, since_ms, &Cancel::new(), |m, c| match by {
+/// Sums the usage of every session of `agent_dir` grouped `by` (through the index's memo when there is one).
+pub fn summarize(
+    agent_dir: &str,
+    mut index: Option<&mut CatalogIndex>,
+    since_ms: Option<f64>,
+    by: GroupBy,
+) -> Result<Overview<String>, Failure> {
+    let paths = all_session_paths(agent_dir, index.as_deref_mut())?;
+    Ok(overview(&paths, since_ms, &Cancel::new(), index, |s, c| match by {
         GroupBy::Day => day_of(c.time_ms),
         GroupBy::Model => c.key.clone(),
-        GroupBy::Project => m.cwd().to_owned(),
+        GroupBy::Project => s.cwd.clone(),
     })?)
 }
 
 /// Runs `usage` and prints it.
 pub fn usage(
-    paths: &[String],
+    agent_dir: &str,
+    index: Option<&mut CatalogIndex>,
     since_ms: Option<f64>,
     by: GroupBy,
     json: bool,
     style: &Style,
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
-    let o = summarize(paths, since_ms, by)?;
+    let o = summarize(agent_dir, index, since_ms, by)?;
     for (path, e) in &o.unreadable {
         tracing::warn!("usage: {path} not counted: {e}");
     }

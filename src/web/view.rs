@@ -190,7 +190,7 @@ impl View {
         let Json::Array(listed) = &listing else { return Ok(Json::Array(Vec::new())) };
         let mut paths: Vec<String> = listed.iter().filter_map(|s| text_of(s.get("path"))).collect();
         paths.sort();
-        let o = overview(&paths, None, &Cancel::new(), |_, c| (day_of(c.time_ms), c.key.clone()))?;
+        let o = overview(&paths, None, &Cancel::new(), None, |_, c| (day_of(c.time_ms), c.key.clone()))?;
         let rows = o
             .groups
             .iter()

@@ -156,3 +156,39 @@ fn stats_counts_tool_results_and_summaries_as_pis_session_stats_do() {
         "tool result 5 + compaction 300 + branch summary 40"
     );
 }
+
+#[test]
+fn usage_through_the_index_memo_stays_equal_to_pis_sums_when_a_session_grows() {
+    let tmp = temp_dir();
+    let agent = agent(tmp.path());
+    let index = tmp.path().join("index.sqlite");
+    let with_index = |args: &[&str]| {
+        let mut all = vec!["--index", index.to_str().unwrap(), "usage"];
+        all.extend_from_slice(args);
+        let out = Command::new(binary()).arg("--agent-dir").arg(&agent).args(&all).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+        Json::parse(&out.stdout).unwrap()
+    };
+    // Files changed within the racy window are never remembered: wait until these are settled.
+    std::thread::sleep(std::time::Duration::from_nanos(
+        pi_sessiond::session::identity::RACY_WINDOW_NS as u64 + 200_000_000,
+    ));
+    let first = with_index(&["--by", "model", "--json"]);
+    let conn = rusqlite::Connection::open(&index).unwrap();
+    let remembered: i64 = conn.query_row("SELECT count(*) FROM usage_memo", [], |r| r.get(0)).unwrap();
+    assert_eq!(remembered, 6, "every settled session is remembered");
+    assert_eq!(with_index(&["--by", "model", "--json"]), first, "the memo answers as the files did");
+    // A session grows: its stamp changes, so it is counted again, not taken from the memo.
+    let dir = agent.join("sessions").join(pi_sessiond::session::paths::encode_cwd("/work/app"));
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(&format!(
+        r#"{{"type":"usage","id":"g2","parentId":"b2","timestamp":"2026-01-30T11:00:00.000Z","kind":"cache_warm","provider":"other","model":"warm","usage":{}}}"#,
+        usage_json(1, 2, 3, 4, "0.5")
+    ));
+    text.push('\n');
+    std::fs::write(&file, text).unwrap();
+    let after = with_index(&["--by", "model", "--json"]);
+    assert_ne!(after, first);
+    assert_eq!(after.to_canonical_string(), pis(&agent, "model", None).get("rows").unwrap().to_canonical_string());
+}
