@@ -497,15 +497,22 @@ if (wanted("usage")) {
   console.error("usage: tokens and cost by day of 3,000 sessions");
   execFileSync("sh", ["-c", `find '${agent}/sessions' -type f -exec cat {} + > /dev/null`]);
   const piRun = () => json("node", ["--max-old-space-size=8192", new URL("./pi-ops.mjs", import.meta.url).pathname, "usage", agent]);
+  // Ours through a catalog index of its own: the first run fills its usage memo (cold), the next ones read it.
+  const index = join(data, "usage-index.sqlite");
+  const dropIndex = () => ["", "-wal", "-shm"].forEach((x) => rmSync(index + x, { force: true }));
   const oursRun = () => {
     const t = performance.now();
-    const rows = json(bin, ["--agent-dir", agent, "usage", "--by", "day", "--json"]);
+    const rows = json(bin, ["--agent-dir", agent, "--index", index, "usage", "--by", "day", "--json"]);
     return { ms: performance.now() - t, rows };
   };
+  dropIndex();
+  const cold = oursRun();
   const [pi, [ours]] = await interleaved(Math.min(reps, 3), piRun, [oursRun]);
-  const same = JSON.stringify(pi[0].rows) === JSON.stringify(ours[0].rows);
+  const same = [cold, ...ours].every((o) => JSON.stringify(o.rows) === JSON.stringify(pi[0].rows));
   if (!same) throw new Error("pi-sessiond usage and pi's sums differ on the 3,000-session root");
-  row("usage", "usage by day of 3,000 sessions (300 MB), warm", pick(pi, "warmMs"), pick(ours, "ms"), "ms", `pi: listAll + open each in one process; ours: the whole command; ${ours[0].rows.length} days, same rows; target ≥ 20×`);
+  row("usage", "usage by day of 3,000 sessions (357 MB), first (memo filled)", pick(pi, "coldMs"), cold.ms, "ms", "pi: listAll + open each; ours: the whole command, index built");
+  row("usage", "usage by day of 3,000 sessions (357 MB), warm", pick(pi, "warmMs"), pick(ours, "ms"), "ms", `ours: the whole command, the memo answering; ${cold.rows.length} days, same rows as pi; target ≥ 20×`);
+  dropIndex();
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -49,8 +49,12 @@ pub fn parse_since(text: &str) -> Result<f64, Failure> {
 /// Every session of the agent directory, as paths in byte order (the order sums are made in, so they are the
 /// same whatever the files' times).
 pub fn all_session_paths(agent_dir: &str, index: Option<&mut CatalogIndex>) -> Result<Vec<String>, Failure> {
-    let mut paths: Vec<String> =
-        Catalog::new(agent_dir, index).list_all(None, &mut |_, _| {})?.iter().map(|s| s.info.path.clone()).collect();
+    let mut paths: Vec<String> = Catalog::new(agent_dir, index)
+        .without_text()
+        .list_all(None, &mut |_, _| {})?
+        .iter()
+        .map(|s| s.info.path.clone())
+        .collect();
     paths.sort();
     Ok(paths)
 }
