@@ -3,6 +3,7 @@
 //   node bench/pi-ops.mjs open FILE        → {openMs, contextMs, treeMs, entryCount, peakRssKiB}
 //   node bench/pi-ops.mjs append DIR N     → {appendMs, count, peakRssKiB}  (N messages into a new session)
 //   node bench/pi-ops.mjs turn FILE N      → {turnMs, contextMs, turns}  (N host turns on FILE, which it writes to)
+//   node bench/pi-ops.mjs usage AGENT_DIR  → {coldMs, warmMs, rows}  (every session's tokens and cost by day)
 import { hostTurn, piSessionManager } from "./lib.mjs";
 
 const SessionManager = await piSessionManager();
@@ -55,7 +56,19 @@ if (op === "open") {
   }
   const med = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
   console.log(JSON.stringify({ turnMs: round(med(turns)), contextMs: round(med(contexts)), turns: turns.length }));
+} else if (op === "usage") {
+  // Every session's tokens and cost by day, as pi sums them (tests/conformance/usage.mjs), twice: the first run
+  // reads files the benchmark may not have touched yet, the second is the warm one (pi keeps nothing between).
+  const { usageOverview } = await import(new URL("../tests/conformance/usage.mjs", import.meta.url));
+  const times = [];
+  let rows;
+  for (let i = 0; i < 2; i++) {
+    const t = performance.now();
+    rows = (await usageOverview(SessionManager, { agentDir: target, by: "day", since: null })).rows;
+    times.push(performance.now() - t);
+  }
+  console.log(JSON.stringify({ coldMs: round(times[0]), warmMs: round(times[1]), rows }));
 } else {
-  console.error("usage: pi-ops.mjs open FILE | append DIR N | turn FILE N");
+  console.error("usage: pi-ops.mjs open FILE | append DIR N | turn FILE N | usage AGENT_DIR");
   process.exit(2);
 }

@@ -3,7 +3,7 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team,soak]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team,usage,soak]
 //                      [--soak-minutes 60]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -487,6 +487,33 @@ if (wanted("pi")) {
   row("pi", "pi: /resume listing of 3,000 sessions, first in the process (drop-in: index built)", pick(piList, "coldMs"), pick(ourList, "coldMs"), "ms");
   row("pi", "pi: /resume listing of 3,000 sessions, again", pick(piList, "warmMs"), pick(ourList, "warmMs"), "ms", "drop-in: a stat per file");
   rmSync(join(agent, "pi-sessiond"), { recursive: true, force: true });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The usage overview (issue 22): every session's tokens and cost by day on the 3,000-session root, pi's
+// SessionManager in Node (tests/conformance/usage.mjs) against `pi-sessiond usage --by day --json`; both must
+// give the same rows.
+if (wanted("usage")) {
+  const agent = catalog(3000, 300e6);
+  console.error("usage: tokens and cost by day of 3,000 sessions");
+  execFileSync("sh", ["-c", `find '${agent}/sessions' -type f -exec cat {} + > /dev/null`]);
+  const piRun = () => json("node", ["--max-old-space-size=8192", new URL("./pi-ops.mjs", import.meta.url).pathname, "usage", agent]);
+  // Ours through a catalog index of its own: the first run fills its usage memo (cold), the next ones read it.
+  const index = join(data, "usage-index.sqlite");
+  const dropIndex = () => ["", "-wal", "-shm"].forEach((x) => rmSync(index + x, { force: true }));
+  const oursRun = () => {
+    const t = performance.now();
+    const rows = json(bin, ["--agent-dir", agent, "--index", index, "usage", "--by", "day", "--json"]);
+    return { ms: performance.now() - t, rows };
+  };
+  dropIndex();
+  const cold = oursRun();
+  const [pi, [ours]] = await interleaved(Math.min(reps, 3), piRun, [oursRun]);
+  const same = [cold, ...ours].every((o) => JSON.stringify(o.rows) === JSON.stringify(pi[0].rows));
+  if (!same) throw new Error("pi-sessiond usage and pi's sums differ on the 3,000-session root");
+  row("usage", "usage by day of 3,000 sessions (357 MB), first (memo filled)", pick(pi, "coldMs"), cold.ms, "ms", "pi: listAll + open each; ours: the whole command, index built");
+  row("usage", "usage by day of 3,000 sessions (357 MB), warm", pick(pi, "warmMs"), pick(ours, "ms"), "ms", `ours: the whole command, the memo answering; ${cold.rows.length} days, same rows as pi; target ≥ 20×`);
+  dropIndex();
 }
 
 // ---------------------------------------------------------------------------------------------------------------

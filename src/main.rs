@@ -276,6 +276,15 @@ enum Command {
         #[arg(long)]
         reads: bool,
     },
+    /// Tokens and cost across every session of the agent directory, by day, model or project (as pi sums them).
+    Usage {
+        /// Only entries dated at or after this (a date as JavaScript reads it: `2026-01-31` is midnight UTC).
+        #[arg(long)]
+        since: Option<String>,
+        /// How to group the sums.
+        #[arg(long, value_enum, default_value_t = cli::usage::GroupBy::Day)]
+        by: cli::usage::GroupBy,
+    },
     /// Print pi's reads of a session as one JSON object (the file is not modified).
     Inspect {
         /// The session: a path, an id, a unique id prefix, or `latest`.
@@ -570,6 +579,11 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             let path = resolve::session_path(&session, &places)?;
             let options = cli::stats::StatsOptions { timing, reads };
             cli::stats::stats(&path, options, json, &style, &mut std::io::stdout().lock())
+        }
+        Command::Usage { since, by } => {
+            let since_ms = since.as_deref().map(cli::usage::parse_since).transpose()?;
+            index
+                .with(|ix| cli::usage::usage(&agent_dir, ix, since_ms, by, json, &style, &mut std::io::stdout().lock()))
         }
         Command::Inspect { session, retained_tail, nested, only } => {
             let path = resolve::session_path(&session, &places)?;

@@ -309,6 +309,11 @@ fn f64_bits(v: Option<f64>) -> Option<i64> {
     v.map(|f| f.to_bits() as i64)
 }
 
+/// The usage memo (`catalog::usage`): per session file, the usage objects pi counts in it, valid while the file's
+/// stamp is the one stored. Not part of the schema version: a row whose stamp no longer matches is counted again.
+const USAGE_MEMO_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS usage_memo(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, counted BLOB NOT NULL);";
+
 /// The tables of schema 1 (which had no marker): such an index is ours and is rebuilt.
 const LEGACY_TABLES: [&str; 5] = ["meta", "files", "texts", "docs", "docs_fts"];
 
@@ -514,6 +519,42 @@ enum Write {
 }
 
 impl CatalogIndex {
+    /// The usage memo's rows for `paths` that have one: `(stamp, counted)` as `catalog::usage` wrote them. The
+    /// memo is a table of its own beside the files' rows, created when first used.
+    pub fn usage_memo(&mut self, paths: &[String]) -> IndexResult<HashMap<String, (String, Vec<u8>)>> {
+        if self.refused {
+            return Ok(HashMap::new());
+        }
+        self.conn.execute_batch(USAGE_MEMO_TABLE)?;
+        let mut out = HashMap::with_capacity(paths.len());
+        let mut stmt = self.conn.prepare_cached("SELECT stamp, counted FROM usage_memo WHERE path = ?1")?;
+        for path in paths {
+            if let Some(row) = stmt.query_row([path], |r| Ok((r.get(0)?, r.get(1)?))).optional()? {
+                out.insert(path.clone(), row);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stores usage memo rows `(path, stamp, counted)`, replacing older ones of the same paths, in one transaction.
+    pub fn put_usage_memo(&mut self, rows: &[(String, String, Vec<u8>)]) -> IndexResult<()> {
+        if self.refused || rows.is_empty() {
+            return Ok(());
+        }
+        self.conn.execute_batch(USAGE_MEMO_TABLE)?;
+        let tx = self.conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached(
+                "INSERT INTO usage_memo(path, stamp, counted) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(path) DO UPDATE SET stamp = excluded.stamp, counted = excluded.counted",
+            )?;
+            for (path, stamp, counted) in rows {
+                stmt.execute(rusqlite::params![path, stamp, counted])?;
+            }
+        }
+        Ok(tx.commit()?)
+    }
+
     /// Opens (or creates) the index at `path`. An index of ours with another schema version is rebuilt, a damaged
     /// one is reset; anything else at `path` is refused ([`IndexError::Foreign`]) and left as it is.
     pub fn open(path: &str) -> IndexResult<CatalogIndex> {

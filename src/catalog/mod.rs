@@ -1,7 +1,7 @@
 //! The catalog: many sessions at once. pi's `list`, `listAll`, `findById` with pi's orders ([`listing`]), what a
 //! listing shows of one file ([`info`]), the persistent index every pi-sessiond process shares ([`index`]), and
 //! search with pi's `/resume` query language down to the entry ([`search`]), and the secret patterns replaced before
-//! session text leaves the machine ([`redact`]). Built on the engine
+//! session text leaves the machine ([`redact`]), and tokens and cost summed as pi sums them ([`usage`]). Built on the engine
 //! (`crate::session`), which never imports it; every loop checks a [`Cancel`] flag.
 //!
 //! Layering (imports go downward): `search` → `listing` → `index` → `info` → `cancel`. Only `listing`, `index` and
@@ -13,5 +13,6 @@ pub mod info;
 pub mod listing;
 pub mod redact;
 pub mod search;
+pub mod usage;
 
 pub use cancel::Cancel;

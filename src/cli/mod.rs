@@ -14,5 +14,6 @@ pub mod search;
 pub mod show;
 pub mod stats;
 pub mod tree;
+pub mod usage;
 
 pub use inspect::{inspect_with, warnings_json, Reads};

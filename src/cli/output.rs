@@ -389,6 +389,35 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// A table for a terminal: a bold header, the first column left-aligned, the others right-aligned (numbers).
+pub fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]], style: &Style) -> String {
+    let mut widths = header.map(str::len);
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(visible_len(c));
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (k, (c, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(w.saturating_sub(visible_len(c)));
+            if k == 0 {
+                l.push_str(&format!("{c}{pad}"));
+            } else {
+                l.push_str(&format!("  {pad}{c}"));
+            }
+        }
+        l
+    };
+    let mut t = style.paint("1", &line(header.to_vec()));
+    t.push('\n');
+    for r in rows {
+        t.push_str(&line(r.iter().map(String::as_str).collect()));
+        t.push('\n');
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,13 @@
 //! `pi-sessiond stats SESSION`: what a session holds, for a person — entries by type and role, its branches,
-//! labels and compactions, and the tokens and cost of every model that worked in it (assistant messages,
-//! usage entries and compaction summaries, as pi's `/session` counts them). `--timing` adds how long the open
+//! labels and compactions, and the tokens and cost of every model that worked in it (counted by
+//! [`crate::catalog::usage`], as pi's `/session` counts them). `--timing` adds how long the open
 //! took and the peak memory (the numbers the large-session benchmark compares with pi); `--json` prints it all
 //! as one object. Only the bodies that carry usage are read, so a gigabyte of images stays on disk.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::session::context::Bodies;
+use crate::catalog::usage::{session_usage, Usage, UsageByModel};
 use crate::session::entry::{EntryType, Role};
 use crate::session::json::{Json, Object};
 use crate::session::render::{self, JsonOut};
@@ -15,87 +15,11 @@ use crate::session::{Env, SessionManager};
 
 use super::output::{emit, human_bytes, thousands, Failure, Style};
 
-/// Token counts and cost, summed.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Usage {
-    /// How many responses (messages or usage entries) these are.
-    pub responses: u64,
-    /// Input tokens.
-    pub input: f64,
-    /// Output tokens.
-    pub output: f64,
-    /// Tokens read from the cache.
-    pub cache_read: f64,
-    /// Tokens written to the cache.
-    pub cache_write: f64,
-    /// Total tokens, as the provider reports them.
-    pub total_tokens: f64,
-    /// Cost in US dollars (`usage.cost.total`).
-    pub cost: f64,
-}
-
-impl Usage {
-    /// Adds one pi `Usage` object.
-    pub fn add(&mut self, usage: &Json) {
-        let n = |v: Option<&Json>| match v {
-            Some(Json::Number(literal)) => crate::session::json::value::number_value(literal),
-            _ => 0.0,
-        };
-        let n = |v: Option<&Json>| Some(n(v)).filter(|x| x.is_finite()).unwrap_or(0.0);
-        self.responses += 1;
-        self.input += n(usage.get("input"));
-        self.output += n(usage.get("output"));
-        self.cache_read += n(usage.get("cacheRead"));
-        self.cache_write += n(usage.get("cacheWrite"));
-        self.total_tokens += n(usage.get("totalTokens"));
-        self.cost += n(usage.get("cost").and_then(|c| c.get("total")));
-    }
-
-    fn merge(&mut self, other: &Usage) {
-        self.responses += other.responses;
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
-        self.total_tokens += other.total_tokens;
-        self.cost += other.cost;
-    }
-
-    /// `{responses, input, output, cacheRead, cacheWrite, totalTokens, cost}`.
-    pub fn to_json(&self) -> Object {
-        let mut o = Object::new();
-        o.insert("responses", Json::number(self.responses as f64));
-        o.insert("input", Json::number(self.input));
-        o.insert("output", Json::number(self.output));
-        o.insert("cacheRead", Json::number(self.cache_read));
-        o.insert("cacheWrite", Json::number(self.cache_write));
-        o.insert("totalTokens", Json::number(self.total_tokens));
-        o.insert("cost", Json::number((self.cost * 1e6).round() / 1e6));
-        o
-    }
-}
-
-/// Usage by `provider/model` (compaction summaries, which name no model, under `(compaction)`).
-pub type UsageByModel = BTreeMap<String, Usage>;
-
-/// Adds the usage `entry` (a session entry as stored) carries, if any, to `by_model`.
-pub fn add_entry_usage(entry: &Json, by_model: &mut UsageByModel) {
-    let s = |v: Option<&Json>| v.and_then(Json::as_js_str).map(|s| s.to_string_lossy()).unwrap_or_default();
-    let (model, usage) = match s(entry.get("type")).as_str() {
-        "message" => {
-            let Some(msg) = entry.get("message") else { return };
-            if s(msg.get("role")) != "assistant" {
-                return;
-            }
-            (format!("{}/{}", s(msg.get("provider")), s(msg.get("model"))), msg.get("usage"))
-        }
-        "usage" => (format!("{}/{}", s(entry.get("provider")), s(entry.get("model"))), entry.get("usage")),
-        "compaction" | "branch_summary" => ("(summaries)".to_owned(), entry.get("usage")),
-        _ => return,
-    };
-    if let Some(u) = usage.filter(|u| matches!(u, Json::Object(_))) {
-        by_model.entry(model).or_default().add(u);
-    }
+/// A sum as `stats` prints it: the cost to the micro-dollar, so a sum of decimal prices reads as one.
+fn usage_json(u: &Usage) -> Object {
+    let mut o = u.to_json();
+    o.insert("cost", Json::number((u.cost * 1e6).round() / 1e6));
+    o
 }
 
 /// pi's name of an entry type.
@@ -211,18 +135,15 @@ fn collect(m: &SessionManager, path: &str) -> Result<Report, Failure> {
     let mut types = BTreeMap::new();
     let mut roles = BTreeMap::new();
     let mut by_model = UsageByModel::new();
-    let bodies = m.bodies();
     for i in m.entries() {
         let r = &m.records()[i];
         *types.entry(type_name(r.kind)).or_insert(0) += 1;
         if r.kind == EntryType::Message {
             *roles.entry(role_name(r.role)).or_insert(0) += 1;
         }
-        let carries_usage = (r.kind == EntryType::Message && r.role == Role::Assistant)
-            || matches!(r.kind, EntryType::Usage | EntryType::Compaction | EntryType::BranchSummary);
-        if carries_usage {
-            add_entry_usage(&bodies.json(i)?, &mut by_model);
-        }
+    }
+    for c in session_usage(m)?.counted {
+        by_model.entry(c.key).or_default().merge(&c.usage);
     }
     let tree = m.tree();
     let leaves = tree.nodes.iter().filter(|n| n.children.is_empty()).count();
@@ -286,14 +207,14 @@ impl Report {
             .map(|(model, u)| {
                 let mut row = Object::new();
                 row.insert("model", Json::str(model));
-                for (k, v) in u.to_json().iter() {
+                for (k, v) in usage_json(u).iter() {
                     row.insert(k.clone(), v.clone());
                 }
                 Json::Object(row)
             })
             .collect();
         o.insert("models", Json::Array(models));
-        o.insert("total", Json::Object(self.total().to_json()));
+        o.insert("total", Json::Object(usage_json(&self.total())));
         o
     }
 
@@ -355,30 +276,7 @@ impl Report {
         if self.by_model.len() > 1 {
             rows.push(cells("total", &self.total()));
         }
-        let mut widths = header.map(str::len);
-        for r in &rows {
-            for (w, c) in widths.iter_mut().zip(r) {
-                *w = (*w).max(super::output::visible_len(c));
-            }
-        }
-        let line = |cells: Vec<&str>| {
-            let mut l = String::new();
-            for (k, (c, w)) in cells.iter().zip(widths).enumerate() {
-                let pad = " ".repeat(w.saturating_sub(super::output::visible_len(c)));
-                if k == 0 {
-                    l.push_str(&format!("{c}{pad}"));
-                } else {
-                    l.push_str(&format!("  {pad}{c}"));
-                }
-            }
-            l
-        };
-        t.push_str(&style.paint("1", &line(header.to_vec())));
-        t.push('\n');
-        for r in &rows {
-            t.push_str(&line(r.iter().map(String::as_str).collect()));
-            t.push('\n');
-        }
+        t.push_str(&super::output::table(&header, &rows, style));
         t
     }
 }

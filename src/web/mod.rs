@@ -201,6 +201,7 @@ fn route(request: &Request, body: &[u8], view: &View) -> Response {
         }
         ("GET", "/api/context") => Some(view.context(request.param("handle").unwrap_or(""))),
         ("GET", "/api/usage") => Some(view.usage(request.param("handle").unwrap_or(""))),
+        ("GET", "/api/usage-overview") => Some(view.usage_overview()),
         (_, p) if p == "/" || p.starts_with("/api/") => return Response::text(405, "method not allowed"),
         _ => None,
     };

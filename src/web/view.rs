@@ -1,5 +1,6 @@
 //! The one seam between the page and the sidecar protocol: what the page asks for (sessions, a session's
-//! skeleton rows, bodies by id, the context, usage, live changes) in terms of sidecar calls.
+//! skeleton rows, bodies by id, the context, usage, live changes) in terms of sidecar calls; the usage overview
+//! reads the listed sessions itself, read-only, through the same count `pi-sessiond usage` makes.
 //!
 //! The page works on skeleton rows — `{id, parentId, type, timestamp, role?, customType?, targetId?, name?,
 //! setsLabel?, label?, preview, hasText, bytes}` (the planned `snapshot: "skeleton"` shape, plus the resolved
@@ -9,9 +10,10 @@
 
 use std::sync::Arc;
 
+use crate::catalog::usage::{add_entry_usage, day_of, overview, UsageByModel};
+use crate::catalog::Cancel;
 use crate::cli::describe::{content_text, one_line, summarize};
 use crate::cli::output::{Failure, FailureKind};
-use crate::cli::stats::{add_entry_usage, UsageByModel};
 use crate::session::json::{JsString, Json, Object};
 use crate::session::ErrorKind;
 
@@ -178,6 +180,32 @@ impl View {
             counts.insert(k.as_str(), Json::number(n as f64));
         }
         Ok(obj(vec![("models", Json::Array(models)), ("kinds", Json::Object(counts))]))
+    }
+
+    /// Tokens and cost of every listed session by UTC day and model (the overview's chart):
+    /// `{sessions, unreadable, rows: [{day, model, input, output, cacheRead, cacheWrite, totalTokens, cost}]}`,
+    /// summed as `pi-sessiond usage` sums them (sessions in path order).
+    pub fn usage_overview(&self) -> Result<Json, Failure> {
+        let listing = self.sessions()?;
+        let Json::Array(listed) = &listing else { return Ok(Json::Array(Vec::new())) };
+        let mut paths: Vec<String> = listed.iter().filter_map(|s| text_of(s.get("path"))).collect();
+        paths.sort();
+        let o = overview(&paths, None, &Cancel::new(), None, |_, c| (day_of(c.time_ms), c.key.clone()))?;
+        let rows = o
+            .groups
+            .iter()
+            .map(|((day, model), u)| {
+                let mut row = u.to_json();
+                row.insert("day", Json::str(day));
+                row.insert("model", Json::str(model));
+                Json::Object(row)
+            })
+            .collect();
+        Ok(obj(vec![
+            ("sessions", Json::number(o.sessions as f64)),
+            ("unreadable", Json::number(o.unreadable.len() as f64)),
+            ("rows", Json::Array(rows)),
+        ]))
     }
 
     /// A sidecar notification as the page's live event, or None when the page has no use for it:

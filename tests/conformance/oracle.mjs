@@ -7,6 +7,10 @@
 //   {"command": "list", "calls": [{kind, cwd, dir, agentDir}]} -> list / listAll / findById / findMostRecentSession
 //   {"command": "write", "file": f, "count": n, "delayMs": d, "text": t}
 //        -> pi appends n messages to an existing session file, one every d ms (a live pi writing a session)
+//   {"command": "usage", "agentDir": d, "by": "day"|"model"|"project", "since": ms|null}
+//        -> tokens and cost of every session pi's listAll finds (opened in path order), grouped, as pi's
+//           getSessionStats walks entries and sums them (addUsageToTotals), keyed as getUsageCostBreakdown keys
+//           them; with "by": "model", pi's own getUsageCostBreakdown over the same entries rides along
 //   {"command": "scenarios", "root": dir, "scenarios": [{name, ops}]}
 //        -> runs each scenario's operations on pi with deterministic ids and clock, returns every operation's
 //           result, the live reads at checkpoints, and every file the scenario left behind (base64).
@@ -251,6 +255,10 @@ async function listCall(c) {
   }
 }
 
+// ---- usage across sessions -----------------------------------------------------------------------------------
+const { usageOverview: piUsage } = await import(new URL("./usage.mjs", import.meta.url));
+const usageOverview = (r) => piUsage(SessionManager, r);
+
 // ---- main -----------------------------------------------------------------------------------------------------
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);
@@ -275,6 +283,9 @@ switch (request.command) {
         answer.push({ error: String(e?.message ?? e) });
       }
     }
+    break;
+  case "usage":
+    answer = await usageOverview(request);
     break;
   case "scenarios":
     answer = request.scenarios.map((s) => runScenario(request.root, s));

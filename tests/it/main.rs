@@ -39,6 +39,8 @@ mod soak;
 // The team catalog in PostgreSQL (issue 16).
 mod team;
 mod tidy;
+// Tokens and cost across sessions, against pi's own sums (issue 22).
+mod usage;
 // `pi-sessiond web` under load and abuse (issue 19).
 mod web;
 mod write_faults;

@@ -497,3 +497,108 @@ test("search marks the matched words in each hit and says when there are more hi
   assert.equal(await page.locator(".hit").count(), 100);
   await page.close();
 });
+
+test("the usage overview draws every session's tokens and cost by day, stacked by model, as `pi-sessiond usage` sums them", async () => {
+  const dir = join(work, "usage-agent");
+  const models = ["anthropic/big", "openai/small"];
+  for (const [k, cwd] of ["/work/one", "/work/two"].entries()) {
+    const sessions = join(dir, "sessions", `--work-${["one", "two"][k]}--`);
+    mkdirSync(sessions, { recursive: true });
+    for (let d = 1; d <= 4; d++) {
+      const id = `0194eeee-00${k}${d}-7000-8000-0000000000${k}${d}`;
+      const at = (s) => `2026-03-0${d}T12:00:0${s}.000Z`;
+      const lines = [{ type: "session", version: 3, id, timestamp: at(0), cwd }];
+      lines.push({ type: "message", id: "u", parentId: null, timestamp: at(1), message: { role: "user", content: "go", timestamp: 1 } });
+      let parent = "u";
+      for (let i = 0; i < 3; i++) {
+        const [provider, model] = models[(i + d + k) % 2].split("/");
+        const input = 100 * d + 10 * i + k, output = 7 * i + 1;
+        const usage = { input, output, cacheRead: 50, cacheWrite: 5, totalTokens: input + output + 55, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0.001 * d + 0.0003 * i } };
+        lines.push({ type: "message", id: `a${i}`, parentId: parent, timestamp: at(2 + i), message: { role: "assistant", content: [{ type: "text", text: "ok" }], provider, model, usage, stopReason: "stop", timestamp: 1 } });
+        parent = `a${i}`;
+      }
+      writeFileSync(join(sessions, `2026-03-0${d}T12-00-00-000Z_${id}.jsonl`), lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+    }
+  }
+  const cli = (by) => JSON.parse(execFileSync(bin, ["--agent-dir", dir, "usage", "--by", by, "--json"], { encoding: "utf8" }));
+  const other = spawn(bin, ["--agent-dir", dir, "web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  let page;
+  try {
+    const first = await firstLine(other);
+    page = await browser.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("response", (r) => r.status() >= 400 && errors.push(`${r.status()} for ${new URL(r.url()).pathname}`));
+    await page.goto(first);
+    await page.waitForSelector(".session");
+    await page.click("#overview-button");
+    await page.waitForSelector('svg.chart[data-kind="cost"] rect');
+    assert.equal(await page.isHidden("#tabs"), true, "the session tabs give way to the overview");
+    const bars = (kind) =>
+      page.$$eval(`svg.chart[data-kind="${kind}"] rect`, (rs) => rs.map((r) => ({ day: r.dataset.day, model: r.dataset.model, value: Number(r.dataset.value) })));
+    const sum = (rects, key) => rects.reduce((m, r) => m.set(r[key], (m.get(r[key]) || 0) + r.value), new Map());
+    const tokens = await bars("tokens");
+    const cost = await bars("cost");
+    const byDay = cli("day");
+    assert.deepEqual([...sum(tokens, "day").keys()].sort(), ["2026-03-01", "2026-03-02", "2026-03-03", "2026-03-04"]);
+    for (const row of byDay) {
+      assert.equal(sum(tokens, "day").get(row.day), row.totalTokens, `tokens of ${row.day}`);
+      assert.ok(Math.abs(sum(cost, "day").get(row.day) - row.cost) < 1e-9, `cost of ${row.day}: ${sum(cost, "day").get(row.day)} vs ${row.cost}`);
+    }
+    for (const row of cli("model")) {
+      assert.equal(sum(tokens, "model").get(row.model), row.totalTokens, `tokens of ${row.model}`);
+    }
+    assert.deepEqual([...new Set(tokens.map((r) => r.model))].sort(), models, "one colour a model, stacked in each day's bar");
+    assert.equal(await page.locator(".usage-table tr[data-day]").count(), 4);
+    // Choosing a session leaves the overview for that session's view.
+    await page.click(".session");
+    await page.waitForSelector("#overview-pane", { state: "hidden" });
+    assert.equal(await page.isVisible("#tabs"), true);
+    assert.deepEqual(errors, []);
+  } finally {
+    await page?.close();
+    other.removeAllListeners("exit");
+    other.kill("SIGTERM");
+  }
+});
+
+test("keys alone go from the list to an entry, the address names it, and that address opens at the entry", async () => {
+  await withSwitchServer(async (page, files) => {
+    // The list is newest first: session 2, 1, 0.
+    const id = (k) => `0194dddd-000${k}-7000-8000-00000000000${k}`;
+    await page.keyboard.press("?");
+    assert.equal(await page.isVisible("#keys"), true, "? shows the shortcut sheet");
+    await page.keyboard.press("Escape");
+    assert.equal(await page.isVisible("#keys"), false);
+    await page.keyboard.press("j");
+    await page.keyboard.press("ArrowDown");
+    assert.equal(await page.getAttribute(".session.cur", "data-path"), files[1]);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector(`.session.on[data-path="${files[1]}"]`);
+    await page.waitForSelector('.row[data-id="q1"]');
+    // In the tree: the first key selects the leaf, k goes up to the question.
+    await page.keyboard.press("j");
+    await page.waitForSelector('.row.sel[data-id="r1"]');
+    await page.keyboard.press("k");
+    await page.waitForSelector('.row.sel[data-id="q1"]');
+    await page.waitForFunction(() => new URL(location.href).searchParams.get("entry") === "q1");
+    const address = new URL(page.url());
+    assert.equal(address.searchParams.get("session"), id(1));
+    assert.ok(address.searchParams.get("token"), "the address keeps the token");
+    await page.keyboard.press("/");
+    assert.equal(await page.evaluate(() => document.activeElement.id), "search");
+
+    const again = await page.context().newPage();
+    try {
+      const at = new URL(address);
+      at.searchParams.set("session", id(0));
+      at.searchParams.set("entry", "r0");
+      await again.goto(at.href);
+      await again.waitForSelector('.row.sel[data-id="r0"]');
+      await again.waitForSelector(`.session.on[data-path="${files[0]}"]`);
+      assert.match(await again.textContent("#detail"), /answer of session 0/);
+    } finally {
+      await again.close();
+    }
+  });
+});

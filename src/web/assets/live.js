@@ -29,6 +29,7 @@
     entries: (handle, ids) => call("POST", "/api/entries", { handle }, ids),
     context: (handle) => call("GET", "/api/context", { handle }),
     usage: (handle) => call("GET", "/api/usage", { handle }),
+    overview: () => call("GET", "/api/usage-overview"),
     onEvent(callback) {
       const events = new EventSource(`/api/events?${query()}`);
       events.onmessage = (m) => callback(JSON.parse(m.data));

@@ -1,6 +1,7 @@
 // The session view: a list of sessions with search, one session's tree (pi's /tree filters, folding at branch
 // points, the leaf, labels, entries off the active branch dimmed), the active branch with bodies loaded as they
-// scroll into view, the context the model sees, and tokens and cost. Data comes from `window.piSource` (the
+// scroll into view, the context the model sees, and tokens and cost; across sessions, a usage overview (tokens
+// and cost by day, stacked by model). Data comes from `window.piSource` (the
 // live server or the embedded export); live changes arrive as events and are applied in place.
 //
 // Large sessions stay fast: the tree works on skeleton rows only and draws just the rows in view; bodies are
@@ -35,6 +36,8 @@
     bodies: new Map(),
     lines: [],
     tab: "tree",
+    overview: false,
+    zone: "list", // which part the keys move in: "list" or "tree"
     openedAt: 0,
   };
 
@@ -440,6 +443,7 @@
 
   async function select(id) {
     state.selected = id;
+    showAddress();
     drawRows(true);
     const detail = $("detail");
     const r = state.current.byId.get(id);
@@ -555,16 +559,230 @@
     }
   }
 
+  // The usage overview: every session's tokens and cost by day, one bar a day stacked by model (plain SVG).
+  const PALETTE = ["#0550ae", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#cf222e", "#116329", "#6e7781"];
+  // SVG's namespace as the HTML parser assigns it: the page holds no address, not even one that is only a name.
+  const SVG = (() => {
+    const box = document.createElement("div");
+    box.innerHTML = "<svg></svg>";
+    return box.firstChild.namespaceURI;
+  })();
+  const svg = (tag, attrs) => {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    return e;
+  };
+
+  function stackedBars(kind, days, models, value, label) {
+    const width = Math.max(320, Math.min(1100, 60 + days.length * 28));
+    const height = 200;
+    const top = 16, bottom = 24, left = 64;
+    const totals = days.map((d) => models.reduce((sum, m) => sum + value(d, m), 0));
+    const most = Math.max(...totals, 0) || 1;
+    const bar = Math.max(4, Math.min(40, (width - left - 10) / days.length - 4));
+    const chart = svg("svg", { class: "chart", "data-kind": kind, width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
+    chart.append(svg("line", { class: "axis", x1: left, y1: height - bottom, x2: width, y2: height - bottom }));
+    const peak = svg("text", { x: left - 6, y: top + 4, "text-anchor": "end" });
+    peak.textContent = label(most);
+    chart.append(peak);
+    const scale = (height - top - bottom) / most;
+    days.forEach((day, i) => {
+      const x = left + 4 + i * (bar + 4);
+      let y = height - bottom;
+      models.forEach((model, k) => {
+        const v = value(day, model);
+        if (!(v > 0)) return;
+        const h = v * scale;
+        y -= h;
+        const rect = svg("rect", { x, y, width: bar, height: Math.max(h, 0.5), fill: PALETTE[k % PALETTE.length], "data-day": day, "data-model": model, "data-value": v });
+        const tip = svg("title");
+        tip.textContent = `${day} · ${model}: ${label(v)}`;
+        rect.append(tip);
+        chart.append(rect);
+      });
+      if (days.length <= 16 || i % Math.ceil(days.length / 16) === 0) {
+        const t = svg("text", { x: x + bar / 2, y: height - 8, "text-anchor": "middle" });
+        t.textContent = day.slice(5);
+        chart.append(t);
+      }
+    });
+    return chart;
+  }
+
+  async function showOverview() {
+    state.overview = true;
+    $("overview-button").classList.add("on");
+    $("tabs").hidden = true;
+    for (const t of ["tree", "branch", "context", "usage"]) $(`${t}-pane`).hidden = true;
+    $("empty").hidden = true;
+    const pane = $("overview-pane");
+    pane.hidden = false;
+    pane.replaceChildren(el("p", "hint", "Adding up every session…"));
+    try {
+      const o = await source.overview();
+      const days = [...new Set(o.rows.map((r) => r.day))].sort();
+      const byModel = new Map();
+      for (const r of o.rows) byModel.set(r.model, (byModel.get(r.model) || 0) + r.cost);
+      // The costliest models at the bottom of each bar, where they are easiest to compare.
+      const models = [...byModel.keys()].sort((a, b) => byModel.get(b) - byModel.get(a) || (a < b ? -1 : 1));
+      const cell = new Map(o.rows.map((r) => [`${r.day}\n${r.model}`, r]));
+      const value = (field) => (day, model) => (cell.get(`${day}\n${model}`) || {})[field] || 0;
+      pane.replaceChildren(el("p", "hint", `Every session (${plural(o.sessions, "session")}${o.unreadable ? `, ${num(o.unreadable)} unreadable and not counted` : ""}), by day (UTC) and model`));
+      if (!o.rows.length) return pane.append(el("p", "hint", "No tokens recorded."));
+      const legend = el("div", "legend");
+      models.forEach((m, k) => {
+        const item = el("span");
+        const swatch = el("span", "swatch");
+        swatch.style.background = PALETTE[k % PALETTE.length];
+        item.append(swatch, el("span", "", m));
+        legend.append(item);
+      });
+      pane.append(el("h3", "hint", "Tokens"), stackedBars("tokens", days, models, value("totalTokens"), num));
+      pane.append(el("h3", "hint", "Cost"), stackedBars("cost", days, models, value("cost"), money), legend);
+      const table = el("table", "usage-table");
+      const head = el("tr");
+      for (const h of ["day", "input", "output", "cache read", "cache write", "total tokens", "cost"]) head.append(el("th", "", h));
+      table.append(head);
+      for (const day of days.slice().reverse()) {
+        const sum = (f) => models.reduce((t, m) => t + value(f)(day, m), 0);
+        const tr = el("tr");
+        tr.dataset.day = day;
+        tr.append(el("td", "", day), el("td", "n", num(sum("input"))), el("td", "n", num(sum("output"))), el("td", "n", num(sum("cacheRead"))), el("td", "n", num(sum("cacheWrite"))), el("td", "n", num(sum("totalTokens"))), el("td", "n", money(sum("cost"))));
+        table.append(tr);
+      }
+      pane.append(table);
+    } catch (e) {
+      pane.replaceChildren(el("p", "hint", e.message));
+    }
+  }
+
+  function hideOverview() {
+    state.overview = false;
+    $("overview-button").classList.remove("on");
+    $("overview-pane").hidden = true;
+    $("tabs").hidden = false;
+  }
+
   function showTab(tab) {
+    if (state.overview) hideOverview();
     state.tab = tab;
     for (const b of document.querySelectorAll("#tabs button[data-tab]")) b.classList.toggle("on", b.dataset.tab === tab);
     for (const t of ["tree", "branch", "context", "usage"]) $(`${t}-pane`).hidden = !state.current || t !== tab;
     $("tools").hidden = tab !== "tree";
+    $("empty").hidden = !!state.current;
     if (!state.current) return;
     if (tab === "tree") drawRows(true);
     if (tab === "branch") renderBranch();
     if (tab === "context") renderContext();
     if (tab === "usage") renderUsage();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Addresses and keys: `?token=T&session=<id or path>&entry=<id>` opens a session at an entry, and the address
+  // bar always says what is open, so it can be bookmarked or shared with whoever has the token.
+
+  function showAddress() {
+    if (source.mode !== "live") return;
+    const q = new URLSearchParams(location.search);
+    q.delete("session");
+    q.delete("entry");
+    const cur = state.current;
+    if (cur) {
+      const info = state.sessions.find((s) => s.path === cur.path);
+      q.set("session", info && typeof info.id === "string" && info.id ? info.id : cur.path);
+      if (state.selected) q.set("entry", state.selected);
+    }
+    history.replaceState(null, "", `${location.pathname}?${q}`);
+  }
+
+  /** The listed session an address names: its path, its id, or a prefix of exactly one id. */
+  function findSession(wanted) {
+    const exact = state.sessions.find((s) => s.path === wanted || s.id === wanted);
+    if (exact) return exact;
+    const some = state.sessions.filter((s) => typeof s.id === "string" && s.id.startsWith(wanted));
+    return some.length === 1 ? some[0] : null;
+  }
+
+  // The keys move a cursor in the list (sessions or search hits) or the selection in the tree, whichever has
+  // the keys ("zone"): j/k or the arrows move, Enter opens, h/← goes back to the list, / searches, ? lists them.
+  const KEYS = [
+    ["j  ↓", "next session, hit or entry"],
+    ["k  ↑", "previous one"],
+    ["Enter", "open the session or hit under the cursor"],
+    ["h  ←", "back to the list"],
+    ["l  →", "into the open session's tree"],
+    ["/", "search"],
+    ["Esc", "leave the search box, close this sheet"],
+    ["?", "this sheet"],
+  ];
+
+  function toggleSheet(show) {
+    let sheet = $("keys");
+    if (!sheet) {
+      sheet = el("div", "keys");
+      sheet.id = "keys";
+      sheet.hidden = true;
+      sheet.setAttribute("role", "dialog");
+      sheet.append(el("h3", "", "Keyboard"));
+      const table = el("table");
+      for (const [k, what] of KEYS) {
+        const tr = el("tr");
+        tr.append(el("td", "key", k), el("td", "", what));
+        table.append(tr);
+      }
+      sheet.append(table);
+      document.body.append(sheet);
+    }
+    sheet.hidden = show === undefined ? !sheet.hidden : !show;
+  }
+
+  function listItems() {
+    return [...document.querySelectorAll("#list .session, #list .hit")];
+  }
+
+  function moveCursor(step) {
+    const items = listItems();
+    if (!items.length) return;
+    let at = items.findIndex((i) => i.classList.contains("cur"));
+    if (at < 0) at = Math.max(-1, items.findIndex((i) => i.classList.contains("on")));
+    const next = Math.min(items.length - 1, Math.max(0, at < 0 ? 0 : at + step));
+    items.forEach((item, i) => item.classList.toggle("cur", i === next));
+    items[next].scrollIntoView({ block: "nearest" });
+  }
+
+  function moveSelection(step) {
+    if (!state.lines.length) return;
+    let at = state.lines.findIndex((l) => l.id === state.selected);
+    if (at < 0) at = Math.max(0, state.lines.findIndex((l) => l.id === shownLeaf));
+    else at = Math.min(state.lines.length - 1, Math.max(0, at + step));
+    scrollToId(state.lines[at].id);
+    select(state.lines[at].id);
+  }
+
+  function onKey(ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const typing = ev.target instanceof Element && ev.target.matches("input, select, textarea");
+    if (ev.key === "Escape") {
+      toggleSheet(false);
+      if (typing) ev.target.blur();
+      return;
+    }
+    if (typing) return;
+    const key = { ArrowDown: "j", ArrowUp: "k", ArrowLeft: "h", ArrowRight: "l" }[ev.key] || ev.key;
+    if (!["j", "k", "h", "l", "Enter", "/", "?"].includes(key)) return;
+    ev.preventDefault();
+    if (key === "/") return $("search").focus();
+    if (key === "?") return toggleSheet();
+    if (key === "h") return (state.zone = "list");
+    if (key === "l") return state.current && !state.overview && (state.zone = "tree");
+    const inTree = state.zone === "tree" && state.current && !state.overview && state.tab === "tree";
+    if (key === "Enter") {
+      const cur = listItems().find((i) => i.classList.contains("cur"));
+      if (cur && !inTree) cur.click();
+      return;
+    }
+    if (inTree) moveSelection(key === "j" ? 1 : -1);
+    else moveCursor(key === "j" ? 1 : -1);
   }
 
   // ---------------------------------------------------------------------------------------------------------
@@ -591,13 +809,19 @@
     $("empty").hidden = true;
     $("detail").replaceChildren(el("p", "hint", "Select an entry to see it whole."));
     $("tree-scroll").scrollTop = 0;
-    if (source.mode === "live") history.replaceState(null, "", `${location.search}#session=${encodeURIComponent(path)}`);
+    state.zone = "tree";
     // The lines are laid out for this session before anything draws them: the tab's first draw would otherwise
     // look up the previous session's lines in this one.
     relayout();
     showTab(state.tab);
+    // An entry asked for by address is shown even when the current filter hides it.
+    if (entryId && state.current.byId.has(entryId) && !state.lines.some((l) => l.id === entryId)) {
+      state.filter = $("filter").value = "all";
+      relayout();
+    }
     scrollToId(entryId || shownLeaf);
     if (entryId && state.current.byId.has(entryId)) select(entryId);
+    else showAddress();
     renderList();
     document.body.dataset.treeMs = String(Math.round(performance.now() - state.openedAt));
     document.body.dataset.state = "ready";
@@ -654,13 +878,22 @@
     };
     $("to-leaf").onclick = () => shownLeaf !== null && (scrollToId(shownLeaf), select(shownLeaf));
     for (const b of document.querySelectorAll("#tabs button[data-tab]")) b.onclick = () => showTab(b.dataset.tab);
+    if (source.overview) $("overview-button").onclick = () => (state.overview ? showTab(state.tab) : showOverview());
+    else $("overview-button").hidden = true;
     showTab("tree");
     source.onEvent(onEvent);
+    document.addEventListener("keydown", onKey);
     loadSessions().then(() => {
-      const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
-      if (source.mode === "export") openSession(state.sessions[0].path);
-      else if (wanted) openSession(wanted);
-      else document.body.dataset.state = "ready";
+      const q = new URLSearchParams(location.search);
+      // An address of an older page named the session by path after `#session=`.
+      const wanted = q.get("session") || new URLSearchParams(location.hash.slice(1)).get("session");
+      const found = wanted && findSession(wanted);
+      if (source.mode === "export") openSession(state.sessions[0].path, q.get("entry"));
+      else if (found) openSession(found.path, q.get("entry"));
+      else {
+        if (wanted) notice(`No listed session is ${wanted}`);
+        document.body.dataset.state = "ready";
+      }
     });
     if (source.mode === "live") setInterval(loadSessions, 10000);
   }
