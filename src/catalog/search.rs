@@ -294,7 +294,7 @@ impl Prepared {
 fn contains_words(text: &str, words: &[&str]) -> bool {
     let Some((first, rest)) = words.split_first() else { return true };
     if rest.is_empty() {
-        return text.contains(first);
+        return memchr::memmem::find(text.as_bytes(), first.as_bytes()).is_some();
     }
     let follows = |mut at: usize| {
         for (k, word) in rest.iter().enumerate() {
@@ -309,9 +309,11 @@ fn contains_words(text: &str, words: &[&str]) -> bool {
         }
         true
     };
-    // Every occurrence, overlapping ones included (`match_indices` skips those).
+    // Every occurrence, overlapping ones included (`match_indices` skips those). (memchr's searcher: std's
+    // `str::find` was a sixth of a first search's time on phrase queries.)
+    let finder = memchr::memmem::Finder::new(first.as_bytes());
     let mut from = 0;
-    while let Some(i) = text[from..].find(first) {
+    while let Some(i) = finder.find(&text.as_bytes()[from..]) {
         let start = from + i;
         if follows(start + first.len()) {
             return true;
