@@ -1,8 +1,11 @@
 //! `sessions/search` and `pi-sessiond search`: pi's `/resume` query forms, ranked entry-level hits, roles and
-//! limits, progress while the index catches up, and text written a moment ago by another process.
+//! limits, progress while the index catches up, text written a moment ago by another process, and a first search
+//! answered from the files while the index takes their text afterwards.
 
 use std::io::Write;
+use std::time::{Duration, Instant};
 
+use pi_sessiond::catalog::index::CatalogIndex;
 use pi_sessiond::session::json::Json;
 
 use crate::support::sidecar::{Sidecar, Wire};
@@ -206,6 +209,38 @@ fn search_reports_progress_while_the_index_catches_up() {
     assert_eq!(begins, ["listing", "indexing"], "{values:?}");
     assert_eq!(values.last().map(|(k, _)| k.as_str()), Some("end"));
     assert!(progress.iter().all(|n| n.get("params").unwrap().get("token") == Some(&Json::number(7.0))));
+}
+
+#[test]
+fn a_first_search_answers_from_the_files_and_the_sidecar_then_gives_the_index_their_text() {
+    // Issue 21: the first search does not wait for the index to take every file's text; the sidecar's index
+    // thread takes it after the answer, and the search that then asks the index answers the same bytes.
+    let root = temp_dir();
+    let dir = root.path().join("sessions");
+    std::fs::create_dir(&dir).unwrap();
+    fixture(&dir);
+    let body = std::fs::read_to_string(dir.join("2026-01-01T00-00-00-000Z_fixture.jsonl")).unwrap();
+    for i in 0..5 {
+        // The same entries at the same times in other files: hits that tie on score and time.
+        std::fs::write(dir.join(format!("copy{i}.jsonl")), body.replace("fixture-id", &format!("copy-{i}"))).unwrap();
+    }
+    let index = s(&root.path().join("index.sqlite"));
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--index", &index], &[]);
+    let params = format!(r#"{{"query":"parser","sessionDir":"{}","limit":7}}"#, s(&dir));
+    let first = sc.call("sessions/search", json(&params));
+    assert_eq!(hits(first.clone()).len(), 7);
+    let paths: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| s(&e.unwrap().path())).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (behind, total) = CatalogIndex::open(&index).unwrap().unindexed_bytes(&paths).unwrap();
+        if behind == 0 && total > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the index still lacks {behind} of {total} bytes after a minute");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let again = sc.call("sessions/search", json(&params));
+    assert_eq!(again.to_canonical_string(), first.to_canonical_string());
 }
 
 #[test]
