@@ -90,6 +90,20 @@ fn fixture(dir: &std::path::Path) -> String {
     s(&path)
 }
 
+/// A temporary root with `sessions/` holding the fixture and five copies of it under other ids: the same
+/// entries at the same times in other files, so hits tie on score and time.
+fn fixture_and_copies() -> (tempfile::TempDir, std::path::PathBuf) {
+    let root = temp_dir();
+    let dir = root.path().join("sessions");
+    std::fs::create_dir(&dir).unwrap();
+    fixture(&dir);
+    let body = std::fs::read_to_string(dir.join("2026-01-01T00-00-00-000Z_fixture.jsonl")).unwrap();
+    for i in 0..5 {
+        std::fs::write(dir.join(format!("copy{i}.jsonl")), body.replace("fixture-id", &format!("copy-{i}"))).unwrap();
+    }
+    (root, dir)
+}
+
 #[test]
 fn search_speaks_pis_query_forms_down_to_the_entry() {
     let root = temp_dir();
@@ -186,14 +200,7 @@ fn a_query_past_the_size_or_word_bound_is_refused_at_once_and_one_within_it_is_a
 
 #[test]
 fn search_reports_progress_while_the_index_catches_up() {
-    let root = temp_dir();
-    let dir = root.path().join("sessions");
-    std::fs::create_dir(&dir).unwrap();
-    fixture(&dir);
-    for i in 0..5 {
-        let body = std::fs::read_to_string(dir.join("2026-01-01T00-00-00-000Z_fixture.jsonl")).unwrap();
-        std::fs::write(dir.join(format!("copy{i}.jsonl")), body.replace("fixture-id", &format!("copy-{i}"))).unwrap();
-    }
+    let (_root, dir) = fixture_and_copies();
     let mut sc = Sidecar::new();
     let params = format!(r#"{{"query":"parser","sessionDir":"{}","progressToken":7}}"#, s(&dir));
     assert_eq!(hits(sc.call("sessions/search", json(&params))).len(), 18);
@@ -215,15 +222,7 @@ fn search_reports_progress_while_the_index_catches_up() {
 fn a_first_search_answers_from_the_files_and_the_sidecar_then_gives_the_index_their_text() {
     // Issue 21: the first search does not wait for the index to take every file's text; the sidecar's index
     // thread takes it after the answer, and the search that then asks the index answers the same bytes.
-    let root = temp_dir();
-    let dir = root.path().join("sessions");
-    std::fs::create_dir(&dir).unwrap();
-    fixture(&dir);
-    let body = std::fs::read_to_string(dir.join("2026-01-01T00-00-00-000Z_fixture.jsonl")).unwrap();
-    for i in 0..5 {
-        // The same entries at the same times in other files: hits that tie on score and time.
-        std::fs::write(dir.join(format!("copy{i}.jsonl")), body.replace("fixture-id", &format!("copy-{i}"))).unwrap();
-    }
+    let (root, dir) = fixture_and_copies();
     let index = s(&root.path().join("index.sqlite"));
     let mut sc = Sidecar::spawn(Wire::Jsonl, &["--index", &index], &[]);
     let params = format!(r#"{{"query":"parser","sessionDir":"{}","limit":7}}"#, s(&dir));
