@@ -661,19 +661,19 @@ impl CatalogIndex {
         // transaction, where the rows are still as read.
         let mut changed = changed.into_iter().peekable();
         while changed.peek().is_some() {
-            let mut writes = Vec::with_capacity(FILES_PER_TRANSACTION);
-            let mut answered = Vec::with_capacity(FILES_PER_TRANSACTION);
+            let mut batch = Vec::with_capacity(FILES_PER_TRANSACTION);
             for (i, known) in changed.by_ref().take(FILES_PER_TRANSACTION) {
                 check(cancel)?;
-                let file = &files[i];
                 // The row to continue from needs its text: read again with it if the listing left it out.
                 let basis = match known {
-                    Some((_, Some(row))) if !row.text_loaded => row_of(&self.conn, &file.path, true)?,
+                    Some((_, Some(row))) if !row.text_loaded => row_of(&self.conn, &files[i].path, true)?,
                     known => known,
                 };
-                let read_at = now_ns();
-                let (version, row) = basis.map_or((None, None), |(v, r)| (Some(v), r));
-                let (answer, write) = plan(file, row, with_text, cancel);
+                batch.push((i, basis));
+            }
+            let mut writes = Vec::with_capacity(batch.len());
+            let mut answered = Vec::with_capacity(batch.len());
+            for (i, version, read_at, (answer, write)) in plan_all(files, batch, with_text, cancel) {
                 // A cancelled read stops part-way: its answer is neither returned nor stored.
                 check(cancel)?;
                 if let Some(answer) = answer {
@@ -1262,6 +1262,57 @@ fn extract_docs(file: &File, from: u64, to: u64, cancel: &Cancel) -> Option<Vec<
     let mut docs = Vec::new();
     feed_lines(file, from, to, cancel, |line| state.feed(line, Some(&mut docs))).ok()?;
     Some(docs)
+}
+
+/// The most threads that read files for one listing.
+const PLAN_THREADS: usize = 4;
+
+/// A file's plan as [`plan_all`] returns it: its index, the row version it was planned from, when it was read
+/// (ns), and [`plan`]'s answer and write.
+type Planned = (usize, Option<Version>, i64, (Option<Option<SessionInfo>>, Write));
+
+/// [`plan`] for each file of `batch` (its index in `files` and its row as read), a file at a time on each of a
+/// few threads (reading is most of a cold listing, and the files are independent), in `batch`'s order.
+fn plan_all(
+    files: &[FileToIndex<'_>],
+    batch: Vec<(usize, Option<KnownRow>)>,
+    with_text: bool,
+    cancel: &Cancel,
+) -> Vec<Planned> {
+    let one = |(i, basis): (usize, Option<KnownRow>)| {
+        let read_at = now_ns();
+        let (version, row) = basis.map_or((None, None), |(v, r)| (Some(v), r));
+        (i, version, read_at, plan(&files[i], row, with_text, cancel))
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, PLAN_THREADS);
+    if threads == 1 || batch.len() < 2 {
+        return batch.into_iter().map(one).collect();
+    }
+    let count = batch.len();
+    let work = Mutex::new(batch.into_iter().enumerate());
+    let mut planned: Vec<Option<Planned>> = (0..count).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.min(count))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        // (The lock is let go before the file is read.)
+                        let next = lock(&work).next();
+                        let Some((k, item)) = next else { return mine };
+                        mine.push((k, one(item)));
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            // A panic goes on to the request, as it would have without the threads.
+            for (k, p) in worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)) {
+                planned[k] = Some(p);
+            }
+        }
+    });
+    planned.into_iter().flatten().collect()
 }
 
 /// One file's next row and listing entry, from its row as read (`known`, with its text) and the file's bytes
