@@ -702,19 +702,19 @@ impl CatalogIndex {
         // transaction, where the rows are still as read.
         let mut changed = changed.into_iter().peekable();
         while changed.peek().is_some() {
-            let mut writes = Vec::with_capacity(FILES_PER_TRANSACTION);
-            let mut answered = Vec::with_capacity(FILES_PER_TRANSACTION);
+            let mut batch = Vec::with_capacity(FILES_PER_TRANSACTION);
             for (i, known) in changed.by_ref().take(FILES_PER_TRANSACTION) {
                 check(cancel)?;
-                let file = &files[i];
                 // The row to continue from needs its text: read again with it if the listing left it out.
                 let basis = match known {
-                    Some((_, Some(row))) if !row.text_loaded => row_of(&self.conn, &file.path, true)?,
+                    Some((_, Some(row))) if !row.text_loaded => row_of(&self.conn, &files[i].path, true)?,
                     known => known,
                 };
-                let read_at = now_ns();
-                let (version, row) = basis.map_or((None, None), |(v, r)| (Some(v), r));
-                let (answer, write) = plan(file, row, with_text, cancel);
+                batch.push((i, basis));
+            }
+            let mut writes = Vec::with_capacity(batch.len());
+            let mut answered = Vec::with_capacity(batch.len());
+            for (i, version, read_at, (answer, write)) in plan_all(files, batch, with_text, cancel) {
                 // A cancelled read stops part-way: its answer is neither returned nor stored.
                 check(cancel)?;
                 if let Some(answer) = answer {
@@ -830,6 +830,27 @@ impl CatalogIndex {
                 ))
             })?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    /// How many bytes of `paths` (as far as the listing indexed them) have no searchable text in the index yet,
+    /// and how many bytes the index has listed of them in all.
+    pub fn unindexed_bytes(&mut self, paths: &[String]) -> IndexResult<(u64, u64)> {
+        self.with_recovery(|index| {
+            let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
+            let mut stmt =
+                index.conn.prepare_cached("SELECT path, docs_offset, offset FROM files WHERE rejected = 0")?;
+            let rows =
+                stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))?;
+            let (mut behind, mut total) = (0u64, 0u64);
+            for row in rows {
+                let (path, docs_offset, offset) = row?;
+                if wanted.contains(path.as_str()) {
+                    behind += offset.saturating_sub(docs_offset).max(0) as u64;
+                    total += offset.max(0) as u64;
+                }
+            }
+            Ok((behind, total))
         })
     }
 
@@ -972,10 +993,10 @@ impl CatalogIndex {
             }
             let query = all_of(needles);
             let sql = if query.is_none() {
-                "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts FROM docs d INDEXED BY docs_ts
+                "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts, d.id FROM docs d INDEXED BY docs_ts
                   WHERE d.file_id IN temp.scope ORDER BY d.ts DESC"
             } else {
-                "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts FROM docs d INDEXED BY docs_ts
+                "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts, d.id FROM docs d INDEXED BY docs_ts
                   WHERE d.file_id IN temp.scope AND d.id IN (SELECT rowid FROM docs_fts WHERE docs_fts MATCH ?1)
                   ORDER BY d.ts DESC"
             };
@@ -994,6 +1015,8 @@ impl CatalogIndex {
                     role: role_name(&role),
                     text: r.get(3)?,
                     timestamp: r.get::<_, Option<f64>>(4)?.unwrap_or(f64::NAN),
+                    // A file's entries are stored in file order, so their row ids are in file order too.
+                    order: r.get::<_, i64>(5)? as u64,
                 };
                 if !visit(path, doc) {
                     return Ok(false);
@@ -1282,6 +1305,57 @@ fn extract_docs(file: &File, from: u64, to: u64, cancel: &Cancel) -> Option<Vec<
     Some(docs)
 }
 
+/// The most threads that read files for one listing.
+const PLAN_THREADS: usize = 4;
+
+/// A file's plan as [`plan_all`] returns it: its index, the row version it was planned from, when it was read
+/// (ns), and [`plan`]'s answer and write.
+type Planned = (usize, Option<Version>, i64, (Option<Option<SessionInfo>>, Write));
+
+/// [`plan`] for each file of `batch` (its index in `files` and its row as read), a file at a time on each of a
+/// few threads (reading is most of a cold listing, and the files are independent), in `batch`'s order.
+fn plan_all(
+    files: &[FileToIndex<'_>],
+    batch: Vec<(usize, Option<KnownRow>)>,
+    with_text: bool,
+    cancel: &Cancel,
+) -> Vec<Planned> {
+    let one = |(i, basis): (usize, Option<KnownRow>)| {
+        let read_at = now_ns();
+        let (version, row) = basis.map_or((None, None), |(v, r)| (Some(v), r));
+        (i, version, read_at, plan(&files[i], row, with_text, cancel))
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, PLAN_THREADS);
+    if threads == 1 || batch.len() < 2 {
+        return batch.into_iter().map(one).collect();
+    }
+    let count = batch.len();
+    let work = Mutex::new(batch.into_iter().enumerate());
+    let mut planned: Vec<Option<Planned>> = (0..count).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.min(count))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        // (The lock is let go before the file is read.)
+                        let next = lock(&work).next();
+                        let Some((k, item)) = next else { return mine };
+                        mine.push((k, one(item)));
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            // A panic goes on to the request, as it would have without the threads.
+            for (k, p) in worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)) {
+                planned[k] = Some(p);
+            }
+        }
+    });
+    planned.into_iter().flatten().collect()
+}
+
 /// One file's next row and listing entry, from its row as read (`known`, with its text) and the file's bytes
 /// (read with no lock held): answered from the row, continued from where the row stopped, or read again from the
 /// start.
@@ -1398,38 +1472,41 @@ fn docs_matching(
     let usable = !needles.is_empty() && needles.iter().all(|n| n.chars().count() >= 3);
     let ids = file_ids(conn, paths)?;
     let mut out = fragment_docs(conn, paths, cancel)?;
-    let mut push = |file_id: i64, entry_id: String, role: String, text: String, ts: Option<f64>| {
+    let mut push = |(file_id, entry_id, role, text, ts, id): DocRow| {
         if let Some(path) = ids.get(&file_id) {
-            out.push((path.clone(), Doc { entry_id, role: role_name(&role), text, timestamp: ts.unwrap_or(f64::NAN) }));
+            let (role, timestamp, order) = (role_name(&role), ts.unwrap_or(f64::NAN), id as u64);
+            out.push((path.clone(), Doc { entry_id, role, text, timestamp, order }));
         }
     };
-    let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?));
+    let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?));
     if usable {
         let mut any: Vec<String> = needles.iter().map(|n| trigram_query(n)).collect();
         any.sort();
         any.dedup();
         let mut stmt = conn.prepare_cached(
-            "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts FROM docs_fts f JOIN docs d ON d.id = f.rowid
+            "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts, d.id FROM docs_fts f JOIN docs d ON d.id = f.rowid
              WHERE docs_fts MATCH ?1",
         )?;
         for r in stmt.query_map([any.join(" OR ")], row)? {
             check(cancel)?;
-            let (f, e, ro, t, ts) = r?;
-            push(f, e, ro, t, ts);
+            push(r?);
         }
     } else {
         let wanted: HashSet<i64> = ids.keys().copied().collect();
-        let mut stmt = conn.prepare_cached("SELECT file_id, entry_id, role, text, ts FROM docs WHERE file_id = ?1")?;
+        let mut stmt =
+            conn.prepare_cached("SELECT file_id, entry_id, role, text, ts, id FROM docs WHERE file_id = ?1")?;
         for id in wanted {
             check(cancel)?;
             for r in stmt.query_map([id], row)? {
-                let (f, e, ro, t, ts) = r?;
-                push(f, e, ro, t, ts);
+                push(r?);
             }
         }
     }
     Ok(out)
 }
+
+/// A stored entry as read: file id, entry id, role, text, time, row id.
+type DocRow = (i64, String, String, String, Option<f64>, i64);
 
 /// The row ids of those of `paths` the index holds.
 fn file_ids(conn: &Connection, paths: &[String]) -> IndexResult<HashMap<i64, String>> {
@@ -1468,12 +1545,17 @@ fn fragment_docs(conn: &Connection, paths: &[String], cancel: &Cancel) -> IndexR
         }
         let mut docs = Vec::new();
         if feed_lines(&f, offset, size, cancel, |line| state.feed(line, Some(&mut docs))).is_ok() && !state.rejected {
-            out.extend(docs.into_iter().map(|d| (path.clone(), d)));
+            // After every stored entry of the file, as the line is after every stored line.
+            let after = |d: Doc| Doc { order: FRAGMENT_ORDER + d.order, ..d };
+            out.extend(docs.into_iter().map(|d| (path.clone(), after(d))));
         }
     }
     check(cancel)?;
     Ok(out)
 }
+
+/// Where the entries of a file's unterminated last line are ordered: after any row id.
+const FRAGMENT_ORDER: u64 = 1 << 62;
 
 /// The static role name for a stored role.
 fn role_name(role: &str) -> &'static str {
@@ -1495,6 +1577,8 @@ pub struct SharedIndex {
 #[derive(Default)]
 struct Written {
     paths: HashSet<String>,
+    /// Files a search read because the index held too little of their text.
+    unindexed: Vec<String>,
     /// Someone is running [`SharedIndex::catch_up_written`] and will take new paths too.
     running: bool,
 }
@@ -1537,24 +1621,42 @@ impl SharedIndex {
         !std::mem::replace(&mut written.running, true)
     }
 
-    /// Brings the index up to date on every file noted by [`SharedIndex::note_written`], until none is left (only
-    /// files the index follows: those of directories it has listed). Blocks while it reads and writes.
+    /// Notes that a search read `paths` because the index did not hold their text yet (see
+    /// [`crate::catalog::search::Searched`]). Returns true when the caller should now run
+    /// [`SharedIndex::catch_up_written`] on a thread of its own, as [`SharedIndex::note_written`] does.
+    pub fn note_unindexed(&self, paths: Vec<String>) -> bool {
+        if self.path.is_none() || paths.is_empty() {
+            return false;
+        }
+        let mut written = lock(&self.written);
+        written.unindexed.extend(paths);
+        !std::mem::replace(&mut written.running, true)
+    }
+
+    /// Brings the index up to date on every file noted by [`SharedIndex::note_written`] (only files the index
+    /// follows: those of directories it has listed) and extracts the text of those noted by
+    /// [`SharedIndex::note_unindexed`], until none is left. Blocks while it reads and writes.
     pub fn catch_up_written(&self) {
         loop {
-            let paths = {
+            let (paths, mut unindexed) = {
                 let mut written = lock(&self.written);
-                if written.paths.is_empty() {
+                if written.paths.is_empty() && written.unindexed.is_empty() {
                     written.running = false;
                     return;
                 }
-                std::mem::take(&mut written.paths)
+                (std::mem::take(&mut written.paths), std::mem::take(&mut written.unindexed))
             };
+            unindexed.sort();
+            unindexed.dedup();
             self.with(|ix| {
                 let Some(ix) = ix else { return };
                 for p in paths {
                     if let Err(e) = ix.refresh_known_file(&p, &Cancel::new()) {
                         tracing::warn!("catalog index: cannot follow {p}: {e}");
                     }
+                }
+                if let Err(e) = ix.catch_up_docs(&unindexed, &Cancel::new(), &mut |_, _| {}) {
+                    tracing::warn!("catalog index: the searchable text was not stored ({e})");
                 }
             });
         }

@@ -223,6 +223,9 @@ pub struct Doc {
     pub text: String,
     /// The entry's time in ms (NaN when unknown).
     pub timestamp: f64,
+    /// Where the entry lies in its file: greater is later. It orders hits that tie on score and time, the same
+    /// whether the file was read or the index asked, so it compares only entries of one file.
+    pub order: u64,
 }
 
 /// Longest text kept for one searchable entry (tool output can be megabytes; the start is what people search).
@@ -263,7 +266,14 @@ impl InfoState {
                 _ => None,
             };
             if let (Some(d), Some(n)) = (docs, &self.name) {
-                d.push(Doc { entry_id: entry_id(), role: "name", text: n.to_string_lossy(), timestamp: entry_time() });
+                let order = d.len() as u64;
+                d.push(Doc {
+                    entry_id: entry_id(),
+                    role: "name",
+                    text: n.to_string_lossy(),
+                    timestamp: entry_time(),
+                    order,
+                });
             }
             return;
         }
@@ -282,7 +292,8 @@ impl InfoState {
                     _ => None,
                 };
                 if let Some((role, text)) = text.filter(|(_, t)| !t.is_empty()) {
-                    d.push(Doc { entry_id: entry_id(), role, text: capped(text), timestamp: entry_time() });
+                    let order = d.len() as u64;
+                    d.push(Doc { entry_id: entry_id(), role, text: capped(text), timestamp: entry_time(), order });
                 }
             }
             return;
@@ -319,7 +330,8 @@ impl InfoState {
                     Some(Json::Number(n)) => crate::session::json::value::number_value(n),
                     _ => entry_time(),
                 };
-                d.push(Doc { entry_id: entry_id(), role: role_name, text: capped(text), timestamp: ts });
+                let order = d.len() as u64;
+                d.push(Doc { entry_id: entry_id(), role: role_name, text: capped(text), timestamp: ts, order });
             }
         }
         if !listed || !m.contains_key("content") {

@@ -15,7 +15,8 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 
 use super::cancel::Cancel;
 use super::index::{CatalogIndex, IndexError, IndexResult};
@@ -129,7 +130,7 @@ impl Query {
 }
 
 /// A search result.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Hit {
     /// The session file.
     pub path: String,
@@ -146,6 +147,9 @@ pub struct Hit {
     pub timestamp: f64,
     /// Relevance: higher is better.
     pub score: f64,
+    /// Where the entry lies in its file ([`Doc::order`]; after every entry for a session hit): the last word on
+    /// the order of hits that tie on score and time, after the path.
+    order: u64,
 }
 
 fn normalize(s: &str) -> String {
@@ -290,7 +294,7 @@ impl Prepared {
 fn contains_words(text: &str, words: &[&str]) -> bool {
     let Some((first, rest)) = words.split_first() else { return true };
     if rest.is_empty() {
-        return text.contains(first);
+        return memchr::memmem::find(text.as_bytes(), first.as_bytes()).is_some();
     }
     let follows = |mut at: usize| {
         for (k, word) in rest.iter().enumerate() {
@@ -305,9 +309,11 @@ fn contains_words(text: &str, words: &[&str]) -> bool {
         }
         true
     };
-    // Every occurrence, overlapping ones included (`match_indices` skips those).
+    // Every occurrence, overlapping ones included (`match_indices` skips those). (memchr's searcher: std's
+    // `str::find` was a sixth of a first search's time on phrase queries.)
+    let finder = memchr::memmem::Finder::new(first.as_bytes());
     let mut from = 0;
-    while let Some(i) = text[from..].find(first) {
+    while let Some(i) = finder.find(&text.as_bytes()[from..]) {
         let start = from + i;
         if follows(start + first.len()) {
             return true;
@@ -315,6 +321,16 @@ fn contains_words(text: &str, words: &[&str]) -> bool {
         from = start + text[start..].chars().next().map_or(1, char::len_utf8);
     }
     false
+}
+
+impl PartialEq for Hit {
+    /// Everything the answer shows; `order` only ranks (its numbers differ between the files and the index).
+    fn eq(&self, o: &Hit) -> bool {
+        (&self.path, &self.session_id, &self.entry_id, &self.role, &self.snippet)
+            == (&o.path, &o.session_id, &o.entry_id, &o.role, &o.snippet)
+            && self.timestamp == o.timestamp
+            && self.score == o.score
+    }
 }
 
 /// Text around `at` (a byte offset into `text`), on one line.
@@ -419,6 +435,7 @@ impl<'a> Matcher<'a> {
             snippet: snippet(&doc.text, at, len),
             timestamp: doc.timestamp,
             score,
+            order: doc.order,
         })
     }
 
@@ -462,25 +479,48 @@ impl<'a> Matcher<'a> {
                 snippet: snippet(&label, 0, 0),
                 timestamp: s.modified,
                 score,
+                order: u64::MAX,
             });
         }
         hits
     }
 
     /// Entry hits plus session hits, best first, then newest; at most `limit`.
-    fn finish(&self, mut hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
+    fn finish(&self, hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
         let with_entry_hits: HashSet<String> = hits.iter().map(|h| h.path.clone()).collect();
-        hits.extend(self.session_hits(&with_entry_hits));
+        self.finish_with(hits, &with_entry_hits, limit)
+    }
+
+    /// [`Matcher::finish`] where `hits` may be only the best of the entry hits: `with_entry_hits` names every
+    /// session that had one.
+    fn finish_with(&self, mut hits: Vec<Hit>, with_entry_hits: &HashSet<String>, limit: usize) -> Vec<Hit> {
+        hits.extend(self.session_hits(with_entry_hits));
         rank(&mut hits);
         hits.truncate(limit);
         hits
     }
 }
 
-/// Best score first, then newest (unknown times last); stable otherwise.
+/// A hit's time for ranking: unknown times last.
+fn rank_time(h: &Hit) -> f64 {
+    if h.timestamp.is_nan() {
+        f64::MIN
+    } else {
+        h.timestamp
+    }
+}
+
+/// Best score first, then newest (unknown times last), then by path and place in the file: a total order, so
+/// the answer is the same whichever way the entries were found (the files read, or the index in whatever order
+/// it stored them).
 fn rank(hits: &mut [Hit]) {
-    let time = |h: &Hit| if h.timestamp.is_nan() { f64::MIN } else { h.timestamp };
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| time(b).total_cmp(&time(a))));
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| rank_time(b).total_cmp(&rank_time(a)))
+            .then_with(|| a.path.cmp(&b.path))
+            .then_with(|| a.order.cmp(&b.order))
+    });
 }
 
 /// Runs `query` over `sessions` (the scope, e.g. a listing) and their entries `docs` (path → entry texts).
@@ -516,8 +556,20 @@ pub enum Phase {
     Indexing,
 }
 
-/// `sessions/search`: runs `query` over the sessions in `scope`. With an index, the listing and the text come
-/// from it (brought up to date first); without one, or if it fails, every file in scope is read.
+/// A search's answer, and what it left for later.
+#[derive(Debug)]
+pub struct Searched {
+    /// The hits, best first.
+    pub hits: Vec<Hit>,
+    /// Files in scope whose searchable text the index does not hold yet: the search read them instead. Pass them
+    /// to [`CatalogIndex::catch_up_docs`] once the answer is out, so the next search asks the index.
+    pub unindexed: Vec<String>,
+}
+
+/// `sessions/search`: runs `query` over the sessions in `scope`. With an index, the listing comes from it and
+/// the text too once the index holds it; a first search reads the files and leaves extracting their text to the
+/// caller, once the answer is out ([`Searched::unindexed`]). Without an index, or if it fails, every file in scope
+/// is read.
 pub fn search_sessions(
     query: &str,
     scope: Scope<'_>,
@@ -525,49 +577,119 @@ pub fn search_sessions(
     limit: usize,
     catalog: Catalog<'_>,
     on_progress: &mut dyn FnMut(Phase, usize, usize),
-) -> Result<Vec<Hit>> {
+) -> Result<Searched> {
+    search_in(query, scope, roles, limit, &mut catalog.without_text(), on_progress)
+}
+
+/// Reading the files is this many times faster than extracting their text into the index (FTS5 adding
+/// trigrams is most of that), so a search reads the files when more than this fraction of its scope is not
+/// indexed yet.
+const SCAN_WHEN_UNINDEXED_OVER: u64 = 8;
+
+fn search_in(
+    query: &str,
+    scope: Scope<'_>,
+    roles: Option<&[String]>,
+    limit: usize,
+    catalog: &mut Catalog<'_>,
+    on_progress: &mut dyn FnMut(Phase, usize, usize),
+) -> Result<Searched> {
     let parsed = parse_query(query).map_err(|message| Error::InvalidQuery { message })?;
     let mut listing = |l: usize, t: usize| on_progress(Phase::Listing, l, t);
-    // Entries are searched one by one; the listing's concatenated text is not needed.
-    let mut catalog = catalog.without_text();
     let sessions = match scope.cwd {
         Some(cwd) => catalog.list(cwd, scope.session_dir, &mut listing)?,
         None => catalog.list_all(scope.session_dir, &mut listing)?,
     };
     let paths: Vec<String> = sessions.iter().map(|s| s.info.path.clone()).collect();
     let cancel = catalog.cancel().clone();
+    let ask = Ask { query: &parsed, sessions: &sessions, paths: &paths, roles, limit, cancel: &cancel };
     if let Some(ix) = catalog.index() {
-        match search_index(ix, &parsed, &sessions, &paths, roles, limit, &cancel, on_progress) {
-            Ok(hits) => return cancel.check().map(|()| hits),
+        let scan_first = match ix.unindexed_bytes(&paths) {
+            Ok((behind, total)) => behind > 0 && behind * SCAN_WHEN_UNINDEXED_OVER > total,
+            Err(IndexError::Cancelled) => return Err(Error::Cancelled),
+            Err(_) => false,
+        };
+        if scan_first {
+            let hits = scan(&ask, on_progress)?;
+            return cancel.check().map(|()| Searched { hits, unindexed: paths });
+        }
+        match search_index(ix, &ask, on_progress) {
+            Ok(hits) => return cancel.check().map(|()| Searched { hits, unindexed: Vec::new() }),
             Err(IndexError::Cancelled) => return Err(Error::Cancelled),
             Err(e) => tracing::warn!("catalog index unavailable ({e}); reading the sessions directly"),
         }
     }
-    let mut docs = Vec::new();
-    for (i, path) in paths.iter().enumerate() {
-        cancel.check()?;
-        docs.extend(read_docs(path, &cancel).into_iter().map(|d| (path.clone(), d)));
-        on_progress(Phase::Indexing, i + 1, paths.len());
-    }
+    let hits = scan(&ask, on_progress)?;
+    Ok(Searched { hits, unindexed: Vec::new() })
+}
+
+/// One search's question, once the scope is listed.
+struct Ask<'a> {
+    query: &'a Query,
+    sessions: &'a [Arc<ListedSession>],
+    paths: &'a [String],
+    roles: Option<&'a [String]>,
+    limit: usize,
+    cancel: &'a Cancel,
+}
+
+/// The most threads a scan reads files on.
+const MAX_SCAN_THREADS: usize = 4;
+
+/// The search by reading every file in `paths`, a file at a time on each of a few threads (a session's entries
+/// are judged as its file is read; only hits are kept, and only the best `limit` of them once there are many).
+fn scan(ask: &Ask<'_>, on_progress: &mut dyn FnMut(Phase, usize, usize)) -> Result<Vec<Hit>> {
+    let Ask { query, sessions, paths, roles, limit, cancel } = *ask;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_SCAN_THREADS);
+    let next = AtomicUsize::new(0);
+    let (found_tx, found) = mpsc::channel::<Vec<Hit>>();
+    let mut hits: Vec<Hit> = Vec::new();
+    let mut with_entry_hits = HashSet::new();
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(paths.len()) {
+            let (next, found_tx) = (&next, found_tx.clone());
+            s.spawn(move || {
+                let matcher = Matcher::new(query, sessions, roles);
+                while let Some(path) = paths.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    let file_hits = read_docs(path, cancel).iter().filter_map(|d| matcher.entry_hit(path, d)).collect();
+                    if found_tx.send(file_hits).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(found_tx);
+        for (done, file_hits) in found.iter().enumerate() {
+            with_entry_hits.extend(file_hits.iter().map(|h: &Hit| h.path.clone()));
+            hits.extend(file_hits);
+            if hits.len() > 2 * limit + 4096 {
+                // The order is total: entry hits past the best `limit` can never make the answer.
+                rank(&mut hits);
+                hits.truncate(limit);
+            }
+            on_progress(Phase::Indexing, done + 1, paths.len());
+        }
+    });
     cancel.check()?;
-    Ok(search(&parsed, &sessions, &docs, roles, limit))
+    Ok(Matcher::new(query, sessions, roles).finish_with(hits, &with_entry_hits, limit))
 }
 
 /// The search through the index. Entries containing every token are the best hits, so they are visited newest
 /// first and the walk stops once `limit` of them are found: a common word costs `limit` entries, not every
 /// entry that has it. Only when fewer exist is every candidate (any token) judged.
-#[allow(clippy::too_many_arguments)]
 fn search_index(
     ix: &mut CatalogIndex,
-    query: &Query,
-    sessions: &[Arc<ListedSession>],
-    paths: &[String],
-    roles: Option<&[String]>,
-    limit: usize,
-    cancel: &Cancel,
+    ask: &Ask<'_>,
     on_progress: &mut dyn FnMut(Phase, usize, usize),
 ) -> IndexResult<Vec<Hit>> {
+    let Ask { query, sessions, paths, roles, limit, cancel } = *ask;
     ix.catch_up_docs(paths, cancel, &mut |l, t| on_progress(Phase::Indexing, l, t))?;
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
     let matcher = Matcher::new(query, sessions, roles);
     let full = matcher.full_score();
     let mut hits: Vec<Hit> =
@@ -575,16 +697,27 @@ fn search_index(
     // Only hits of the newest-first walk count towards stopping it: the unterminated lines judged above are in
     // no particular order, and the final ranking merges them in.
     let mut best = 0;
+    // The time of the `limit`th full hit: entries of that same time may still rank before it (by path and place).
+    let mut last_time: Option<f64> = None;
     let every_token: Vec<String> = match query {
         Query::Regex(_) => Vec::new(),
         Query::Tokens(_) => query.needles(),
     };
+    let time = |t: f64| if t.is_nan() { f64::MIN } else { t };
     let exhausted = ix.for_each_doc_newest_first(paths, &every_token, cancel, &mut |path, doc| {
+        if last_time.is_some_and(|last| time(doc.timestamp) < last) {
+            return false;
+        }
         if let Some(h) = matcher.entry_hit(path, &doc) {
-            best += usize::from(h.score >= full);
+            if h.score >= full {
+                best += 1;
+                if best == limit {
+                    last_time = Some(time(h.timestamp));
+                }
+            }
             hits.push(h);
         }
-        best < limit
+        true
     })?;
     let single = match query {
         Query::Regex(_) => true,

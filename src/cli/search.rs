@@ -5,6 +5,7 @@
 
 use std::io::Write;
 
+use crate::catalog::cancel::Cancel;
 use crate::catalog::index::CatalogIndex;
 use crate::catalog::listing::Catalog;
 use crate::catalog::search::{parse_query, search_hit_json, search_sessions, Hit, Query, Scope, Token};
@@ -38,7 +39,7 @@ pub struct SearchRequest<'a> {
 pub fn search(
     request: &SearchRequest<'_>,
     agent_dir: &str,
-    index: Option<&mut CatalogIndex>,
+    mut index: Option<&mut CatalogIndex>,
     json: bool,
     style: &Style,
     out: &mut dyn Write,
@@ -52,36 +53,45 @@ pub fn search(
         Some(d) => d.to_owned(),
         None => paths::default_session_dir_path(cwd, agent_dir),
     });
-    let hits = match &project_dir {
-        Some(dir) if !paths::as_path(dir).exists() => Vec::new(),
+    let (hits, unindexed) = match &project_dir {
+        Some(dir) if !paths::as_path(dir).exists() => (Vec::new(), Vec::new()),
         _ => {
             let scope = Scope { cwd: request.cwd, session_dir: project_dir.as_deref().or(request.dir) };
-            search_sessions(
+            let searched = search_sessions(
                 request.query,
                 scope,
                 request.roles.as_deref(),
                 // One more than asked for says whether there are more than shown.
                 request.limit.saturating_add(1),
-                Catalog::new(agent_dir, index),
+                Catalog::new(agent_dir, index.as_deref_mut()),
                 &mut |_, _, _| {},
-            )?
+            )?;
+            (searched.hits, searched.unindexed)
         }
     };
     let mut hits = hits;
     let more = hits.len() > request.limit;
     hits.truncate(request.limit);
     let status = if hits.is_empty() { EXIT_NO_MATCH } else { EXIT_OK };
-    if json {
+    let printed = if json {
         let mut bytes = Vec::new();
         Json::Array(hits.iter().map(search_hit_json).collect()).write_preserving(&mut bytes);
         bytes.push(b'\n');
-        return emit(out, &String::from_utf8_lossy(&bytes)).map(|s| s.max(status));
-    }
-    if hits.is_empty() {
+        emit(out, &String::from_utf8_lossy(&bytes)).map(|s| s.max(status))
+    } else if hits.is_empty() {
         eprintln!("no matches");
-        return Ok(status);
+        Ok(status)
+    } else {
+        emit(out, &grouped(&hits, &query, style, more.then_some(request.limit))).map(|s| s.max(status))
+    };
+    // The answer is out; the text the search read goes into the index for the next search.
+    if let (Some(ix), false) = (index, unindexed.is_empty()) {
+        let _ = out.flush();
+        if let Err(e) = ix.catch_up_docs(&unindexed, &Cancel::new(), &mut |_, _| {}) {
+            tracing::warn!("catalog index: the searchable text was not stored ({e})");
+        }
     }
-    emit(out, &grouped(&hits, &query, style, more.then_some(request.limit))).map(|s| s.max(status))
+    printed
 }
 
 /// The hits, grouped by session in rank order of each session's best hit; `cut_at` says the search found more

@@ -275,7 +275,11 @@ methods! {
 
 /// Parses params straight from the frame's bytes, naming the offending member.
 fn parse<P: DeserializeOwned>(raw: Option<&RawValue>) -> Result<P, ErrorObjectOwned> {
-    let text = raw.map_or("{}", RawValue::get);
+    parse_text(raw.map_or("{}", RawValue::get))
+}
+
+/// [`parse`] of params given as text (one JSON value).
+fn parse_text<P: DeserializeOwned>(text: &str) -> Result<P, ErrorObjectOwned> {
     if !text.starts_with('{') {
         return Err(invalid_params("", "params must be an object (by-name parameters)"));
     }
@@ -356,9 +360,10 @@ fn batch_op_text(method: &str, text: &str, handle: &str) -> Result<mutation::Pla
     // The op's own params type is used as is, so a batched op accepts exactly what its method does.
     let rest = rest.trim_start();
     let comma = if rest.starts_with('}') { "" } else { "," };
+    // (One JSON value by construction: the op's params, read from the frame, with a member put in front; no
+    // separate validation pass.)
     let with_handle = format!("{{\"handle\":{}{comma}{rest}", serde_json::to_string(handle).expect("JSON"));
-    let raw = RawValue::from_string(with_handle).map_err(|e| invalid_params("params", e.to_string()))?;
-    let raw = Some(&*raw);
+    let raw = with_handle.as_str();
     let at_params = |e: ErrorObjectOwned| {
         if e.message().contains("duplicate field `handle`") {
             return invalid_params("params.handle", "an op's params have no handle: the batch's is used");
@@ -366,19 +371,19 @@ fn batch_op_text(method: &str, text: &str, handle: &str) -> Result<mutation::Pla
         error::within(e, "params")
     };
     match method {
-        "session/appendMessage" => mutation::message_op(parse(raw).map_err(at_params)?),
-        "session/appendThinkingLevelChange" => mutation::thinking_level_change_op(parse(raw).map_err(at_params)?),
-        "session/appendModelChange" => mutation::model_change_op(parse(raw).map_err(at_params)?),
-        "session/appendUsage" => mutation::usage_op(parse(raw).map_err(at_params)?),
-        "session/appendCompaction" => mutation::compaction_op(parse(raw).map_err(at_params)?),
-        "session/appendCustomEntry" => mutation::custom_entry_op(parse(raw).map_err(at_params)?),
-        "session/appendSessionInfo" => mutation::session_info_op(parse(raw).map_err(at_params)?),
-        "session/appendCustomMessageEntry" => mutation::custom_message_entry_op(parse(raw).map_err(at_params)?),
-        "session/appendContextEdit" => mutation::context_edit_op(parse(raw).map_err(at_params)?),
-        "session/appendLabelChange" => mutation::label_change_op(parse(raw).map_err(at_params)?),
-        "session/branch" => mutation::branch_op(parse(raw).map_err(at_params)?),
-        "session/resetLeaf" => mutation::reset_leaf_op(parse(raw).map_err(at_params)?),
-        "session/branchWithSummary" => mutation::branch_with_summary_op(parse(raw).map_err(at_params)?),
+        "session/appendMessage" => mutation::message_op(parse_text(raw).map_err(at_params)?),
+        "session/appendThinkingLevelChange" => mutation::thinking_level_change_op(parse_text(raw).map_err(at_params)?),
+        "session/appendModelChange" => mutation::model_change_op(parse_text(raw).map_err(at_params)?),
+        "session/appendUsage" => mutation::usage_op(parse_text(raw).map_err(at_params)?),
+        "session/appendCompaction" => mutation::compaction_op(parse_text(raw).map_err(at_params)?),
+        "session/appendCustomEntry" => mutation::custom_entry_op(parse_text(raw).map_err(at_params)?),
+        "session/appendSessionInfo" => mutation::session_info_op(parse_text(raw).map_err(at_params)?),
+        "session/appendCustomMessageEntry" => mutation::custom_message_entry_op(parse_text(raw).map_err(at_params)?),
+        "session/appendContextEdit" => mutation::context_edit_op(parse_text(raw).map_err(at_params)?),
+        "session/appendLabelChange" => mutation::label_change_op(parse_text(raw).map_err(at_params)?),
+        "session/branch" => mutation::branch_op(parse_text(raw).map_err(at_params)?),
+        "session/resetLeaf" => mutation::reset_leaf_op(parse_text(raw).map_err(at_params)?),
+        "session/branchWithSummary" => mutation::branch_with_summary_op(parse_text(raw).map_err(at_params)?),
         other => Err(invalid_params(
             "method",
             format!(

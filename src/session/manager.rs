@@ -46,7 +46,12 @@ static PROCESS_V7: std::sync::LazyLock<Arc<Mutex<UuidV7State>>> =
 impl Env {
     /// The operating system's randomness and clock.
     pub fn system() -> Env {
-        Env { ids: Box::new(OsRandom), clock: Box::new(SystemClock), v7: PROCESS_V7.clone(), agent_dir: None }
+        Env {
+            ids: Box::new(OsRandom::default()),
+            clock: Box::new(SystemClock),
+            v7: PROCESS_V7.clone(),
+            agent_dir: None,
+        }
     }
 
     /// The same, with default session directories under `agent_dir`.

@@ -350,16 +350,22 @@ impl TeamCatalog {
         if sessions.is_empty() || matches!(&parsed, Query::Tokens(t) if t.is_empty()) || limit == 0 {
             return Ok(Vec::new());
         }
-        // The matcher knows sessions by path, and paths repeat across machines: key them by row id instead.
+        // The matcher knows sessions by path, and paths repeat across machines: key them by path and row id (in
+        // that order, so hits that tie rank by path as a local search ranks them).
+        let key = |s: &TeamSession| format!("{}\u{0}{}", s.listed.info.path, s.sid);
         let keyed: Vec<Arc<ListedSession>> = sessions
             .iter()
             .map(|s| {
                 let mut info = s.listed.info.clone();
-                info.path = s.sid.to_string();
+                info.path = key(s);
                 Arc::new(ListedSession::new(info))
             })
             .collect();
-        let by_sid: HashMap<String, &TeamSession> = sessions.iter().map(|s| (s.sid.to_string(), s)).collect();
+        let by_sid: HashMap<String, &TeamSession> = sessions.iter().map(|s| (key(s), s)).collect();
+        let key_of: HashMap<String, String> = sessions.iter().map(|s| (s.sid.to_string(), key(s))).collect();
+        let rekey = |docs: Vec<(String, Doc)>| -> Vec<(String, Doc)> {
+            docs.into_iter().filter_map(|(sid, d)| Some((key_of.get(&sid)?.clone(), d))).collect()
+        };
         let sids: Vec<i64> = sessions.iter().map(|s| s.sid).collect();
         let full = match &parsed {
             Query::Regex(_) => 10.0,
@@ -401,7 +407,7 @@ impl TeamCatalog {
         for window in 0..NEWEST_WINDOWS {
             let (fetched, older) =
                 self.docs(&sids, &every_token, roles_filter.as_deref(), Some(window * self.window))?;
-            docs.extend(fetched);
+            docs.extend(rekey(fetched));
             hits = search(&parsed, &keyed, &docs, roles, limit);
             found = hits.iter().filter(|h| h.entry_id.is_some() && h.score >= full).count() >= limit;
             walked_all = !older;
@@ -411,7 +417,7 @@ impl TeamCatalog {
         }
         if !found {
             if !walked_all {
-                docs = self.docs(&sids, &every_token, roles_filter.as_deref(), None)?.0;
+                docs = rekey(self.docs(&sids, &every_token, roles_filter.as_deref(), None)?.0);
                 hits = search(&parsed, &keyed, &docs, roles, limit);
             }
             if let (false, Query::Tokens(tokens)) = (single, &parsed) {
@@ -429,8 +435,9 @@ impl TeamCatalog {
                 for (missing, group) in &groups {
                     if missing.len() == tokens.len() {
                         // These need every token: the entries fetched above.
-                        let group: HashSet<String> = group.iter().map(i64::to_string).collect();
-                        some.extend(docs.iter().filter(|(sid, _)| group.contains(sid)).cloned());
+                        let group: HashSet<&String> =
+                            group.iter().filter_map(|sid| key_of.get(&sid.to_string())).collect();
+                        some.extend(docs.iter().filter(|(key, _)| group.contains(key)).cloned());
                         continue;
                     }
                     let narrow = if missing.is_empty() {
@@ -438,7 +445,7 @@ impl TeamCatalog {
                     } else {
                         Narrow::all_of(missing.iter().map(|&i| &token_patterns[i]))
                     };
-                    some.extend(self.docs(group, &narrow, roles_filter.as_deref(), None)?.0);
+                    some.extend(rekey(self.docs(group, &narrow, roles_filter.as_deref(), None)?.0));
                 }
                 hits = search(&parsed, &keyed, &some, roles, limit);
             }
@@ -479,7 +486,7 @@ impl TeamCatalog {
         if self.cancel.is_cancelled() {
             return Err(DbError::Cancelled);
         }
-        let columns = "sid, search_entry, search_role, search_text, search_ts";
+        let columns = "sid, search_entry, search_role, search_text, search_ts, line";
         let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(sids.to_vec())];
         let from = match window {
             // Planned on its own, so the walk goes down the newest-first index and stops after the window.
@@ -487,7 +494,7 @@ impl TeamCatalog {
                 params.push(Box::new(self.window));
                 params.push(Box::new(offset));
                 format!(
-                    "(SELECT {columns}, line FROM pi_entries WHERE search_text IS NOT NULL
+                    "(SELECT {columns} FROM pi_entries WHERE search_text IS NOT NULL
                       ORDER BY search_ts DESC NULLS LAST, sid, line LIMIT $2 OFFSET $3) e"
                 )
             }
@@ -533,6 +540,7 @@ impl TeamCatalog {
                     role: role_name(r.get(2)),
                     text: r.get(3),
                     timestamp: r.get::<_, Option<f64>>(4).unwrap_or(f64::NAN),
+                    order: r.get::<_, i32>(5) as u64,
                 };
                 (r.get::<_, i64>(0).to_string(), doc)
             })

@@ -1,8 +1,11 @@
 //! `sessions/search` and `pi-sessiond search`: pi's `/resume` query forms, ranked entry-level hits, roles and
-//! limits, progress while the index catches up, and text written a moment ago by another process.
+//! limits, progress while the index catches up, text written a moment ago by another process, and a first search
+//! answered from the files while the index takes their text afterwards.
 
 use std::io::Write;
+use std::time::{Duration, Instant};
 
+use pi_sessiond::catalog::index::CatalogIndex;
 use pi_sessiond::session::json::Json;
 
 use crate::support::sidecar::{Sidecar, Wire};
@@ -85,6 +88,20 @@ fn fixture(dir: &std::path::Path) -> String {
     ];
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     s(&path)
+}
+
+/// A temporary root with `sessions/` holding the fixture and five copies of it under other ids: the same
+/// entries at the same times in other files, so hits tie on score and time.
+fn fixture_and_copies() -> (tempfile::TempDir, std::path::PathBuf) {
+    let root = temp_dir();
+    let dir = root.path().join("sessions");
+    std::fs::create_dir(&dir).unwrap();
+    fixture(&dir);
+    let body = std::fs::read_to_string(dir.join("2026-01-01T00-00-00-000Z_fixture.jsonl")).unwrap();
+    for i in 0..5 {
+        std::fs::write(dir.join(format!("copy{i}.jsonl")), body.replace("fixture-id", &format!("copy-{i}"))).unwrap();
+    }
+    (root, dir)
 }
 
 #[test]
@@ -183,14 +200,7 @@ fn a_query_past_the_size_or_word_bound_is_refused_at_once_and_one_within_it_is_a
 
 #[test]
 fn search_reports_progress_while_the_index_catches_up() {
-    let root = temp_dir();
-    let dir = root.path().join("sessions");
-    std::fs::create_dir(&dir).unwrap();
-    fixture(&dir);
-    for i in 0..5 {
-        let body = std::fs::read_to_string(dir.join("2026-01-01T00-00-00-000Z_fixture.jsonl")).unwrap();
-        std::fs::write(dir.join(format!("copy{i}.jsonl")), body.replace("fixture-id", &format!("copy-{i}"))).unwrap();
-    }
+    let (_root, dir) = fixture_and_copies();
     let mut sc = Sidecar::new();
     let params = format!(r#"{{"query":"parser","sessionDir":"{}","progressToken":7}}"#, s(&dir));
     assert_eq!(hits(sc.call("sessions/search", json(&params))).len(), 18);
@@ -206,6 +216,30 @@ fn search_reports_progress_while_the_index_catches_up() {
     assert_eq!(begins, ["listing", "indexing"], "{values:?}");
     assert_eq!(values.last().map(|(k, _)| k.as_str()), Some("end"));
     assert!(progress.iter().all(|n| n.get("params").unwrap().get("token") == Some(&Json::number(7.0))));
+}
+
+#[test]
+fn a_first_search_answers_from_the_files_and_the_sidecar_then_gives_the_index_their_text() {
+    // Issue 21: the first search does not wait for the index to take every file's text; the sidecar's index
+    // thread takes it after the answer, and the search that then asks the index answers the same bytes.
+    let (root, dir) = fixture_and_copies();
+    let index = s(&root.path().join("index.sqlite"));
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--index", &index], &[]);
+    let params = format!(r#"{{"query":"parser","sessionDir":"{}","limit":7}}"#, s(&dir));
+    let first = sc.call("sessions/search", json(&params));
+    assert_eq!(hits(first.clone()).len(), 7);
+    let paths: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| s(&e.unwrap().path())).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (behind, total) = CatalogIndex::open(&index).unwrap().unindexed_bytes(&paths).unwrap();
+        if behind == 0 && total > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the index still lacks {behind} of {total} bytes after a minute");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let again = sc.call("sessions/search", json(&params));
+    assert_eq!(again.to_canonical_string(), first.to_canonical_string());
 }
 
 #[test]

@@ -247,7 +247,8 @@ fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() 
                     pi_sessiond::catalog::listing::Catalog::new(&s(&agent), index.as_mut()),
                     &mut |_, _, _| {},
                 )
-                .unwrap();
+                .unwrap()
+                .hits;
                 let team: Vec<_> = catalog
                     .search(query, Default::default(), None, limit)
                     .unwrap()

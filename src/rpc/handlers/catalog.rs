@@ -233,8 +233,19 @@ impl IndexCatchUp {
     /// This process wrote `path`.
     pub fn written(&self, path: &str) {
         if self.index.note_written(path) {
-            let _ = self.wake.lock().unwrap_or_else(|e| e.into_inner()).send(());
+            self.wake();
         }
+    }
+
+    /// A search read `paths` because the index did not hold their text: extract it now that the answer is out.
+    pub fn unindexed(&self, paths: Vec<String>) {
+        if self.index.note_unindexed(paths) {
+            self.wake();
+        }
+    }
+
+    fn wake(&self) {
+        let _ = self.wake.lock().unwrap_or_else(|e| e.into_inner()).send(());
     }
 }
 
@@ -251,10 +262,11 @@ pub fn search(p: SearchParams, cx: &Cx<'_>) -> Res<Vec<SearchHitJson>> {
         return crate::rpc::team::search(team, &p.query, scope, p.roles.as_deref(), limit, &cx.reply.cancel_token())
             .map(Out::Value);
     }
-    let hits = server
+    let searched = server
         .index
         .with(|ix| {
-            search_sessions(&p.query, scope, p.roles.as_deref(), limit, catalog(cx, ix), &mut |phase, l, t| {
+            let catalog = catalog(cx, ix);
+            search_sessions(&p.query, scope, p.roles.as_deref(), limit, catalog, &mut |phase, l, t| {
                 let stage = match phase {
                     Phase::Listing => ProgressStage::Listing,
                     Phase::Indexing => ProgressStage::Indexing,
@@ -264,6 +276,9 @@ pub fn search(p: SearchParams, cx: &Cx<'_>) -> Res<Vec<SearchHitJson>> {
         })
         .map_err(from_session)?;
     progress.end();
+    let hits = searched.hits;
+    // (Queued before the answer is sent, but the index thread's work does not hold it up.)
+    server.index_catch_up.unindexed(searched.unindexed);
     Ok(Out::Value(hits.iter().map(|h| SearchHitJson(RawJson::from_json(&search_hit_json(h)))).collect()))
 }
 
