@@ -178,7 +178,6 @@ impl SessionManager {
         Ok((value, commit))
     }
 
-    /// Undoes staging: the records from `first` on leave memory and the index, and the leaf is put back.
     /// After a panic inside [`SessionManager::apply`]: whatever it left half done, memory becomes the file again.
     fn recover_from_panic(&mut self, first: usize, leaf: Key) {
         if self.persist && self.flushed && self.file.is_some() {
@@ -194,6 +193,7 @@ impl SessionManager {
         }
     }
 
+    /// Undoes staging: the records from `first` on leave memory and the index, and the leaf is put back.
     fn unstage(&mut self, first: usize, leaf: Key) {
         for r in self.records[first..].iter().rev() {
             if !r.is_header() {
