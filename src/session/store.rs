@@ -651,27 +651,11 @@ impl<'a> ReadAhead<'a> {
             // The window grows from a small first read, so a few entries (a notification's) cost a small read.
             let ahead = (self.window.len() * 2).clamp(FIRST_READ, READ_AHEAD);
             self.window.resize(if forward { ahead.max(len + 1) } else { len + 1 }, 0);
-            let mut got = 0;
-            while got < self.window.len() {
-                match file.reader.read_at(&mut self.window[got..], offset + got as u64) {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-            }
+            let got = read_up_to(&file.reader, &mut self.window, offset)?;
             self.window.truncate(got);
             self.window_start = offset;
         }
-        let at = (offset - self.window_start) as usize;
-        let available = self.window.len() - at;
-        if available < len {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the line is no longer in the file"));
-        }
-        if available > len && self.window[at + len] != b'\n' {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED));
-        }
-        let raw = &self.window[at..at + len];
+        let raw = line_in(&self.window[(offset - self.window_start) as usize..], len)?;
         Ok(match &body.patch {
             Some(p) => patch::apply(raw, p),
             None => raw.to_vec(),
@@ -686,6 +670,12 @@ pub const MOVED: &str = "the line is no longer where it was read";
 fn read_line_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
     let len = usize::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
     let mut buf = vec![0u8; len + 1];
+    let got = read_up_to(file, &mut buf, offset)?;
+    line_in(&buf[..got], len).map(<[u8]>::to_vec)
+}
+
+/// Fills `buf` from `offset` on, as far as the file goes; returns how much it read.
+fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
         match file.read_at(&mut buf[got..], offset + got as u64) {
@@ -695,14 +685,19 @@ fn read_line_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> 
             Err(e) => return Err(e),
         }
     }
-    if got < len {
+    Ok(got)
+}
+
+/// The first `len` bytes of `read` (what a read found at a line's offset), checked to still be that line: all
+/// there, and followed by its `\n` or the end of the file.
+fn line_in(read: &[u8], len: usize) -> std::io::Result<&[u8]> {
+    if read.len() < len {
         return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the line is no longer in the file"));
     }
-    if got > len && buf[len] != b'\n' {
+    if read.len() > len && read[len] != b'\n' {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED));
     }
-    buf.truncate(len);
-    Ok(buf)
+    Ok(&read[..len])
 }
 
 /// How hard a write tries to reach the disk before it counts as done.
