@@ -172,12 +172,13 @@ pi_shape!(
     /// A session entry as stored in the file (pi's `SessionEntry`): the line's JSON, unknown members included.
     EntryJson, "SessionEntry", |_g| json_schema!({
         "type": "object",
+        "additionalProperties": true,
         "description": "A session entry exactly as stored (pi's SessionEntry); unknown members are kept.",
         "properties": {
             "type": { "type": "string" },
             "id": { "type": "string" },
             "parentId": { "type": ["string", "null"] },
-            "timestamp": { "type": "string" }
+            "timestamp": { "description": "As stored: an ISO 8601 string in files pi wrote (a hand-written file may hold a number)." }
         },
         "required": ["type"]
     })
@@ -187,6 +188,7 @@ pi_shape!(
     /// The session header line (pi's `SessionHeader`).
     HeaderJson, "SessionHeader", |_g| json_schema!({
         "type": "object",
+        "additionalProperties": true,
         "description": "The header line (pi's SessionHeader); unknown members are kept.",
         "properties": {
             "type": { "const": "session" },
@@ -204,6 +206,7 @@ pi_shape!(
     /// A model-visible message (pi's `AgentMessage`).
     MessageJson, "AgentMessage", |_g| json_schema!({
         "type": "object",
+        "additionalProperties": true,
         "description": "A model-visible message (pi's AgentMessage: user, assistant, toolResult, system, bashExecution, custom, branchSummary, compactionSummary).",
         "properties": { "role": { "type": "string" } }
     })
@@ -314,7 +317,8 @@ pi_shape!(
             "modified": { "type": ["string", "null"] },
             "messageCount": { "type": "integer" },
             "firstMessage": { "type": "string" },
-            "allMessagesText": { "type": "string", "description": "Present unless the request set includeAllMessagesText: false." }
+            "allMessagesText": { "type": "string", "description": "Present unless the request set includeAllMessagesText: false." },
+            "machine": { "type": "string", "description": "With `--catalog`: the machine that pushed the session." }
         },
         "required": ["path", "id", "cwd", "created", "modified", "messageCount", "firstMessage"]
     })
@@ -331,7 +335,8 @@ pi_shape!(
             "role": { "enum": ["user", "assistant", "toolResult", "custom", "bashExecution", "name", "label", "summary", "session"], "description": "What matched: a message of that role, a session name or label entry, a compaction or branch summary, or the session itself (its name, id or cwd)." },
             "snippet": { "type": "string", "description": "The text around the match, on one line." },
             "timestamp": { "type": ["string", "null"], "description": "ISO 8601: a message's own timestamp (as pi's listing uses it; the entry's when the message has none), another entry's timestamp, or the session's last activity for session hits." },
-            "score": { "type": "number", "description": "Relevance: higher is better; results come best first, then newest." }
+            "score": { "type": "number", "description": "Relevance: higher is better; results come best first, then newest." },
+            "machine": { "type": "string", "description": "With `--catalog`: the machine that pushed the session." }
         },
         "required": ["path", "sessionId", "entryId", "role", "snippet", "timestamp", "score"]
     })
@@ -702,6 +707,17 @@ pub enum SessionsChangeKind {
     Changed,
     /// A session file vanished.
     Removed,
+}
+
+impl From<crate::watch::FileChange> for SessionsChangeKind {
+    fn from(change: crate::watch::FileChange) -> SessionsChangeKind {
+        use crate::watch::FileChange;
+        match change {
+            FileChange::Created => SessionsChangeKind::Created,
+            FileChange::Changed => SessionsChangeKind::Changed,
+            FileChange::Removed => SessionsChangeKind::Removed,
+        }
+    }
 }
 
 /// `session/newSession`: replace the handle's session with a new, empty one.

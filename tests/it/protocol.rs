@@ -5,6 +5,7 @@ use pi_sessiond::session::json::Json;
 
 use crate::support::repo;
 use crate::support::sidecar::Sidecar;
+use crate::support::wire_check::WireCheck;
 
 #[test]
 fn committed_protocol_files_match_the_generated_ones() {
@@ -71,4 +72,46 @@ fn every_served_method_is_described_and_every_described_request_is_served() {
     // Nothing undescribed answers: a made-up name is method-not-found.
     let id = sc.start("session/undescribed", Json::parse(b"{}").unwrap());
     assert_eq!(sc.response(id).get("error").and_then(|e| e.get("code")), Some(&Json::number(-32601.0)));
+}
+
+/// Feeds one exchange to a fresh wire check and returns what it found.
+fn wire_violations(request: &str, answer: &Json) -> Vec<String> {
+    let check = WireCheck::new();
+    check.sent(&Json::parse(request.as_bytes()).unwrap());
+    check.received(answer);
+    check.take_violations()
+}
+
+#[test]
+fn the_wire_check_that_every_test_host_runs_catches_renamed_fields_unknown_methods_and_mispaired_errors() {
+    let mut sc = Sidecar::new();
+    let request = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
+    let id = sc.start("initialize", Json::parse(b"{}").unwrap());
+    let answer = sc.response(id);
+    let mut answer =
+        Json::parse(answer.to_canonical_string().replace(&format!("\"id\":{id}"), "\"id\":1").as_bytes()).unwrap();
+    assert_eq!(wire_violations(request, &answer), Vec::<String>::new(), "the real answer passes");
+
+    let renamed = answer.to_canonical_string().replace("\"protocolVersion\"", "\"protocolVerison\"");
+    let found = wire_violations(request, &Json::parse(renamed.as_bytes()).unwrap());
+    assert!(found.iter().any(|v| v.contains("protocolVerison")), "a renamed field is caught: {found:?}");
+
+    let changed = r#"{"jsonrpc":"2.0","method":"session/changed","params":{"handle":"h1","sessionId":"s","sequence":1,
+        "change":{"kind":"leaf","leafId":null}}}"#;
+    let found = wire_violations(request, &Json::parse(changed.as_bytes()).unwrap());
+    assert!(found.iter().any(|v| v.contains("session/changed")), "a notification with a renamed field: {found:?}");
+
+    let unknown = r#"{"jsonrpc":"2.0","method":"session/renamed","params":{}}"#;
+    let found = wire_violations(request, &Json::parse(unknown.as_bytes()).unwrap());
+    assert!(found.iter().any(|v| v.contains("does not list")), "an unlisted notification: {found:?}");
+
+    let mispaired = r#"{"jsonrpc":"2.0","id":1,"error":{"code":1003,"message":"x","data":{"kind":"entry_not_found"}}}"#;
+    let found = wire_violations(request, &Json::parse(mispaired.as_bytes()).unwrap());
+    assert!(found.iter().any(|v| v.contains("handle_not_found")), "a code with another code's kind: {found:?}");
+
+    if let Json::Object(o) = &mut answer {
+        o.insert("id", Json::number(2.0));
+    }
+    let found = wire_violations(request, &answer);
+    assert!(found.iter().any(|v| v.contains("no request had")), "a result nobody asked for: {found:?}");
 }

@@ -877,7 +877,7 @@ class ResetLeafParams(_ResetLeafParamsRequired, total=False):
     expectedLeafId: Optional[str]
 
 
-class SearchHit(TypedDict):
+class _SearchHitRequired(TypedDict):
     #: The matching entry's id as stored (a string in files pi wrote); null when the session itself matched (role
     #: `session`).
     entryId: Optional[Union[str, float]]
@@ -895,6 +895,11 @@ class SearchHit(TypedDict):
     #: ISO 8601: a message's own timestamp (as pi's listing uses it; the entry's when the message has none), another
     #: entry's timestamp, or the session's last activity for session hits.
     timestamp: Optional[str]
+
+
+class SearchHit(_SearchHitRequired, total=False):
+    #: With `--catalog`: the machine that pushed the session.
+    machine: str
 
 
 class _SearchParamsRequired(TypedDict):
@@ -975,7 +980,8 @@ class SessionEntry(_SessionEntryRequired, total=False):
 
     id: str
     parentId: Optional[str]
-    timestamp: str
+    #: As stored: an ISO 8601 string in files pi wrote (a hand-written file may hold a number).
+    timestamp: Any
 
 
 class _SessionHeaderRequired(TypedDict):
@@ -1006,6 +1012,8 @@ class _SessionInfoRequired(TypedDict):
 class SessionInfo(_SessionInfoRequired, total=False):
     #: Present unless the request set includeAllMessagesText: false.
     allMessagesText: str
+    #: With `--catalog`: the machine that pushed the session.
+    machine: str
     name: str
     parentSessionPath: str
 

@@ -1014,7 +1014,10 @@ export interface EntryResult {
 export interface SessionEntry {
 	id?: string;
 	parentId?: string | null;
-	timestamp?: string;
+	/**
+	 * As stored: an ISO 8601 string in files pi wrote (a hand-written file may hold a number).
+	 */
+	timestamp?: unknown;
 	type: string;
 	[k: string]: unknown;
 }
@@ -1874,6 +1877,10 @@ export interface SessionInfo {
 	 * The header's id (a string in valid files).
 	 */
 	id: unknown;
+	/**
+	 * With `--catalog`: the machine that pushed the session.
+	 */
+	machine?: string;
 	messageCount: number;
 	modified: string | null;
 	name?: string;
@@ -1994,6 +2001,10 @@ export interface SearchHit {
 	 * The matching entry's id as stored (a string in files pi wrote); null when the session itself matched (role `session`).
 	 */
 	entryId: string | number | null;
+	/**
+	 * With `--catalog`: the machine that pushed the session.
+	 */
+	machine?: string;
 	/**
 	 * The session file.
 	 */

@@ -6,6 +6,7 @@ pub mod postgres;
 pub mod pty;
 pub mod sidecar;
 pub mod soak;
+pub mod wire_check;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -4,9 +4,12 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pi_sessiond::session::json::{Json, Object};
+
+use super::wire_check::WireCheck;
 
 /// The binary under test.
 pub fn binary() -> &'static str {
@@ -34,6 +37,10 @@ pub struct Sidecar {
     _agent_dir: Option<tempfile::TempDir>,
     /// Every message received that was not the response being waited for, in order.
     pub backlog: Vec<Json>,
+    /// Every message received, checked against protocol/ (see wire_check.rs).
+    wire_check: Arc<WireCheck>,
+    /// The thread that reads and checks the output, joined at drop so every message sent is checked.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Sidecar {
@@ -60,46 +67,64 @@ impl Sidecar {
         let mut child = cmd.spawn().expect("spawn pi-sessiond");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            loop {
-                let body = match wire {
-                    Wire::Jsonl => {
-                        let mut line = Vec::new();
-                        if r.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        line
-                    }
-                    Wire::Lsp => {
-                        let mut len = None;
-                        loop {
-                            let mut h = String::new();
-                            if r.read_line(&mut h).unwrap_or(0) == 0 {
+        let wire_check = WireCheck::new();
+        let checker = wire_check.clone();
+        // The check converts and validates recursively, up to its depth limit (wire_check.rs): a roomy stack.
+        let reader = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || {
+                let mut r = BufReader::new(stdout);
+                loop {
+                    let body = match wire {
+                        Wire::Jsonl => {
+                            let mut line = Vec::new();
+                            if r.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
                                 return;
                             }
-                            let h = h.trim_end();
-                            if h.is_empty() {
-                                break;
-                            }
-                            if let Some(v) = h.strip_prefix("Content-Length: ") {
-                                len = v.parse::<usize>().ok();
-                            }
+                            line
                         }
-                        let mut body = vec![0; len.expect("Content-Length")];
-                        r.read_exact(&mut body).unwrap();
-                        body
+                        Wire::Lsp => {
+                            let mut len = None;
+                            loop {
+                                let mut h = String::new();
+                                if r.read_line(&mut h).unwrap_or(0) == 0 {
+                                    return;
+                                }
+                                let h = h.trim_end();
+                                if h.is_empty() {
+                                    break;
+                                }
+                                if let Some(v) = h.strip_prefix("Content-Length: ") {
+                                    len = v.parse::<usize>().ok();
+                                }
+                            }
+                            let mut body = vec![0; len.expect("Content-Length")];
+                            r.read_exact(&mut body).unwrap();
+                            body
+                        }
+                    };
+                    let msg = Json::parse(&body).unwrap_or_else(|e| {
+                        panic!("sidecar sent invalid JSON ({e}): {}", String::from_utf8_lossy(&body))
+                    });
+                    checker.received(&msg);
+                    if tx.send(msg).is_err() {
+                        return;
                     }
-                };
-                let msg = Json::parse(&body)
-                    .unwrap_or_else(|e| panic!("sidecar sent invalid JSON ({e}): {}", String::from_utf8_lossy(&body)));
-                if tx.send(msg).is_err() {
-                    return;
                 }
-            }
-        });
+            })
+            .expect("a reader thread");
         let stdin = child.stdin.take();
-        Sidecar { child, stdin, messages: rx, next_id: 0, wire, _agent_dir: agent_dir, backlog: Vec::new() }
+        Sidecar {
+            child,
+            stdin,
+            messages: rx,
+            next_id: 0,
+            wire,
+            _agent_dir: agent_dir,
+            backlog: Vec::new(),
+            wire_check,
+            reader: Some(reader),
+        }
     }
 
     /// A JSONL sidecar with default arguments.
@@ -109,6 +134,11 @@ impl Sidecar {
 
     /// Writes raw bytes to the sidecar's stdin.
     pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.wire_check.sent_raw(bytes);
+        self.write(bytes);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(bytes).unwrap();
         stdin.flush().unwrap();
@@ -116,10 +146,11 @@ impl Sidecar {
 
     /// Frames and sends a message.
     pub fn send(&mut self, msg: &Json) {
+        self.wire_check.sent(msg);
         let body = msg.to_canonical_string();
         match self.wire {
-            Wire::Jsonl => self.send_raw(format!("{body}\n").as_bytes()),
-            Wire::Lsp => self.send_raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes()),
+            Wire::Jsonl => self.write(format!("{body}\n").as_bytes()),
+            Wire::Lsp => self.write(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes()),
         }
     }
 
@@ -154,6 +185,12 @@ impl Sidecar {
 
     /// Waits for the response to `id`, keeping everything else in the backlog.
     pub fn response(&mut self, id: u64) -> Json {
+        let answer = self.wait_response(id);
+        self.wire_check.assert_clean();
+        answer
+    }
+
+    fn wait_response(&mut self, id: u64) -> Json {
         let want = Json::number(id as f64);
         if let Some(i) = self.backlog.iter().position(|m| m.get("id") == Some(&want) && m.get("method").is_none()) {
             return self.backlog.remove(i);
@@ -245,5 +282,19 @@ impl Drop for Sidecar {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The output closes with the process; a grandchild holding it open must not hang the test, so the wait is
+        // bounded (and the check then covers what was read).
+        if let Some(reader) = self.reader.take() {
+            for _ in 0..500 {
+                if reader.is_finished() {
+                    let _ = reader.join();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        if !std::thread::panicking() {
+            self.wire_check.assert_clean();
+        }
     }
 }
