@@ -6,56 +6,112 @@ use serde_json::json;
 
 use crate::session::{Error, ErrorKind};
 
-/// JSON-RPC: invalid JSON.
-pub const PARSE_ERROR: i32 = -32700;
-/// JSON-RPC: not a valid request object.
-pub const INVALID_REQUEST: i32 = -32600;
-/// JSON-RPC: no such method.
-pub const METHOD_NOT_FOUND: i32 = -32601;
-/// JSON-RPC: bad params.
-pub const INVALID_PARAMS: i32 = -32602;
-/// JSON-RPC: the server failed.
-pub const INTERNAL_ERROR: i32 = -32603;
-/// LSP: the request was cancelled.
-pub const REQUEST_CANCELLED: i32 = -32800;
-/// LSP: the content changed under the request (a stale `expectedLeafId`).
-pub const CONTENT_MODIFIED: i32 = -32801;
+/// Every kind of error the wire carries, each with its code and its `data.kind` together: the engine's
+/// [`ErrorKind`]s, and the faults only the protocol has (a frame, a request, a method, a handle, the team
+/// catalog). Nothing else pairs a code with a kind, so `protocol/methods.json` and the wire cannot disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireKind {
+    /// An engine error, under the code [`code`] gives its kind.
+    Session(ErrorKind),
+    /// JSON-RPC: invalid JSON.
+    ParseError,
+    /// JSON-RPC: not a valid request object (or sent after shutdown).
+    InvalidRequest,
+    /// JSON-RPC: no such method.
+    MethodNotFound,
+    /// JSON-RPC: the server failed.
+    InternalError,
+    /// No open session has that handle.
+    HandleNotFound,
+    /// The team catalog (`--catalog`) failed or cannot be reached.
+    CatalogUnavailable,
+    /// The session was opened read-only (another machine's, from the team catalog).
+    ReadOnly,
+}
 
-/// The session file or directory does not exist.
-pub const SESSION_NOT_FOUND: i32 = 1001;
-/// No entry has that id.
-pub const ENTRY_NOT_FOUND: i32 = 1002;
-/// No open session has that handle.
-pub const HANDLE_NOT_FOUND: i32 = 1003;
-/// The file is not a pi session.
-pub const INVALID_SESSION_FILE: i32 = 1004;
-/// A session id breaks pi's rule.
-pub const INVALID_SESSION_ID: i32 = 1005;
-/// The file system failed.
-pub const IO_ERROR: i32 = 1006;
-/// Another process holds the session's write lock.
-pub const SESSION_LOCKED: i32 = 1007;
-/// The session holds an entry pi cannot read for this operation.
-pub const INVALID_ENTRY: i32 = 1008;
-/// An earlier failed fsync left the file's durable state unknown; the session refuses writes until reopened.
-pub const SESSION_POISONED: i32 = 1009;
-/// The team catalog (`--catalog`) failed or cannot be reached.
-pub const CATALOG_UNAVAILABLE: i32 = 1020;
-/// The session was opened read-only (another machine's, from the team catalog).
-pub const READ_ONLY: i32 = 1021;
+impl WireKind {
+    /// The protocol's own kinds (the engine's are [`ErrorKind::ALL`]).
+    pub const PROTOCOL: [WireKind; 7] = [
+        WireKind::ParseError,
+        WireKind::InvalidRequest,
+        WireKind::MethodNotFound,
+        WireKind::InternalError,
+        WireKind::HandleNotFound,
+        WireKind::CatalogUnavailable,
+        WireKind::ReadOnly,
+    ];
 
-/// A JSON-RPC error object with `data.kind`.
-pub fn rpc_error(code: i32, kind: &str, message: impl Into<String>, extra: serde_json::Value) -> ErrorObjectOwned {
-    let mut data = json!({ "kind": kind });
+    /// Every kind the wire can carry.
+    pub fn all() -> impl Iterator<Item = WireKind> {
+        WireKind::PROTOCOL.into_iter().chain(ErrorKind::ALL.into_iter().map(WireKind::Session))
+    }
+
+    /// The JSON-RPC error code.
+    pub fn code(self) -> i32 {
+        match self {
+            WireKind::Session(kind) => code(kind),
+            WireKind::ParseError => -32700,
+            WireKind::InvalidRequest => -32600,
+            WireKind::MethodNotFound => -32601,
+            WireKind::InternalError => -32603,
+            WireKind::HandleNotFound => 1003,
+            WireKind::CatalogUnavailable => 1020,
+            WireKind::ReadOnly => 1021,
+        }
+    }
+
+    /// `data.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WireKind::Session(kind) => kind.as_str(),
+            WireKind::ParseError => "parse_error",
+            WireKind::InvalidRequest => "invalid_request",
+            WireKind::MethodNotFound => "method_not_found",
+            WireKind::InternalError => "internal_error",
+            WireKind::HandleNotFound => "handle_not_found",
+            WireKind::CatalogUnavailable => "catalog_unavailable",
+            WireKind::ReadOnly => "read_only",
+        }
+    }
+
+    /// What it means, for `protocol/methods.json`.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            WireKind::Session(kind) => kind.meaning(),
+            WireKind::ParseError => "The frame is not JSON.",
+            WireKind::InvalidRequest => "Not a JSON-RPC 2.0 request, or sent after shutdown.",
+            WireKind::MethodNotFound => "No such method.",
+            WireKind::InternalError => "The server failed; nothing was half-written.",
+            WireKind::HandleNotFound => "No open session has that handle.",
+            WireKind::CatalogUnavailable => {
+                "The team catalog (`--catalog`) failed or cannot be reached; nothing was changed."
+            }
+            WireKind::ReadOnly => {
+                "The handle holds another machine's session, opened read-only from the team catalog (`data.machine`)."
+            }
+        }
+    }
+}
+
+impl From<ErrorKind> for WireKind {
+    fn from(kind: ErrorKind) -> WireKind {
+        WireKind::Session(kind)
+    }
+}
+
+/// A JSON-RPC error object: the kind's code, and `data` with its `kind` and what `extra` adds.
+pub fn rpc_error(kind: impl Into<WireKind>, message: impl Into<String>, extra: serde_json::Value) -> ErrorObjectOwned {
+    let kind = kind.into();
+    let mut data = json!({ "kind": kind.as_str() });
     if let (Some(d), serde_json::Value::Object(e)) = (data.as_object_mut(), extra) {
         d.extend(e);
     }
-    ErrorObjectOwned::owned(code, message.into(), Some(data))
+    ErrorObjectOwned::owned(kind.code(), message.into(), Some(data))
 }
 
 /// Invalid params, naming the field (`data.path`).
 pub fn invalid_params(path: &str, message: impl Into<String>) -> ErrorObjectOwned {
-    rpc_error(INVALID_PARAMS, "invalid_params", message, json!({ "path": path }))
+    rpc_error(ErrorKind::InvalidParams, message, json!({ "path": path }))
 }
 
 /// The same error, for a part of a larger request: its `data.path` (if any) is put under `prefix` (the op of a
@@ -76,38 +132,33 @@ pub fn within(e: ErrorObjectOwned, prefix: &str) -> ErrorObjectOwned {
 
 /// An unknown handle.
 pub fn handle_not_found(handle: &str) -> ErrorObjectOwned {
-    rpc_error(
-        HANDLE_NOT_FOUND,
-        "handle_not_found",
-        format!("no open session has handle {handle}"),
-        json!({ "handle": handle }),
-    )
+    rpc_error(WireKind::HandleNotFound, format!("no open session has handle {handle}"), json!({ "handle": handle }))
 }
 
 /// A group-commit fsync failed: the entry was written but is not known to be on disk, so it is not acknowledged.
 pub fn fsync_failed(e: &Error) -> ErrorObjectOwned {
     rpc_error(
-        IO_ERROR,
-        "io_error",
+        ErrorKind::IoError,
         format!("the entry was written but could not be synced to disk ({e}); it is not acknowledged as durable"),
         json!({}),
     )
 }
 
-/// The code sent for each kind of engine error.
-pub fn code(kind: ErrorKind) -> i32 {
+/// The code sent for each kind of engine error: JSON-RPC's and LSP's where they have one, else ours (outside
+/// every reserved range).
+fn code(kind: ErrorKind) -> i32 {
     match kind {
-        ErrorKind::InvalidParams => INVALID_PARAMS,
-        ErrorKind::ContentModified => CONTENT_MODIFIED,
-        ErrorKind::SessionNotFound => SESSION_NOT_FOUND,
-        ErrorKind::EntryNotFound => ENTRY_NOT_FOUND,
-        ErrorKind::InvalidSessionFile => INVALID_SESSION_FILE,
-        ErrorKind::InvalidSessionId => INVALID_SESSION_ID,
-        ErrorKind::IoError => IO_ERROR,
-        ErrorKind::SessionLocked => SESSION_LOCKED,
-        ErrorKind::InvalidEntry => INVALID_ENTRY,
-        ErrorKind::SessionPoisoned => SESSION_POISONED,
-        ErrorKind::Cancelled => REQUEST_CANCELLED,
+        ErrorKind::InvalidParams => -32602,
+        ErrorKind::ContentModified => -32801,
+        ErrorKind::Cancelled => -32800,
+        ErrorKind::SessionNotFound => 1001,
+        ErrorKind::EntryNotFound => 1002,
+        ErrorKind::InvalidSessionFile => 1004,
+        ErrorKind::InvalidSessionId => 1005,
+        ErrorKind::IoError => 1006,
+        ErrorKind::SessionLocked => 1007,
+        ErrorKind::InvalidEntry => 1008,
+        ErrorKind::SessionPoisoned => 1009,
     }
 }
 
@@ -133,5 +184,5 @@ pub fn from_session(e: Error) -> ErrorObjectOwned {
         Error::Conflict { path: Some(path), leaf, .. } => json!({ "leafId": leaf, "path": path }),
         Error::Conflict { path: None, leaf, .. } => json!({ "leafId": leaf }),
     };
-    rpc_error(code(kind), kind.as_str(), message, data)
+    rpc_error(kind, message, data)
 }

@@ -7,6 +7,7 @@
 //! named session's queue (see `handles`), `opening` in a new slot, `pooled` on the blocking pool, `lifecycle`
 //! in the event loop itself.
 
+use crate::rpc::error::WireKind;
 use std::sync::Arc;
 
 use jsonrpsee::types::ErrorObjectOwned;
@@ -202,8 +203,7 @@ macro_rules! methods {
                 }, )*
                 other => {
                     reply.error(&error::rpc_error(
-                        error::METHOD_NOT_FOUND,
-                        "method_not_found",
+                        WireKind::MethodNotFound,
                         format!("method not found: {other}"),
                         serde_json::json!({}),
                     ));
@@ -439,11 +439,13 @@ where
     R: Serialize + Send + 'static,
 {
     let handle = p.handle().to_owned();
+    reply.span().record("handle", handle.as_str());
     let job_server = server.clone();
     queue(
         server,
         &handle,
         Job::Read(Box::new(move |m, slot| {
+            let _in_request = reply.span().enter();
             if reply.is_answered() {
                 return; // cancelled while queued
             }
@@ -466,11 +468,14 @@ where
     R: Serialize + Send + 'static,
 {
     let handle = p.handle().to_owned();
+    reply.span().record("handle", handle.as_str());
     let job_server = server.clone();
     queue(
         server,
         &handle,
         Job::Write(Box::new(move |session, slot| {
+            let span = reply.span().clone();
+            let _in_request = span.enter();
             let Some(m) = session.as_mut() else {
                 reply.error(&error::handle_not_found(&slot.handle));
                 return None;
@@ -504,6 +509,7 @@ where
 {
     let job_server = server.clone();
     server.pool.spawn_blocking(move || {
+        let _in_request = reply.span().enter();
         if reply.is_answered() {
             return; // cancelled while queued
         }

@@ -6,10 +6,9 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
-use super::error;
+use super::error::WireKind;
 use super::methods::{specs, PROTOCOL_VERSION};
 use super::proto::{CancelParams, NoParams, Progress, SessionChanged, SessionsChanged};
-use crate::session::ErrorKind;
 
 fn reference(schema: schemars::Schema) -> Value {
     // Point `#/$defs/X` references into schema.json, so methods.json can be read on its own.
@@ -94,18 +93,8 @@ pub fn generate() -> (String, String) {
          `listing` then an `indexing` stage).",
     ));
     // The protocol's own faults, then every kind of engine error from the engine's one table.
-    let mut errors = vec![
-        json!({ "code": error::PARSE_ERROR, "kind": "parse_error", "meaning": "The frame is not JSON." }),
-        json!({ "code": error::INVALID_REQUEST, "kind": "invalid_request", "meaning": "Not a JSON-RPC 2.0 request, or sent after shutdown." }),
-        json!({ "code": error::METHOD_NOT_FOUND, "kind": "method_not_found", "meaning": "No such method." }),
-        json!({ "code": error::INTERNAL_ERROR, "kind": "internal_error", "meaning": "The server failed; nothing was half-written." }),
-        json!({ "code": error::HANDLE_NOT_FOUND, "kind": "handle_not_found", "meaning": "No open session has that handle." }),
-        json!({ "code": error::CATALOG_UNAVAILABLE, "kind": "catalog_unavailable", "meaning": "The team catalog (`--catalog`) failed or cannot be reached; nothing was changed." }),
-        json!({ "code": error::READ_ONLY, "kind": "read_only", "meaning": "The handle holds another machine's session, opened read-only from the team catalog (`data.machine`)." }),
-    ];
-    errors.extend(
-        ErrorKind::ALL.iter().map(|&k| json!({ "code": error::code(k), "kind": k.as_str(), "meaning": k.meaning() })),
-    );
+    let mut errors: Vec<_> =
+        WireKind::all().map(|k| json!({ "code": k.code(), "kind": k.as_str(), "meaning": k.meaning() })).collect();
     errors.sort_by_key(|e| e["code"].as_i64().map(|c| (c > 0, c.abs())));
     let table = json!({
         "protocol": "pi-sessiond",

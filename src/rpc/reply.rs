@@ -3,6 +3,8 @@
 //! is over. A result rendered from a session file goes out as one message when it is small and is streamed when it
 //! is not, so a result larger than memory never has to be in memory.
 
+use crate::rpc::error::WireKind;
+use crate::session::ErrorKind;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
 
-use super::error::{self, rpc_error};
+use super::error::rpc_error;
 use super::framing::{Framing, Message, StreamEscaper};
 use super::transport::{Outbox, StreamSender};
 use crate::catalog::listing::Cancel;
@@ -71,6 +73,8 @@ pub struct ReplyState {
     answered: AtomicBool,
     cancel: Cancel,
     done: Arc<dyn Fn(u64) + Send + Sync>,
+    /// The request's span (method, id, and the handle once known): work for it runs inside it, wherever it runs.
+    span: tracing::Span,
 }
 
 impl std::fmt::Debug for ReplyState {
@@ -89,7 +93,7 @@ impl ReplyState {
     /// itself (see [`Reply::is_answered`]) and catalog work under way stops at its next check.
     pub fn cancel(&self, why: &str) {
         self.cancel.cancel();
-        let e = rpc_error(error::REQUEST_CANCELLED, "request_cancelled", why, serde_json::json!({}));
+        let e = rpc_error(ErrorKind::Cancelled, why, serde_json::json!({}));
         // The event loop cancels, and it never waits on the host.
         self.deliver(error_message(&self.id, &e), false);
     }
@@ -98,6 +102,7 @@ impl ReplyState {
         if self.answered.swap(true, Ordering::SeqCst) {
             return;
         }
+        tracing::debug!(parent: &self.span, bytes = msg.len(), "answered");
         match &self.target {
             Target::Direct(out) if may_wait => out.send(msg),
             Target::Direct(out) => out.send_now(msg),
@@ -120,20 +125,50 @@ impl std::fmt::Debug for Reply {
 impl Reply {
     /// The answer to request `id` (its JSON text) numbered `key`, going straight to the host. `done(key)` runs
     /// when the reply is dropped.
-    pub fn direct(id: &str, key: u64, outbox: Outbox, done: Arc<dyn Fn(u64) + Send + Sync>) -> Reply {
-        Reply::with_target(id, key, Target::Direct(outbox), done)
+    pub fn direct(
+        id: &str,
+        key: u64,
+        outbox: Outbox,
+        done: Arc<dyn Fn(u64) + Send + Sync>,
+        span: tracing::Span,
+    ) -> Reply {
+        Reply::with_target(id, key, Target::Direct(outbox), done, span)
     }
 
     /// The answer to request `id` inside a batch.
-    pub fn in_batch(id: &str, key: u64, batch: &Arc<Batch>, done: Arc<dyn Fn(u64) + Send + Sync>) -> Reply {
+    pub fn in_batch(
+        id: &str,
+        key: u64,
+        batch: &Arc<Batch>,
+        done: Arc<dyn Fn(u64) + Send + Sync>,
+        span: tracing::Span,
+    ) -> Reply {
         let index = batch.expect_one();
-        Reply::with_target(id, key, Target::Batch(batch.clone(), index), done)
+        Reply::with_target(id, key, Target::Batch(batch.clone(), index), done, span)
     }
 
-    fn with_target(id: &str, key: u64, target: Target, done: Arc<dyn Fn(u64) + Send + Sync>) -> Reply {
-        let state =
-            ReplyState { id: id.into(), key, target, answered: AtomicBool::new(false), cancel: Cancel::new(), done };
+    fn with_target(
+        id: &str,
+        key: u64,
+        target: Target,
+        done: Arc<dyn Fn(u64) + Send + Sync>,
+        span: tracing::Span,
+    ) -> Reply {
+        let state = ReplyState {
+            id: id.into(),
+            key,
+            target,
+            answered: AtomicBool::new(false),
+            cancel: Cancel::new(),
+            done,
+            span,
+        };
         Reply { state: Arc::new(state) }
+    }
+
+    /// The request's span: work for the request enters it, so what it logs names the method and the handle.
+    pub fn span(&self) -> &tracing::Span {
+        &self.state.span
     }
 
     /// What the event loop keeps to cancel the request.
@@ -224,8 +259,7 @@ impl Reply {
 
     fn fallback(&self) -> Vec<u8> {
         let e = rpc_error(
-            error::INTERNAL_ERROR,
-            "internal_error",
+            WireKind::InternalError,
             "the result could not be completed; the frame before this one is cut off",
             serde_json::json!({}),
         );
@@ -334,27 +368,21 @@ impl Drop for Reply {
     fn drop(&mut self) {
         if !self.is_answered() {
             tracing::error!("request {} ended without an answer", self.state.id);
-            self.error(&rpc_error(
-                error::INTERNAL_ERROR,
-                "internal_error",
-                "the server failed to answer",
-                serde_json::json!({}),
-            ));
+            self.error(&rpc_error(WireKind::InternalError, "the server failed to answer", serde_json::json!({})));
         }
         (self.state.done)(self.state.key);
     }
 }
 
 fn internal(e: impl std::fmt::Display) -> ErrorObjectOwned {
-    rpc_error(error::INTERNAL_ERROR, "internal_error", e.to_string(), serde_json::json!({}))
+    rpc_error(WireKind::InternalError, e.to_string(), serde_json::json!({}))
 }
 
 fn checked(bytes: Vec<u8>, check: bool) -> Result<Vec<u8>, ErrorObjectOwned> {
     if check {
         if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
             return Err(rpc_error(
-                error::IO_ERROR,
-                "io_error",
+                ErrorKind::IoError,
                 format!("the session file changed on disk under this handle ({e}); open it again"),
                 serde_json::json!({}),
             ));

@@ -6,6 +6,7 @@
 //! and `$/cancelRequest`, and keeps the requests in flight, so that `shutdown` and the end of input wait for what
 //! was received before them. It never waits on the host: what it sends goes out without waiting for room.
 
+use crate::rpc::error::WireKind;
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,7 @@ use serde_json::value::RawValue;
 use tracing::{debug, info, warn};
 
 use super::dispatch::{self, Message, Parsed};
-use super::error::{self, rpc_error};
+use super::error::rpc_error;
 use super::framing::{Frame, Framing};
 use super::handlers::catalog::IndexCatchUp;
 use super::handlers::{self, null, RecentListings, Server};
@@ -24,9 +25,9 @@ use super::methods::{self, Routed, PROTOCOL_VERSION};
 use super::proto::{Capabilities, InitializeResult, ServerInfo};
 use super::reply::{error_message, Batch, Reply, ReplyState};
 use super::transport::{Connection, Incoming, Limits};
-use super::watch::{FsEvent, FsWatcher};
 use crate::catalog::index::SharedIndex;
 use crate::session::store::Durability;
+use crate::watch::{FsEvent, FsWatcher};
 
 /// How the server runs.
 #[derive(Clone, Debug)]
@@ -350,13 +351,13 @@ impl MainLoop {
             Frame::Message(b) => b,
             Frame::Malformed(why) => {
                 warn!("bad frame: {why}");
-                return self.reject("null", error::PARSE_ERROR, "parse_error", &format!("bad frame: {why}"));
+                return self.reject("null", WireKind::ParseError, &format!("bad frame: {why}"));
             }
         };
         debug!("< {}", String::from_utf8_lossy(&bytes[..bytes.len().min(2000)]));
         match dispatch::parse(&bytes) {
-            Parsed::Unparsable(why) => self.reject("null", error::PARSE_ERROR, "parse_error", &why),
-            Parsed::NotAMessage(why) => self.reject("null", error::INVALID_REQUEST, "invalid_request", why),
+            Parsed::Unparsable(why) => self.reject("null", WireKind::ParseError, &why),
+            Parsed::NotAMessage(why) => self.reject("null", WireKind::InvalidRequest, why),
             Parsed::Single(message) => self.on_message(message, None),
             Parsed::Batch(messages) => {
                 let batch = Batch::new(self.server.outbox.clone());
@@ -369,8 +370,8 @@ impl MainLoop {
     }
 
     /// Answers an error without a request behind it (a bad frame).
-    fn reject(&self, id: &str, code: i32, kind: &str, why: &str) {
-        let e = rpc_error(code, kind, why, serde_json::json!({}));
+    fn reject(&self, id: &str, kind: WireKind, why: &str) {
+        let e = rpc_error(kind, why, serde_json::json!({}));
         self.server.outbox.send_now(error_message(id, &e));
     }
 
@@ -378,7 +379,7 @@ impl MainLoop {
         match message {
             Message::Response => {}
             Message::Invalid { id, why } => {
-                let e = rpc_error(error::INVALID_REQUEST, "invalid_request", why, serde_json::json!({}));
+                let e = rpc_error(WireKind::InvalidRequest, why, serde_json::json!({}));
                 match batch {
                     Some(b) => b.answer_now(error_message(id, &e)),
                     None => self.server.outbox.send_now(error_message(id, &e)),
@@ -387,12 +388,7 @@ impl MainLoop {
             Message::Notification { method, params } => self.on_notification(&method, params),
             Message::Request { id, method, params } => {
                 if self.refusing() {
-                    let e = rpc_error(
-                        error::INVALID_REQUEST,
-                        "invalid_request",
-                        "the server is shutting down",
-                        serde_json::json!({}),
-                    );
+                    let e = rpc_error(WireKind::InvalidRequest, "the server is shutting down", serde_json::json!({}));
                     return match batch {
                         Some(b) => b.answer_now(error_message(id, &e)),
                         None => self.server.outbox.send_now(error_message(id, &e)),
@@ -401,9 +397,11 @@ impl MainLoop {
                 self.next_key += 1;
                 let key = self.next_key;
                 self.server.outbox.request_started();
+                // The handle is recorded when the table knows it (methods.rs); the span goes with the reply.
+                let span = tracing::info_span!("request", method = %method, id = %id, handle = tracing::field::Empty);
                 let reply = match batch {
-                    Some(b) => Reply::in_batch(id, key, b, self.done.clone()),
-                    None => Reply::direct(id, key, self.server.outbox.clone(), self.done.clone()),
+                    Some(b) => Reply::in_batch(id, key, b, self.done.clone(), span),
+                    None => Reply::direct(id, key, self.server.outbox.clone(), self.done.clone(), span),
                 };
                 let cancellable = methods::is_cancellable(&method);
                 self.in_flight.insert(key, InFlight { reply: reply.state(), cancellable, cancelled: false });

@@ -2,13 +2,14 @@
 //! use and reopened after a failure, shared by requests one at a time; the handles opened read-only from it; and
 //! the errors a host sees when the database is unavailable or a read-only session is asked to change.
 
+use crate::rpc::error::WireKind;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::json;
 
-use super::error::{from_session, rpc_error, CATALOG_UNAVAILABLE, READ_ONLY};
+use super::error::{from_session, rpc_error};
 use super::proto::{RawJson, SearchHitJson};
 use crate::catalog::info::ListedSession;
 use crate::catalog::search::search_hit_json;
@@ -56,7 +57,7 @@ impl TeamServer {
                 None => slot.insert(TeamCatalog::open(&self.target).map_err(unavailable)?),
             };
             let result = f(catalog);
-            if !result.as_ref().is_err_and(|e| e.code() == CATALOG_UNAVAILABLE) {
+            if !result.as_ref().is_err_and(|e| e.code() == WireKind::CatalogUnavailable.code()) {
                 return result;
             }
             let lost = catalog.is_closed();
@@ -134,14 +135,13 @@ pub fn search(
 /// never its credentials.
 pub fn unavailable(e: DbError) -> ErrorObjectOwned {
     tracing::warn!("team catalog: {e}");
-    rpc_error(CATALOG_UNAVAILABLE, "catalog_unavailable", e.to_string(), json!({}))
+    rpc_error(WireKind::CatalogUnavailable, e.to_string(), json!({}))
 }
 
 /// A mutation of a session opened read-only from the team database.
 pub fn read_only(handle: &str, machine: &str) -> ErrorObjectOwned {
     rpc_error(
-        READ_ONLY,
-        "read_only",
+        WireKind::ReadOnly,
         format!("{handle} is {machine}'s session, opened read-only from the team catalog"),
         json!({ "handle": handle, "machine": machine }),
     )

@@ -14,6 +14,7 @@ pub mod read;
 pub mod snapshot;
 pub mod watch;
 
+use crate::session::ErrorKind;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -27,13 +28,13 @@ use super::handles::{Registry, Slot};
 use super::proto::{AnyJson, Detail, HeaderJson, RawJson, SessionState};
 use super::reply::{Out, Reply};
 use super::transport::Outbox;
-use super::watch::FsWatcher;
 use crate::catalog::index::SharedIndex;
 use crate::session::json::{JsString, Json};
 use crate::session::key::Key;
 use crate::session::render::{self, JsonOut};
 use crate::session::store::Durability;
 use crate::session::SessionManager;
+use crate::watch::FsWatcher;
 
 pub use catalog::RecentListings;
 
@@ -146,8 +147,7 @@ pub fn rendered(
     f(&mut out).map_err(from_session)?;
     RawJson::from_bytes(out.into_bytes()).map_err(|e| {
         super::error::rpc_error(
-            super::error::IO_ERROR,
-            "io_error",
+            ErrorKind::IoError,
             format!("the session file changed on disk under this handle ({e}); open it again"),
             serde_json::json!({}),
         )

@@ -4,6 +4,7 @@
 //! takes no lock), checks the host's `expectedLeafId`, writes, and says what changed; this module sends those
 //! changes as `session/changed` before the handler returns — hence before the response.
 
+use crate::rpc::error::WireKind;
 use std::sync::Arc;
 
 use jsonrpsee::types::ErrorObjectOwned;
@@ -47,12 +48,7 @@ pub fn apply(cx: &mut WriteCx<'_>, expected_leaf: Option<String>, op: Op) -> Res
 }
 
 fn unexpected(what: &str, value: &OpValue) -> ErrorObjectOwned {
-    error::rpc_error(
-        error::INTERNAL_ERROR,
-        "internal_error",
-        format!("{what} returned {value:?}"),
-        serde_json::json!({}),
-    )
+    error::rpc_error(WireKind::InternalError, format!("{what} returned {value:?}"), serde_json::json!({}))
 }
 
 /// A mutation method's op, ready for the engine: what it asks, the leaf it expects, and how its answer looks.

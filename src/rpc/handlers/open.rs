@@ -6,6 +6,7 @@
 //! the host chose that is already open); an empty slot gets the session. A failed open leaves the slot empty and
 //! drops what it opened, so its file descriptor is closed and the next open of the path starts afresh.
 
+use crate::session::ErrorKind;
 use std::sync::Arc;
 
 use jsonrpsee::types::ErrorObjectOwned;
@@ -61,6 +62,9 @@ pub fn start(
     }
     let job_server = server.clone();
     let job = Job::Write(Box::new(move |session, slot| {
+        let span = reply.span().clone();
+        let _in_request = span.enter();
+        span.record("handle", slot.handle.as_str());
         run_open(&job_server, session, slot, request, open, reply);
         None
     }));
@@ -269,8 +273,7 @@ fn open_from_team(
     let file =
         team.with(|c| c.read_file(machine, &p.path).map_err(crate::rpc::team::unavailable))?.ok_or_else(|| {
             crate::rpc::error::rpc_error(
-                crate::rpc::error::SESSION_NOT_FOUND,
-                "session_not_found",
+                ErrorKind::SessionNotFound,
                 format!("the team catalog has no session {} of machine {machine}", p.path),
                 serde_json::json!({ "path": p.path, "machine": machine }),
             )
