@@ -1,11 +1,11 @@
 //! Watching files other processes write: the platform's notification API (inotify through the `notify` crate)
 //! on the directories that hold watched sessions, plus a periodic poll as a safety net (and as the only source when
-//! native watching is unavailable, e.g. too many watches or an exotic file system).
+//! native watching is unavailable, e.g. too many watches or an exotic file system). A room of its own, below the
+//! sidecar (session and directory watches) and the team push (`push --watch`), which both use it.
 //!
 //! Events only say "look again"; what changed is always decided by reading the file (`SessionManager::refresh`),
 //! so a lost, duplicated or reordered event can delay an update but never corrupt one.
 
-use super::proto::SessionsChangeKind;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -18,7 +18,18 @@ pub struct FsEvent {
     /// Paths the event is about.
     pub paths: Vec<PathBuf>,
     /// What happened.
-    pub kind: SessionsChangeKind,
+    pub kind: FileChange,
+}
+
+/// What happened to a file, as far as a watcher can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileChange {
+    /// It appeared (created, or renamed into place).
+    Created,
+    /// It was written.
+    Changed,
+    /// It vanished (removed, or renamed away).
+    Removed,
 }
 
 /// Directories being watched, reference-counted, behind one native watcher.
@@ -37,9 +48,9 @@ struct Inner {
     dirs: HashMap<PathBuf, usize>,
 }
 
-fn kind_of(kind: &notify::EventKind) -> Option<SessionsChangeKind> {
+fn kind_of(kind: &notify::EventKind) -> Option<FileChange> {
     use notify::EventKind::*;
-    use SessionsChangeKind::{Changed, Created, Removed};
+    use FileChange::{Changed, Created, Removed};
     match kind {
         Create(_) => Some(Created),
         Modify(notify::event::ModifyKind::Name(notify::event::RenameMode::From)) => Some(Removed),

@@ -5,7 +5,7 @@
 //! `methods` (the method table: params parsed once, the handler put where it runs) → `handles` (each open
 //! session's queue, in arrival order) → `handlers/*` (the handlers, by concern) → the engine; the answer goes back
 //! through `reply`. `framing` is bytes ↔ frames, `proto` every wire type (the source of `protocol/`, written by
-//! `protocol`), `error` the wire's errors, `watch` file-system watching, `log` logging that never blocks.
+//! `protocol`), `error` the wire's errors, `log` logging that never blocks.
 //! Nothing here knows how session files are laid out: that is `crate::session`'s business.
 
 pub mod dispatch;
@@ -21,7 +21,6 @@ pub mod reply;
 pub mod server;
 pub mod team;
 pub mod transport;
-pub mod watch;
 
 pub use server::{serve, serve_connection, Config};
 pub use transport::{Connection, MemoryHost};

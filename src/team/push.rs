@@ -906,7 +906,7 @@ pub fn watch(
     on_pass: &mut dyn FnMut(&PushReport),
 ) -> DbResult<()> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let watcher = crate::rpc::watch::FsWatcher::new(move |event| {
+    let watcher = crate::watch::FsWatcher::new(move |event| {
         let _ = tx.send(event);
     });
     let root = std::path::PathBuf::from(paths::join(&[&options.agent_dir, "sessions"]));

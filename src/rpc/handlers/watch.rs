@@ -2,6 +2,7 @@
 //! a file event or a poll tick. A watched session is refreshed by a job on its own queue, so what another process
 //! appended is published in order with the handle's own changes.
 
+use crate::session::ErrorKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -11,8 +12,8 @@ use crate::rpc::error::{self, invalid_params};
 use crate::rpc::handles::{Job, Slot};
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
-use crate::rpc::watch::{dir_of, FsEvent};
 use crate::session::{paths, SessionManager};
+use crate::watch::{dir_of, FsEvent};
 
 /// Follows the file for what other processes did to it and publishes it (`session/changed`, origin
 /// `external`); returns whether anything changed.
@@ -71,7 +72,7 @@ pub fn on_fs_event(server: &Arc<Server>, event: &FsEvent) {
             .map(|(id, _)| id.clone())
             .collect();
         for watch_id in watches {
-            let note = SessionsChanged { watch_id, path: p.to_string(), kind: event.kind };
+            let note = SessionsChanged { watch_id, path: p.to_string(), kind: event.kind.into() };
             server.outbox.send_now(serde_json::to_vec(&Notification::new("sessions/changed", &note)).expect("JSON"));
         }
     }
@@ -160,8 +161,7 @@ pub fn watch_sessions(p: SessionsWatchParams, cx: &Cx<'_>) -> Res<SessionsWatchR
     };
     if !paths::as_path(&dir).is_dir() {
         return Err(error::rpc_error(
-            error::SESSION_NOT_FOUND,
-            "session_not_found",
+            ErrorKind::SessionNotFound,
             format!("no directory {dir}"),
             serde_json::json!({ "path": dir }),
         ));
