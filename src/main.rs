@@ -138,11 +138,6 @@ enum DurabilityArg {
     Batch,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum ExportFormat {
-    Html,
-}
-
 /// `team` subcommands.
 #[derive(Subcommand)]
 enum TeamCommand {

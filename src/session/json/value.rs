@@ -8,7 +8,7 @@
 //! also be written unchanged ([`Json::write_preserving`]).
 
 use super::scan::{validate_document, SyntaxError};
-use super::string::{decode_string_literal, write_json_string_bytes, JsString};
+use super::string::{decode_string_literal, JsString};
 
 /// A parsed JSON value.
 ///
@@ -521,11 +521,6 @@ fn string_end(bytes: &[u8], start: usize) -> usize {
         }
         i = j + 2;
     }
-}
-
-/// Writes `bytes` (WTF-8 or raw UTF-8 from a file) as a JSON string literal, as `JSON.stringify` would.
-pub fn write_string(bytes: &[u8], out: &mut Vec<u8>) {
-    write_json_string_bytes(bytes, out);
 }
 
 #[cfg(test)]
