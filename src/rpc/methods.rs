@@ -439,7 +439,7 @@ where
     R: Serialize + Send + 'static,
 {
     let handle = p.handle().to_owned();
-    reply.span().record("handle", handle.as_str());
+    reply.span().record("handle", tracing::field::display(&handle));
     let job_server = server.clone();
     queue(
         server,
@@ -468,7 +468,7 @@ where
     R: Serialize + Send + 'static,
 {
     let handle = p.handle().to_owned();
-    reply.span().record("handle", handle.as_str());
+    reply.span().record("handle", tracing::field::display(&handle));
     let job_server = server.clone();
     queue(
         server,

@@ -670,3 +670,24 @@ fn the_flat_tree_is_the_same_tree_without_nesting() {
     assert_eq!(rebuilt, nested);
     assert_eq!(flat.len(), 7, "every entry once (six messages and a label)");
 }
+
+#[test]
+fn at_debug_level_each_request_logs_inside_a_span_naming_its_method_and_handle() {
+    let dir = temp_dir();
+    let log_path = dir.path().join("stderr.log");
+    let mut cmd = std::process::Command::new(crate::support::sidecar::binary());
+    cmd.args(["--log-level", "debug"]).stderr(std::fs::File::create(&log_path).unwrap());
+    let mut sc = Sidecar::spawn_command(Wire::Jsonl, cmd, false);
+    let (handle, _) = open_created(&mut sc, dir.path().to_str().unwrap());
+    sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{handle}","message":{}}}"#, user_message("hi"))));
+    sc.call("session/getLeafId", json(&format!(r#"{{"handle":"{handle}"}}"#)));
+    assert_eq!(sc.finish(), 0);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    for method in ["session/create", "session/appendMessage", "session/getLeafId"] {
+        let line = log
+            .lines()
+            .find(|l| l.contains(&format!("method={method}")) && l.contains("answered"))
+            .unwrap_or_else(|| panic!("no answer logged inside a {method} span:\n{log}"));
+        assert!(line.contains(&format!("handle={handle}")), "the span names the handle: {line}");
+    }
+}

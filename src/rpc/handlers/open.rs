@@ -64,7 +64,7 @@ pub fn start(
     let job = Job::Write(Box::new(move |session, slot| {
         let span = reply.span().clone();
         let _in_request = span.enter();
-        span.record("handle", slot.handle.as_str());
+        span.record("handle", tracing::field::display(&slot.handle));
         run_open(&job_server, session, slot, request, open, reply);
         None
     }));
