@@ -27,12 +27,45 @@ use crate::session::store::Durability;
 /// The protocol version this server speaks.
 pub const PROTOCOL_VERSION: &str = "1.0";
 
+/// What kind of work a method is: it decides whether a request can be cancelled, and `protocol/` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Category {
+    /// The handshake and shutdown.
+    Lifecycle,
+    /// Opening, closing and watching sessions.
+    Open,
+    /// Changing a session.
+    Mutation,
+    /// Reading one session.
+    Read,
+    /// Listing and searching many sessions.
+    Catalog,
+}
+
+impl Category {
+    /// Its name in `protocol/methods.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Lifecycle => "lifecycle",
+            Category::Open => "open",
+            Category::Mutation => "mutation",
+            Category::Read => "read",
+            Category::Catalog => "catalog",
+        }
+    }
+
+    /// Mutations and openings are not cancellable (an append that has started is finished); reads are.
+    pub fn cancellable(self) -> bool {
+        matches!(self, Category::Read | Category::Catalog)
+    }
+}
+
 /// One method's description, for `protocol/`.
 pub struct MethodSpec {
     /// The method name.
     pub name: &'static str,
-    /// lifecycle, open, mutation, read or catalog.
-    pub category: &'static str,
+    /// What kind of work it is.
+    pub category: Category,
     /// One line for host authors.
     pub summary: &'static str,
     /// The params schema.
@@ -42,20 +75,15 @@ pub struct MethodSpec {
 }
 
 impl MethodSpec {
-    /// Mutations and openings are not cancellable (an append that has started is finished); reads are.
+    /// Whether its requests can be cancelled.
     pub fn cancellable(&self) -> bool {
-        cancellable(self.category)
+        self.category.cancellable()
     }
-}
-
-/// Whether requests of a category can be cancelled.
-pub fn cancellable(category: &str) -> bool {
-    matches!(category, "read" | "catalog")
 }
 
 /// Whether requests for `method` can be cancelled.
 pub fn is_cancellable(method: &str) -> bool {
-    category(method).is_some_and(cancellable)
+    category(method).is_some_and(Category::cancellable)
 }
 
 /// What routing a request left for the event loop to do.
@@ -115,19 +143,6 @@ names_handle!(
     EntriesParams,
     NewSessionParams,
     SetSessionFileParams,
-    AppendMessageParams,
-    AppendThinkingLevelChangeParams,
-    AppendModelChangeParams,
-    AppendUsageParams,
-    AppendCompactionParams,
-    AppendCustomEntryParams,
-    AppendSessionInfoParams,
-    AppendCustomMessageEntryParams,
-    AppendContextEditParams,
-    AppendLabelChangeParams,
-    BranchParams,
-    ResetLeafParams,
-    BranchWithSummaryParams,
     CreateBranchedSessionParams,
 );
 
@@ -169,23 +184,60 @@ impl Opens for OpenParams {
     }
 }
 
+/// Parses one op of `session/appendBatch` (its params' text, without a handle) into what the engine runs;
+/// `at_params` says where in the op a params error is.
+type BatchPlanner =
+    fn(&str, &dyn Fn(ErrorObjectOwned) -> ErrorObjectOwned) -> Result<mutation::Planned, ErrorObjectOwned>;
+
 macro_rules! methods {
-    ($( $name:literal, $category:literal, $kind:ident $handler:path [$params:ty] -> $result:ty, $summary:literal; )*) => {
+    (
+        $( $name:literal, $category:ident, $kind:ident $handler:path [$params:ty] -> $result:ty, $summary:literal; )*
+        ops:
+        $( $op_name:literal, $op:path [$op_params:ty] -> $op_result:ty, $op_summary:literal; )*
+        then:
+        $( $name2:literal, $category2:ident, $kind2:ident $handler2:path [$params2:ty] -> $result2:ty, $summary2:literal; )*
+    ) => {
         /// Describes every method.
         pub fn specs() -> Vec<MethodSpec> {
-            vec![$(MethodSpec {
-                name: $name,
-                category: $category,
-                summary: $summary,
-                params: |g| g.subschema_for::<$params>(),
-                result: |g| g.subschema_for::<$result>(),
-            },)*]
+            vec![
+                $(spec::<$params, $result>($name, Category::$category, $summary),)*
+                $(spec::<$op_params, $op_result>($op_name, Category::Mutation, $op_summary),)*
+                $(spec::<$params2, $result2>($name2, Category::$category2, $summary2),)*
+            ]
         }
 
         /// The category of a served method (None: not served).
-        pub fn category(method: &str) -> Option<&'static str> {
+        pub fn category(method: &str) -> Option<Category> {
             match method {
-                $($name => Some($category),)*
+                $($name => Some(Category::$category),)*
+                $($op_name => Some(Category::Mutation),)*
+                $($name2 => Some(Category::$category2),)*
+                _ => None,
+            }
+        }
+
+        $(impl NamesHandle for $op_params {
+            fn handle(&self) -> &str {
+                self.handle.as_deref().unwrap_or_default()
+            }
+        }
+
+        impl OpParams for $op_params {
+            fn has_handle(&self) -> bool {
+                self.handle.is_some()
+            }
+        })*
+
+        /// The planner of a batchable method's op (None: the method cannot be batched).
+        fn batch_planner(method: &str) -> Option<BatchPlanner> {
+            match method {
+                $($op_name => Some(|text, at_params| {
+                    let p: $op_params = parse_text(text).map_err(at_params)?;
+                    if p.has_handle() {
+                        return Err(invalid_params("params.handle", "an op's params have no handle: the batch's is used"));
+                    }
+                    $op(p)
+                }),)*
                 _ => None,
             }
         }
@@ -194,13 +246,9 @@ macro_rules! methods {
         /// an unknown method is answered `-32601`.
         pub fn route(server: &Arc<Server>, method: &str, params: Option<&RawValue>, reply: Reply) -> Routed {
             match method {
-                $( $name => match parse::<$params>(params) {
-                    Ok(p) => $kind::<$params, $result>(server, p, reply, $handler),
-                    Err(e) => {
-                        reply.error(&e);
-                        Routed::Dispatched
-                    }
-                }, )*
+                $( $name => parsed(params, reply, |p, reply| $kind::<$params, $result>(server, p, reply, $handler)), )*
+                $( $name2 => parsed(params, reply, |p, reply| $kind2::<$params2, $result2>(server, p, reply, $handler2)), )*
+                $( $op_name => parsed(params, reply, |p, reply| alone::<$op_params, $op_result>(server, p, reply, $op)), )*
                 other => {
                     reply.error(&error::rpc_error(
                         WireKind::MethodNotFound,
@@ -215,67 +263,120 @@ macro_rules! methods {
 }
 
 methods! {
-    "initialize", "lifecycle", lifecycle initialize [InitializeParams] -> InitializeResult, "Handshake: server name, version, protocol version and capabilities. Optional.";
-    "shutdown", "lifecycle", lifecycle shutdown [NoParams] -> Null, "Closes every session and answers; send the `exit` notification next.";
+    "initialize", Lifecycle, lifecycle initialize [InitializeParams] -> InitializeResult, "Handshake: server name, version, protocol version and capabilities. Optional.";
+    "shutdown", Lifecycle, lifecycle shutdown [NoParams] -> Null, "Closes every session and answers; send the `exit` notification next.";
 
-    "session/create", "open", opening open::create [CreateParams] -> SessionState, "A new session for cwd; the file is written once it has a user or assistant message (pi's SessionManager.create).";
-    "session/open", "open", opening open::open [OpenParams] -> SessionState, "Opens a session file without writing to it (with repair: true, applying pi's load-time repairs at once, as pi's open does); a missing file starts a new session there. A file already open returns its handle (reference-counted).";
-    "session/continueRecent", "open", opening open::continue_recent [ContinueRecentParams] -> SessionState, "The most recent session in the directory, or a new one (pi's continueRecent).";
-    "session/inMemory", "open", opening open::in_memory [InMemoryParams] -> SessionState, "A session that never touches the disk, optionally from entries (pi's inMemory).";
-    "session/forkFrom", "open", opening open::fork_from [ForkFromParams] -> SessionState, "A new session in targetCwd with another session's whole history (migrated first).";
-    "session/newSession", "mutation", writing mutation::new_session [NewSessionParams] -> SessionState, "Replaces the handle's session with a new, empty one; the old file is untouched.";
-    "session/setSessionFile", "mutation", writing mutation::set_session_file [SetSessionFileParams] -> SessionState, "Points the handle at another file.";
-    "session/getState", "read", reading open::get_state [GetStateParams] -> SessionState, "The handle's current state (with `snapshot`: and its entries).";
-    "session/changesSince", "read", reading changes::changes_since [ChangesSinceParams] -> ChangesSinceResult, "The session/changed notifications after a seq, or the state and a fresh snapshot once they are no longer kept.";
-    "session/close", "open", writing open::close [HandleParams] -> Null, "Drops one reference to the handle; the last one closes it.";
-    "session/watch", "open", writing watch::watch_session [HandleParams] -> Null, "Follows appends other processes make to the handle's file (session/changed with origin external).";
-    "session/unwatch", "open", writing watch::unwatch_session [HandleParams] -> Null, "Stops following the handle's file.";
+    "session/create", Open, opening open::create [CreateParams] -> SessionState, "A new session for cwd; the file is written once it has a user or assistant message (pi's SessionManager.create).";
+    "session/open", Open, opening open::open [OpenParams] -> SessionState, "Opens a session file without writing to it (with repair: true, applying pi's load-time repairs at once, as pi's open does); a missing file starts a new session there. A file already open returns its handle (reference-counted).";
+    "session/continueRecent", Open, opening open::continue_recent [ContinueRecentParams] -> SessionState, "The most recent session in the directory, or a new one (pi's continueRecent).";
+    "session/inMemory", Open, opening open::in_memory [InMemoryParams] -> SessionState, "A session that never touches the disk, optionally from entries (pi's inMemory).";
+    "session/forkFrom", Open, opening open::fork_from [ForkFromParams] -> SessionState, "A new session in targetCwd with another session's whole history (migrated first).";
+    "session/newSession", Mutation, writing mutation::new_session [NewSessionParams] -> SessionState, "Replaces the handle's session with a new, empty one; the old file is untouched.";
+    "session/setSessionFile", Mutation, writing mutation::set_session_file [SetSessionFileParams] -> SessionState, "Points the handle at another file.";
+    "session/getState", Read, reading open::get_state [GetStateParams] -> SessionState, "The handle's current state (with `snapshot`: and its entries).";
+    "session/changesSince", Read, reading changes::changes_since [ChangesSinceParams] -> ChangesSinceResult, "The session/changed notifications after a seq, or the state and a fresh snapshot once they are no longer kept.";
+    "session/close", Open, writing open::close [HandleParams] -> Null, "Drops one reference to the handle; the last one closes it.";
+    "session/watch", Open, writing watch::watch_session [HandleParams] -> Null, "Follows appends other processes make to the handle's file (session/changed with origin external).";
+    "session/unwatch", Open, writing watch::unwatch_session [HandleParams] -> Null, "Stops following the handle's file.";
 
-    "session/appendMessage", "mutation", writing mutation::append_message [AppendMessageParams] -> IdResult, "Appends a message under the leaf (pi's appendMessage).";
-    "session/appendThinkingLevelChange", "mutation", writing mutation::append_thinking_level_change [AppendThinkingLevelChangeParams] -> IdResult, "Appends a thinking_level_change.";
-    "session/appendModelChange", "mutation", writing mutation::append_model_change [AppendModelChangeParams] -> IdResult, "Appends a model_change.";
-    "session/appendUsage", "mutation", writing mutation::append_usage [AppendUsageParams] -> EntryResult, "Appends a usage entry and returns it.";
-    "session/appendCompaction", "mutation", writing mutation::append_compaction [AppendCompactionParams] -> IdResult, "Appends a compaction (with pi's system-message checkpoint, and an optional retainedTail).";
-    "session/appendCustomEntry", "mutation", writing mutation::append_custom_entry [AppendCustomEntryParams] -> IdResult, "Appends an extension's custom entry (not in context).";
-    "session/appendSessionInfo", "mutation", writing mutation::append_session_info [AppendSessionInfoParams] -> IdResult, "Sets the session name (an empty name clears it).";
-    "session/appendCustomMessageEntry", "mutation", writing mutation::append_custom_message_entry [AppendCustomMessageEntryParams] -> IdResult, "Appends an extension message that is part of the context.";
-    "session/appendContextEdit", "mutation", writing mutation::append_context_edit [AppendContextEditParams] -> IdResult, "Edits or omits an earlier entry's contribution to the context, on this branch.";
-    "session/appendLabelChange", "mutation", writing mutation::append_label_change [AppendLabelChangeParams] -> IdResult, "Sets or clears an entry's label.";
-    "session/branch", "mutation", writing mutation::branch [BranchParams] -> Null, "Moves the leaf to an entry; the next append starts a branch there.";
-    "session/resetLeaf", "mutation", writing mutation::reset_leaf [ResetLeafParams] -> Null, "Moves the leaf before the first entry; the next append is a new root.";
-    "session/branchWithSummary", "mutation", writing mutation::branch_with_summary [BranchWithSummaryParams] -> IdResult, "Moves the leaf and appends a summary of the abandoned branch.";
-    "session/appendBatch", "mutation", writing append_batch [AppendBatchParams] -> AppendBatchResult, "Appends, leaf moves and branch summaries as one write (one fsync, one session/changed), all or nothing; results in order.";
-    "session/createBranchedSession", "mutation", writing mutation::create_branched_session [CreateBranchedSessionParams] -> PathResult, "The handle becomes a new session holding only the path to leafId.";
+    // Mutations that are one engine op each: the line names the op (what the params ask of the engine); running
+    // it alone, answering as the method does, and running it inside session/appendBatch follow from the line.
+    ops:
+    "session/appendMessage", mutation::message_op [AppendMessageParams] -> IdResult, "Appends a message under the leaf (pi's appendMessage).";
+    "session/appendThinkingLevelChange", mutation::thinking_level_change_op [AppendThinkingLevelChangeParams] -> IdResult, "Appends a thinking_level_change.";
+    "session/appendModelChange", mutation::model_change_op [AppendModelChangeParams] -> IdResult, "Appends a model_change.";
+    "session/appendUsage", mutation::usage_op [AppendUsageParams] -> EntryResult, "Appends a usage entry and returns it.";
+    "session/appendCompaction", mutation::compaction_op [AppendCompactionParams] -> IdResult, "Appends a compaction (with pi's system-message checkpoint, and an optional retainedTail).";
+    "session/appendCustomEntry", mutation::custom_entry_op [AppendCustomEntryParams] -> IdResult, "Appends an extension's custom entry (not in context).";
+    "session/appendSessionInfo", mutation::session_info_op [AppendSessionInfoParams] -> IdResult, "Sets the session name (an empty name clears it).";
+    "session/appendCustomMessageEntry", mutation::custom_message_entry_op [AppendCustomMessageEntryParams] -> IdResult, "Appends an extension message that is part of the context.";
+    "session/appendContextEdit", mutation::context_edit_op [AppendContextEditParams] -> IdResult, "Edits or omits an earlier entry's contribution to the context, on this branch.";
+    "session/appendLabelChange", mutation::label_change_op [AppendLabelChangeParams] -> IdResult, "Sets or clears an entry's label.";
+    "session/branch", mutation::branch_op [BranchParams] -> Null, "Moves the leaf to an entry; the next append starts a branch there.";
+    "session/resetLeaf", mutation::reset_leaf_op [ResetLeafParams] -> Null, "Moves the leaf before the first entry; the next append is a new root.";
+    "session/branchWithSummary", mutation::branch_with_summary_op [BranchWithSummaryParams] -> IdResult, "Moves the leaf and appends a summary of the abandoned branch.";
+    then:
+    "session/appendBatch", Mutation, writing append_batch [AppendBatchParams] -> AppendBatchResult, "Appends, leaf moves and branch summaries as one write (one fsync, one session/changed), all or nothing; results in order.";
+    "session/createBranchedSession", Mutation, writing mutation::create_branched_session [CreateBranchedSessionParams] -> PathResult, "The handle becomes a new session holding only the path to leafId.";
 
-    "session/getLeafId", "read", reading read::get_leaf_id [HandleParams] -> Option<AnyJson>, "The leaf id, or null.";
-    "session/getLeafEntry", "read", reading read::get_leaf_entry [HandleParams] -> Option<EntryJson>, "The leaf entry, or null.";
-    "session/getEntry", "read", reading read::get_entry [EntryIdParams] -> Option<EntryJson>, "The entry with that id (the last one if ids repeat), or null.";
-    "session/getChildren", "read", reading read::get_children [ChildrenParams] -> Vec<EntryJson>, "Entries whose parent is parentId, in file order.";
-    "session/getLabel", "read", reading read::get_label [EntryIdParams] -> Option<AnyJson>, "The entry's label, or null.";
-    "session/getBranch", "read", reading read::get_branch [BranchPathParams] -> Vec<EntryJson>, "The path from the root to fromId (default: the leaf).";
-    "session/getHeader", "read", reading read::get_header [HandleParams] -> Option<HeaderJson>, "The header, or null.";
-    "session/getEntryCount", "read", reading read::get_entry_count [HandleParams] -> usize, "Distinct entry ids.";
-    "session/getEntries", "read", reading read::get_entries [EntriesParams] -> Vec<Option<EntryAtDetailJson>>, "Entries in file order (all, or a page with offset/limit), or the entries with the ids given, in that order (null for an unknown id); full or skeleton.";
-    "session/getTree", "read", reading read::get_tree [HandleParams] -> TreeJson, "The tree: roots in file order, children by timestamp, labels resolved.";
-    "session/getTreeFlat", "read", reading read::get_tree_flat [TreeFlatParams] -> FlatTreeJson, "The same tree as a flat pre-order list with parent positions (no deep nesting), with entries full, skeleton or none, paged with offset/limit.";
-    "session/getSessionName", "read", reading read::get_session_name [HandleParams] -> Option<AnyJson>, "The session name, or null.";
-    "session/getWarnings", "read", reading read::get_warnings [HandleParams] -> Vec<WarningJson>, "What loading the file found: malformed and torn lines, broken links, legacy versions.";
-    "session/buildContextEntries", "read", reading read::build_context_entries [HandleParams] -> Vec<EntryJson>, "The entries that make up the model's context.";
-    "session/buildSessionProjection", "read", reading read::build_session_projection [HandleParams] -> ProjectionJson, "Context entries with their model-visible messages.";
-    "session/buildSessionContext", "read", reading read::build_session_context [HandleParams] -> ContextJson, "What the model sees: messages, thinking level, model.";
+    "session/getLeafId", Read, reading read::get_leaf_id [HandleParams] -> Option<AnyJson>, "The leaf id, or null.";
+    "session/getLeafEntry", Read, reading read::get_leaf_entry [HandleParams] -> Option<EntryJson>, "The leaf entry, or null.";
+    "session/getEntry", Read, reading read::get_entry [EntryIdParams] -> Option<EntryJson>, "The entry with that id (the last one if ids repeat), or null.";
+    "session/getChildren", Read, reading read::get_children [ChildrenParams] -> Vec<EntryJson>, "Entries whose parent is parentId, in file order.";
+    "session/getLabel", Read, reading read::get_label [EntryIdParams] -> Option<AnyJson>, "The entry's label, or null.";
+    "session/getBranch", Read, reading read::get_branch [BranchPathParams] -> Vec<EntryJson>, "The path from the root to fromId (default: the leaf).";
+    "session/getHeader", Read, reading read::get_header [HandleParams] -> Option<HeaderJson>, "The header, or null.";
+    "session/getEntryCount", Read, reading read::get_entry_count [HandleParams] -> usize, "Distinct entry ids.";
+    "session/getEntries", Read, reading read::get_entries [EntriesParams] -> Vec<Option<EntryAtDetailJson>>, "Entries in file order (all, or a page with offset/limit), or the entries with the ids given, in that order (null for an unknown id); full or skeleton.";
+    "session/getTree", Read, reading read::get_tree [HandleParams] -> TreeJson, "The tree: roots in file order, children by timestamp, labels resolved.";
+    "session/getTreeFlat", Read, reading read::get_tree_flat [TreeFlatParams] -> FlatTreeJson, "The same tree as a flat pre-order list with parent positions (no deep nesting), with entries full, skeleton or none, paged with offset/limit.";
+    "session/getSessionName", Read, reading read::get_session_name [HandleParams] -> Option<AnyJson>, "The session name, or null.";
+    "session/getWarnings", Read, reading read::get_warnings [HandleParams] -> Vec<WarningJson>, "What loading the file found: malformed and torn lines, broken links, legacy versions.";
+    "session/buildContextEntries", Read, reading read::build_context_entries [HandleParams] -> Vec<EntryJson>, "The entries that make up the model's context.";
+    "session/buildSessionProjection", Read, reading read::build_session_projection [HandleParams] -> ProjectionJson, "Context entries with their model-visible messages.";
+    "session/buildSessionContext", Read, reading read::build_session_context [HandleParams] -> ContextJson, "What the model sees: messages, thinking level, model.";
 
-    "sessions/list", "catalog", pooled catalog::list [ListParams] -> SessionInfoListJson, "Sessions of a cwd, newest activity first (pi's list).";
-    "sessions/listAll", "catalog", pooled catalog::list_all [ListAllParams] -> SessionInfoListJson, "Every session (pi's listAll).";
-    "sessions/listDelta", "catalog", pooled catalog::list_delta [ListDeltaParams] -> ListingDeltaJson, "A listing (list's with a cwd, listAll's without) as a change to one the host holds.";
-    "sessions/findById", "catalog", pooled catalog::find_by_id [FindByIdParams] -> FindResult, "The file of the session with exactly this id, or null.";
-    "sessions/search", "catalog", pooled catalog::search [SearchParams] -> Vec<SearchHitJson>, "Entries (and sessions) matching a /resume query, best first.";
-    "sessions/watch", "open", pooled watch::watch_sessions [SessionsWatchParams] -> SessionsWatchResult, "Reports session files appearing, changing or vanishing in a directory (sessions/changed).";
-    "sessions/unwatch", "open", pooled watch::unwatch_sessions [SessionsUnwatchParams] -> Null, "Stops a sessions/watch.";
+    "sessions/list", Catalog, pooled catalog::list [ListParams] -> SessionInfoListJson, "Sessions of a cwd, newest activity first (pi's list).";
+    "sessions/listAll", Catalog, pooled catalog::list_all [ListAllParams] -> SessionInfoListJson, "Every session (pi's listAll).";
+    "sessions/listDelta", Catalog, pooled catalog::list_delta [ListDeltaParams] -> ListingDeltaJson, "A listing (list's with a cwd, listAll's without) as a change to one the host holds.";
+    "sessions/findById", Catalog, pooled catalog::find_by_id [FindByIdParams] -> FindResult, "The file of the session with exactly this id, or null.";
+    "sessions/search", Catalog, pooled catalog::search [SearchParams] -> Vec<SearchHitJson>, "Entries (and sessions) matching a /resume query, best first.";
+    "sessions/watch", Open, pooled watch::watch_sessions [SessionsWatchParams] -> SessionsWatchResult, "Reports session files appearing, changing or vanishing in a directory (sessions/changed).";
+    "sessions/unwatch", Open, pooled watch::unwatch_sessions [SessionsUnwatchParams] -> Null, "Stops a sessions/watch.";
 }
 
 /// Parses params straight from the frame's bytes, naming the offending member.
 fn parse<P: DeserializeOwned>(raw: Option<&RawValue>) -> Result<P, ErrorObjectOwned> {
     parse_text(raw.map_or("{}", RawValue::get))
+}
+
+/// Routes a request whose params parse as `P`; answers the parse error otherwise.
+fn parsed<P: DeserializeOwned>(
+    params: Option<&RawValue>,
+    reply: Reply,
+    route: impl FnOnce(P, Reply) -> Routed,
+) -> Routed {
+    match parse::<P>(params) {
+        Ok(p) => route(p, reply),
+        Err(e) => {
+            reply.error(&e);
+            Routed::Dispatched
+        }
+    }
+}
+
+/// One method's description from its line in the table.
+fn spec<P: schemars::JsonSchema, R: schemars::JsonSchema>(
+    name: &'static str,
+    category: Category,
+    summary: &'static str,
+) -> MethodSpec {
+    MethodSpec { name, category, summary, params: |g| g.subschema_for::<P>(), result: |g| g.subschema_for::<R>() }
+}
+
+/// An op method called alone (not in a batch): it must name its handle; its op runs on the session's queue and
+/// is answered as the method answers.
+fn alone<P, R>(
+    server: &Arc<Server>,
+    p: P,
+    reply: Reply,
+    op: fn(P) -> Result<mutation::Planned, ErrorObjectOwned>,
+) -> Routed
+where
+    P: NamesHandle + OpParams + Send + 'static,
+    R: Serialize + Send + 'static,
+{
+    if !p.has_handle() {
+        reply.error(&invalid_params("handle", "invalid params: missing field `handle`"));
+        return Routed::Dispatched;
+    }
+    writing::<P, R>(server, p, reply, move |p, cx: &mut WriteCx<'_>| mutation::run_planned(cx, op(p)))
+}
+
+/// Params of an op method: the handle is the request's alone, the batch's inside a batch.
+trait OpParams {
+    /// Whether the params name a handle.
+    fn has_handle(&self) -> bool;
 }
 
 /// [`parse`] of params given as text (one JSON value).
@@ -300,15 +401,14 @@ fn parse_text<P: DeserializeOwned>(text: &str) -> Result<P, ErrorObjectOwned> {
 fn append_batch(p: AppendBatchParams, cx: &mut WriteCx<'_>) -> Res<AppendBatchResult> {
     let mut planned = Vec::with_capacity(p.ops.len());
     for (n, op) in p.ops.into_iter().enumerate() {
-        let op = batch_op(&op.method, op.params.as_deref(), &p.handle)
-            .map_err(|e| error::within(e, &format!("ops[{n}]")))?;
+        let op = batch_op(&op.method, op.params.as_deref()).map_err(|e| error::within(e, &format!("ops[{n}]")))?;
         planned.push(op);
     }
     mutation::append_batch(p.expected_leaf_id, planned, cx)
 }
 
 /// Parses one op of `session/appendBatch` (`params` without `handle`) into what the engine runs.
-fn batch_op(method: &str, params: Option<&RawValue>, handle: &str) -> Result<mutation::Planned, ErrorObjectOwned> {
+fn batch_op(method: &str, params: Option<&RawValue>) -> Result<mutation::Planned, ErrorObjectOwned> {
     let text = params.map_or("{}", RawValue::get).trim_start();
     if !text.starts_with('{') {
         return Err(invalid_params("params", "params must be an object (by-name parameters)"));
@@ -317,7 +417,7 @@ fn batch_op(method: &str, params: Option<&RawValue>, handle: &str) -> Result<mut
     // that mention "op" at all are looked at twice.)
     let (replaced, refs) = if text.contains("\"op\"") { earlier_refs(text)? } else { (None, Vec::new()) };
     let text = replaced.as_deref().unwrap_or(text);
-    let mut planned = batch_op_text(method, text, handle)?;
+    let mut planned = batch_op_text(method, text)?;
     for (field, n) in refs {
         if !mutation::point_at_earlier(&mut planned.op, field, n) {
             return Err(invalid_params(&format!("params.{field}"), format!("{method} takes no {field}")));
@@ -354,44 +454,19 @@ fn earlier_refs(text: &str) -> Result<(Option<String>, EarlierRefs), ErrorObject
     Ok((Some(serde_json::to_string(&members).expect("JSON")), refs))
 }
 
-/// Parses an op's params (an object's text) with its method's own params type, the batch's handle put in.
-fn batch_op_text(method: &str, text: &str, handle: &str) -> Result<mutation::Planned, ErrorObjectOwned> {
-    let rest = text.trim_start().strip_prefix('{').expect("an object");
-    // The op's own params type is used as is, so a batched op accepts exactly what its method does.
-    let rest = rest.trim_start();
-    let comma = if rest.starts_with('}') { "" } else { "," };
-    // (One JSON value by construction: the op's params, read from the frame, with a member put in front; no
-    // separate validation pass.)
-    let with_handle = format!("{{\"handle\":{}{comma}{rest}", serde_json::to_string(handle).expect("JSON"));
-    let raw = with_handle.as_str();
-    let at_params = |e: ErrorObjectOwned| {
-        if e.message().contains("duplicate field `handle`") {
-            return invalid_params("params.handle", "an op's params have no handle: the batch's is used");
-        }
-        error::within(e, "params")
-    };
-    match method {
-        "session/appendMessage" => mutation::message_op(parse_text(raw).map_err(at_params)?),
-        "session/appendThinkingLevelChange" => mutation::thinking_level_change_op(parse_text(raw).map_err(at_params)?),
-        "session/appendModelChange" => mutation::model_change_op(parse_text(raw).map_err(at_params)?),
-        "session/appendUsage" => mutation::usage_op(parse_text(raw).map_err(at_params)?),
-        "session/appendCompaction" => mutation::compaction_op(parse_text(raw).map_err(at_params)?),
-        "session/appendCustomEntry" => mutation::custom_entry_op(parse_text(raw).map_err(at_params)?),
-        "session/appendSessionInfo" => mutation::session_info_op(parse_text(raw).map_err(at_params)?),
-        "session/appendCustomMessageEntry" => mutation::custom_message_entry_op(parse_text(raw).map_err(at_params)?),
-        "session/appendContextEdit" => mutation::context_edit_op(parse_text(raw).map_err(at_params)?),
-        "session/appendLabelChange" => mutation::label_change_op(parse_text(raw).map_err(at_params)?),
-        "session/branch" => mutation::branch_op(parse_text(raw).map_err(at_params)?),
-        "session/resetLeaf" => mutation::reset_leaf_op(parse_text(raw).map_err(at_params)?),
-        "session/branchWithSummary" => mutation::branch_with_summary_op(parse_text(raw).map_err(at_params)?),
-        other => Err(invalid_params(
+/// Parses an op's params (an object's text) with its method's own params type: the same type the method takes
+/// alone, so a batched op accepts exactly what its method does (less the handle, which is the batch's).
+fn batch_op_text(method: &str, text: &str) -> Result<mutation::Planned, ErrorObjectOwned> {
+    let Some(plan) = batch_planner(method) else {
+        return Err(invalid_params(
             "method",
             format!(
-                "{other} cannot be batched: give a session/append… method, session/branch, session/resetLeaf or \
+                "{method} cannot be batched: give a session/append… method, session/branch, session/resetLeaf or \
                  session/branchWithSummary"
             ),
-        )),
-    }
+        ));
+    };
+    plan(text, &|e| error::within(e, "params"))
 }
 
 fn initialize(p: InitializeParams, reply: Reply) -> Routed {
@@ -462,7 +537,12 @@ where
 }
 
 /// `writing`: on the session's queue, alone. Under group commit, the answer to a write waits for the fsync.
-fn writing<P, R>(server: &Arc<Server>, p: P, reply: Reply, handler: fn(P, &mut WriteCx<'_>) -> Res<R>) -> Routed
+fn writing<P, R>(
+    server: &Arc<Server>,
+    p: P,
+    reply: Reply,
+    handler: impl FnOnce(P, &mut WriteCx<'_>) -> Res<R> + Send + 'static,
+) -> Routed
 where
     P: NamesHandle + Send + 'static,
     R: Serialize + Send + 'static,

@@ -796,7 +796,10 @@ pub struct SessionState {
 #[serde(rename_all = "camelCase")]
 pub struct AppendMessageParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The message (pi's AgentMessage: an object with a `role`).
@@ -808,7 +811,10 @@ pub struct AppendMessageParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendThinkingLevelChangeParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The thinking level (`off`, `low`, `high`, …).
@@ -820,7 +826,10 @@ pub struct AppendThinkingLevelChangeParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendModelChangeParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// Provider.
@@ -834,7 +843,10 @@ pub struct AppendModelChangeParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendUsageParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// Usage category, e.g. `cache_warm`.
@@ -854,7 +866,10 @@ pub struct AppendUsageParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendCompactionParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The summary.
@@ -886,7 +901,10 @@ pub struct AppendCompactionParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendCustomEntryParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The extension's type name.
@@ -902,7 +920,10 @@ pub struct AppendCustomEntryParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendSessionInfoParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The name (line breaks become spaces, ends trimmed; empty clears).
@@ -914,7 +935,10 @@ pub struct AppendSessionInfoParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendCustomMessageEntryParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The extension's type name.
@@ -934,7 +958,10 @@ pub struct AppendCustomMessageEntryParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendContextEditParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The entry to edit (on the active branch).
@@ -949,7 +976,10 @@ pub struct AppendContextEditParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendLabelChangeParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The entry to label.
@@ -965,7 +995,10 @@ pub struct AppendLabelChangeParams {
 #[serde(rename_all = "camelCase")]
 pub struct BranchParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The entry to continue from.
@@ -977,7 +1010,10 @@ pub struct BranchParams {
 #[serde(rename_all = "camelCase")]
 pub struct ResetLeafParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
 }
@@ -987,7 +1023,10 @@ pub struct ResetLeafParams {
 #[serde(rename_all = "camelCase")]
 pub struct BranchWithSummaryParams {
     /// The handle.
-    pub handle: String,
+    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
+    // serves both, and the schema says what a host sends alone.
+    #[schemars(required, with = "String")]
+    pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
     /// The entry to continue from (`null`: a new root).

@@ -52,7 +52,7 @@ pub fn generate() -> (String, String) {
                 "name": s.name,
                 "kind": "request",
                 "direction": "client-to-server",
-                "category": s.category,
+                "category": s.category.as_str(),
                 "cancellable": s.cancellable(),
                 "summary": s.summary,
                 "params": reference((s.params)(&mut g)),

@@ -195,8 +195,8 @@ pub fn point_at_earlier(op: &mut Op, field: &str, n: usize) -> bool {
     true
 }
 
-/// Runs a planned op alone and answers as its method does.
-fn run_planned<T>(cx: &mut WriteCx<'_>, planned: Result<Planned, ErrorObjectOwned>) -> Res<T> {
+/// Runs a planned op alone and answers as its method does (the method table's `ops:` lines run through here).
+pub fn run_planned<T>(cx: &mut WriteCx<'_>, planned: Result<Planned, ErrorObjectOwned>) -> Res<T> {
     let Planned { op, expected_leaf, answer } = planned?;
     let value = apply(cx, expected_leaf, op)?;
     Ok(Out::json(answer_json(cx, answer, &value)?))
@@ -213,71 +213,6 @@ fn answer_json(cx: &WriteCx<'_>, answer: Answer, value: &OpValue) -> Result<Vec<
         (Answer::Null, _) => b"null".to_vec(),
         (_, other) => return Err(unexpected("an op", other)),
     })
-}
-
-/// `session/appendMessage`.
-pub fn append_message(p: AppendMessageParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, message_op(p))
-}
-
-/// `session/appendThinkingLevelChange`.
-pub fn append_thinking_level_change(p: AppendThinkingLevelChangeParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, thinking_level_change_op(p))
-}
-
-/// `session/appendModelChange`.
-pub fn append_model_change(p: AppendModelChangeParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, model_change_op(p))
-}
-
-/// `session/appendUsage`: answers with the entry itself.
-pub fn append_usage(p: AppendUsageParams, cx: &mut WriteCx<'_>) -> Res<EntryResult> {
-    run_planned(cx, usage_op(p))
-}
-
-/// `session/appendCompaction`.
-pub fn append_compaction(p: AppendCompactionParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, compaction_op(p))
-}
-
-/// `session/appendCustomEntry`.
-pub fn append_custom_entry(p: AppendCustomEntryParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, custom_entry_op(p))
-}
-
-/// `session/appendSessionInfo`.
-pub fn append_session_info(p: AppendSessionInfoParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, session_info_op(p))
-}
-
-/// `session/appendCustomMessageEntry`.
-pub fn append_custom_message_entry(p: AppendCustomMessageEntryParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, custom_message_entry_op(p))
-}
-
-/// `session/appendContextEdit`.
-pub fn append_context_edit(p: AppendContextEditParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, context_edit_op(p))
-}
-
-/// `session/appendLabelChange`.
-pub fn append_label_change(p: AppendLabelChangeParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, label_change_op(p))
-}
-
-/// `session/branch`.
-pub fn branch(p: BranchParams, cx: &mut WriteCx<'_>) -> Res<Null> {
-    run_planned(cx, branch_op(p))
-}
-
-/// `session/resetLeaf`.
-pub fn reset_leaf(p: ResetLeafParams, cx: &mut WriteCx<'_>) -> Res<Null> {
-    run_planned(cx, reset_leaf_op(p))
-}
-
-/// `session/branchWithSummary`.
-pub fn branch_with_summary(p: BranchWithSummaryParams, cx: &mut WriteCx<'_>) -> Res<IdResult> {
-    run_planned(cx, branch_with_summary_op(p))
 }
 
 /// `session/appendBatch`, its ops parsed (`methods::append_batch` parses each with its own method's params type):
