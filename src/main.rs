@@ -621,6 +621,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 agent_dir,
                 index_path: existing_index_of(global, &places.agent_dir),
                 port,
+                catalog: global.catalog.clone(),
             };
             pi_sessiond::web::serve(config)
         }

@@ -13,7 +13,7 @@ import { mkdtempSync, mkdirSync, readdirSync, writeFileSync, readFileSync, rmSyn
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { request } from "node:http";
-import { chromium } from "playwright-core";
+import { firstLine, launchBrowser } from "./support.mjs";
 import { bigSession } from "./gen.mjs";
 
 const root = resolve(new URL("../..", import.meta.url).pathname);
@@ -58,22 +58,7 @@ before(async () => {
     writeFileSync(join(project, `2026-01-01T0${k}-00-00-000Z_${id}.jsonl`), lines.join("\n") + "\n");
   }
   await startServer();
-  // A new, empty profile (playwright passes it as --user-data-dir).
-  browser = await chromium.launchPersistentContext(mkdtempSync(join(work, "chromium-")), {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    viewport: { width: 1400, height: 860 },
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchBrowser(work);
 });
 
 after(async () => {
@@ -87,18 +72,6 @@ after(async () => {
   rmSync(work, { recursive: true, force: true });
   assert.ok(end, "pi-sessiond web ended within 5 s of SIGTERM");
 });
-
-/** The first line a spawned `pi-sessiond web` prints (its URL); fails if it exits first. */
-function firstLine(proc) {
-  return new Promise((ok, fail) => {
-    let out = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) ok(out.slice(0, out.indexOf("\n")));
-    });
-    proc.on("exit", (code) => fail(new Error(`pi-sessiond web exited with ${code}`)));
-  });
-}
 
 /** GET `path` on the server with these headers; resolves to the status code. */
 function status(path, headers = {}) {
