@@ -8,7 +8,7 @@
 //! shows whole. The rows are made here from `session/getTreeFlat` (they carry more than the sidecar's skeleton
 //! snapshot: pi's one-line summary, the stop reason); bodies come in one `session/getEntries {ids}` per batch.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::catalog::usage::{add_entry_usage, day_of, overview, Counted, Overview, UsageByModel};
 use crate::catalog::Cancel;
@@ -35,6 +35,9 @@ pub struct View {
     bridge: Arc<Bridge>,
     /// The team catalog the sidecar answers from (`web --catalog`), read here only for the usage overview.
     team: Option<Arc<TeamServer>>,
+    /// The team's last usage overview and the catalog's fingerprint when it was summed: until a push changes
+    /// the catalog, the overview is that one again rather than every machine's sessions read once more.
+    team_overview: Arc<Mutex<Option<(String, Json)>>>,
 }
 
 /// A team catalog failure as the page's failure.
@@ -53,7 +56,7 @@ fn text_of(v: Option<&Json>) -> Option<String> {
 impl View {
     /// A view over `bridge`.
     pub fn new(bridge: Arc<Bridge>) -> View {
-        View { bridge, team: None }
+        View { bridge, team: None, team_overview: Arc::default() }
     }
 
     /// This view over the team catalog `team`, which its sidecar answers from too.
@@ -212,6 +215,13 @@ impl View {
     /// (summed as `usage --catalog` sums them).
     pub fn usage_overview(&self) -> Result<Json, Failure> {
         if let Some(team) = &self.team {
+            // Taken before the sums: a push meanwhile leaves a fingerprint the next request no longer matches.
+            let fingerprint =
+                team.with(|c| c.fingerprint().map_err(crate::rpc::team::unavailable)).map_err(team_failure)?;
+            let memo = || self.team_overview.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((_, json)) = memo().as_ref().filter(|(f, _)| *f == fingerprint) {
+                return Ok(json.clone());
+            }
             let o = team
                 .with(|c| {
                     let key =
@@ -219,11 +229,13 @@ impl View {
                     crate::team::usage::overview(c, None, &Cancel::new(), key).map_err(crate::rpc::team::unavailable)
                 })
                 .map_err(team_failure)?;
-            return Ok(overview_json(&o, |(day, model, machine), row| {
+            let json = overview_json(&o, |(day, model, machine), row| {
                 row.insert("day", Json::str(day));
                 row.insert("model", Json::str(model));
                 row.insert("machine", Json::str(machine));
-            }));
+            });
+            *memo() = Some((fingerprint, json.clone()));
+            return Ok(json);
         }
         let listing = self.sessions()?;
         let Json::Array(listed) = &listing else { return Ok(Json::Array(Vec::new())) };

@@ -2,7 +2,7 @@
 // sessions into a PostgreSQL this test starts (initdb in a temporary directory, as tests/it/support/postgres.rs
 // does); the page lists both machines' sessions under their machine and project, opens one of each read-only,
 // searches across both, draws the usage chart by machine, model and day as `usage --catalog` sums it, and lists a
-// session a `push --watch` sends within 2 s of its push.
+// session a `push --watch` sends within 2 s of its push (and, open, shows what later pushes of it add).
 //
 // Where PostgreSQL's server programs are missing the tests are skipped with a message, except under CI (`CI` set)
 // and tests/run-all (`PI_SESSIOND_REQUIRE_POSTGRES` set), where that is a failure. Needs /usr/bin/chromium and
@@ -10,7 +10,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, chownSync, existsSync, mkdtempSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -237,7 +237,7 @@ test("the usage chart shows tokens and cost by machine, model and day as `usage 
   await page.close();
 });
 
-test("a session that push --watch sends is listed within 2 s of its push", { skip }, async () => {
+test("a session that push --watch sends is listed within 2 s of its push, follows its pushes while open, and counts in the usage", { skip }, async () => {
   const carol = join(work, "carol", "agent");
   mkdirSync(join(carol, "sessions"), { recursive: true });
   const watch = spawn(bin, ["--agent-dir", carol, "push", "--postgres", dbUrl, "--machine", "carol-ci", "--watch"], { stdio: ["ignore", "pipe", "inherit"] });
@@ -258,6 +258,18 @@ test("a session that push --watch sends is listed within 2 s of its push", { ski
     assert.ok(at, `push --watch reported the new session: ${reports}`);
     await page.waitForSelector(sessionItem("carol-ci", file), { timeout: Math.max(1, 2000 - (Date.now() - at)) });
     console.log(`# listed ${Date.now() - at} ms after push --watch reported it`);
+
+    // Open, it follows the pushes: an entry appended on carol's machine is on the page once it is pushed.
+    await page.click(sessionItem("carol-ci", file));
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="a2"]');
+    const entry = { type: "message", id: "late", parentId: "a2", timestamp: "2026-04-03T09:00:10.000Z", message: { role: "user", content: "one more nightly question", timestamp: 1 } };
+    appendFileSync(file, JSON.stringify(entry) + "\n");
+    await page.waitForSelector('.row[data-id="late"]', { timeout: 30000 });
+    assert.match(await page.textContent('.row[data-id="late"]'), /one more nightly question/);
+
+    // The usage overview summed before carol pushed is not shown again once she has.
+    await page.click("#overview-button");
+    await page.waitForSelector('svg.chart[data-kind="machine-tokens"] rect[data-model="carol-ci"]');
     assert.deepEqual(await page.$$eval("#list .machine", (ms) => ms.map((m) => m.textContent)), ["alice-laptop", "bob-desktop", "carol-ci"]);
     assert.deepEqual(errors, []);
   } finally {

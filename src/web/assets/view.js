@@ -114,9 +114,17 @@
     }
   }
 
+  // A session of the team catalog is the push it was opened from; this is what a newer push changes in its row.
+  const pushedAs = (s) => (s ? `${s.modified} ${s.messageCount} ${s.name}` : "");
+  const listedCurrent = () => state.sessions.find(isCurrent);
+
   async function loadSessions() {
     try {
       state.sessions = await source.sessions();
+      const cur = state.current;
+      if (cur && cur.machine !== undefined && document.body.dataset.state === "ready" && pushedAs(listedCurrent()) !== cur.pushed) {
+        openSession(cur.path, $("follow").checked ? undefined : state.selected, cur.machine);
+      }
       if (!$("search").value.trim()) renderList();
     } catch (e) {
       notice(`Cannot list sessions: ${e.message}`);
@@ -850,6 +858,7 @@
     if (previous && previous.handle !== snap.state.handle) source.close(previous.handle);
     state.current = index(snap, path);
     state.current.machine = machine;
+    state.current.pushed = pushedAs(listedCurrent());
     state.bodies.clear();
     state.folded.clear();
     state.selected = null;
@@ -880,6 +889,7 @@
       const snap = await source.snapshot(cur.handle);
       state.current = index(snap, cur.path);
       state.current.machine = cur.machine;
+      state.current.pushed = cur.pushed;
       relayout();
     } catch (e) {
       notice(`Lost the session: ${e.message}`);
