@@ -101,11 +101,13 @@ pub fn serve(config: WebConfig) -> Result<u8, Failure> {
     let port = listener.local_addr().map_err(|e| Failure::io(describe_io(&e)))?.port();
     // The team catalog is reached once before anything is served, so a wrong URL or a refused role is an error
     // now rather than a page that lists nothing.
+    // Two connections: the check for pushes must not wait behind an overview that reads every machine's usage.
     let team = match &config.catalog {
         Some(url) => {
-            let team = TeamServer::new(url).map_err(|e| Failure::invalid(e.to_string()))?;
-            let fingerprint = team.with(|c| c.fingerprint().map_err(unavailable)).map_err(view::team_failure)?;
-            Some((Arc::new(team), fingerprint))
+            let connect = || TeamServer::new(url).map(Arc::new).map_err(|e| Failure::invalid(e.to_string()));
+            let (reader, watcher) = (connect()?, connect()?);
+            let fingerprint = watcher.with(|c| c.fingerprint().map_err(unavailable)).map_err(view::team_failure)?;
+            Some((reader, watcher, fingerprint))
         }
         None => None,
     };
@@ -114,9 +116,9 @@ pub fn serve(config: WebConfig) -> Result<u8, Failure> {
             .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
     let guard = Arc::new(Guard { port, token: uuid::Uuid::new_v4().simple().to_string() });
     let mut view = View::new(bridge.clone());
-    if let Some((team, fingerprint)) = team {
-        view = view.with_team(team.clone());
-        follow_catalog(team, fingerprint, bridge.clone())
+    if let Some((reader, watcher, fingerprint)) = team {
+        view = view.with_team(reader);
+        follow_catalog(watcher, fingerprint, bridge.clone())
             .map_err(|e| Failure::io(format!("cannot start the web server: {}", describe_io(&e))))?;
     }
     {
@@ -146,7 +148,7 @@ const CATALOG_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Tells every page when a push changed what the team catalog shows this role (its [`TeamCatalog::fingerprint`]
 /// moved since `seen`), so each lists its sessions again: one question per half second for the whole server,
-/// however many pages are open. Runs for as long as the process.
+/// however many pages are open, on a connection of its own. Runs for as long as the process.
 ///
 /// [`TeamCatalog::fingerprint`]: crate::team::TeamCatalog::fingerprint
 fn follow_catalog(team: Arc<TeamServer>, mut seen: String, bridge: Arc<bridge::Bridge>) -> std::io::Result<()> {
