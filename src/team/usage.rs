@@ -6,8 +6,9 @@
 //! what the entry rows already hold, filled by a second count that could drift from pi's, for every machine and
 //! every row-level policy to cover, and empty for sessions pushed before it existed. Here each session is opened
 //! as the sidecar opens a pushed session (`SessionManager::open_pushed`) from its header and only the lines that
-//! may carry usage, narrowed by the entry rows' `type` and `role` columns: user messages, labels and the like
-//! never leave the database, nor does a tool result that cannot name `usage`. The lines come through a cursor a
+//! may carry usage, narrowed by the entry rows' `type` and `role` columns (and what follows its last newline, as
+//! that open reads it): user messages, labels and the like never leave the database, nor does a tool result that
+//! cannot name `usage`. The lines come through a cursor a
 //! batch at a time, in file order, so the client holds one session's usage lines at once; a role sees what its
 //! policies let it see, as in every other read.
 
@@ -58,19 +59,24 @@ pub fn overview<K: Ord>(
         .isolation_level(IsolationLevel::RepeatableRead)
         .start()
         .map_err(err)?;
-    let mut sessions: Vec<(String, String, i64)> = tx
-        .query("SELECT machine, path, sid FROM pi_sessions", &[])
-        .map_err(err)?
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
+    let mut sessions: Vec<(String, String, i64)> = Vec::new();
+    // What follows a session's last newline: pi reads it as a last line, and so does a read-only open.
+    let mut unterminated: HashMap<i64, Vec<u8>> = HashMap::new();
+    for r in tx.query("SELECT machine, path, sid, unterminated FROM pi_sessions", &[]).map_err(err)? {
+        let (sid, rest): (i64, Vec<u8>) = (r.get(2), r.get(3));
+        if !rest.is_empty() {
+            unterminated.insert(sid, rest);
+        }
+        sessions.push((r.get(0), r.get(1), sid));
+    }
     sessions.sort_by(|a, b| (a.0.as_bytes(), a.1.as_bytes()).cmp(&(b.0.as_bytes(), b.1.as_bytes())));
     let path_of: HashMap<i64, &str> = sessions.iter().map(|(_, p, sid)| (*sid, p.as_str())).collect();
 
     let mut read: HashMap<i64, crate::session::Result<SessionUsage>> = HashMap::new();
-    let mut open = |sid: i64, bytes: &[u8]| {
+    let mut open = |sid: i64, mut bytes: Vec<u8>| {
+        bytes.extend_from_slice(unterminated.get(&sid).map_or(&[][..], Vec::as_slice));
         let path = path_of.get(&sid).copied().unwrap_or_default();
-        let counted = SessionManager::open_pushed(path, bytes, Env::system()).and_then(|m| session_usage(&m));
+        let counted = SessionManager::open_pushed(path, &bytes, Env::system()).and_then(|m| session_usage(&m));
         read.insert(sid, counted);
     };
     let portal = tx.bind(USAGE_LINES, &[]).map_err(err)?;
@@ -82,7 +88,7 @@ pub fn overview<K: Ord>(
             let (sid, raw): (i64, &[u8]) = (r.get(0), r.get(1));
             if current.as_ref().is_some_and(|(s, _)| *s != sid) {
                 if let Some((s, bytes)) = current.take() {
-                    open(s, &bytes);
+                    open(s, bytes);
                 }
             }
             let (_, bytes) = current.get_or_insert_with(|| (sid, Vec::new()));
@@ -94,7 +100,7 @@ pub fn overview<K: Ord>(
         }
     }
     if let Some((s, bytes)) = current.take() {
-        open(s, &bytes);
+        open(s, bytes);
     }
     drop(portal);
     tx.commit().map_err(err)?;

@@ -1794,14 +1794,20 @@ fn usage_across_the_catalog_equals_each_machines_own_usage_added_up() {
     let tmp = temp_dir();
     let laptop = crate::usage::agent(&tmp.path().join("laptop"));
     let ci = crate::usage::agent(&tmp.path().join("ci"));
-    // The second machine differs: a project of its own, and a tool result whose `usage` member is written with
-    // an escape (JSON.parse reads it as `usage`, so pi counts it; the database must not leave it out).
+    // The second machine differs: a project of its own, a tool result whose `usage` member is written with an
+    // escape (JSON.parse reads it as `usage`, so pi counts it; the database must not leave it out), and a last
+    // line with usage and no newline after it (pi reads it too).
     let third = ci.join("sessions").join(pi_sessiond::session::paths::encode_cwd("/work/third"));
     std::fs::create_dir_all(&third).unwrap();
     let id = "0193bbbb-0040-7000-8000-000000000000";
     let escaped = crate::usage::session(id, "/work/third", "2026-02-02", 40)
         .replace(r#""isError":false,"usage""#, r#""isError":false,"\u0075sage""#);
     assert!(escaped.contains(r#""\u0075sage""#));
+    let last = format!(
+        r#"{{"id":"z1","parentId":"b2","timestamp":"2026-02-02T10:00:30.000Z","type":"usage","provider":"other","model":"tail","usage":{}}}"#,
+        crate::usage::usage_json(1, 2, 3, 4, "0.5")
+    );
+    let escaped = escaped + &last;
     std::fs::write(third.join(format!("2026-02-02T10-00-00-000Z_{id}.jsonl")), escaped).unwrap();
     push(&laptop, &url, "laptop");
     push(&ci, &url, "ci");
@@ -1819,6 +1825,7 @@ fn usage_across_the_catalog_equals_each_machines_own_usage_added_up() {
         assert!(team.len() >= 3, "--by {by}: {team:?}");
     }
     assert!(usage_rows(&["--catalog", &url], &[], "project").contains_key("/work/third"));
+    assert!(usage_rows(&["--catalog", &url], &[], "model").contains_key("other/tail"), "the unterminated last line");
 
     // By machine: each machine's total is its own usage's total (tokens are whole numbers; the cost is summed in
     // another order than the day rows, so it is compared to a billionth).

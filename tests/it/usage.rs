@@ -10,7 +10,7 @@ use pi_sessiond::session::json::Json;
 use crate::support::sidecar::binary;
 use crate::support::{oracle, temp_dir};
 
-fn usage_json(input: u32, output: u32, cache_read: u32, cache_write: u32, cost: &str) -> String {
+pub fn usage_json(input: u32, output: u32, cache_read: u32, cache_write: u32, cost: &str) -> String {
     format!(
         r#"{{"input":{input},"output":{output},"cacheRead":{cache_read},"cacheWrite":{cache_write},"totalTokens":{},"cost":{{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":{cost}}}}}"#,
         input + output + cache_read + cache_write + 7
