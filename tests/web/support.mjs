@@ -1,6 +1,7 @@
-// What the web view's tests share: a headless Chromium as they launch it, and the URL line a spawned
-// `pi-sessiond web` prints first.
+// What the web view's tests share: a headless Chromium as they launch it, the URL line a spawned
+// `pi-sessiond web` prints first, and a request's status with headers a browser would not send.
 import { mkdtempSync } from "node:fs";
+import { request } from "node:http";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
@@ -33,5 +34,18 @@ export function firstLine(proc) {
       if (out.includes("\n")) ok(out.slice(0, out.indexOf("\n")));
     });
     proc.on("exit", (code) => fail(new Error(`pi-sessiond web exited with ${code}`)));
+  });
+}
+
+/** GET `path` on the server at `base` (its URL) with these headers; resolves to the status code. */
+export function statusOf(base, path, headers = {}) {
+  const { port } = new URL(base);
+  return new Promise((ok, fail) => {
+    const req = request({ host: "127.0.0.1", port, path, headers }, (res) => {
+      res.resume();
+      ok(res.statusCode);
+    });
+    req.on("error", fail);
+    req.end();
   });
 }

@@ -14,7 +14,7 @@ import { appendFileSync, chownSync, existsSync, mkdtempSync, mkdirSync, readdirS
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { firstLine, launchBrowser } from "./support.mjs";
+import { firstLine, launchBrowser, statusOf } from "./support.mjs";
 
 const root = resolve(new URL("../..", import.meta.url).pathname);
 const bin = process.env.PI_SESSIOND_BIN || join(root, "target/debug/pi-sessiond");
@@ -157,10 +157,16 @@ async function open() {
 
 const sessionItem = (machine, path) => `#list .session[data-machine="${machine}"][data-path="${path}"]`;
 
-test("web --catalog prints its URL with a token first, on loopback, and refuses a database it cannot reach", { skip }, async () => {
+test("web --catalog prints its URL with a token first, on loopback, keeps the web view's rules, and refuses a database it cannot reach", { skip }, async () => {
   const u = new URL(url);
   assert.equal(u.hostname, "127.0.0.1");
   assert.match(u.searchParams.get("token"), /^[0-9a-f]{32}$/);
+  const token = u.searchParams.get("token");
+  const own = { Host: u.host };
+  assert.equal(await statusOf(url, `/api/sessions?token=${token}`, own), 200);
+  assert.equal(await statusOf(url, "/api/sessions", own), 403, "no token");
+  assert.equal(await statusOf(url, `/api/sessions?token=${token}`, { Host: `evil.example:${u.port}` }), 403, "another Host");
+  assert.equal(await statusOf(url, `/api/sessions?token=${token}`, { ...own, Origin: "http://evil.example" }), 403, "another Origin");
   const closed = `postgresql://postgres@127.0.0.1:${await freePort()}/postgres?sslmode=disable&connect_timeout=5`;
   const refused = spawn(bin, ["--catalog", closed, "web", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
   let out = "";

@@ -12,8 +12,7 @@ import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, mkdirSync, readdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { request } from "node:http";
-import { firstLine, launchBrowser } from "./support.mjs";
+import { firstLine, launchBrowser, statusOf } from "./support.mjs";
 import { bigSession } from "./gen.mjs";
 
 const root = resolve(new URL("../..", import.meta.url).pathname);
@@ -75,15 +74,7 @@ after(async () => {
 
 /** GET `path` on the server with these headers; resolves to the status code. */
 function status(path, headers = {}) {
-  const { port } = new URL(url);
-  return new Promise((ok, fail) => {
-    const req = request({ host: "127.0.0.1", port, path, headers }, (res) => {
-      res.resume();
-      ok(res.statusCode);
-    });
-    req.on("error", fail);
-    req.end();
-  });
+  return statusOf(url, path, headers);
 }
 
 test("the server prints its URL with a token first and listens on loopback only", () => {
