@@ -100,8 +100,8 @@ pub fn serve(config: WebConfig) -> Result<u8, Failure> {
         .map_err(|e| Failure::io(format!("cannot listen on 127.0.0.1:{}: {}", config.port, describe_io(&e))))?;
     let port = listener.local_addr().map_err(|e| Failure::io(describe_io(&e)))?.port();
     // The team catalog is reached once before anything is served, so a wrong URL or a refused role is an error
-    // now rather than a page that lists nothing.
-    // Two connections: the check for pushes must not wait behind an overview that reads every machine's usage.
+    // now rather than a page that lists nothing. Two connections: the check for pushes must not wait behind an
+    // overview that reads every machine's usage.
     let team = match &config.catalog {
         Some(url) => {
             let connect = || TeamServer::new(url).map(Arc::new).map_err(|e| Failure::invalid(e.to_string()));
@@ -154,16 +154,18 @@ const CATALOG_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 fn follow_catalog(team: Arc<TeamServer>, mut seen: String, bridge: Arc<bridge::Bridge>) -> std::io::Result<()> {
     let changed = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"{}\"}}", view::CATALOG_CHANGED);
     std::thread::Builder::new().name("pi-sessiond-web-catalog".into()).spawn(move || loop {
-        match team.with(|c| c.fingerprint().map_err(unavailable)) {
-            Ok(now) if now != seen => {
-                seen = now;
-                bridge.announce(changed.as_bytes());
-                std::thread::sleep(CATALOG_POLL);
+        let wait = match team.with(|c| c.fingerprint().map_err(unavailable)) {
+            Ok(now) => {
+                if now != seen {
+                    seen = now;
+                    bridge.announce(changed.as_bytes());
+                }
+                CATALOG_POLL
             }
-            Ok(_) => std::thread::sleep(CATALOG_POLL),
-            // Said once by `unavailable`; the pages keep what they show until the catalog answers again.
-            Err(_) => std::thread::sleep(CATALOG_RETRY),
-        }
+            // Logged by `unavailable`; the pages keep what they show until the catalog answers again.
+            Err(_) => CATALOG_RETRY,
+        };
+        std::thread::sleep(wait);
     })?;
     Ok(())
 }
