@@ -1839,6 +1839,27 @@ fn usage_across_the_catalog_equals_each_machines_own_usage_added_up() {
             assert!((got - total).abs() <= total.abs() * 1e-9, "{name} {f}: {got} against {total}");
         }
     }
+    // Each person sums what their role may read: a viewer the same as the owner; a role refused the entry rows
+    // gets an error, never sums that leave those rows out.
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "CREATE ROLE usage_viewer LOGIN; GRANT SELECT ON ALL TABLES IN SCHEMA public TO usage_viewer;
+             CREATE ROLE usage_blind LOGIN; GRANT SELECT ON pi_sessions, pi_sessiond_schema TO usage_blind",
+        )
+        .unwrap();
+    let canonical = |rows: BTreeMap<String, Json>| rows.values().map(Json::to_canonical_string).collect::<Vec<_>>();
+    let viewer = url.replacen("postgres@", "usage_viewer@", 1);
+    assert_eq!(
+        canonical(usage_rows(&["--catalog", &viewer], &[], "model")),
+        canonical(usage_rows(&["--catalog", &url], &[], "model"))
+    );
+    let blind = url.replacen("postgres@", "usage_blind@", 1);
+    let out = Command::new(binary()).args(["--catalog", &blind, "usage", "--json"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(stdout.contains("catalog_unavailable") && stdout.contains("permission denied"), "{stdout}");
+
     let out = Command::new(binary()).args(["--agent-dir", &s(&laptop), "usage", "--by", "machine"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "--by machine without --catalog is refused");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--catalog"), "{}", String::from_utf8_lossy(&out.stderr));
