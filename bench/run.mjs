@@ -434,6 +434,16 @@ if (wanted("team")) {
       again.push((await time(() => execFileSync(bin, ["--agent-dir", agent, "push", "--postgres", url, "--machine", "bench"])))[0]);
     }
     row("team", `push again, nothing changed (${n} stats)`, undefined, median(again), "ms", "process start included");
+    // usage --catalog: one machine's pushed sessions give exactly that machine's own usage rows.
+    const usageRows = (args) => JSON.parse(execFileSync(bin, [...args, "usage", "--by", "day", "--json"], { encoding: "utf8" }));
+    const ownUsage = JSON.stringify(usageRows(["--agent-dir", agent, "--no-index"]));
+    const teamUsage = [];
+    for (let r = 0; r < reps; r++) {
+      const [ms, rows] = await time(() => usageRows(["--catalog", url]));
+      if (JSON.stringify(rows) !== ownUsage) throw new Error("usage --catalog and the machine's own usage differ");
+      teamUsage.push(ms);
+    }
+    row("team", `usage --catalog by day of ${n} sessions`, undefined, median(teamUsage), "ms", "the whole command; the machine's own rows, checked");
 
     const expected = JSON.parse(JSON.stringify(await SessionManager.list(cwd)));
     const index = join(data, `index-team-${n}.sqlite`);

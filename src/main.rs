@@ -54,8 +54,9 @@ struct GlobalArgs {
     /// Use no catalog index: listings and searches read every file.
     #[arg(long, global = true, conflicts_with = "index")]
     no_index: bool,
-    /// The team catalog (a PostgreSQL URL, e.g. postgres://user@host/db): `ls`, `search` and the server then answer
-    /// across every machine that pushed to it (`push`), as JSON. Credentials may also come from PG* variables.
+    /// The team catalog (a PostgreSQL URL, e.g. postgres://user@host/db): `ls`, `search`, `usage`, `web` and the
+    /// server then answer across every machine that pushed to it (`push`). Credentials may also come from PG*
+    /// variables.
     #[arg(long, global = true, value_name = "URL")]
     catalog: Option<String>,
     /// Print JSON for scripts (errors too: {"error": {"kind", "message"}} on stdout).
@@ -271,7 +272,8 @@ enum Command {
         #[arg(long)]
         reads: bool,
     },
-    /// Tokens and cost across every session of the agent directory, by day, model or project (as pi sums them).
+    /// Tokens and cost across every session of the agent directory, by day, model or project (as pi sums them);
+    /// with --catalog, across every machine's sessions in the team catalog (also by machine).
     Usage {
         /// Only entries dated at or after this (a date as JavaScript reads it: `2026-01-31` is midnight UTC).
         #[arg(long)]
@@ -577,6 +579,10 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
         }
         Command::Usage { since, by } => {
             let since_ms = since.as_deref().map(cli::usage::parse_since).transpose()?;
+            if let Some(url) = &global.catalog {
+                let mut out = std::io::stdout().lock();
+                return Ok(pi_sessiond::team::cli::usage(url, since_ms, by, json, &style, &mut out) as u8);
+            }
             index
                 .with(|ix| cli::usage::usage(&agent_dir, ix, since_ms, by, json, &style, &mut std::io::stdout().lock()))
         }
@@ -610,6 +616,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 agent_dir,
                 index_path: existing_index_of(global, &places.agent_dir),
                 port,
+                catalog: global.catalog.clone(),
             };
             pi_sessiond::web::serve(config)
         }

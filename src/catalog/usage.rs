@@ -233,6 +233,46 @@ pub struct Overview<K> {
     pub unreadable: Vec<(String, crate::session::Error)>,
 }
 
+impl<K: Ord> Overview<K> {
+    /// An overview of no sessions yet.
+    pub fn new() -> Overview<K> {
+        Overview { groups: BTreeMap::new(), sessions: 0, from_memo: 0, unreadable: Vec::new() }
+    }
+
+    /// Adds one session's usage objects dated at or after `since_ms` (every one when None; an undated one never
+    /// is), each to the group `key` names, in file order: every source of sessions sums through here, so a
+    /// session counts the same read from its file, the memo or the team catalog.
+    pub fn add_session(
+        &mut self,
+        session: &SessionUsage,
+        since_ms: Option<f64>,
+        key: &mut impl FnMut(&SessionUsage, &Counted) -> K,
+    ) {
+        self.sessions += 1;
+        for c in &session.counted {
+            if since_ms.is_none_or(|since| c.time_ms >= since) {
+                self.groups.entry(key(session, c)).or_default().merge(&c.usage);
+            }
+        }
+    }
+
+    /// Adds another overview's sums after this one's (group by group: this one's sum, then the other's).
+    pub fn merge(&mut self, other: Overview<K>) {
+        for (k, u) in other.groups {
+            self.groups.entry(k).or_default().merge(&u);
+        }
+        self.sessions += other.sessions;
+        self.from_memo += other.from_memo;
+        self.unreadable.extend(other.unreadable);
+    }
+}
+
+impl<K: Ord> Default for Overview<K> {
+    fn default() -> Self {
+        Overview::new()
+    }
+}
+
 /// A file's stamp as the memo keeps it, when the file is settled (a later change will show in its stamp).
 fn settled_stamp(path: &str, now_ns: i64) -> Option<String> {
     let st = FileStamp::of_path(path).ok()??;
@@ -251,7 +291,7 @@ pub fn overview<K: Ord>(
     mut index: Option<&mut CatalogIndex>,
     mut key: impl FnMut(&SessionUsage, &Counted) -> K,
 ) -> crate::session::Result<Overview<K>> {
-    let mut out = Overview { groups: BTreeMap::new(), sessions: 0, from_memo: 0, unreadable: Vec::new() };
+    let mut out = Overview::new();
     // A memo that cannot be read or written costs speed, never an answer.
     let memo = index.as_deref_mut().map(|ix| ix.usage_memo(paths)).transpose().unwrap_or_else(|e| {
         tracing::warn!("usage memo not read: {e}");
@@ -288,12 +328,7 @@ pub fn overview<K: Ord>(
                 }
             },
         };
-        out.sessions += 1;
-        for c in &session.counted {
-            if since_ms.is_none_or(|since| c.time_ms >= since) {
-                out.groups.entry(key(&session, c)).or_default().merge(&c.usage);
-            }
-        }
+        out.add_session(&session, since_ms, &mut key);
     }
     if let Some(ix) = index {
         if let Err(e) = ix.put_usage_memo(&fresh) {

@@ -1,13 +1,14 @@
 //! `pi-sessiond usage [--since DATE] [--by day|model|project]`: tokens and cost across every session of the agent
 //! directory, summed as pi sums them ([`crate::catalog::usage`]), grouped by the UTC day of each entry, by model
 //! (pi's `provider/model` key) or by project (the session's cwd). A table for people; with `--json`, an array of
-//! `{day|model|project, input, output, cacheRead, cacheWrite, totalTokens, cost}`.
+//! `{day|model|project, input, output, cacheRead, cacheWrite, totalTokens, cost}`. With `--catalog URL` the team
+//! catalog's sessions are summed instead (`team::cli::usage`, also `--by machine`), printed here the same way.
 
 use std::io::Write;
 
 use crate::catalog::index::CatalogIndex;
 use crate::catalog::listing::Catalog;
-use crate::catalog::usage::{day_of, overview, Overview, Usage};
+use crate::catalog::usage::{day_of, overview, Counted, Overview, SessionUsage, Usage};
 use crate::catalog::Cancel;
 use crate::session::js::date::parse_date;
 use crate::session::json::{Json, Object};
@@ -24,6 +25,8 @@ pub enum GroupBy {
     Model,
     /// The session's project (its cwd).
     Project,
+    /// The machine that pushed the session (`--catalog` only: the team catalog's machines, one per person).
+    Machine,
 }
 
 impl GroupBy {
@@ -33,6 +36,7 @@ impl GroupBy {
             GroupBy::Day => "day",
             GroupBy::Model => "model",
             GroupBy::Project => "project",
+            GroupBy::Machine => "machine",
         }
     }
 }
@@ -66,12 +70,23 @@ pub fn summarize(
     since_ms: Option<f64>,
     by: GroupBy,
 ) -> Result<Overview<String>, Failure> {
+    if by == GroupBy::Machine {
+        return Err(Failure::invalid("--by machine groups the team catalog's sessions: add --catalog URL"));
+    }
     let paths = all_session_paths(agent_dir, index.as_deref_mut())?;
-    Ok(overview(&paths, since_ms, &Cancel::new(), index, |s, c| match by {
-        GroupBy::Day => day_of(c.time_ms),
-        GroupBy::Model => c.key.clone(),
-        GroupBy::Project => s.cwd.clone(),
-    })?)
+    Ok(overview(&paths, since_ms, &Cancel::new(), index, |s, c| by.key("", s, c))?)
+}
+
+impl GroupBy {
+    /// The group of usage object `c` of session `s`, pushed by `machine`.
+    pub fn key(self, machine: &str, s: &SessionUsage, c: &Counted) -> String {
+        match self {
+            GroupBy::Day => day_of(c.time_ms),
+            GroupBy::Model => c.key.clone(),
+            GroupBy::Project => s.cwd.clone(),
+            GroupBy::Machine => machine.to_owned(),
+        }
+    }
 }
 
 /// Runs `usage` and prints it.
@@ -85,6 +100,11 @@ pub fn usage(
     out: &mut dyn Write,
 ) -> Result<u8, Failure> {
     let o = summarize(agent_dir, index, since_ms, by)?;
+    print(&o, by, json, style, out)
+}
+
+/// Prints sums grouped `by`: a table with a total, or with `json` the rows alone (local or team, one shape).
+pub fn print(o: &Overview<String>, by: GroupBy, json: bool, style: &Style, out: &mut dyn Write) -> Result<u8, Failure> {
     for (path, e) in &o.unreadable {
         tracing::warn!("usage: {path} not counted: {e}");
     }

@@ -139,6 +139,27 @@ impl TeamCatalog {
         self
     }
 
+    /// The connection and the server it goes to, for the team's other readers ([`super::usage`]).
+    pub(super) fn connection(&mut self) -> (&mut Client, &Target) {
+        (&mut self.client, &self.target)
+    }
+
+    /// What changes whenever a push changes what this role may see: how many sessions there are, when the last
+    /// one was pushed and how far they all go. Cheap (one pass over the session rows, none over entries), so a
+    /// web view asks for it every half second.
+    pub fn fingerprint(&mut self) -> DbResult<String> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT count(*)::text || ' ' || coalesce(max(pushed_at)::text, '-') || ' '
+                        || coalesce(sum(pushed_offset), 0)::text
+                 FROM pi_sessions",
+                &[],
+            )
+            .map_err(self.err())?;
+        Ok(row.get(0))
+    }
+
     /// Whether the connection is gone (the server closed it, or the network failed).
     pub fn is_closed(&self) -> bool {
         self.client.is_closed()

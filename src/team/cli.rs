@@ -296,3 +296,28 @@ pub fn search(url: &str, request: &crate::cli::search::SearchRequest<'_>, json: 
         Err(_) => 2,
     }
 }
+
+/// `pi-sessiond --catalog URL usage [--since DATE] [--by day|model|project|machine] [--json]`: tokens and cost of
+/// every machine's sessions the role may read, summed as `usage` sums one machine's ([`super::usage`]) and printed
+/// as it prints them.
+pub fn usage(
+    url: &str,
+    since_ms: Option<f64>,
+    by: crate::cli::usage::GroupBy,
+    json: bool,
+    style: &crate::cli::output::Style,
+    out: &mut dyn Write,
+) -> i32 {
+    let summed = Target::from_env(url).and_then(|t| TeamCatalog::open(&t)).and_then(|mut catalog| {
+        super::usage::overview(&mut catalog, since_ms, &crate::catalog::Cancel::new(), |machine, s, c| {
+            by.key(machine, s, c)
+        })
+    });
+    match summed {
+        Ok(o) => match crate::cli::usage::print(&o, by, json, style, out) {
+            Ok(status) => i32::from(status),
+            Err(failure) => i32::from(failure.report(json)),
+        },
+        Err(e) => fail(e, json),
+    }
+}

@@ -3,7 +3,8 @@
 //!
 //! [`push`] copies one agent directory's sessions (rows per session, rows per line) incrementally and crash-safely;
 //! [`catalog`] answers pi's `list`/`listAll`/`findById` and the `/resume` search across machines, and reads a
-//! session back line for line; [`prune`] deletes sessions older than a retention age; [`schema`] creates and
+//! session back line for line; [`usage`] sums every machine's tokens and cost as `pi-sessiond usage` does;
+//! [`prune`] deletes sessions older than a retention age; [`schema`] creates and
 //! migrates the tables; [`db`] connects (URL, `PG*` variables,
 //! the password file, TLS). The session files stay the truth on each machine: the database is a copy that a push brings up to date.
 //! `docs/team.md` is the operator's view.
@@ -16,6 +17,7 @@ pub mod prune;
 pub mod push;
 pub mod schema;
 mod state;
+pub mod usage;
 
 pub use catalog::{TeamCatalog, TeamHit, TeamSession};
 pub use db::{DbError, DbResult, Target};

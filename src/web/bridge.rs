@@ -28,6 +28,17 @@ impl Bridge {
     /// `exit_with_it`, the process ends when the sidecar does: the sidecar takes SIGTERM as its orderly end, and the
     /// web server must not outlive it.
     pub fn start(agent_dir: &str, index_path: Option<String>, exit_with_it: bool) -> std::io::Result<Arc<Bridge>> {
+        Bridge::start_with_catalog(agent_dir, index_path, exit_with_it, None)
+    }
+
+    /// [`Bridge::start`], answering from the team catalog at `catalog` when there is one (`--catalog`): every
+    /// machine's sessions listed and searched, each opened read-only from the database.
+    pub fn start_with_catalog(
+        agent_dir: &str,
+        index_path: Option<String>,
+        exit_with_it: bool,
+        catalog: Option<String>,
+    ) -> std::io::Result<Arc<Bridge>> {
         let (to_server_read, to_server_write) = std::io::pipe()?;
         let (from_server_read, from_server_write) = std::io::pipe()?;
         let config = Config {
@@ -37,8 +48,7 @@ impl Bridge {
             durability: crate::session::store::Durability::Entry,
             index_path,
             poll_interval: std::time::Duration::from_millis(500),
-            // The web view shows this machine's sessions.
-            catalog: None,
+            catalog,
         };
         std::thread::Builder::new().name("pi-sessiond-web-sidecar".into()).spawn(move || {
             let status = crate::rpc::serve(config, to_server_read, from_server_write);
@@ -87,16 +97,7 @@ impl Bridge {
                         let _ = w.send(outcome(message));
                     }
                 }
-                None => {
-                    let shared: Arc<[u8]> = Arc::from(text);
-                    self.listeners.lock().unwrap_or_else(|e| e.into_inner()).retain(|l| match l.upgrade() {
-                        Some(feed) => {
-                            feed.push(&shared);
-                            true
-                        }
-                        None => false,
-                    });
-                }
+                None => self.announce(text),
             }
         }
         for feed in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).drain(..).filter_map(|l| l.upgrade()) {
@@ -106,6 +107,19 @@ impl Bridge {
         for (_, w) in self.pending.lock().unwrap_or_else(|e| e.into_inner()).drain() {
             let _ = w.send(Err(Failure::io("the sidecar stopped")));
         }
+    }
+
+    /// Hands `notification` (a JSON-RPC notification's text) to every listener, as if the sidecar had sent it:
+    /// how the web server tells pages of what it notices itself (the team catalog changed).
+    pub fn announce(&self, notification: &[u8]) {
+        let shared: Arc<[u8]> = Arc::from(notification);
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).retain(|l| match l.upgrade() {
+            Some(feed) => {
+                feed.push(&shared);
+                true
+            }
+            None => false,
+        });
     }
 
     /// Calls `method` and waits for its result.

@@ -4,7 +4,9 @@
 //! Every request must name this server in `Host` (so a DNS-rebinding page cannot reach it under another name),
 //! must not come from another origin (`Origin`, when the browser sends one), and, for the page and its data, must
 //! carry the token. The page's data comes from an in-process sidecar ([`bridge`]) through one seam ([`view`]);
-//! the page itself ([`assets`]) is part of the binary, and nothing is fetched from anywhere else.
+//! the page itself ([`assets`]) is part of the binary, and nothing is fetched from anywhere else. With
+//! `--catalog URL` the sidecar answers from the team catalog (every machine's sessions, opened read-only, as the
+//! URL's role may see them), and the server tells the pages when a push changed it.
 
 pub mod assets;
 pub mod bridge;
@@ -18,6 +20,7 @@ use std::sync::Arc;
 use hyper::body::Bytes;
 
 use crate::cli::output::{describe_io, Failure, FailureKind};
+use crate::rpc::team::{unavailable, TeamServer};
 use crate::session::json::Json;
 use crate::session::ErrorKind;
 
@@ -33,6 +36,8 @@ pub struct WebConfig {
     pub index_path: Option<String>,
     /// The port on 127.0.0.1 (0: any free one).
     pub port: u16,
+    /// The team catalog (`web --catalog URL`): every machine's sessions, read-only, as the URL's role sees them.
+    pub catalog: Option<String>,
 }
 
 /// The server's identity, checked on every request.
@@ -94,22 +99,75 @@ pub fn serve(config: WebConfig) -> Result<u8, Failure> {
         .block_on(tokio::net::TcpListener::bind(("127.0.0.1", config.port)))
         .map_err(|e| Failure::io(format!("cannot listen on 127.0.0.1:{}: {}", config.port, describe_io(&e))))?;
     let port = listener.local_addr().map_err(|e| Failure::io(describe_io(&e)))?.port();
-    let bridge = bridge::Bridge::start(&config.agent_dir, config.index_path.clone(), true)
-        .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
+    // The team catalog is reached once before anything is served, so a wrong URL or a refused role is an error
+    // now rather than a page that lists nothing. Two connections: the check for pushes must not wait behind an
+    // overview that reads every machine's usage.
+    let team = match &config.catalog {
+        Some(url) => {
+            let connect = || TeamServer::new(url).map(Arc::new).map_err(|e| Failure::invalid(e.to_string()));
+            let (reader, watcher) = (connect()?, connect()?);
+            let fingerprint = watcher.with(|c| c.fingerprint().map_err(unavailable)).map_err(view::team_failure)?;
+            Some((reader, watcher, fingerprint))
+        }
+        None => None,
+    };
+    let bridge =
+        bridge::Bridge::start_with_catalog(&config.agent_dir, config.index_path.clone(), true, config.catalog.clone())
+            .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
     let guard = Arc::new(Guard { port, token: uuid::Uuid::new_v4().simple().to_string() });
-    let view = View::new(bridge.clone());
+    let mut view = View::new(bridge.clone());
+    if let Some((reader, watcher, fingerprint)) = team {
+        view = view.with_team(reader);
+        follow_catalog(watcher, fingerprint, bridge.clone())
+            .map_err(|e| Failure::io(format!("cannot start the web server: {}", describe_io(&e))))?;
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "http://127.0.0.1:{port}/?token={}", guard.token)
             .and_then(|()| out.flush())
             .map_err(|e| Failure::output(&e))?;
     }
-    eprintln!("pi-sessiond web: showing the sessions of {}; open the URL above (Ctrl-C stops)", config.agent_dir);
+    match &config.catalog {
+        Some(_) => eprintln!("pi-sessiond web: showing the team catalog, read-only; open the URL above (Ctrl-C stops)"),
+        None => eprintln!(
+            "pi-sessiond web: showing the sessions of {}; open the URL above (Ctrl-C stops)",
+            config.agent_dir
+        ),
+    }
     runtime.block_on(http::serve(listener, move |request, body, busy| {
         let (guard, view, bridge) = (guard.clone(), view.clone(), bridge.clone());
         answer(request, body, busy, guard, view, bridge)
     }));
     Ok(0)
+}
+
+/// How often the team catalog is asked whether a push changed it.
+const CATALOG_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long to wait after the catalog could not be asked, before asking again.
+const CATALOG_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Tells every page when a push changed what the team catalog shows this role (its [`TeamCatalog::fingerprint`]
+/// moved since `seen`), so each lists its sessions again: one question per half second for the whole server,
+/// however many pages are open, on a connection of its own. Runs for as long as the process.
+///
+/// [`TeamCatalog::fingerprint`]: crate::team::TeamCatalog::fingerprint
+fn follow_catalog(team: Arc<TeamServer>, mut seen: String, bridge: Arc<bridge::Bridge>) -> std::io::Result<()> {
+    let changed = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"{}\"}}", view::CATALOG_CHANGED);
+    std::thread::Builder::new().name("pi-sessiond-web-catalog".into()).spawn(move || loop {
+        let wait = match team.with(|c| c.fingerprint().map_err(unavailable)) {
+            Ok(now) => {
+                if now != seen {
+                    seen = now;
+                    bridge.announce(changed.as_bytes());
+                }
+                CATALOG_POLL
+            }
+            // Logged by `unavailable`; the pages keep what they show until the catalog answers again.
+            Err(_) => CATALOG_RETRY,
+        };
+        std::thread::sleep(wait);
+    })?;
+    Ok(())
 }
 
 /// Answers one request: its head is checked before anything else, its body read only after that.
@@ -188,7 +246,7 @@ fn route(request: &Request, body: &[u8], view: &View) -> Response {
         }
         ("GET", "/api/sessions") => Some(view.sessions()),
         ("GET", "/api/search") => Some(view.search(request.param("q").unwrap_or(""))),
-        ("POST", "/api/open") => Some(view.open_listed(request.param("path").unwrap_or(""))),
+        ("POST", "/api/open") => Some(view.open_listed(request.param("path").unwrap_or(""), request.param("machine"))),
         ("GET", "/api/snapshot") => Some(view.snapshot(request.param("handle").unwrap_or(""))),
         ("POST", "/api/close") => Some(view.close(request.param("handle").unwrap_or(""))),
         ("POST", "/api/entries") => {

@@ -8,12 +8,13 @@
 //! shows whole. The rows are made here from `session/getTreeFlat` (they carry more than the sidecar's skeleton
 //! snapshot: pi's one-line summary, the stop reason); bodies come in one `session/getEntries {ids}` per batch.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use crate::catalog::usage::{add_entry_usage, day_of, overview, UsageByModel};
+use crate::catalog::usage::{add_entry_usage, day_of, overview, Counted, Overview, UsageByModel};
 use crate::catalog::Cancel;
 use crate::cli::describe::{content_text, one_line, summarize};
 use crate::cli::output::{Failure, FailureKind};
+use crate::rpc::team::TeamServer;
 use crate::session::json::{JsString, Json, Object};
 use crate::session::ErrorKind;
 
@@ -23,6 +24,8 @@ use super::bridge::{params, Bridge};
 const PREVIEW_CHARS: usize = 160;
 /// How many search hits the page shows (view.js's SEARCH_SHOWN).
 pub const SEARCH_SHOWN: usize = 100;
+/// The web server's own notification (never the sidecar's) that the team catalog changed: the page lists again.
+pub const CATALOG_CHANGED: &str = "web/catalogChanged";
 /// How many characters of one context message the context view shows.
 const CONTEXT_CHARS: usize = 4000;
 
@@ -30,6 +33,16 @@ const CONTEXT_CHARS: usize = 4000;
 #[derive(Clone)]
 pub struct View {
     bridge: Arc<Bridge>,
+    /// The team catalog the sidecar answers from (`web --catalog`), read here only for the usage overview.
+    team: Option<Arc<TeamServer>>,
+    /// The team's last usage overview and the catalog's fingerprint when it was summed: until a push changes
+    /// the catalog, the overview is that one again rather than every machine's sessions read once more.
+    team_overview: Arc<Mutex<Option<(String, Json)>>>,
+}
+
+/// A team catalog failure as the page's failure.
+pub fn team_failure(e: jsonrpsee::types::ErrorObjectOwned) -> Failure {
+    Failure::new(FailureKind::CatalogUnavailable, e.message().to_owned())
 }
 
 fn obj(members: Vec<(&str, Json)>) -> Json {
@@ -43,7 +56,12 @@ fn text_of(v: Option<&Json>) -> Option<String> {
 impl View {
     /// A view over `bridge`.
     pub fn new(bridge: Arc<Bridge>) -> View {
-        View { bridge }
+        View { bridge, team: None, team_overview: Arc::default() }
+    }
+
+    /// This view over the team catalog `team`, which its sidecar answers from too.
+    pub fn with_team(self, team: Arc<TeamServer>) -> View {
+        View { team: Some(team), ..self }
     }
 
     /// Every session, newest activity first, without their full text: `[{path, id, name?, firstMessage,
@@ -63,18 +81,26 @@ impl View {
     /// Opens `path` as [`View::open`] does, if it is one of the sessions [`View::sessions`] lists: the live page
     /// shows the agent directory's sessions and nothing else on the machine. A path that is not listed, whether or
     /// not it exists, gets the one answer a missing session gets, so the answer says nothing about other files.
-    pub fn open_listed(&self, path: &str) -> Result<Json, Failure> {
+    /// Over the team catalog a session is `machine`'s `path`, opened read-only from the database as last pushed.
+    pub fn open_listed(&self, path: &str, machine: Option<&str>) -> Result<Json, Failure> {
         let listed = match &self.sessions()? {
-            Json::Array(sessions) => sessions.iter().any(|s| text_of(s.get("path")).as_deref() == Some(path)),
+            Json::Array(sessions) => sessions.iter().any(|s| {
+                text_of(s.get("path")).as_deref() == Some(path) && text_of(s.get("machine")).as_deref() == machine
+            }),
             _ => false,
         };
         if !listed {
-            return Err(Failure::new(
-                ErrorKind::SessionNotFound,
-                format!("{path}: no such session in this agent directory"),
-            ));
+            let place = if self.team.is_some() { "the team catalog" } else { "this agent directory" };
+            return Err(Failure::new(ErrorKind::SessionNotFound, format!("{path}: no such session in {place}")));
         }
-        self.open(path, true)
+        match machine {
+            Some(machine) => {
+                let params = obj(vec![("path", Json::str(path)), ("machine", Json::str(machine))]);
+                let state = self.bridge.call("session/open", params)?;
+                self.snapshot(&text_of(state.get("handle")).unwrap_or_default())
+            }
+            None => self.open(path, true),
+        }
     }
 
     /// Opens the session at `path`, following what other processes append, and returns its snapshot.
@@ -185,33 +211,51 @@ impl View {
     /// Tokens and cost of every listed session by UTC day and model (the overview's chart):
     /// `{sessions, unreadable, rows: [{day, model, input, output, cacheRead, cacheWrite, totalTokens, cost}]}`,
     /// summed as `pi-sessiond usage` sums them (sessions in path order).
+    /// Over the team catalog, every machine's sessions the role may read, each row also naming its `machine`
+    /// (summed as `usage --catalog` sums them).
     pub fn usage_overview(&self) -> Result<Json, Failure> {
+        if let Some(team) = &self.team {
+            // Taken before the sums: a push meanwhile leaves a fingerprint the next request no longer matches.
+            let fingerprint =
+                team.with(|c| c.fingerprint().map_err(crate::rpc::team::unavailable)).map_err(team_failure)?;
+            let memo = || self.team_overview.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((_, json)) = memo().as_ref().filter(|(f, _)| *f == fingerprint) {
+                return Ok(json.clone());
+            }
+            let o = team
+                .with(|c| {
+                    let key =
+                        |machine: &str, _: &_, c: &Counted| (day_of(c.time_ms), c.key.clone(), machine.to_owned());
+                    crate::team::usage::overview(c, None, &Cancel::new(), key).map_err(crate::rpc::team::unavailable)
+                })
+                .map_err(team_failure)?;
+            let json = overview_json(&o, |(day, model, machine), row| {
+                row.insert("day", Json::str(day));
+                row.insert("model", Json::str(model));
+                row.insert("machine", Json::str(machine));
+            });
+            *memo() = Some((fingerprint, json.clone()));
+            return Ok(json);
+        }
         let listing = self.sessions()?;
         let Json::Array(listed) = &listing else { return Ok(Json::Array(Vec::new())) };
         let mut paths: Vec<String> = listed.iter().filter_map(|s| text_of(s.get("path"))).collect();
         paths.sort();
         let o = overview(&paths, None, &Cancel::new(), None, |_, c| (day_of(c.time_ms), c.key.clone()))?;
-        let rows = o
-            .groups
-            .iter()
-            .map(|((day, model), u)| {
-                let mut row = u.to_json();
-                row.insert("day", Json::str(day));
-                row.insert("model", Json::str(model));
-                Json::Object(row)
-            })
-            .collect();
-        Ok(obj(vec![
-            ("sessions", Json::number(o.sessions as f64)),
-            ("unreadable", Json::number(o.unreadable.len() as f64)),
-            ("rows", Json::Array(rows)),
-        ]))
+        Ok(overview_json(&o, |(day, model), row| {
+            row.insert("day", Json::str(day));
+            row.insert("model", Json::str(model));
+        }))
     }
 
     /// A sidecar notification as the page's live event, or None when the page has no use for it:
     /// `{kind: "append", handle, seq, leafId, rows}`, `{kind: "leaf", handle, seq, leafId}`, or `{kind: "reset" |
-    /// "rebind" | "deleted", handle, seq}` (the page reloads the snapshot).
+    /// "rebind" | "deleted", handle, seq}` (the page reloads the snapshot); and [`CATALOG_CHANGED`] as
+    /// `{kind: "sessions"}` (the page lists the sessions again).
     pub fn event(notification: &Json) -> Option<Json> {
+        if text_of(notification.get("method")).as_deref() == Some(CATALOG_CHANGED) {
+            return Some(obj(vec![("kind", Json::str("sessions"))]));
+        }
         if text_of(notification.get("method")).as_deref() != Some("session/changed") {
             return None;
         }
@@ -233,6 +277,24 @@ impl View {
         }
         Some(obj(out))
     }
+}
+
+/// `{sessions, unreadable, rows}` of an overview, each row its sums and the members `name` gives its group.
+fn overview_json<K>(o: &Overview<K>, name: impl Fn(&K, &mut Object)) -> Json {
+    let rows = o
+        .groups
+        .iter()
+        .map(|(k, u)| {
+            let mut row = u.to_json();
+            name(k, &mut row);
+            Json::Object(row)
+        })
+        .collect();
+    obj(vec![
+        ("sessions", Json::number(o.sessions as f64)),
+        ("unreadable", Json::number(o.unreadable.len() as f64)),
+        ("rows", Json::Array(rows)),
+    ])
 }
 
 /// An entry's skeleton row (see the module doc).

@@ -1756,3 +1756,111 @@ fn a_prune_killed_at_random_moments_then_rerun_deletes_exactly_the_old_sessions_
     assert!(number(&report, "deleted") == 0.0 || number(&report, "deleted") == 6.0, "{out}");
     assert_eq!(sessions_and_orphans(&url), (old_gone, 0));
 }
+
+/// `usage --json` with these global arguments (and `usage`'s own), as rows keyed by their group.
+fn usage_rows(global: &[&str], own: &[&str], by: &str) -> BTreeMap<String, Json> {
+    let mut all = global.to_vec();
+    all.push("usage");
+    all.extend(own);
+    all.extend(["--by", by, "--json"]);
+    let Ok(rows) = json(run(&all).trim()).into_array() else { panic!("usage --json is an array") };
+    rows.into_iter().map(|r| (str_of(r.get(by).unwrap_or_else(|| panic!("a {by} member: {r:?}"))), r)).collect()
+}
+
+/// Rows of two machines added up group by group, as the team's sums should be.
+fn added(a: &BTreeMap<String, Json>, b: &BTreeMap<String, Json>, by: &str) -> BTreeMap<String, Json> {
+    let fields = ["input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"];
+    let mut out = BTreeMap::new();
+    for key in a.keys().chain(b.keys()) {
+        let mut row = pi_sessiond::session::json::Object::new();
+        row.insert(by, Json::str(key));
+        for f in fields {
+            let sum = [a.get(key), b.get(key)]
+                .into_iter()
+                .flatten()
+                .map(|r| number(r, f))
+                .fold(None, |acc, v| Some(acc.map_or(v, |t: f64| t + v)));
+            row.insert(f, Json::number(sum.unwrap()));
+        }
+        out.insert(key.clone(), Json::Object(row));
+    }
+    out
+}
+
+#[test]
+fn usage_across_the_catalog_equals_each_machines_own_usage_added_up() {
+    let Some(pg) = pg_server::server() else { return };
+    let url = pg.database();
+    let tmp = temp_dir();
+    let laptop = crate::usage::agent(&tmp.path().join("laptop"));
+    let ci = crate::usage::agent(&tmp.path().join("ci"));
+    // The second machine differs: a project of its own, a tool result whose `usage` member is written with an
+    // escape (JSON.parse reads it as `usage`, so pi counts it; the database must not leave it out), and a last
+    // line with usage and no newline after it (pi reads it too).
+    let third = ci.join("sessions").join(pi_sessiond::session::paths::encode_cwd("/work/third"));
+    std::fs::create_dir_all(&third).unwrap();
+    let id = "0193bbbb-0040-7000-8000-000000000000";
+    let escaped = crate::usage::session(id, "/work/third", "2026-02-02", 40)
+        .replace(r#""isError":false,"usage""#, r#""isError":false,"\u0075sage""#);
+    assert!(escaped.contains(r#""\u0075sage""#));
+    let last = format!(
+        r#"{{"id":"z1","parentId":"b2","timestamp":"2026-02-02T10:00:30.000Z","type":"usage","provider":"other","model":"tail","usage":{}}}"#,
+        crate::usage::usage_json(1, 2, 3, 4, "0.5")
+    );
+    let escaped = escaped + &last;
+    std::fs::write(third.join(format!("2026-02-02T10-00-00-000Z_{id}.jsonl")), escaped).unwrap();
+    push(&laptop, &url, "laptop");
+    push(&ci, &url, "ci");
+
+    for (by, since) in [("day", None), ("model", None), ("project", None), ("day", Some("2026-01-31"))] {
+        let since_args: Vec<&str> = since.map(|d| vec!["--since", d]).unwrap_or_default();
+        let local = |agent: &Path| usage_rows(&["--agent-dir", &s(agent)], &since_args, by);
+        let expected = added(&local(&laptop), &local(&ci), by);
+        let team = usage_rows(&["--catalog", &url], &since_args, by);
+        assert_eq!(
+            team.values().map(Json::to_canonical_string).collect::<Vec<_>>(),
+            expected.values().map(Json::to_canonical_string).collect::<Vec<_>>(),
+            "--by {by} --since {since:?}"
+        );
+        assert!(team.len() >= 3, "--by {by}: {team:?}");
+    }
+    assert!(usage_rows(&["--catalog", &url], &[], "project").contains_key("/work/third"));
+    assert!(usage_rows(&["--catalog", &url], &[], "model").contains_key("other/tail"), "the unterminated last line");
+
+    // By machine: each machine's total is its own usage's total (tokens are whole numbers; the cost is summed in
+    // another order than the day rows, so it is compared to a billionth).
+    let machines = usage_rows(&["--catalog", &url], &[], "machine");
+    assert_eq!(machines.keys().collect::<Vec<_>>(), ["ci", "laptop"]);
+    for (name, agent) in [("ci", &ci), ("laptop", &laptop)] {
+        let own = usage_rows(&["--agent-dir", &s(agent)], &[], "day");
+        for f in ["input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"] {
+            let total: f64 = own.values().map(|r| number(r, f)).sum();
+            let got = number(&machines[name], f);
+            assert!((got - total).abs() <= total.abs() * 1e-9, "{name} {f}: {got} against {total}");
+        }
+    }
+    // Each person sums what their role may read: a viewer the same as the owner; a role refused the entry rows
+    // gets an error, never sums that leave those rows out.
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "CREATE ROLE usage_viewer LOGIN; GRANT SELECT ON ALL TABLES IN SCHEMA public TO usage_viewer;
+             CREATE ROLE usage_blind LOGIN; GRANT SELECT ON pi_sessions, pi_sessiond_schema TO usage_blind",
+        )
+        .unwrap();
+    let canonical = |rows: BTreeMap<String, Json>| rows.values().map(Json::to_canonical_string).collect::<Vec<_>>();
+    let viewer = url.replacen("postgres@", "usage_viewer@", 1);
+    assert_eq!(
+        canonical(usage_rows(&["--catalog", &viewer], &[], "model")),
+        canonical(usage_rows(&["--catalog", &url], &[], "model"))
+    );
+    let blind = url.replacen("postgres@", "usage_blind@", 1);
+    let out = Command::new(binary()).args(["--catalog", &blind, "usage", "--json"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(stdout.contains("catalog_unavailable") && stdout.contains("permission denied"), "{stdout}");
+
+    let out = Command::new(binary()).args(["--agent-dir", &s(&laptop), "usage", "--by", "machine"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "--by machine without --catalog is refused");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--catalog"), "{}", String::from_utf8_lossy(&out.stderr));
+}

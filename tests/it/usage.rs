@@ -10,7 +10,7 @@ use pi_sessiond::session::json::Json;
 use crate::support::sidecar::binary;
 use crate::support::{oracle, temp_dir};
 
-fn usage_json(input: u32, output: u32, cache_read: u32, cache_write: u32, cost: &str) -> String {
+pub fn usage_json(input: u32, output: u32, cache_read: u32, cache_write: u32, cost: &str) -> String {
     format!(
         r#"{{"input":{input},"output":{output},"cacheRead":{cache_read},"cacheWrite":{cache_write},"totalTokens":{},"cost":{{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":{cost}}}}}"#,
         input + output + cache_read + cache_write + 7
@@ -20,7 +20,7 @@ fn usage_json(input: u32, output: u32, cache_read: u32, cache_write: u32, cost: 
 /// One session of `cwd` whose entries are dated `day`: every kind of entry pi counts (an assistant on an
 /// abandoned branch, one naming its `responseModel`, a tool result with usage, a usage entry, a compaction and
 /// a branch summary with usage) and kinds it does not (a user message, a tool result without usage).
-fn session(id: &str, cwd: &str, day: &str, n: u32) -> String {
+pub fn session(id: &str, cwd: &str, day: &str, n: u32) -> String {
     let at = |s: u32| format!("{day}T10:00:{s:02}.000Z");
     let entry = |id: &str, parent: &str, s: u32, rest: String| {
         format!(r#"{{"id":"{id}","parentId":{parent},"timestamp":"{}",{rest}}}"#, at(s))
@@ -49,7 +49,7 @@ fn session(id: &str, cwd: &str, day: &str, n: u32) -> String {
 }
 
 /// An agent directory of sessions over three days, two projects and several models.
-fn agent(root: &Path) -> std::path::PathBuf {
+pub fn agent(root: &Path) -> std::path::PathBuf {
     let agent = root.join("agent");
     let days = ["2026-01-30", "2026-01-31", "2026-02-01"];
     for (k, cwd) in ["/work/app", "/work/other"].iter().enumerate() {

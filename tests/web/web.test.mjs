@@ -12,8 +12,7 @@ import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, mkdirSync, readdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { request } from "node:http";
-import { chromium } from "playwright-core";
+import { firstLine, launchBrowser, statusOf } from "./support.mjs";
 import { bigSession } from "./gen.mjs";
 
 const root = resolve(new URL("../..", import.meta.url).pathname);
@@ -58,22 +57,7 @@ before(async () => {
     writeFileSync(join(project, `2026-01-01T0${k}-00-00-000Z_${id}.jsonl`), lines.join("\n") + "\n");
   }
   await startServer();
-  // A new, empty profile (playwright passes it as --user-data-dir).
-  browser = await chromium.launchPersistentContext(mkdtempSync(join(work, "chromium-")), {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    viewport: { width: 1400, height: 860 },
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchBrowser(work);
 });
 
 after(async () => {
@@ -88,29 +72,9 @@ after(async () => {
   assert.ok(end, "pi-sessiond web ended within 5 s of SIGTERM");
 });
 
-/** The first line a spawned `pi-sessiond web` prints (its URL); fails if it exits first. */
-function firstLine(proc) {
-  return new Promise((ok, fail) => {
-    let out = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) ok(out.slice(0, out.indexOf("\n")));
-    });
-    proc.on("exit", (code) => fail(new Error(`pi-sessiond web exited with ${code}`)));
-  });
-}
-
 /** GET `path` on the server with these headers; resolves to the status code. */
 function status(path, headers = {}) {
-  const { port } = new URL(url);
-  return new Promise((ok, fail) => {
-    const req = request({ host: "127.0.0.1", port, path, headers }, (res) => {
-      res.resume();
-      ok(res.statusCode);
-    });
-    req.on("error", fail);
-    req.end();
-  });
+  return statusOf(url, path, headers);
 }
 
 test("the server prints its URL with a token first and listens on loopback only", () => {

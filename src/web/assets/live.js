@@ -23,7 +23,8 @@
     mode: "live",
     sessions: () => call("GET", "/api/sessions"),
     search: (text) => call("GET", "/api/search", { q: text }),
-    open: (path) => call("POST", "/api/open", { path }),
+    // A session of the team catalog (`web --catalog`) is a machine's path.
+    open: (path, machine) => call("POST", "/api/open", machine === undefined ? { path } : { path, machine }),
     snapshot: (handle) => call("GET", "/api/snapshot", { handle }),
     close: (handle) => call("POST", "/api/close", { handle }).catch(() => null),
     entries: (handle, ids) => call("POST", "/api/entries", { handle }, ids),

@@ -73,6 +73,19 @@
     return (s.name && String(s.name).trim()) || s.firstMessage || s.path;
   }
 
+  // The team catalog's sessions (they name their `machine`) are listed under their machine, then their project,
+  // each group in the listing's order (newest activity first).
+  const isCurrent = (s) => !!state.current && state.current.path === s.path && state.current.machine === s.machine;
+  function teamGroups(sessions) {
+    const key = (s) => `${s.machine}\n${s.cwd}`;
+    const groups = new Map();
+    for (const s of sessions) {
+      if (!groups.has(key(s))) groups.set(key(s), []);
+      groups.get(key(s)).push(s);
+    }
+    return [...groups.values()].sort((a, b) => (key(a[0]) < key(b[0]) ? -1 : key(a[0]) > key(b[0]) ? 1 : 0));
+  }
+
   function renderList() {
     const list = $("list");
     list.replaceChildren();
@@ -80,21 +93,38 @@
       list.append(el("p", "hint", "No sessions yet."));
       return;
     }
-    for (const s of state.sessions) {
-      const item = el("div", "session");
-      item.setAttribute("role", "listitem");
-      item.dataset.path = s.path;
-      if (state.current && state.current.path === s.path) item.classList.add("on");
-      item.append(el("div", "s-title", sessionTitle(s)));
-      item.append(el("div", "s-meta", [plural(s.messageCount, "message"), ago(s.modified), s.cwd].filter(Boolean).join(" · ")));
-      item.onclick = () => openSession(s.path);
-      list.append(item);
+    const team = state.sessions.some((s) => s.machine !== undefined);
+    let machine = null;
+    for (const group of team ? teamGroups(state.sessions) : [state.sessions]) {
+      if (team) {
+        if (group[0].machine !== machine) list.append(el("div", "machine", (machine = group[0].machine)));
+        list.append(el("div", "project", group[0].cwd));
+      }
+      for (const s of group) {
+        const item = el("div", "session");
+        item.setAttribute("role", "listitem");
+        item.dataset.path = s.path;
+        if (team) item.dataset.machine = s.machine;
+        if (isCurrent(s)) item.classList.add("on");
+        item.append(el("div", "s-title", sessionTitle(s)));
+        item.append(el("div", "s-meta", [plural(s.messageCount, "message"), ago(s.modified), team ? "" : s.cwd].filter(Boolean).join(" · ")));
+        item.onclick = () => openSession(s.path, undefined, s.machine);
+        list.append(item);
+      }
     }
   }
+
+  // A session of the team catalog is the push it was opened from; this is what a newer push changes in its row.
+  const pushedAs = (s) => (s ? `${s.modified} ${s.messageCount} ${s.name}` : "");
+  const listedCurrent = () => state.sessions.find(isCurrent);
 
   async function loadSessions() {
     try {
       state.sessions = await source.sessions();
+      const cur = state.current;
+      if (cur && cur.machine !== undefined && document.body.dataset.state === "ready" && pushedAs(listedCurrent()) !== cur.pushed) {
+        openSession(cur.path, $("follow").checked ? undefined : state.selected, cur.machine);
+      }
       if (!$("search").value.trim()) renderList();
     } catch (e) {
       notice(`Cannot list sessions: ${e.message}`);
@@ -123,25 +153,29 @@
     const more = hits.length > SEARCH_SHOWN;
     hits = hits.slice(0, SEARCH_SHOWN);
     const marks = matcher(q);
+    // Hits of the team catalog name their machine: paths repeat across machines, so a session is both.
     const groups = new Map();
     for (const h of hits) {
-      if (!groups.has(h.path)) groups.set(h.path, []);
-      groups.get(h.path).push(h);
+      const key = `${h.machine ?? ""}\n${h.path}`;
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key).push(h);
     }
     const counted = `${plural(hits.length, "match", "matches")} in ${plural(groups.size, "session")}`;
     list.append(el("p", "hint", more ? `The first ${counted}: there are more; narrow the search to see them` : counted));
-    for (const [path, group] of groups) {
-      const info = state.sessions.find((s) => s.path === path);
+    for (const group of groups.values()) {
+      const { path, machine } = group[0];
+      const info = state.sessions.find((s) => s.path === path && s.machine === machine);
       const head = el("div", "session");
       head.dataset.path = path;
+      if (machine !== undefined) head.dataset.machine = machine;
       head.append(el("div", "s-title", info ? sessionTitle(info) : path));
-      head.append(el("div", "s-meta", plural(group.length, "match", "matches")));
-      head.onclick = () => openSession(path);
+      head.append(el("div", "s-meta", [machine, plural(group.length, "match", "matches")].filter(Boolean).join(" · ")));
+      head.onclick = () => openSession(path, undefined, machine);
       list.append(head);
       for (const h of group) {
         const hit = el("div", "hit");
         hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", marked(h.snippet, marks));
-        hit.onclick = () => openSession(path, h.entryId);
+        hit.onclick = () => openSession(path, h.entryId, machine);
         list.append(hit);
       }
     }
@@ -609,6 +643,19 @@
     return chart;
   }
 
+  // The colours of a chart's series, in the order its bars stack them.
+  function legendOf(names) {
+    const legend = el("div", "legend");
+    names.forEach((name, k) => {
+      const item = el("span");
+      const swatch = el("span", "swatch");
+      swatch.style.background = PALETTE[k % PALETTE.length];
+      item.append(swatch, el("span", "", name));
+      legend.append(item);
+    });
+    return legend;
+  }
+
   async function showOverview() {
     state.overview = true;
     $("overview-button").classList.add("on");
@@ -625,20 +672,27 @@
       for (const r of o.rows) byModel.set(r.model, (byModel.get(r.model) || 0) + r.cost);
       // The costliest models at the bottom of each bar, where they are easiest to compare.
       const models = [...byModel.keys()].sort((a, b) => byModel.get(b) - byModel.get(a) || (a < b ? -1 : 1));
-      const cell = new Map(o.rows.map((r) => [`${r.day}\n${r.model}`, r]));
+      // The team catalog's rows are also by machine: a day and model's cell adds its machines up.
+      const cell = new Map();
+      const byMachine = new Map();
+      for (const r of o.rows) {
+        for (const [map, key] of [[cell, `${r.day}\n${r.model}`], [byMachine, `${r.day}\n${r.machine}`]]) {
+          const c = map.get(key) || map.set(key, {}).get(key);
+          for (const f of ["input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"]) c[f] = (c[f] || 0) + r[f];
+        }
+      }
       const value = (field) => (day, model) => (cell.get(`${day}\n${model}`) || {})[field] || 0;
       pane.replaceChildren(el("p", "hint", `Every session (${plural(o.sessions, "session")}${o.unreadable ? `, ${num(o.unreadable)} unreadable and not counted` : ""}), by day (UTC) and model`));
       if (!o.rows.length) return pane.append(el("p", "hint", "No tokens recorded."));
-      const legend = el("div", "legend");
-      models.forEach((m, k) => {
-        const item = el("span");
-        const swatch = el("span", "swatch");
-        swatch.style.background = PALETTE[k % PALETTE.length];
-        item.append(swatch, el("span", "", m));
-        legend.append(item);
-      });
+      const legend = legendOf(models);
       pane.append(el("h3", "hint", "Tokens"), stackedBars("tokens", days, models, value("totalTokens"), num));
       pane.append(el("h3", "hint", "Cost"), stackedBars("cost", days, models, value("cost"), money), legend);
+      const machines = [...new Set(o.rows.map((r) => r.machine).filter((m) => m !== undefined))].sort();
+      if (machines.length) {
+        const perMachine = (field) => (day, m) => (byMachine.get(`${day}\n${m}`) || {})[field] || 0;
+        pane.append(el("h3", "hint", "Tokens by machine (person)"), stackedBars("machine-tokens", days, machines, perMachine("totalTokens"), num));
+        pane.append(el("h3", "hint", "Cost by machine (person)"), stackedBars("machine-cost", days, machines, perMachine("cost"), money), legendOf(machines));
+      }
       const table = el("table", "usage-table");
       const head = el("tr");
       for (const h of ["day", "input", "output", "cache read", "cache write", "total tokens", "cost"]) head.append(el("th", "", h));
@@ -688,7 +742,7 @@
     q.delete("entry");
     const cur = state.current;
     if (cur) {
-      const info = state.sessions.find((s) => s.path === cur.path);
+      const info = state.sessions.find((s) => s.path === cur.path && s.machine === cur.machine);
       q.set("session", info && typeof info.id === "string" && info.id ? info.id : cur.path);
       if (state.selected) q.set("entry", state.selected);
     }
@@ -788,14 +842,14 @@
   // ---------------------------------------------------------------------------------------------------------
   // Opening and following
 
-  async function openSession(path, entryId) {
+  async function openSession(path, entryId, machine) {
     state.openedAt = performance.now();
     document.body.dataset.state = "opening";
     notice("");
     const previous = state.current;
     let snap;
     try {
-      snap = await source.open(path);
+      snap = await source.open(path, machine);
     } catch (e) {
       notice(`Cannot open ${path}: ${e.message}`);
       document.body.dataset.state = "error";
@@ -803,6 +857,8 @@
     }
     if (previous && previous.handle !== snap.state.handle) source.close(previous.handle);
     state.current = index(snap, path);
+    state.current.machine = machine;
+    state.current.pushed = pushedAs(listedCurrent());
     state.bodies.clear();
     state.folded.clear();
     state.selected = null;
@@ -832,6 +888,8 @@
     try {
       const snap = await source.snapshot(cur.handle);
       state.current = index(snap, cur.path);
+      state.current.machine = cur.machine;
+      state.current.pushed = cur.pushed;
       relayout();
     } catch (e) {
       notice(`Lost the session: ${e.message}`);
@@ -841,6 +899,8 @@
   function onEvent(ev) {
     const cur = state.current;
     // The server dropped events this page was too slow to take: what it shows is loaded again.
+    // A push changed the team catalog.
+    if (ev.kind === "sessions") return loadSessions();
     if (ev.kind === "lagged") {
       loadSessions();
       if (cur) resync();
@@ -889,7 +949,7 @@
       const wanted = q.get("session") || new URLSearchParams(location.hash.slice(1)).get("session");
       const found = wanted && findSession(wanted);
       if (source.mode === "export") openSession(state.sessions[0].path, q.get("entry"));
-      else if (found) openSession(found.path, q.get("entry"));
+      else if (found) openSession(found.path, q.get("entry"), found.machine);
       else {
         if (wanted) notice(`No listed session is ${wanted}`);
         document.body.dataset.state = "ready";
