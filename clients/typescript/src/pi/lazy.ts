@@ -61,8 +61,8 @@ export class LazyFile {
 		const line = item.line;
 		for (const [path, offset, length] of item.lazy) {
 			let parent: any = entry;
-			for (let i = 0; i < path.length - 1; i++) parent = parent[path[i]];
-			const key = path[path.length - 1];
+			for (let i = 0; i < path.length - 1; i++) parent = parent[path[i] as string | number];
+			const key = path[path.length - 1] as string | number;
 			const file = this;
 			Object.defineProperty(parent, key, {
 				enumerable: true,
