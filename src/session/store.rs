@@ -1007,6 +1007,41 @@ impl SessionFile {
         read_body(Some(&self.reader), body)
     }
 
+    /// The line of `len` bytes at `offset` with each of `holes` (ranges within it, each a string literal)
+    /// replaced by `fill`, reading only the bytes around them. Each hole must still begin and end with a quote
+    /// and the line still end where it did (as [`read_body`] checks), or the line is no longer where it was read.
+    pub fn read_around(&self, offset: u64, len: u64, holes: &[(u32, u32)], fill: &[u8]) -> std::io::Result<Vec<u8>> {
+        let moved = || std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED);
+        if self.stale {
+            return Err(moved());
+        }
+        let mut out = Vec::new();
+        let mut piece = Vec::new();
+        let mut from = 0u64;
+        // Each piece is read with the quote that starts the next hole and the one that ends the last, so the
+        // holes are checked without a read of their own; the last piece with the byte after the line.
+        for (n, &(start, end)) in holes.iter().chain([(len as u32 + 1, 0)].iter()).enumerate() {
+            let last = n == holes.len();
+            let to = if last { len + 1 } else { u64::from(start) + 1 };
+            piece.resize((to - from) as usize, 0);
+            let got = read_up_to(&self.reader, &mut piece, offset + from)?;
+            let body: &[u8] = if last {
+                line_in(&piece[..got], (len - from) as usize)?
+            } else if got < piece.len() || piece[got - 1] != b'"' {
+                return Err(moved());
+            } else {
+                &piece[..got - 1]
+            };
+            let body = if n > 0 { body.strip_prefix(b"\"").ok_or_else(moved)? } else { body };
+            out.extend_from_slice(body);
+            if !last {
+                out.extend_from_slice(fill);
+                from = u64::from(end) - 1;
+            }
+        }
+        Ok(out)
+    }
+
     /// Records that the path now holds `seen`, which is not a session. With `in_place` (it is the very file we
     /// read, truncated or rewritten), what was read from it is no longer on disk: later body reads fail with
     /// [`MOVED`] instead of reading whatever is there now. Appends are refused until the file is opened again.

@@ -736,3 +736,43 @@ fn a_lazy_page_leaves_long_strings_in_the_file_where_it_says_and_sends_migrated_
     assert!(entry.get("id").is_some(), "migrated: the id pi gives it");
     assert_eq!(entry.get("message").and_then(|m| m.get("content")), Some(&Json::str(&long)));
 }
+
+#[test]
+fn a_lazy_page_at_the_opens_own_threshold_reads_around_the_long_strings_and_gives_the_same_entries() {
+    let dir = temp_dir();
+    let (image, text) = ("QUFB".repeat(2000), "t\\\"e\\u00e9xt ".repeat(300));
+    let path = dir.path().join("s.jsonl");
+    let lines = [
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#.to_owned(),
+        format!(
+            r#"  {{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":[{{"type":"text","text":"{text}"}},{{"type":"image","data":"{image}","mimeType":"image/png"}}],"timestamp":1}}}} "#
+        ),
+        format!(
+            r#"{{"type":"custom","id":"b","parentId":"a","timestamp":"2025-01-01T00:00:02.000Z","customType":"x","data":{{"k":"{image}","k":1}}}}"#
+        ),
+        format!(
+            r#"{{"type":"custom","id":"c","parentId":"b","timestamp":"2025-01-01T00:00:03.000Z","customType":"x","data":[[["{image}"]],"short"]}}"#
+        ),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&path))));
+    let h = str_of(st.get("handle").unwrap());
+    let page = |sc: &mut Sidecar, over: usize| {
+        sc.call("session/getEntries", json(&format!(r#"{{"handle":"{h}","offset":0,"limit":10,"lazyOver":{over}}}"#)))
+    };
+    // 1024 is the threshold the open found long strings at (read around them); 1000 reads and walks each line.
+    // No string here is between the two, so both must give the same answer.
+    let around = page(&mut sc, 1024);
+    assert_eq!(around, page(&mut sc, 1000));
+    let Ok(entries) = around.into_array() else { panic!() };
+    let lazy_count = |e: &Json| match e.get("lazy") {
+        Some(Json::Array(l)) => l.len(),
+        _ => 0,
+    };
+    assert_eq!(entries.iter().map(lazy_count).collect::<Vec<_>>(), [2, 0, 1], "a repeated key comes whole");
+    let file = std::fs::read(&path).unwrap();
+    let Some(Json::Array(line)) = entries[0].get("line") else { panic!() };
+    let (at, len) = (num_of(&line[0]) as usize, num_of(&line[1]) as usize);
+    assert_eq!(&file[at..at + len], lines[1].trim().as_bytes());
+}

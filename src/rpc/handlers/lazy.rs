@@ -13,7 +13,7 @@
 use std::ops::Range;
 
 use crate::session::entry::BodySource;
-use crate::session::json::scan::{Scanner, SyntaxError};
+use crate::session::json::scan::{Scanner, SyntaxError, LONG_STRING};
 use crate::session::manager::trim_json_ws;
 use crate::session::render::JsonOut;
 use crate::session::{Error, SessionManager};
@@ -21,16 +21,21 @@ use crate::session::{Error, SessionManager};
 /// One step of a path from an entry to one of its strings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Step {
-    /// An object member: the key's literal (quotes included) in the line.
+    /// An object member: the key's literal (quotes included) in the text walked.
     Key(Range<usize>),
     /// An array element.
     Index(usize),
 }
 
-/// A string left out: its path and its literal's range in the line.
-type Left = (Vec<Step>, Range<usize>);
+/// A value left out: its path (keys in the text walked) and its literal's range in the file.
+type Left = (Vec<Step>, Range<u64>);
 
-/// Writes `[lazy entry, …]` for record indices, reading ahead in file order.
+/// Values a walk picked: each one's path and range in the text walked; `None` when a key repeats or is escaped.
+type Picked = Option<Vec<(Vec<Step>, Range<usize>)>>;
+
+/// Writes `[lazy entry, …]` for record indices, reading ahead in file order. At the engine's own threshold
+/// ([`LONG_STRING`]), the long strings are already known from the open, and only the bytes around them are read:
+/// a 2.7 GB session of images costs a few MB of reads here, not a second pass over its bytes.
 pub fn entries(m: &SessionManager, list: &[usize], over: usize, out: &mut JsonOut<'_>) -> crate::session::Result<()> {
     let bodies = m.bodies_in_order();
     out.raw(b"[")?;
@@ -38,22 +43,80 @@ pub fn entries(m: &SessionManager, list: &[usize], over: usize, out: &mut JsonOu
         if n > 0 {
             out.raw(b",")?;
         }
+        if over == LONG_STRING {
+            if let Some((at, text)) = m.line_around_long_strings(i, b"null")? {
+                if around(m, i, at, &text, out)? {
+                    continue;
+                }
+            }
+        }
         let record = &m.records()[i];
         let bytes = crate::session::context::Bodies::bytes(&bodies, i)?;
         let line = trim_json_ws(&bytes);
+        let lead = (line.as_ptr() as usize - bytes.as_ptr() as usize) as u64;
         let at = match (&record.body.source, &record.body.patch) {
-            (BodySource::File { offset, .. }, None) if record.is_object => {
-                Some(offset + (line.as_ptr() as usize - bytes.as_ptr() as usize) as u64)
-            }
+            (BodySource::File { offset, .. }, None) if record.is_object => Some(offset + lead),
             _ => None,
         };
-        let left = match at {
-            Some(_) => strings_over(line, over).map_err(|_| changed(m))?,
-            None => None,
-        };
-        entry(line, at.zip(left), out)?;
+        from_line(line, at, over, out)?.map_err(|_| changed(m))?;
     }
     out.raw(b"]")
+}
+
+/// Writes one entry from its whole line, at `at` in the file (`None`: not the file's line as it lies there, so
+/// it comes whole), with its strings longer than `over` left out.
+fn from_line(
+    line: &[u8],
+    at: Option<u64>,
+    over: usize,
+    out: &mut JsonOut<'_>,
+) -> crate::session::Result<Result<(), SyntaxError>> {
+    let Some(at) = at else { return whole(line, out).map(Ok) };
+    let found = match walk(line, |r| line[r.start] == b'"' && r.len() > over) {
+        Ok(Some(found)) if !found.is_empty() => found,
+        Ok(_) => return whole(line, out).map(Ok),
+        Err(e) => return Ok(Err(e)),
+    };
+    let mut text = Vec::with_capacity(line.len().min(1 << 16));
+    let mut from = 0;
+    for (_, r) in &found {
+        text.extend_from_slice(&line[from..r.start]);
+        text.extend_from_slice(b"null");
+        from = r.end;
+    }
+    text.extend_from_slice(&line[from..]);
+    let left: Vec<Left> = found.into_iter().map(|(p, r)| (p, at + r.start as u64..at + r.end as u64)).collect();
+    lazy(&text, line, (at, line.len()), &left, out).map(Ok)
+}
+
+/// Writes record `i` from `text`, its line (at `at` in the file) with each long string the open found as `null`;
+/// false (nothing written) when an object in it repeats or escapes a key, so it must come whole.
+fn around(m: &SessionManager, i: usize, at: u64, text: &[u8], out: &mut JsonOut<'_>) -> crate::session::Result<bool> {
+    let holes = m.records()[i].long_strings.as_deref().unwrap_or_default();
+    let line = trim_json_ws(text);
+    let lead = (line.as_ptr() as usize - text.as_ptr() as usize) as u64;
+    // Where each hole's `null` lies in the trimmed text: its place in the line, less what the holes before it
+    // gave up.
+    let mut shrunk = 0u64;
+    let mut nulls = Vec::with_capacity(holes.len());
+    for &(start, end) in holes {
+        nulls.push((u64::from(start) - lead - shrunk) as usize);
+        shrunk += u64::from(end - start) - 4;
+    }
+    let mut next = nulls.iter().peekable();
+    let pick = |r: &Range<usize>| next.next_if(|&&p| p == r.start).is_some();
+    let Some(found) = walk(line, pick).map_err(|_| changed(m))? else { return Ok(false) };
+    if found.len() != holes.len() {
+        return Err(changed(m));
+    }
+    let left: Vec<Left> = found
+        .into_iter()
+        .zip(holes)
+        .map(|((p, _), &(start, end))| (p, at + u64::from(start)..at + u64::from(end)))
+        .collect();
+    let full_len = line.len() as u64 + shrunk;
+    lazy(line, line, (at + lead, full_len as usize), &left, out)?;
+    Ok(true)
 }
 
 /// The error for a line that no longer scans: another process rewrote the file under the handle.
@@ -68,24 +131,25 @@ fn changed(m: &SessionManager) -> Error {
     )
 }
 
-/// Writes one lazy entry: whole when `left` is `None`, else with those strings as `null` and where they are
-/// (`left.0`: the line's offset in the file).
-fn entry(line: &[u8], left: Option<(u64, Vec<Left>)>, out: &mut JsonOut<'_>) -> crate::session::Result<()> {
+/// Writes an entry whole: `{"entry": …}`.
+fn whole(line: &[u8], out: &mut JsonOut<'_>) -> crate::session::Result<()> {
     out.raw(b"{\"entry\":")?;
-    let Some((at, left)) = left.filter(|(_, l)| !l.is_empty()) else {
-        out.stored(line)?;
-        return out.raw(b"}");
-    };
-    let mut text = Vec::with_capacity(line.len().min(1 << 16));
-    let mut from = 0;
-    for (_, range) in &left {
-        text.extend_from_slice(&line[from..range.start]);
-        text.extend_from_slice(b"null");
-        from = range.end;
-    }
-    text.extend_from_slice(&line[from..]);
-    out.stored(&text)?;
-    out.raw(format!(",\"line\":[{at},{}],\"lazy\":[", line.len()).as_bytes())?;
+    out.stored(line)?;
+    out.raw(b"}")
+}
+
+/// Writes `{"entry": text, "line": [offset, length], "lazy": [[path, offset, length], …]}`; path keys are
+/// ranges of `keys`.
+fn lazy(
+    text: &[u8],
+    keys: &[u8],
+    line: (u64, usize),
+    left: &[Left],
+    out: &mut JsonOut<'_>,
+) -> crate::session::Result<()> {
+    out.raw(b"{\"entry\":")?;
+    out.stored(text)?;
+    out.raw(format!(",\"line\":[{},{}],\"lazy\":[", line.0, line.1).as_bytes())?;
     for (n, (path, range)) in left.iter().enumerate() {
         let mut item = Vec::new();
         if n > 0 {
@@ -97,36 +161,37 @@ fn entry(line: &[u8], left: Option<(u64, Vec<Left>)>, out: &mut JsonOut<'_>) -> 
                 item.push(b',');
             }
             match step {
-                Step::Key(key) => item.extend_from_slice(&line[key.clone()]),
+                Step::Key(key) => item.extend_from_slice(&keys[key.clone()]),
                 Step::Index(i) => item.extend_from_slice(i.to_string().as_bytes()),
             }
         }
-        item.extend_from_slice(format!("],{},{}]", at + range.start as u64, range.len()).as_bytes());
+        item.extend_from_slice(format!("],{},{}]", range.start, range.end - range.start).as_bytes());
         out.stored(&item)?;
     }
     out.raw(b"]}")
 }
 
-/// The strings of the object `line` whose literal is longer than `over` bytes, in document order, each with its
-/// path; `None` when an object repeats a key or a key has an escape (a path by key could then name another
-/// value than the one `JSON.parse` keeps). One pass over the line, whatever its nesting.
-fn strings_over(line: &[u8], over: usize) -> Result<Option<Vec<Left>>, SyntaxError> {
+/// Walks the JSON value `text` once, whatever its nesting, and returns the path and range of each string or
+/// scalar value (never a key, never the value itself) that `pick` takes, in document order; `None` when an object
+/// repeats a key or a key has an escape (a path by key could then name another value than the one `JSON.parse`
+/// keeps).
+fn walk(text: &[u8], mut pick: impl FnMut(&Range<usize>) -> bool) -> Result<Picked, SyntaxError> {
     let bad = |offset, message| SyntaxError { offset, message };
-    let mut s = Scanner::new(line);
-    let mut left = Vec::new();
-    // Per open container: the keys seen so far (objects) or None (arrays), and the path to the current value.
+    let mut s = Scanner::new(text);
+    let mut found = Vec::new();
+    // Per open container: the keys seen so far (objects) or None (arrays); and the path to the current value.
     let mut open: Vec<Option<Vec<Range<usize>>>> = Vec::new();
     let mut path: Vec<Step> = Vec::new();
     let key = |s: &mut Scanner<'_>| -> Result<Range<usize>, SyntaxError> {
         s.skip_ws();
-        if line.get(s.pos) != Some(&b'"') {
+        if text.get(s.pos) != Some(&b'"') {
             return Err(bad(s.pos, "expected a key"));
         }
         let start = s.pos;
         s.scan_string()?;
         let range = start..s.pos;
         s.skip_ws();
-        if line.get(s.pos) != Some(&b':') {
+        if text.get(s.pos) != Some(&b':') {
             return Err(bad(s.pos, "expected ':'"));
         }
         s.pos += 1;
@@ -134,8 +199,8 @@ fn strings_over(line: &[u8], over: usize) -> Result<Option<Vec<Left>>, SyntaxErr
     };
     // Registers a key in the innermost object; false when it repeats one or is escaped.
     let fresh = |keys: &mut Vec<Range<usize>>, k: &Range<usize>| {
-        let raw = &line[k.clone()];
-        if raw.contains(&b'\\') || keys.iter().any(|o| &line[o.clone()] == raw) {
+        let raw = &text[k.clone()];
+        if raw.contains(&b'\\') || keys.iter().any(|o| &text[o.clone()] == raw) {
             return false;
         }
         keys.push(k.clone());
@@ -143,11 +208,11 @@ fn strings_over(line: &[u8], over: usize) -> Result<Option<Vec<Left>>, SyntaxErr
     };
     'value: loop {
         s.skip_ws();
-        match line.get(s.pos) {
+        match text.get(s.pos) {
             Some(b'{') => {
                 s.pos += 1;
                 s.skip_ws();
-                if line.get(s.pos) == Some(&b'}') {
+                if text.get(s.pos) == Some(&b'}') {
                     s.pos += 1;
                 } else {
                     let k = key(&mut s)?;
@@ -163,7 +228,7 @@ fn strings_over(line: &[u8], over: usize) -> Result<Option<Vec<Left>>, SyntaxErr
             Some(b'[') => {
                 s.pos += 1;
                 s.skip_ws();
-                if line.get(s.pos) == Some(&b']') {
+                if text.get(s.pos) == Some(&b']') {
                     s.pos += 1;
                 } else {
                     open.push(None);
@@ -171,23 +236,27 @@ fn strings_over(line: &[u8], over: usize) -> Result<Option<Vec<Left>>, SyntaxErr
                     continue 'value;
                 }
             }
-            Some(b'"') => {
+            Some(b) => {
                 let start = s.pos;
-                s.scan_string()?;
-                if s.pos - start > over && !path.is_empty() {
-                    left.push((path.clone(), start..s.pos));
+                if *b == b'"' {
+                    s.scan_string()?;
+                } else {
+                    s.skip_value()?;
+                }
+                let range = start..s.pos;
+                if !path.is_empty() && pick(&range) {
+                    found.push((path.clone(), range));
                 }
             }
-            Some(_) => s.skip_value()?,
             None => return Err(bad(s.pos, "unexpected end")),
         }
         // After a value: the next member or element, or the end of containers.
         loop {
             let Some(top) = open.last_mut() else {
-                return Ok(Some(left));
+                return Ok(Some(found));
             };
             s.skip_ws();
-            match (line.get(s.pos), top) {
+            match (text.get(s.pos), top) {
                 (Some(b','), Some(keys)) => {
                     s.pos += 1;
                     let k = key(&mut s)?;
@@ -222,9 +291,12 @@ mod tests {
 
     fn lazy_json(line: &str, at: u64, over: usize) -> Json {
         let mut out = JsonOut::memory();
-        let left = strings_over(line.as_bytes(), over).unwrap();
-        entry(line.as_bytes(), left.map(|l| (at, l)), &mut out).unwrap();
+        from_line(line.as_bytes(), Some(at), over, &mut out).unwrap().unwrap();
         Json::parse(&out.into_bytes()).unwrap()
+    }
+
+    fn long_over(line: &[u8], over: usize) -> Result<Picked, SyntaxError> {
+        walk(line, |r| line[r.start] == b'"' && r.len() > over)
     }
 
     #[test]
@@ -259,14 +331,14 @@ mod tests {
     #[test]
     fn a_repeated_key_keeps_the_entry_whole() {
         let line = format!(r#"{{"type":"custom","id":"c","data":"{}","data":"x"}}"#, "B".repeat(40));
-        assert_eq!(strings_over(line.as_bytes(), 16).unwrap(), None);
+        assert_eq!(long_over(line.as_bytes(), 16).unwrap(), None);
     }
 
     #[test]
     fn strings_in_nested_arrays_get_every_index_on_their_path() {
         let long = "C".repeat(20);
         let line = format!(r#"{{"a":[[1,"{long}"],{{"b":["x","{long}"]}}],"k":"{long}"}}"#);
-        let left = strings_over(line.as_bytes(), 16).unwrap().unwrap();
+        let left = long_over(line.as_bytes(), 16).unwrap().unwrap();
         let paths: Vec<String> = left
             .iter()
             .map(|(p, _)| {
@@ -287,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_line_that_is_not_json_is_an_error() {
-        assert!(strings_over(br#"{"a":"#, 16).is_err());
-        assert!(strings_over(br#"{"a":1"#, 16).is_err());
+        assert!(long_over(br#"{"a":"#, 16).is_err());
+        assert!(long_over(br#"{"a":1"#, 16).is_err());
     }
 }
