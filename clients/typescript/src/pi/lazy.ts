@@ -20,7 +20,11 @@
 import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
 import type { Entry } from "./context.js";
 
-/** Strings whose stored literal is longer than this many bytes stay in the file until read. */
+/**
+ * Strings whose stored literal is longer than this many bytes stay in the file until read. The sidecar's open
+ * notes where such strings lie at this very threshold (`LONG_STRING`), so its pages read only the bytes around
+ * them; any other value would make it read every byte again.
+ */
 export const LAZY_OVER = 1024;
 
 /** Bytes of strings kept after reading (UTF-16 code units ×2, roughly what V8 holds). */
