@@ -1668,4 +1668,28 @@ mod tests {
         assert!(later.is_pending(), "a write after the fsync needs another");
         later.wait().unwrap();
     }
+
+    #[test]
+    fn a_line_read_around_its_strings_is_checked_against_the_quotes_and_the_lines_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl").to_str().unwrap().to_owned();
+        let line = br#"{"a":"LONG","b":["MORE"],"c":1}"#;
+        let head = b"{\"type\":\"session\",\"id\":\"x\"}\n";
+        let mut file = SessionFile::create(&path, head, Durability::None).unwrap();
+        file.append(&[&line[..], b"\n"].concat()).unwrap();
+        let at = head.len() as u64;
+        let find = |s: &[u8]| {
+            let start = line.windows(s.len()).position(|w| w == s).unwrap() as u32;
+            (start, start + s.len() as u32)
+        };
+        let holes = [find(br#""LONG""#), find(br#""MORE""#)];
+        let read = file.read_around(at, line.len() as u64, &holes, b"null").unwrap();
+        assert_eq!(read, br#"{"a":null,"b":[null],"c":1}"#);
+        // The same bytes one place later: the holes no longer begin and end with quotes.
+        let moved = file.read_around(at + 1, line.len() as u64, &holes, b"null").unwrap_err();
+        assert_eq!(moved.to_string(), MOVED);
+        // A line that no longer ends where it did.
+        let short = file.read_around(at, line.len() as u64 - 1, &holes, b"null").unwrap_err();
+        assert_eq!(short.to_string(), MOVED);
+    }
 }
