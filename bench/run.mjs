@@ -3,7 +3,7 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team,usage,soak]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team,usage,soak,pi-big]
 //                      [--soak-minutes 60]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -797,6 +797,47 @@ if (wanted("mirror")) {
   for (const [i, [d, size]] of modes.entries()) {
     const note = d === "none" ? "no fsync, like pi" : "one fsync per batch";
     row("mirror", `(d) append ${count}: pi appendMessage() vs appendBatch of ${size}, pipelined, --durability ${d}`, pick(piAppends, "appendMs"), pick(oursBatched[i], "ms"), "ms", note);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// pi itself, plain against on pi-sessiond, on sessions of every size (issue 20): real pi 1.6.0's command in RPC
+// mode with the faux provider resumes a session pi's own SessionManager wrote (bench/gen-pi-big.mjs), and answers
+// prompts. Only when asked for by name (--only pi-big): the big sessions take about 5 GB of disk, written into
+// $data/pi-big and deleted at the end (--quick: the 2 MB and 128 MB text sessions only, also deleted).
+if (only?.includes("pi-big")) {
+  const node22 = join(new URL("..", import.meta.url).pathname, "tests/pi/node_modules/.bin/node");
+  const here = new URL(".", import.meta.url).pathname;
+  const dir = join(data, "pi-big");
+  mkdirSync(dir, { recursive: true });
+  const MB = 1_000_000;
+  const sizes = [
+    ["2 MB text", 2 * MB, 0],
+    ["128 MB text", 128 * MB, 0],
+    ...(quick ? [] : [["500 MB images", 500 * MB, 1270], ["1.3 GB images", 1300 * MB, 1270], ["2.7 GB images", 2700 * MB, 1270]]),
+  ];
+  const prompts = 4;
+  try {
+    for (const [name, bytes, imageKiB] of sizes) {
+      const file = join(dir, `${name.replace(/[^a-z0-9]+/gi, "-")}.jsonl`);
+      const made = JSON.parse(execFileSync(node22, [join(here, "gen-pi-big.mjs"), file, "--bytes", String(bytes), "--image-kib", String(imageKiB)], { encoding: "utf8" }));
+      console.error(`  pi-big: ${name}: ${made.entries} entries, ${made.turns} turns, ${fmt(made.bytes, "B")}`);
+      const side = (which) => () => {
+        const r = JSON.parse(execFileSync(node22, [join(here, "pi-big.mjs"), which, file, String(prompts)], { encoding: "utf8", env: { ...process.env, PI_SESSIOND_BIN: bin }, maxBuffer: 1 << 24 }));
+        // The first prompt also pays for what pi sets up once (tools, the first write); the rest are steady state.
+        return { ...r, promptMs: median(r.promptMs.slice(1)), totalKiB: r.peakRssKiB + r.sidecarPeakRssKiB };
+      };
+      // The big sessions once per side (minutes each for plain pi); the small ones as often as the others.
+      const n = bytes > 200 * MB ? 1 : Math.min(reps, 3);
+      const [own, [drop]] = await interleaved(n, side("own"), [side("sessiond")]);
+      row("pi-big", `pi-big ${name}: ready (start to a usable prompt)`, pick(own, "readyMs"), pick(drop, "readyMs"), "ms", `${made.entries} entries; ${n} run${n > 1 ? "s" : ""} per side`);
+      row("pi-big", `pi-big ${name}: time per further prompt`, pick(own, "promptMs"), pick(drop, "promptMs"), "ms", `median of prompts 2–${prompts}`);
+      row("pi-big", `pi-big ${name}: peak RSS of pi's process`, pick(own, "peakRssKiB"), pick(drop, "peakRssKiB"), "KiB");
+      row("pi-big", `pi-big ${name}: peak RSS, pi's process + its sidecar`, pick(own, "totalKiB"), pick(drop, "totalKiB"), "KiB", `sidecar alone: ${fmt(pick(drop, "sidecarPeakRssKiB"), "KiB")}`);
+      rmSync(file, { force: true });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -420,13 +420,35 @@ pi_shape!(
 );
 
 pi_shape!(
+    /// An entry whose long strings stay in the file (`session/getEntries` with `lazyOver`).
+    LazyEntryJson, "LazyEntry", |g| {
+        let full = g.subschema_for::<EntryJson>();
+        json_schema!({
+            "type": "object",
+            "description": "An entry as stored, except that each string whose stored literal is longer than lazyOver bytes is null; lazy says where each one is. Entries the file does not hold exactly as they are read (migrated, re-chained or not yet written) and entries whose objects repeat a key or escape one come whole, without line and lazy.",
+            "properties": {
+                "entry": full,
+                "line": { "type": "array", "items": { "type": "integer" }, "description": "[offset, length] of the entry's JSON text in the session file (surrounding white space excluded): a host reading a string checks that the line is still there." },
+                "lazy": {
+                    "type": "array",
+                    "description": "[path, offset, length] per string left out: path is the keys (strings) and array indices (integers) from the entry to the string; offset and length place its literal, quotes included, in the file.",
+                    "items": { "type": "array" }
+                }
+            },
+            "required": ["entry"]
+        })
+    }
+);
+
+pi_shape!(
     /// An entry at the detail a handle or a request asked for.
     EntryAtDetailJson, "EntryAtDetail", |g| {
         let full = g.subschema_for::<EntryJson>();
         let skeleton = g.subschema_for::<SkeletonEntryJson>();
+        let lazy = g.subschema_for::<LazyEntryJson>();
         json_schema!({
-            "description": "An entry as stored (detail none or full), or a skeleton entry (detail skeleton).",
-            "anyOf": [full, skeleton]
+            "description": "An entry as stored (detail none or full), a skeleton entry (detail skeleton), or an entry with its long strings left in the file (getEntries with lazyOver).",
+            "anyOf": [full, skeleton, lazy]
         })
     }
 );
@@ -1165,6 +1187,13 @@ pub struct EntriesParams {
     pub limit: Option<usize>,
     /// `full` (default: entries as stored) or `skeleton`.
     pub detail: Option<Detail>,
+    /// With detail `full`: leave in the file every string whose stored literal (quotes included) is longer than
+    /// this many bytes, so a host reads only the bodies it touches. Each entry is then a `LazyEntry`: `{entry,
+    /// line?, lazy?}`, the entry as stored with those strings `null`, the line's `[offset, length]` in the file,
+    /// and `[path, offset, length]` for each string left out (path: keys and array indices from the entry).
+    /// With `offset`/`limit` only.
+    #[serde(rename = "lazyOver")]
+    pub lazy_over: Option<usize>,
 }
 
 /// `session/getTreeFlat`.

@@ -228,6 +228,11 @@ pub struct Record {
     pub content_nullish: bool,
     /// Type-specific fields.
     pub detail: Detail,
+    /// Where the line's string values longer than [`LONG_STRING`](super::json::scan::LONG_STRING) bytes are
+    /// (start, end within the line), found while the line was validated: a host is sent the entry without them
+    /// and reads each one where it lies, and sending it reads only the bytes around them. `None`: none, or not
+    /// known (entries not read from a file line).
+    pub long_strings: Option<Box<[(u32, u32)]>>,
 }
 
 impl Record {

@@ -84,12 +84,16 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
         role: Role::Other,
         content_nullish: false,
         detail: Detail::None,
+        long_strings: None,
     };
     if Kind::of(value) != Kind::Object {
         // `42.id`, `"x".type`, `[1].parentId` are all undefined to pi, and `new Date(undefined)` is invalid.
         return LineOutcome::Record(Box::new(record));
     }
     record.is_object = true;
+    if !doc.long_strings.is_empty() && u32::try_from(bytes.len()).is_ok() {
+        record.long_strings = Some(doc.long_strings.iter().map(|r| (r.start as u32, r.end as u32)).collect());
+    }
     let members = &doc.members;
     let member = |name: &str| find_member(bytes, members, name).map(|r| &bytes[r]);
     record.kind = match member("type") {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use super::change::{Change, NewSessionOptions, Origin};
 use super::context::{self, Bodies, ContextOptions, Projection};
-use super::entry::{Body, Detail, EntryType, Record};
+use super::entry::{Body, BodySource, Detail, EntryType, Record};
 use super::error::{Error, Result};
 use super::identity;
 use super::ids::{self, Clock, IdSource, OsRandom, SystemClock, UuidV7State};
@@ -699,6 +699,22 @@ impl SessionManager {
             path: self.session_file.as_deref().unwrap_or("session file"),
             ahead: None,
         }
+    }
+
+    /// Record `i`'s line as it lies in the file, with each string the open found longer than
+    /// [`LONG_STRING`](super::json::scan::LONG_STRING) bytes replaced by `fill`, read without those strings'
+    /// bytes; with the line's offset. `None` when the record has no such strings or is not the file's line as
+    /// read (migrated, re-chained, not written yet).
+    pub fn line_around_long_strings(&self, i: usize, fill: &[u8]) -> Result<Option<(u64, Vec<u8>)>> {
+        let r = &self.records[i];
+        let (Some(holes), BodySource::File { offset, len }, None, Some(file)) =
+            (&r.long_strings, &r.body.source, &r.body.patch, self.file.as_ref())
+        else {
+            return Ok(None);
+        };
+        let path = self.session_file.as_deref().unwrap_or("session file");
+        let line = file.read_around(*offset, *len, holes, fill).map_err(|e| body_error(path, r, e))?;
+        Ok(Some((*offset, line)))
     }
 
     /// Entry bodies for a caller that reads many of them in file order (a snapshot, every entry): read through

@@ -1007,6 +1007,41 @@ impl SessionFile {
         read_body(Some(&self.reader), body)
     }
 
+    /// The line of `len` bytes at `offset` with each of `holes` (ranges within it, each a string literal)
+    /// replaced by `fill`, reading only the bytes around them. Each hole must still begin and end with a quote
+    /// and the line still end where it did (as [`read_body`] checks), or the line is no longer where it was read.
+    pub fn read_around(&self, offset: u64, len: u64, holes: &[(u32, u32)], fill: &[u8]) -> std::io::Result<Vec<u8>> {
+        let moved = || std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED);
+        if self.stale {
+            return Err(moved());
+        }
+        let mut out = Vec::new();
+        let mut piece = Vec::new();
+        let mut from = 0u64;
+        // Each piece is read with the quote that starts the next hole and the one that ends the last, so the
+        // holes are checked without a read of their own; the last piece with the byte after the line.
+        for (n, &(start, end)) in holes.iter().chain([(len as u32 + 1, 0)].iter()).enumerate() {
+            let last = n == holes.len();
+            let to = if last { len + 1 } else { u64::from(start) + 1 };
+            piece.resize((to - from) as usize, 0);
+            let got = read_up_to(&self.reader, &mut piece, offset + from)?;
+            let body: &[u8] = if last {
+                line_in(&piece[..got], (len - from) as usize)?
+            } else if got < piece.len() || piece[got - 1] != b'"' {
+                return Err(moved());
+            } else {
+                &piece[..got - 1]
+            };
+            let body = if n > 0 { body.strip_prefix(b"\"").ok_or_else(moved)? } else { body };
+            out.extend_from_slice(body);
+            if !last {
+                out.extend_from_slice(fill);
+                from = u64::from(end) - 1;
+            }
+        }
+        Ok(out)
+    }
+
     /// Records that the path now holds `seen`, which is not a session. With `in_place` (it is the very file we
     /// read, truncated or rewritten), what was read from it is no longer on disk: later body reads fail with
     /// [`MOVED`] instead of reading whatever is there now. Appends are refused until the file is opened again.
@@ -1632,5 +1667,29 @@ mod tests {
         let later = file.append(b"{\"n\":3}\n").unwrap().commit;
         assert!(later.is_pending(), "a write after the fsync needs another");
         later.wait().unwrap();
+    }
+
+    #[test]
+    fn a_line_read_around_its_strings_is_checked_against_the_quotes_and_the_lines_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl").to_str().unwrap().to_owned();
+        let line = br#"{"a":"LONG","b":["MORE"],"c":1}"#;
+        let head = b"{\"type\":\"session\",\"id\":\"x\"}\n";
+        let mut file = SessionFile::create(&path, head, Durability::None).unwrap();
+        file.append(&[&line[..], b"\n"].concat()).unwrap();
+        let at = head.len() as u64;
+        let find = |s: &[u8]| {
+            let start = line.windows(s.len()).position(|w| w == s).unwrap() as u32;
+            (start, start + s.len() as u32)
+        };
+        let holes = [find(br#""LONG""#), find(br#""MORE""#)];
+        let read = file.read_around(at, line.len() as u64, &holes, b"null").unwrap();
+        assert_eq!(read, br#"{"a":null,"b":[null],"c":1}"#);
+        // The same bytes one place later: the holes no longer begin and end with quotes.
+        let moved = file.read_around(at + 1, line.len() as u64, &holes, b"null").unwrap_err();
+        assert_eq!(moved.to_string(), MOVED);
+        // A line that no longer ends where it did.
+        let short = file.read_around(at, line.len() as u64 - 1, &holes, b"null").unwrap_err();
+        assert_eq!(short.to_string(), MOVED);
     }
 }

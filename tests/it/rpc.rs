@@ -691,3 +691,109 @@ fn at_debug_level_each_request_logs_inside_a_span_naming_its_method_and_handle()
         assert!(line.contains(&format!("handle={handle}")), "the span names the handle: {line}");
     }
 }
+
+#[test]
+fn a_lazy_page_leaves_long_strings_in_the_file_where_it_says_and_sends_migrated_entries_whole() {
+    let dir = temp_dir();
+    let long = "x".repeat(300);
+    let v3 = dir.path().join("v3.jsonl");
+    let lines = [
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#.to_owned(),
+        format!(
+            r#"{{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":[{{"type":"text","text":"{long}"}}],"timestamp":1}}}}"#
+        ),
+        r#"{"type":"label","id":"b","parentId":"a","timestamp":"2025-01-01T00:00:02.000Z","targetId":"a","label":"short"}"#
+            .to_owned(),
+    ];
+    let text = lines.join("\n") + "\n";
+    std::fs::write(&v3, &text).unwrap();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&v3))));
+    let h = str_of(st.get("handle").unwrap());
+    let page =
+        sc.call("session/getEntries", json(&format!(r#"{{"handle":"{h}","offset":0,"limit":10,"lazyOver":100}}"#)));
+    let Ok(page) = page.into_array() else { panic!("an array") };
+    assert_eq!(page.len(), 2);
+    let [first, second] = [&page[0], &page[1]];
+    let expected = Json::parse(lines[1].as_bytes()).unwrap();
+    let num = |v: &Json| num_of(v) as usize;
+    // The string is null in the entry, and its path and bytes say where it is: reading them gives it back.
+    let Some(Json::Array(lazy)) = first.get("lazy") else { panic!("lazy strings: {first:?}") };
+    assert_eq!(lazy.len(), 1);
+    let Json::Array(item) = &lazy[0] else { panic!() };
+    assert_eq!(item[0].to_canonical_string(), r#"["message","content",0,"text"]"#);
+    let (at, len) = (num(&item[1]), num(&item[2]));
+    assert_eq!(Json::parse(&text.as_bytes()[at..at + len]).unwrap(), Json::str(&long));
+    let Some(Json::Array(line)) = first.get("line") else { panic!() };
+    assert_eq!(&text[num(&line[0])..num(&line[0]) + num(&line[1])], lines[1]);
+    let stub = first.get("entry").unwrap().to_canonical_string();
+    assert_eq!(stub, expected.to_canonical_string().replace(&format!("\"{long}\""), "null"));
+    // An entry without long strings comes whole.
+    assert_eq!(second.get("entry").unwrap(), &Json::parse(lines[2].as_bytes()).unwrap());
+    assert!(second.get("lazy").is_none());
+    let e = sc.call_err("session/getEntries", json(&format!(r#"{{"handle":"{h}","ids":["a"],"lazyOver":100}}"#)));
+    assert_eq!(kind_of(&e), "invalid_params");
+
+    // A v1 file is migrated as it is read: its entries are not what the file holds, so they come whole.
+    let v1 = dir.path().join("v1.jsonl");
+    std::fs::write(
+        &v1,
+        format!(
+            "{}\n{}\n",
+            r#"{"type":"session","id":"legacy","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+            format_args!(
+                r#"{{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":"{long}","timestamp":1}}}}"#
+            )
+        ),
+    )
+    .unwrap();
+    let st = sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&v1))));
+    let h = str_of(st.get("handle").unwrap());
+    let page =
+        sc.call("session/getEntries", json(&format!(r#"{{"handle":"{h}","offset":0,"limit":10,"lazyOver":100}}"#)));
+    let Ok(page) = page.into_array() else { panic!() };
+    assert!(page[0].get("lazy").is_none(), "{page:?}");
+    let entry = page[0].get("entry").unwrap();
+    assert!(entry.get("id").is_some(), "migrated: the id pi gives it");
+    assert_eq!(entry.get("message").and_then(|m| m.get("content")), Some(&Json::str(&long)));
+}
+
+#[test]
+fn a_lazy_page_at_the_opens_own_threshold_reads_around_the_long_strings_and_gives_the_same_entries() {
+    let dir = temp_dir();
+    let (image, text) = ("QUFB".repeat(2000), "t\\\"e\\u00e9xt ".repeat(300));
+    let path = dir.path().join("s.jsonl");
+    let lines = [
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#.to_owned(),
+        format!(
+            r#"  {{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":[{{"type":"text","text":"{text}"}},{{"type":"image","data":"{image}","mimeType":"image/png"}}],"timestamp":1}}}} "#
+        ),
+        format!(
+            r#"{{"type":"custom","id":"b","parentId":"a","timestamp":"2025-01-01T00:00:02.000Z","customType":"x","data":{{"k":"{image}","k":1}}}}"#
+        ),
+        format!(
+            r#"{{"type":"custom","id":"c","parentId":"b","timestamp":"2025-01-01T00:00:03.000Z","customType":"x","data":[[["{image}"]],"short"]}}"#
+        ),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&path))));
+    let h = str_of(st.get("handle").unwrap());
+    let page = |sc: &mut Sidecar, over: usize| {
+        sc.call("session/getEntries", json(&format!(r#"{{"handle":"{h}","offset":0,"limit":10,"lazyOver":{over}}}"#)))
+    };
+    // 1024 is the threshold the open found long strings at (read around them); 1000 reads and walks each line.
+    // No string here is between the two, so both must give the same answer.
+    let around = page(&mut sc, 1024);
+    assert_eq!(around, page(&mut sc, 1000));
+    let Ok(entries) = around.into_array() else { panic!() };
+    let lazy_count = |e: &Json| match e.get("lazy") {
+        Some(Json::Array(l)) => l.len(),
+        _ => 0,
+    };
+    assert_eq!(entries.iter().map(lazy_count).collect::<Vec<_>>(), [2, 0, 1], "a repeated key comes whole");
+    let file = std::fs::read(&path).unwrap();
+    let Some(Json::Array(line)) = entries[0].get("line") else { panic!() };
+    let (at, len) = (num_of(&line[0]) as usize, num_of(&line[1]) as usize);
+    assert_eq!(&file[at..at + len], lines[1].trim().as_bytes());
+}

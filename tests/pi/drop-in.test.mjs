@@ -3,7 +3,7 @@
 // instance value for value (undefined members included: entries are rebuilt in pi's in-memory shape), and listings
 // of one directory are identical, Dates and all; and the module has every export and public method of pi's.
 import { deepStrictEqual, equal, ok, throws } from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, renameSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -133,4 +133,56 @@ test("in-memory session ids are UUID v7s of the current time that sort in the or
 	const ms = (id) => Number.parseInt(id.replaceAll("-", "").slice(0, 12), 16);
 	// Within a millisecond the counter may carry into the next, so the last id can run a little ahead of the clock.
 	ok(ms(ids[0]) >= before && ms(ids.at(-1)) <= after + ids.length / 2048 + 1, `${ms(ids[0])}..${ms(ids.at(-1))} vs ${before}..${after}`);
+});
+
+/** A session pi writes with images and long texts, a label, a branch left with a summary and a compaction. */
+function longStringsSession(dir) {
+	const image = Buffer.alloc(30_000, 7).toString("base64");
+	const m = PiSessionManager.create("/work/project", dir);
+	const ids = [];
+	for (let t = 0; t < 6; t++) {
+		ids.push(m.appendMessage({ role: "user", content: [{ type: "text", text: `turn ${t} ${"x".repeat(3000)}` }, { type: "image", data: image, mimeType: "image/png" }], timestamp: t }));
+		m.appendMessage({ ...assistant("y".repeat(2000 + t)), usage: { input: t, output: 1 } });
+	}
+	m.appendLabelChange(ids[1], "a label");
+	const leaf = m.getLeafId();
+	m.appendMessage(user("abandoned"));
+	m.branchWithSummary(leaf, `left: ${"z".repeat(5000)}`);
+	m.appendCompaction(`summary ${"s".repeat(4000)}`, ids[4], 100);
+	m.appendMessage(user("after"));
+	return m.getSessionFile();
+}
+
+test("a session with long strings opened by the drop-in reads as pi's, strings, key order and all (issue 20)", () => {
+	const dir = mkdtempSync(join(tmpdir(), "drop-in-lazy-"));
+	const file = longStringsSession(dir);
+	const pi = readsOfManager(PiSessionManager.open(file));
+	const drop = DropIn.open(file);
+	// Until read, an image's data stays in the file: the drop-in holds a getter, not the string.
+	const image = drop.getEntries()[0].message.content[1];
+	ok(typeof Object.getOwnPropertyDescriptor(image, "data").get === "function", "the image data is read when touched");
+	const ours = readsOfManager(drop);
+	deepStrictEqual(ours, pi);
+	equal(JSON.stringify(ours), JSON.stringify(pi));
+	deepStrictEqual(structuredClone(drop.getEntries()), structuredClone(PiSessionManager.open(file).getEntries()));
+	// A member pi assigns holds what was assigned, as on pi's objects.
+	const entry = drop.getEntries().find((e) => e.type === "compaction");
+	entry.summary = "replaced";
+	equal(drop.getEntry(entry.id).summary, "replaced");
+	drop.close();
+});
+
+test("a drop-in whose session file was replaced since it opened still reads each entry's strings as they were (issue 20)", () => {
+	const dir = mkdtempSync(join(tmpdir(), "drop-in-lazy-"));
+	const file = longStringsSession(dir);
+	const pi = readsOfManager(PiSessionManager.open(file));
+	const drop = DropIn.open(file);
+	// The same entries, each line moved (another process rewrote the file through a rename): none of the
+	// strings the drop-in left in the file is where it was.
+	const lines = readFileSync(file, "utf8").split("\n").filter(Boolean);
+	const moved = join(dir, "moved.tmp");
+	writeFileSync(moved, `${lines.map((l) => ` ${l}`).join("\n")}\n`);
+	renameSync(moved, file);
+	deepStrictEqual(readsOfManager(drop), pi);
+	drop.close();
 });

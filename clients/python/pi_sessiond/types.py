@@ -570,14 +570,21 @@ class EntriesParams(_EntriesParamsRequired, total=False):
     #: These entries, in this order (`null` for an id no entry has; an id held by several entries gives the last,
     #: as `getEntry`). Not with `offset` or `limit`.
     ids: Optional[List[str]]
+    #: With detail `full`: leave in the file every string whose stored literal (quotes included) is longer than
+    #: this many bytes, so a host reads only the bodies it touches. Each entry is then a `LazyEntry`: `{entry,
+    #: line?, lazy?}`, the entry as stored with those strings `null`, the line's `[offset, length]` in the file,
+    #: and `[path, offset, length]` for each string left out (path: keys and array indices from the entry).
+    #: With `offset`/`limit` only.
+    lazyOver: Optional[int]
     #: At most this many.
     limit: Optional[int]
     #: Entries to skip.
     offset: Optional[int]
 
 
-#: An entry as stored (detail none or full), or a skeleton entry (detail skeleton).
-EntryAtDetail = Union['SessionEntry', 'SkeletonEntry']
+#: An entry as stored (detail none or full), a skeleton entry (detail skeleton), or an entry with its long strings left
+#: in the file (getEntries with lazyOver).
+EntryAtDetail = Union['SessionEntry', 'SkeletonEntry', 'LazyEntry']
 
 
 class EntryIdParams(TypedDict):
@@ -706,6 +713,24 @@ class InitializeResult(TypedDict):
     protocolVersion: str
     #: `{name: "pi-sessiond", version}`.
     serverInfo: 'ServerInfo'
+
+
+class _LazyEntryRequired(TypedDict):
+    entry: 'SessionEntry'
+
+
+class LazyEntry(_LazyEntryRequired, total=False):
+    """An entry as stored, except that each string whose stored literal is longer than lazyOver bytes is null; lazy
+    says where each one is. Entries the file does not hold exactly as they are read (migrated, re-chained or not
+    yet written) and entries whose objects repeat a key or escape one come whole, without line and lazy.
+    """
+
+    #: [path, offset, length] per string left out: path is the keys (strings) and array indices (integers) from the
+    #: entry to the string; offset and length place its literal, quotes included, in the file.
+    lazy: List[List[Any]]
+    #: [offset, length] of the entry's JSON text in the session file (surrounding white space excluded): a host reading
+    #: a string checks that the line is still there.
+    line: List[int]
 
 
 class ListAllParams(TypedDict, total=False):

@@ -72,12 +72,12 @@ export type Change =
 			[k: string]: unknown;
 	  };
 /**
- * An entry as stored (detail none or full), or a skeleton entry (detail skeleton).
+ * An entry as stored (detail none or full), a skeleton entry (detail skeleton), or an entry with its long strings left in the file (getEntries with lazyOver).
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
  * via the `definition` "EntryAtDetail".
  */
-export type EntryAtDetail = SessionEntry | SkeletonEntry;
+export type EntryAtDetail = SessionEntry | SkeletonEntry | LazyEntry;
 /**
  * Any JSON value, as stored.
  *
@@ -1248,6 +1248,24 @@ export interface SkeletonEntry {
 	[k: string]: unknown;
 }
 /**
+ * An entry as stored, except that each string whose stored literal is longer than lazyOver bytes is null; lazy says where each one is. Entries the file does not hold exactly as they are read (migrated, re-chained or not yet written) and entries whose objects repeat a key or escape one come whole, without line and lazy.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "LazyEntry".
+ */
+export interface LazyEntry {
+	entry: SessionEntry;
+	/**
+	 * [path, offset, length] per string left out: path is the keys (strings) and array indices (integers) from the entry to the string; offset and length place its literal, quotes included, in the file.
+	 */
+	lazy?: unknown[][];
+	/**
+	 * [offset, length] of the entry's JSON text in the session file (surrounding white space excluded): a host reading a string checks that the line is still there.
+	 */
+	line?: number[];
+	[k: string]: unknown;
+}
+/**
  * Every entry (header excluded) in file order, at the detail asked, exactly as of the change numbered seq: apply session/changed notifications with a higher seq on top.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
@@ -1540,6 +1558,14 @@ export interface EntriesParams {
 	 * as `getEntry`). Not with `offset` or `limit`.
 	 */
 	ids?: string[] | null;
+	/**
+	 * With detail `full`: leave in the file every string whose stored literal (quotes included) is longer than
+	 * this many bytes, so a host reads only the bodies it touches. Each entry is then a `LazyEntry`: `{entry,
+	 * line?, lazy?}`, the entry as stored with those strings `null`, the line's `[offset, length]` in the file,
+	 * and `[path, offset, length]` for each string left out (path: keys and array indices from the entry).
+	 * With `offset`/`limit` only.
+	 */
+	lazyOver?: number | null;
 	/**
 	 * At most this many.
 	 */

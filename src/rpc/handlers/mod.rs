@@ -8,6 +8,7 @@
 
 pub mod catalog;
 pub mod changes;
+pub mod lazy;
 pub mod mutation;
 pub mod open;
 pub mod read;

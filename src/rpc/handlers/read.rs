@@ -4,7 +4,7 @@
 
 use jsonrpsee::types::ErrorObjectOwned;
 
-use super::{any, key, key_json, rendered, snapshot, ReadCx, Res};
+use super::{any, key, key_json, lazy, rendered, snapshot, ReadCx, Res};
 use crate::rpc::error::{from_session, invalid_params};
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
@@ -74,12 +74,18 @@ pub fn get_entry_count(_p: HandleParams, cx: &ReadCx<'_>) -> Res<usize> {
 pub fn get_entries(p: EntriesParams, cx: &ReadCx<'_>) -> Res<Vec<Option<EntryAtDetailJson>>> {
     let detail = match p.detail.unwrap_or(Detail::Full) {
         Detail::None => return Err(invalid_params("detail", "getEntries gives entries full or skeleton")),
+        Detail::Skeleton if p.lazy_over.is_some() => {
+            return Err(invalid_params("lazyOver", "lazyOver leaves strings out of full entries, not skeletons"))
+        }
         d => d,
     };
     let m = cx.m;
     if let Some(ids) = &p.ids {
         if p.offset.is_some() || p.limit.is_some() {
             return Err(invalid_params("ids", "give ids, or offset and limit, not both"));
+        }
+        if p.lazy_over.is_some() {
+            return Err(invalid_params("lazyOver", "lazyOver pages entries with offset and limit, not by ids"));
         }
         let found: Vec<Option<usize>> = ids.iter().map(|id| m.entry(&key(id))).collect();
         return cx.reply.rendered(true, &|out| {
@@ -98,6 +104,9 @@ pub fn get_entries(p: EntriesParams, cx: &ReadCx<'_>) -> Res<Vec<Option<EntryAtD
     }
     let all = m.entries();
     let page = &all[page_range(p.offset, p.limit, all.len())];
+    if let Some(over) = p.lazy_over {
+        return cx.reply.rendered(true, &|out| lazy::entries(m, page, over, out));
+    }
     cx.reply.rendered(true, &|out| snapshot::entries(m, page, detail, out))
 }
 

@@ -110,14 +110,22 @@ pub struct Document {
     pub members: Vec<Member>,
     /// Members of the value of the last top-level `message` member, when that value is an object.
     pub message_members: Vec<Member>,
+    /// Every string value (not key) whose literal is longer than [`LONG_STRING`] bytes, in order, found in the
+    /// same pass: a host can be sent the line without them and read each one where it lies.
+    pub long_strings: Vec<Range<usize>>,
 }
+
+/// Bytes of a string literal (quotes included) beyond which [`scan_document`] reports it in `long_strings`.
+pub const LONG_STRING: usize = 1024;
 
 /// Validates `bytes` as one JSON value (as [`validate_document`]) and collects its top-level members.
 pub fn scan_document(bytes: &[u8]) -> Result<Document, SyntaxError> {
     let mut s = Scanner::new(bytes);
+    s.long = Some(Vec::new());
     s.skip_ws();
     let start = s.pos;
-    let mut doc = Document { value: start..start, members: Vec::new(), message_members: Vec::new() };
+    let mut doc =
+        Document { value: start..start, members: Vec::new(), message_members: Vec::new(), long_strings: Vec::new() };
     if s.peek() == Some(b'{') {
         doc.members = s.scan_object_members(true, &mut doc.message_members)?;
     } else {
@@ -128,6 +136,7 @@ pub fn scan_document(bytes: &[u8]) -> Result<Document, SyntaxError> {
     if s.pos != bytes.len() {
         return Err(s.err("unexpected text after the JSON value"));
     }
+    doc.long_strings = s.long.take().unwrap_or_default();
     Ok(doc)
 }
 
@@ -194,12 +203,14 @@ pub struct Scanner<'a> {
     pub pos: usize,
     stack: Vec<u8>,
     key_end: usize,
+    /// When collecting: the string values longer than [`LONG_STRING`] skipped so far.
+    long: Option<Vec<Range<usize>>>,
 }
 
 impl<'a> Scanner<'a> {
     /// A scanner at the start of `bytes`.
     pub fn new(bytes: &'a [u8]) -> Self {
-        Scanner { bytes, pos: 0, stack: Vec::new(), key_end: 0 }
+        Scanner { bytes, pos: 0, stack: Vec::new(), key_end: 0, long: None }
     }
 
     fn err(&self, message: &'static str) -> SyntaxError {
@@ -244,7 +255,13 @@ impl<'a> Scanner<'a> {
                         continue 'value;
                     }
                 }
-                Some(b'"') => self.scan_string()?,
+                Some(b'"') => {
+                    let start = self.pos;
+                    self.scan_string()?;
+                    if let Some(long) = self.long.as_mut().filter(|_| self.pos - start > LONG_STRING) {
+                        long.push(start..self.pos);
+                    }
+                }
                 Some(b'-' | b'0'..=b'9') => self.scan_number()?,
                 Some(b't') => self.scan_literal(b"true")?,
                 Some(b'f') => self.scan_literal(b"false")?,

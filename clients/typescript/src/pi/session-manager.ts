@@ -2,9 +2,11 @@
  * The drop-in `SessionManager`: pi 1.6.0's class, with its static and instance methods, synchronous signatures and
  * return values, whose persisted sessions are owned by pi-sessiond.
  *
- * - Reads are answered here, from a full mirror of the session (`SessionView`): pi calls `getBranch`,
+ * - Reads are answered here, from a mirror of the session (`SessionView`): pi calls `getBranch`,
  *   `getEntries` and `buildSessionProjection` many times per prompt, and a round trip each would cost seconds on a
- *   large session.
+ *   large session. The mirror is read in pages with every long string left in the file (`lazy.ts`): pi's objects,
+ *   whose image data and long texts are read from the file only when pi touches them, so no message from the
+ *   sidecar is ever the whole session and memory follows what pi reads.
  * - Writes of a persisted session go to pi-sessiond through the blocking `SyncBridge`, so they take its
  *   single-writer lock and its durability mode; the entry the server wrote comes back (ids and timestamps are the
  *   server's) and is added to the mirror in pi's in-memory shape (the caller's objects, pi's keys and order).
@@ -36,6 +38,7 @@ import {
 	uuidv7,
 } from "./files.js";
 import { defaultSessionDirPath, getDefaultSessionDir, getSessionsDir, normalizePath, pathsEqual, resolvePath } from "./paths.js";
+import { LAZY_OVER, type LazyEntry, LazyFile } from "./lazy.js";
 import { SessionView } from "./view.js";
 
 /** pi's `NewSessionOptions`. */
@@ -219,7 +222,7 @@ export class SessionManager extends SessionView {
 		const state = unwrap(
 			bridge().call<ServerState>(
 				"session/forkFrom",
-				defined({ sourcePath: resolvedSource, targetCwd: resolvedTarget, sessionDir: dir, id: options?.id, snapshot: "full" }),
+				defined({ sourcePath: resolvedSource, targetCwd: resolvedTarget, sessionDir: dir, id: options?.id }),
 			),
 			resolvedSource,
 		);
@@ -304,7 +307,7 @@ export class SessionManager extends SessionView {
 			return this.sessionFile;
 		}
 		this.adopt(
-			this.callOnHandle<ServerState>("session/newSession", defined({ id: options?.id, parentSession: options?.parentSession, snapshot: "full" })),
+			this.callOnHandle<ServerState>("session/newSession", defined({ id: options?.id, parentSession: options?.parentSession })),
 			options ?? {},
 		);
 		return this.sessionFile;
@@ -747,7 +750,7 @@ export class SessionManager extends SessionView {
 		const state = unwrap(
 			bridge().call<ServerState>(
 				"session/create",
-				defined({ cwd: this.cwd, sessionDir: this.sessionDir, id: options?.id, parentSession: options?.parentSession, snapshot: "full" }),
+				defined({ cwd: this.cwd, sessionDir: this.sessionDir, id: options?.id, parentSession: options?.parentSession }),
 			),
 			undefined,
 		);
@@ -767,7 +770,6 @@ export class SessionManager extends SessionView {
 				sessionDir: this.sessionDir,
 				cwdOverride: this.cwd,
 				repair: true,
-				snapshot: "full",
 			}),
 			path,
 		);
@@ -785,7 +787,7 @@ export class SessionManager extends SessionView {
 		if (this.handle !== undefined && this.handle !== state.handle) bridge().send("session/close", { handle: this.handle });
 		this.handle = state.handle;
 		this.held.handle = state.handle;
-		const entries = state.snapshot ? state.snapshot.entries : this.readEntries(state.handle);
+		const entries = state.snapshot ? state.snapshot.entries : this.readEntries(state.handle, state.sessionFile);
 		const seq = state.snapshot ? state.snapshot.seq : state.seq;
 		handles.set(state.handle, { sessionId: state.sessionId, sessionFile: state.sessionFile, leafId: state.leafId ?? null, seq });
 		this.sessionId = state.sessionId;
@@ -805,18 +807,27 @@ export class SessionManager extends SessionView {
 	}
 
 	/**
-	 * The entries of `handle` as `session/getEntries` returns them (until the server sends snapshots on open), in
-	 * pages: on a 40 MB session one answer of 40 MB took twice as long to read and parse as pages of a thousand
-	 * entries, and its buffers raised the peak memory by a third. Nothing else writes this handle meanwhile: the
-	 * drop-in does not watch, and this process's calls are sequential.
+	 * The entries of `handle`, read in pages of `session/getEntries` with their long strings left in the file
+	 * (`lazy.ts`): no answer is ever the whole session (a 1.26 GB one does not fit in a JavaScript string), and
+	 * a page of a thousand entries was faster to read and parse than one answer of 40 MB. Nothing else writes
+	 * this handle meanwhile: the drop-in does not watch, and this process's calls are sequential.
 	 */
-	private readEntries(handle: string): Entry[] {
+	private readEntries(handle: string, file: string | null): Entry[] {
 		const entries: Entry[] = [];
+		const lazy = file === null || !existsSync(file) ? undefined : new LazyFile(file, (id) => this.refetch(handle, file, id));
 		for (let offset = 0; ; offset += ENTRIES_PAGE) {
-			const page = unwrap(bridge().call<Entry[]>("session/getEntries", { handle, offset, limit: ENTRIES_PAGE }), this.sessionFile);
-			for (const entry of page) entries.push(entry);
+			const params = lazy ? { handle, offset, limit: ENTRIES_PAGE, lazyOver: LAZY_OVER } : { handle, offset, limit: ENTRIES_PAGE };
+			const page = unwrap(bridge().call<(Entry | LazyEntry)[]>("session/getEntries", params), this.sessionFile);
+			for (const item of page) entries.push(lazy ? lazy.revive(item as LazyEntry) : (item as Entry));
 			if (page.length < ENTRIES_PAGE) return entries;
 		}
+	}
+
+	/** The entry `id` of `file` read whole through pi-sessiond, while this instance's handle still holds the file. */
+	private refetch(handle: string, file: string, id: string): Entry | undefined {
+		if (this.handle !== handle || this.sessionFile !== file || !this.ownsHandle()) return undefined;
+		const [entry] = unwrap(bridge().call<(Entry | null)[]>("session/getEntries", { handle, ids: [id] }), file);
+		return entry ?? undefined;
 	}
 }
 

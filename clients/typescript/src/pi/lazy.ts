@@ -1,0 +1,154 @@
+/**
+ * Entries whose long strings stay in the session file until pi reads them, so a drop-in's memory follows what pi
+ * touches, not the file's size.
+ *
+ * pi walks every entry often (its footer sums `message.usage` over all of them at each prompt, `/fork` lists the
+ * user messages) but reads image data and long texts only for the messages in its context: after a compaction a
+ * few MB of a 2.7 GB session. pi-sessiond sends each entry as stored with every string longer than
+ * `LAZY_OVER` bytes left out (`session/getEntries` with `lazyOver`), saying where its literal lies in the file.
+ * Each one becomes a getter on its parent object that reads the literal from the file here, in pi's process (no
+ * round trip, no copy through the sidecar), after checking that the file is the one pi-sessiond read and that the
+ * line is still where it was; when it is not (the file was rewritten or replaced since), the entry is read
+ * again through pi-sessiond. Strings read are kept in a cache bounded in bytes, so a context pi serialises at
+ * every prompt is read once, and a walk over the whole session keeps at most the cache's worth.
+ *
+ * Everything else is as pi's objects are: the same keys in the same order, plain objects and arrays (so
+ * `JSON.stringify`, spreads, `structuredClone` and deep equality see the strings), stable object identity. An
+ * assignment to a lazy member replaces the getter with the value, as on pi's objects.
+ */
+
+import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
+import type { Entry } from "./context.js";
+
+/**
+ * Strings whose stored literal is longer than this many bytes stay in the file until read. The sidecar's open
+ * notes where such strings lie at this very threshold (`LONG_STRING`), so its pages read only the bytes around
+ * them; any other value would make it read every byte again.
+ */
+export const LAZY_OVER = 1024;
+
+/** Bytes of strings kept after reading (UTF-16 code units ×2, roughly what V8 holds). */
+const CACHE_BYTES = 64 * 1024 * 1024;
+
+/** An entry as `session/getEntries` with `lazyOver` returns it. */
+export interface LazyEntry {
+	entry: Entry;
+	line?: [number, number];
+	lazy?: [(string | number)[], number, number][];
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * The session file as pi-sessiond read it, for the strings its entries left there. `refetch` reads an entry
+ * whole through pi-sessiond, for when the file no longer holds it where it did.
+ */
+export class LazyFile {
+	private readonly dev: number;
+	private readonly ino: number;
+	private readonly cache = new Map<number, string>();
+	private cached = 0;
+
+	constructor(
+		readonly path: string,
+		private readonly refetch: (id: string) => Entry | undefined,
+	) {
+		const st = statSync(path);
+		this.dev = st.dev;
+		this.ino = st.ino;
+	}
+
+	/** Makes `item.entry` hold a getter at each of `item.lazy`'s paths; returns the entry. */
+	revive(item: LazyEntry): Entry {
+		const entry = item.entry;
+		if (!item.lazy || !item.line) return entry;
+		const line = item.line;
+		for (const [path, offset, length] of item.lazy) {
+			let parent: any = entry;
+			for (let i = 0; i < path.length - 1; i++) parent = parent[path[i] as string | number];
+			const key = path[path.length - 1] as string | number;
+			const file = this;
+			Object.defineProperty(parent, key, {
+				enumerable: true,
+				configurable: true,
+				get() {
+					return file.string(entry, path, offset, length, line);
+				},
+				set(value) {
+					Object.defineProperty(this, key, { value, writable: true, enumerable: true, configurable: true });
+				},
+			});
+		}
+		return entry;
+	}
+
+	/** The string at `path` of `entry`, whose literal is `length` bytes at `offset`, within `line`. */
+	private string(entry: Entry, path: (string | number)[], offset: number, length: number, line: [number, number]): string {
+		const hit = this.cache.get(offset);
+		if (hit !== undefined) {
+			// Most recently used last.
+			this.cache.delete(offset);
+			this.cache.set(offset, hit);
+			return hit;
+		}
+		const value = this.read(offset, length, line) ?? this.fromServer(entry, path);
+		const size = value.length * 2;
+		if (size <= CACHE_BYTES / 4) {
+			this.cache.set(offset, value);
+			this.cached += size;
+			for (const [k, v] of this.cache) {
+				if (this.cached <= CACHE_BYTES) break;
+				this.cache.delete(k);
+				this.cached -= v.length * 2;
+			}
+		}
+		return value;
+	}
+
+	/** The literal from the file, or undefined when the file is not the one read or the line moved. */
+	private read(offset: number, length: number, [lineAt, lineLength]: [number, number]): string | undefined {
+		let fd: number;
+		try {
+			fd = openSync(this.path, "r");
+		} catch {
+			return undefined;
+		}
+		try {
+			const st = fstatSync(fd);
+			if (st.dev !== this.dev || st.ino !== this.ino || st.size < lineAt + lineLength) return undefined;
+			if (offset < lineAt || offset + length > lineAt + lineLength) return undefined;
+			// The line must still be a line: white space or a newline (or the file's start) before it, and after it.
+			const edge = Buffer.alloc(1);
+			const blank = () => edge[0] === 0x0a || edge[0] === 0x0d || edge[0] === 0x20 || edge[0] === 0x09;
+			if (lineAt > 0 && (readSync(fd, edge, 0, 1, lineAt - 1) !== 1 || !blank())) return undefined;
+			if (st.size > lineAt + lineLength && (readSync(fd, edge, 0, 1, lineAt + lineLength) !== 1 || !blank())) return undefined;
+			const bytes = Buffer.allocUnsafe(length);
+			let got = 0;
+			while (got < length) {
+				const n = readSync(fd, bytes, got, length - got, offset + got);
+				if (n === 0) return undefined;
+				got += n;
+			}
+			if (bytes[0] !== 0x22 || bytes[length - 1] !== 0x22) return undefined;
+			const value: unknown = JSON.parse(decoder.decode(bytes));
+			return typeof value === "string" ? value : undefined;
+		} catch {
+			return undefined;
+		} finally {
+			closeSync(fd);
+		}
+	}
+
+	/** The string read through pi-sessiond, when the file no longer holds it where it was. */
+	private fromServer(entry: Entry, path: (string | number)[]): string {
+		const whole = this.refetch(entry.id);
+		let value: any = whole;
+		for (const step of path) value = value?.[step];
+		if (typeof value !== "string") {
+			throw new Error(
+				`Session file ${this.path} changed on disk since it was opened: entry ${entry.id} is no longer there as it was read; open the session again`,
+			);
+		}
+		return value;
+	}
+}
