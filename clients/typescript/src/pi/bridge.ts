@@ -12,7 +12,6 @@
  * the event loop, with `$/progress` reported as they load.
  */
 
-import { existsSync, readFileSync } from "node:fs";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import { resolveBinary } from "../binary.js";
 import { getAgentDir } from "./paths.js";
@@ -59,6 +58,10 @@ export class SyncBridge {
 	readonly binary: string;
 	/** The agent directory the sidecar was started with (pi's, from `PI_CODING_AGENT_DIR`, at start). */
 	readonly agentDir: string;
+	/** Which sidecar of this process this is (1 for the first, one more for each started after one died). */
+	readonly generation: number;
+	/** True once the sidecar's process is gone: every call since answered `sidecar_exited`. */
+	dead = false;
 	private readonly worker: Worker;
 	private readonly flag: Int32Array;
 	private readonly syncPort: MessagePort;
@@ -68,7 +71,8 @@ export class SyncBridge {
 	private readonly progress = new Map<string, (value: { loaded: number; total: number }) => void>();
 
 	/** Starts the sidecar (`PI_SESSIOND_BIN`, the platform package, then PATH) and checks that it answers. */
-	constructor() {
+	constructor(generation: number) {
+		this.generation = generation;
 		this.binary = resolveBinary();
 		this.agentDir = getAgentDir();
 		const extra = (process.env[ARGS_ENV_VAR] ?? "").split(/\s+/).filter((a) => a !== "");
@@ -119,17 +123,24 @@ export class SyncBridge {
 		const received = receiveMessageOnPort(this.syncPort);
 		Atomics.store(this.flag, 0, 0);
 		if (!received) {
+			this.dead = true;
 			return { error: { code: -32099, message: `pi-sessiond bridge failed while ${method} was pending`, data: { kind: "sidecar_exited" } }, changes: [] };
 		}
 		const message = received.message as { id: number; frames: Frame[] };
 		const frames = message.frames.map(parseFrame) as { id?: number; result?: T; error?: RpcError; params?: Changed }[];
 		const answer = frames.pop() ?? {};
+		if (answer.error?.data?.kind === "sidecar_exited") this.dead = true;
 		const changes = frames.map((f) => f.params as Changed);
 		if (trace) {
 			const ms = (performance.now() - started).toFixed(1);
 			trace(`${line.slice(0, 300)}\n  <- ${JSON.stringify(answer).slice(0, 300)} after ${changes.length} change(s), ${ms} ms\n`);
 		}
 		return answer.error ? { error: answer.error, changes } : { result: answer.result as T, changes };
+	}
+
+	/** Ends the worker of a bridge whose sidecar is gone (its pending listings were answered when it died). */
+	dispose(): void {
+		void this.worker.terminate();
 	}
 
 	/** Sends a request without waiting for (or reading) its answer. */
@@ -179,27 +190,32 @@ export class SyncBridge {
 }
 
 let shared: SyncBridge | undefined;
+/** When the sidecars started since `RESTART_WINDOW_MS` ago were started, oldest first. */
+const restarts: number[] = [];
+/** A sidecar that dies more often than this is not started again: the error it gave is the answer. */
+const MAX_RESTARTS = 5;
+const RESTART_WINDOW_MS = 60_000;
 
-/** The process's one bridge, started on first use. */
+/**
+ * The process's one bridge, started on first use, and started again (a new sidecar) once the last one's process
+ * died (`kill -9`, a crash): the drop-in reopens its sessions on the new one (`generation` tells it which handles
+ * are gone). At most `MAX_RESTARTS` a minute, so a sidecar that cannot live does not start for ever.
+ */
 export function bridge(): SyncBridge {
-	shared ??= new SyncBridge();
+	if (shared?.dead) {
+		const now = Date.now();
+		while (restarts.length > 0 && (restarts[0] ?? 0) < now - RESTART_WINDOW_MS) restarts.shift();
+		if (restarts.length < MAX_RESTARTS) {
+			restarts.push(now);
+			shared.dispose();
+			shared = new SyncBridge(shared.generation + 1);
+		}
+	}
+	shared ??= new SyncBridge(1);
 	return shared;
 }
 
-/**
- * The process that runs pi-sessiond `pid`, when the system says (Linux: its parent in `/proc`), so a lock error
- * can name the pi that owns a session rather than only its sidecar.
- */
-export function hostOf(pid: number): number | undefined {
-	const stat = `/proc/${pid}/stat`;
-	if (!existsSync(stat)) return undefined;
-	try {
-		// The command name (field 2) is in parentheses and may hold spaces; the parent pid is the second field after it.
-		const text = readFileSync(stat, "utf8");
-		const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-		const ppid = Number(fields[1]);
-		return Number.isInteger(ppid) && ppid > 1 ? ppid : undefined;
-	} catch {
-		return undefined;
-	}
+/** Closes `handle` of bridge `generation`, unless that sidecar is gone (its handles went with it). */
+export function closeHandle(handle: string, generation: number): void {
+	if (shared !== undefined && shared.generation === generation && !shared.dead) shared.send("session/close", { handle });
 }

@@ -10,6 +10,7 @@
  */
 
 import * as nodeModule from "node:module";
+import { fileURLToPath } from "node:url";
 import { resolveBinary } from "../binary.js";
 import { SessiondBinaryNotFoundError } from "../errors.js";
 import { redirect } from "./redirect.js";
@@ -37,6 +38,13 @@ try {
 }
 
 const dropIn = new URL("./index.js", import.meta.url).href;
+
+// The lock extension rides along (`-e`, which pi honours even with --no-extensions), so a pi on pi-sessiond tells its
+// user at once when another pi holds the session. Not for pi's package commands, which take no extension flags.
+const PACKAGE_COMMANDS = new Set(["install", "remove", "update", "list", "config"]);
+if (process.argv.length >= 2 && !PACKAGE_COMMANDS.has(process.argv[2] ?? "")) {
+	process.argv.push("--extension", fileURLToPath(new URL("./extension.js", import.meta.url)));
+}
 
 registerHooks({
 	resolve(specifier, context, nextResolve) {
