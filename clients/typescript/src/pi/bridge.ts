@@ -52,6 +52,13 @@ function parseFrame(frame: Frame): unknown {
 /** The environment variable with extra pi-sessiond arguments (`--durability batch`, `--log-level debug`, …). */
 export const ARGS_ENV_VAR = "PI_SESSIOND_ARGS";
 
+/** A synchronous request posted and not yet answered. */
+interface Pending {
+	method: string;
+	line: string;
+	started: number;
+}
+
 /** One pi-sessiond process, called synchronously. */
 export class SyncBridge {
 	/** The sidecar's binary. */
@@ -69,8 +76,13 @@ export class SyncBridge {
 	private nextId = 0;
 	private readonly asyncCalls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 	private readonly progress = new Map<string, (value: { loaded: number; total: number }) => void>();
+	/** The `initialize` request while its answer is still owed (it is waited for at the first call). */
+	private initializing: Pending | undefined;
 
-	/** Starts the sidecar (`PI_SESSIOND_BIN`, the platform package, then PATH) and checks that it answers. */
+	/**
+	 * Starts the sidecar (`PI_SESSIOND_BIN`, the platform package, then PATH) and asks it to initialize, without
+	 * waiting: the first call checks the answer, so the sidecar starts while pi loads (`prestartBridge`).
+	 */
 	constructor(generation: number) {
 		this.generation = generation;
 		this.binary = resolveBinary();
@@ -104,17 +116,36 @@ export class SyncBridge {
 		this.syncPort.unref();
 		this.asyncPort.on("message", (message: { id?: number; progress?: boolean; frames: Frame[] }) => this.onAsync(message));
 		this.asyncPort.unref();
-		const init = this.call<{ protocolVersion: string }>("initialize", { clientInfo: { name: "pi-sessiond-client/pi" } });
+		this.initializing = this.post("initialize", { clientInfo: { name: "pi-sessiond-client/pi" } });
+	}
+
+	/** Waits for the answer to `initialize` if it is still owed; throws if the sidecar did not initialize. */
+	private initialized(): void {
+		const pending = this.initializing;
+		if (pending === undefined) return;
+		this.initializing = undefined;
+		const init = this.wait<{ protocolVersion: string }>(pending);
 		if (init.error) throw new Error(init.error.message);
 	}
 
 	/** Sends one request and blocks until it is answered. */
 	call<T>(method: string, params: object): CallOutcome<T> {
+		this.initialized();
+		return this.wait<T>(this.post(method, params));
+	}
+
+	/** Posts one synchronous request to the worker (one at a time: the worker waits for one answer at once). */
+	private post(method: string, params: object): Pending {
 		const id = ++this.nextId;
 		const started = trace ? performance.now() : 0;
 		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
 		Atomics.store(this.flag, 0, 0);
 		this.syncPort.postMessage({ id, line });
+		return { method, line, started };
+	}
+
+	/** Blocks until the request `post` sent is answered. */
+	private wait<T>({ method, line, started }: Pending): CallOutcome<T> {
 		for (;;) {
 			Atomics.wait(this.flag, 0, 0, 10_000);
 			const state = Atomics.load(this.flag, 0);
@@ -145,12 +176,14 @@ export class SyncBridge {
 
 	/** Sends a request without waiting for (or reading) its answer. */
 	send(method: string, params: object): void {
+		this.initialized();
 		const line = JSON.stringify({ jsonrpc: "2.0", id: ++this.nextId, method, params });
 		this.asyncPort.postMessage({ line });
 	}
 
 	/** Sends a request and resolves on the event loop; `onProgress` receives its `$/progress` reports. */
 	request<T>(method: string, params: object, onProgress?: (loaded: number, total: number) => void): Promise<T> {
+		this.initialized();
 		const id = ++this.nextId;
 		const token = onProgress ? `pi-sessiond-pi-${id}` : undefined;
 		if (token && onProgress) this.progress.set(token, (v) => onProgress(v.loaded, v.total));
@@ -213,6 +246,18 @@ export function bridge(): SyncBridge {
 	}
 	shared ??= new SyncBridge(1);
 	return shared;
+}
+
+/**
+ * Starts the process's bridge now, before the first session call needs it, so the worker and the sidecar start
+ * while pi loads its modules (the `register` hook calls it). A failure is left for the first call to report.
+ */
+export function prestartBridge(): void {
+	try {
+		bridge();
+	} catch {
+		// The first call starts it again and reports what went wrong.
+	}
 }
 
 /** Closes `handle` of bridge `generation`, unless that sidecar is gone (its handles went with it). */

@@ -25,6 +25,8 @@ import { describeHolder, type LockHolder, notice, onNotice, otherLockHolder } fr
  */
 const HANDLED = Symbol.for("pi-sessiond-client.lock-extension.handled");
 const GUARDED = Symbol.for("pi-sessiond-client.lock-extension.guarded");
+/** Set by the `register` hook: this pi is meant to run on pi-sessiond. */
+const REGISTERED = Symbol.for("pi-sessiond-client.registered");
 
 function firstToHandle(emission: object): boolean {
 	const global = globalThis as Record<symbol, WeakSet<object> | undefined>;
@@ -69,6 +71,9 @@ export default function lockExtension(pi: ExtensionAPI): void {
 		if (!firstToHandle(ctx)) return;
 		const manager = ctx.sessionManager as object;
 		const sessiond = onSessiond(manager);
+		if (!sessiond && (globalThis as Record<symbol, unknown>)[REGISTERED]) {
+			say(ctx, "pi-sessiond-client/register could not find pi's SessionManager in this pi's bundle: this pi writes its sessions itself, not through pi-sessiond.", "error");
+		}
 		if (sessiond) onNotice((text) => say(ctx, text, "warning"));
 		else guard(manager);
 		const file = ctx.sessionManager.getSessionFile();
