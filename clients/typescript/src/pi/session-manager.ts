@@ -104,11 +104,9 @@ export class SessiondSessionError extends Error {
 function errorOf(error: RpcError, file: string | undefined, appended = false): SessiondSessionError {
 	const kind = error.data?.kind;
 	if (kind === "session_locked") {
-		const pid = typeof error.data?.pid === "number" ? error.data.pid : undefined;
-		const owner = pid === undefined ? "another process" : describeHolder(holderOf(pid));
 		return new SessiondSessionError(
 			error,
-			`Session file ${error.data?.path ?? file ?? ""} is being written by ${owner}; not writing to it from here, so the file is never interleaved. Close the other pi or open another session.`,
+			`Session file ${error.data?.path ?? file ?? ""} is being written by ${holderIn(error)}; not writing to it from here, so the file is never interleaved. Close the other pi or open another session.`,
 		);
 	}
 	if (kind === "content_modified" && appended) {
@@ -123,6 +121,12 @@ function errorOf(error: RpcError, file: string | undefined, appended = false): S
 		return new SessiondSessionError(error, `Session file ${file ?? ""}: ${error.message}`);
 	}
 	return new SessiondSessionError(error);
+}
+
+/** Who holds the lock a `session_locked` error is about, as a message names it. */
+function holderIn(error: RpcError): string {
+	const pid = error.data?.pid;
+	return typeof pid === "number" ? describeHolder(holderOf(pid)) : "another process";
 }
 
 function unwrap<T>(outcome: CallOutcome<T>, file: string | undefined): T {
@@ -736,7 +740,7 @@ export class SessionManager extends SessionView {
 		);
 		this.adopt(state);
 		if (leaf === null || this.byId.has(leaf)) this.leafId = leaf;
-		notice(`${errorOf(locked, source).message.split(";")[0]}. Continuing in a new session forked from it: ${this.sessionFile}`);
+		notice(`Session file ${source} is being written by ${holderIn(locked)}. Continuing in a new session forked from it: ${this.sessionFile}`);
 	}
 
 	/** Calls a method on this instance's handle and applies what it reports. */
