@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { isBundleChunk, patchBundleChunk, redirect } from "../src/pi/redirect.js";
+import { isBundleChunk, mayDeclareSessionManager, patchBundleChunk, redirect } from "../src/pi/redirect.js";
 
 const pkg = "file:///usr/lib/node_modules/@earendil-works/pi-coding-agent/dist";
 const dropIn = "file:///opt/pi-sessiond-client/dist/pi/index.js";
@@ -41,6 +41,9 @@ describe("the register hook's change to pi's bundle", () => {
 
 	it("leaves a chunk without pi's SessionManager as it is, and looks only at chunks of pi's bundle", () => {
 		assert.equal(patchBundleChunk('var SessionManagerLike=class{};export{SessionManagerLike};', dropIn), undefined);
+		assert.equal(mayDeclareSessionManager(new TextEncoder().encode("var SessionManagerLike=class{};")), false);
+		assert.equal(mayDeclareSessionManager(new TextEncoder().encode(chunk)), true);
+		assert.equal(mayDeclareSessionManager(Buffer.from(`xx${chunk}`).subarray(2)), true);
 		assert.ok(isBundleChunk(`${pkg}/bundle/chunks/chunk-KSDI5FD4.js`));
 		for (const url of [`${pkg}/bundle/cli-runtime.js`, `${pkg}/core/session-manager.js`, "file:///x/bundle/chunks/chunk-A.js"]) assert.equal(isBundleChunk(url), false, url);
 	});

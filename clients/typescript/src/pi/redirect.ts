@@ -29,6 +29,16 @@ export function isBundleChunk(url: string): boolean {
 }
 
 /**
+ * True when a chunk's bytes may declare pi's `SessionManager`: searched as bytes, so the other chunks of the bundle
+ * (about 8 MB in all) are never decoded into strings on the way to a start.
+ */
+export function mayDeclareSessionManager(source: string | ArrayBuffer | ArrayBufferView): boolean {
+	if (typeof source === "string") return source.includes(CLASS_IN_BUNDLE);
+	const bytes = ArrayBuffer.isView(source) ? Buffer.from(source.buffer, source.byteOffset, source.byteLength) : Buffer.from(source);
+	return bytes.includes(CLASS_IN_BUNDLE);
+}
+
+/**
  * The text of a chunk of pi's bundle with its `SessionManager` bound to the drop-in (`dropInUrl`), or undefined for
  * a chunk that does not declare it (left as it is).
  */

@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { resolveBinary } from "../binary.js";
 import { SessiondBinaryNotFoundError } from "../errors.js";
 import { prestartBridge } from "./bridge.js";
-import { isBundleChunk, patchBundleChunk, redirect } from "./redirect.js";
+import { isBundleChunk, mayDeclareSessionManager, patchBundleChunk, redirect } from "./redirect.js";
 
 type LoadResult = { format?: string | null; source?: string | ArrayBuffer | ArrayBufferView | null; shortCircuit?: boolean };
 type LoadHook = (url: string, context: unknown, nextLoad: (url: string, context?: unknown) => LoadResult) => LoadResult;
@@ -62,8 +62,8 @@ registerHooks({
 	},
 	load(url, context, nextLoad) {
 		const loaded = nextLoad(url, context);
-		if (!isBundleChunk(url) || loaded.source == null) return loaded;
-		const source = typeof loaded.source === "string" ? loaded.source : Buffer.from(loaded.source as ArrayBuffer).toString("utf8");
+		if (!isBundleChunk(url) || loaded.source == null || !mayDeclareSessionManager(loaded.source)) return loaded;
+		const source = typeof loaded.source === "string" ? loaded.source : Buffer.from(loaded.source as Uint8Array).toString("utf8");
 		const patched = patchBundleChunk(source, dropIn);
 		return patched === undefined ? loaded : { format: "module", source: patched, shortCircuit: true };
 	},
