@@ -4,9 +4,9 @@
  *
  * pi's command (`dist/bundle/cli.js`) is a bundle in which `SessionManager` is inlined into one of its chunks as
  * `var SessionManager=class _SessionManager{…}`. Loading pi's unbundled modules instead (the same program, by
- * path) cost about 3.5 s of a 2 MB session's start here, more than pi's whole start, so the hook keeps the bundle
- * and changes that one binding in the chunk's text: it names the drop-in's class, and pi's class stays in the
- * chunk under another name, unused. The unbundled session-manager module (pi's SDK, `dist/index.js`) is sent to
+ * path) cost 1.8 s of a 2 MB session's start here (3.5 s on a busy machine), more than pi's whole start, so
+ * the hook keeps the bundle and changes that one binding in the chunk's text: it names the drop-in's class, and
+ * pi's class stays in the chunk under another name, unused. The unbundled session-manager module (pi's SDK, `dist/index.js`) is sent to
  * the drop-in as a whole.
  */
 
