@@ -95,6 +95,28 @@ test("a second pi on pi-sessiond is told at open who holds the session, and its 
 	equal(await first.close(), 0, first.stderr);
 });
 
+test("a pi on pi-sessiond that resumes a session another pi writes is told at once, and writes a fork of it", async () => {
+	const box = sandbox("held-resume");
+	const first = new RpcPi(box, { sessiond: true });
+	await first.prompt("hello from the first pi");
+	const file = (await first.command({ type: "get_state" })).sessionFile;
+	const before = readFileSync(file, "utf8");
+
+	const second = new RpcPi(box, { sessiond: true });
+	await second.prompt("a session of its own");
+	const own = (await second.command({ type: "get_state" })).sessionFile;
+	const mark = second.notices.length;
+	await second.command({ type: "switch_session", sessionPath: file });
+	match(await second.notice((text) => text.includes(file), mark), new RegExp(`being written by process ${first.pid} on \\S+: `));
+	await second.prompt("after the resume");
+	const forked = (await second.command({ type: "get_state" })).sessionFile;
+	ok(forked !== file && forked !== own, "a new session");
+	equal(readFileSync(file, "utf8"), before, "the held file is exactly as the first pi left it");
+	deepStrictEqual(userTexts(forked), ["hello from the first pi", "after the resume"]);
+	equal(await second.close(), 0, second.stderr);
+	equal(await first.close(), 0, first.stderr);
+});
+
 /** A session with a tool call in its second prompt; `during` runs while the tool runs. */
 async function toolCallRun(name, cwd, sessiond, during = async () => {}) {
 	const box = sandbox(name, cwd);
