@@ -3,7 +3,7 @@
 // installs what this needs.
 //
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
-//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,web,mirror,team,usage,soak,pi-big]
+//                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,pi-start,web,mirror,team,usage,soak,pi-big]
 //                      [--soak-minutes 60]
 import { execFileSync, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -549,6 +549,63 @@ if (wanted("pi")) {
   row("pi", "pi: /resume listing of 3,000 sessions, first in the process (drop-in: index built)", pick(piList, "coldMs"), pick(ourList, "coldMs"), "ms");
   row("pi", "pi: /resume listing of 3,000 sessions, again", pick(piList, "warmMs"), pick(ourList, "warmMs"), "ms", "drop-in: a stat per file");
   rmSync(join(agent, "pi-sessiond"), { recursive: true, force: true });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A start as fast as pi's (issue 20): real pi 1.6.0 (Node 22, the faux provider, RPC mode) resuming a 2 MB session
+// (`--session`), from the spawn to pi's answer to its first command (`get_state`: pi reads commands once it is
+// ready for a prompt), plain against `pi-sessiond-pi` (the hook in pi's own process, pi's bundle with only its
+// SessionManager bound to the drop-in, the sidecar started beside pi's start-up). The session is written by pi's
+// own SessionManager: turns of a user message, an assistant tool call, its result and a reply.
+if (wanted("pi-start")) {
+  const root = new URL("..", import.meta.url).pathname;
+  const node22 = join(root, "tests/pi/node_modules/.bin/node");
+  const piCli = join(root, "tests/pi/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js");
+  const launcher = join(root, "clients/typescript/bin/pi-sessiond-pi.js");
+  const faux = join(root, "tests/pi/fixtures/faux.ts");
+  const dir = join(data, "pi-start");
+  const cwd = join(dir, "cwd");
+  const home = join(dir, "home");
+  for (const d of [cwd, join(home, "agent"), join(dir, "sessions")]) mkdirSync(d, { recursive: true });
+  const fileOf = join(dir, "session-file");
+  if (!existsSync(fileOf)) {
+    const m = SessionManager.create(cwd, join(dir, "sessions"));
+    const text = (what, n) => `${what} ${n}: ${"the quick brown fox jumps over the lazy dog ".repeat(9)}`;
+    const usage = { input: 10, output: 10, cacheRead: 0, cacheWrite: 0, totalTokens: 20, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+    const reply = (content, stopReason) => ({ role: "assistant", content, api: "faux", provider: "faux", model: "faux-1", usage, stopReason, timestamp: Date.now() });
+    for (let turn = 0; (statSync(m.getSessionFile() ?? fileOf, { throwIfNoEntry: false })?.size ?? 0) < 2_000_000; turn++) {
+      m.appendMessage({ role: "user", content: [{ type: "text", text: text("question", turn) }], timestamp: Date.now() });
+      m.appendMessage(reply([{ type: "toolCall", id: `call-${turn}`, name: "bash", arguments: { command: `echo ${turn}` } }], "toolUse"));
+      m.appendMessage({ role: "toolResult", toolCallId: `call-${turn}`, toolName: "bash", content: [{ type: "text", text: text("output", turn) }], isError: false, timestamp: Date.now() });
+      m.appendMessage(reply([{ type: "text", text: text("answer", turn) }], "stop"));
+    }
+    writeFileSync(fileOf, m.getSessionFile());
+  }
+  const session = readFileSync(fileOf, "utf8");
+  console.error(`pi-start: pi resuming a ${fmt(statSync(session).size, "B")} session, to its first answer`);
+  const env = { ...process.env, PI_SESSIOND_BIN: bin, PI_OFFLINE: "1", HOME: home, PI_CODING_AGENT_DIR: join(home, "agent"), PI_BIN: piCli };
+  const piArgs = ["-e", faux, "--model", "faux/faux-1", "--mode", "rpc", "--session", session];
+  const ready = (argv) => async () => {
+    const started = performance.now();
+    const child = spawn(node22, argv, { cwd, env, stdio: ["pipe", "pipe", "inherit"] });
+    child.stdin.write(`${JSON.stringify({ id: "ready", type: "get_state" })}\n`);
+    // A safety net, not a speed check: a pi that never answers fails the run instead of hanging it.
+    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    const ms = await new Promise((resolve, reject) => {
+      let seen = "";
+      child.stdout.on("data", (d) => {
+        seen += d;
+        if (seen.includes('"id":"ready"')) resolve(performance.now() - started);
+      });
+      child.on("close", (code) => reject(new Error(`pi exited (${code}) before it answered`)));
+    });
+    clearTimeout(timer);
+    child.stdin.end();
+    await new Promise((resolve) => child.on("close", resolve));
+    return { ms };
+  };
+  const [plain, [ours]] = await interleaved(Math.max(reps, 7), ready([piCli, ...piArgs]), [ready([launcher, ...piArgs])]);
+  row("pi-start", "pi-start: pi resuming a 2 MB session, spawn to its first answer (RPC mode)", pick(plain, "ms"), pick(ours, "ms"), "ms", "pi-sessiond-pi against plain pi; target: within 1.15× of plain pi (ratio ≥ 0.87)");
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1489,8 +1489,10 @@ impl Drop for SessionFile {
     }
 }
 
-/// A test hook, compiled into debug builds only: with `PI_SESSIOND_TEST_TEAR_AT=N`, the N-th append writes half
-/// of its line and the process aborts, which is what a crash in the middle of a write leaves behind.
+/// Test hooks, compiled into debug builds only, each killing the process at the N-th append: with
+/// `PI_SESSIOND_TEST_TEAR_AT=N` it writes half of its line and aborts, which is what a crash in the middle of a
+/// write leaves behind; with `PI_SESSIOND_TEST_DIE_AFTER=N` it writes the whole line and aborts before anyone is
+/// told, so a host sees a write in flight that did land (the pi drop-in must not write it twice).
 #[cfg(debug_assertions)]
 mod crash_test {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -1499,11 +1501,18 @@ mod crash_test {
 
     pub fn maybe_tear(writer: &mut std::fs::File, bytes: &[u8]) {
         use std::io::Write;
-        let Some(at) = std::env::var("PI_SESSIOND_TEST_TEAR_AT").ok().and_then(|v| v.parse::<u64>().ok()) else {
+        let at = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+        let (tear, die) = (at("PI_SESSIOND_TEST_TEAR_AT"), at("PI_SESSIOND_TEST_DIE_AFTER"));
+        if tear.is_none() && die.is_none() {
             return;
-        };
-        if APPENDS.fetch_add(1, Ordering::SeqCst) + 1 == at {
+        }
+        let count = APPENDS.fetch_add(1, Ordering::SeqCst) + 1;
+        if tear == Some(count) {
             let _ = writer.write_all(&bytes[..bytes.len() / 2]);
+            std::process::abort();
+        }
+        if die == Some(count) {
+            let _ = writer.write_all(bytes);
             std::process::abort();
         }
     }

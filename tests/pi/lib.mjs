@@ -51,8 +51,11 @@ export function printPi(box, { sessiond, args }) {
 
 /** pi in RPC mode, driven one command at a time. */
 export class RpcPi {
-	/** With `viaLauncher`, pi is started by `pi-sessiond-pi` (so on pi-sessiond) instead of with the hook. */
-	constructor(box, { sessiond, args = [], extensions = [], viaLauncher = false }) {
+	/**
+	 * With `viaLauncher`, pi is started by `pi-sessiond-pi` (so on pi-sessiond) instead of with the hook; `extraEnv`
+	 * is added to pi's environment (and so its sidecar's).
+	 */
+	constructor(box, { sessiond, args = [], extensions = [], viaLauncher = false, extraEnv = {} }) {
 		const piArgs = argv(sessiond && !viaLauncher, ["--mode", "rpc", ...args], extensions);
 		const command = viaLauncher ? [launcher, ...piArgs.slice(1)] : piArgs;
 		// pi's input is a FIFO this test holds open, as a terminal stays open, so pi lives on when what started it
@@ -64,12 +67,14 @@ export class RpcPi {
 		this.input = openSync(fifo, constants.O_WRONLY);
 		this.child = spawn(process.execPath, command, {
 			cwd: box.cwd,
-			env: viaLauncher ? { ...env(box), PI_BIN: piCli } : env(box),
+			env: { ...env(box), ...(viaLauncher ? { PI_BIN: piCli } : {}), ...extraEnv },
 			stdio: [reading, "pipe", "pipe"],
 		});
 		closeSync(reading);
 		this.widgets = [];
 		this.widgetWaiters = [];
+		this.notices = [];
+		this.noticeWaiters = [];
 		this.pid = this.child.pid;
 		this.nextId = 0;
 		this.waiters = new Map();
@@ -94,6 +99,9 @@ export class RpcPi {
 		} else if (message.type === "extension_ui_request" && message.method === "setWidget") {
 			this.widgets.push(message);
 			for (const waiter of this.widgetWaiters.splice(0)) waiter();
+		} else if (message.type === "extension_ui_request" && message.method === "notify") {
+			this.notices.push(message.message);
+			for (const waiter of this.noticeWaiters.splice(0)) waiter();
 		}
 	}
 
@@ -135,6 +143,17 @@ export class RpcPi {
 				if (test(w.widgetLines ?? [])) return w.widgetLines;
 			}
 			await new Promise((resolve) => this.widgetWaiters.push(resolve));
+		}
+	}
+
+	/** Resolves with the first notice (an extension's `notify`) at or after index `from` of `notices` that `test` accepts. */
+	async notice(test, from = 0) {
+		for (let seen = from; ; ) {
+			while (seen < this.notices.length) {
+				const text = this.notices[seen++];
+				if (test(text)) return text;
+			}
+			await new Promise((resolve) => this.noticeWaiters.push(resolve));
 		}
 	}
 

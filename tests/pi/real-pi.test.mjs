@@ -1,9 +1,9 @@
 // Real pi 1.6.0, unchanged, run with its own SessionManager and on pi-sessiond (node --import
 // pi-sessiond-client/register): the same scripted session (tool calls, a branch with a summary, a compaction, a
 // name, /fork, /resume, /new) must leave files that pi's own SessionManager reads identically, ids and timestamps
-// aside (issue 14). And two pi processes on one session on pi-sessiond: the second is refused, naming the first,
-// and the file is never interleaved (pi #8177, #8300, #8334, #8848, #9596).
-import { deepStrictEqual, equal, match, notEqual, ok } from "node:assert/strict";
+// aside (issue 14). And two pi processes on one session on pi-sessiond: the second names the first and writes a
+// fork of the session, so the file is never interleaved (pi #8177, #8300, #8334, #8848, #9596).
+import { deepStrictEqual, equal, match, ok } from "node:assert/strict";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -58,7 +58,7 @@ test("a scripted pi session leaves files pi reads the same with its own manager 
 	}
 });
 
-test("a second pi on a session pi-sessiond holds for the first is refused, naming the first, and writes nothing", async () => {
+test("a second pi in print mode on a session pi-sessiond holds for the first names the first, writes a fork of it and leaves its file alone", async () => {
 	const box = sandbox("two");
 	const first = new RpcPi(box, { sessiond: true });
 	await first.prompt("hello from the first pi");
@@ -66,9 +66,12 @@ test("a second pi on a session pi-sessiond holds for the first is refused, namin
 	const before = readFileSync(file, "utf8");
 
 	const second = await printPi(box, { sessiond: true, args: ["--session", file, "hello from the second pi"] });
-	notEqual(second.code, 0, "the second pi fails");
-	match(second.stdout + second.stderr, new RegExp(`being written by process ${first.pid}\\b`));
+	equal(second.code, 0, second.stderr);
+	match(second.stderr, new RegExp(`being written by process ${first.pid}\\b`));
+	const forked = /Continuing in a new session forked from it: (\S+\.jsonl)/.exec(second.stderr)?.[1];
+	ok(forked, second.stderr);
 	equal(readFileSync(file, "utf8"), before, "the file is exactly as the first pi left it");
+	equal(readsOf(forked).header.parentSession, file);
 
 	await first.prompt("the first pi goes on");
 	equal(await first.close(), 0, first.stderr);

@@ -12,7 +12,6 @@
  * the event loop, with `$/progress` reported as they load.
  */
 
-import { existsSync, readFileSync } from "node:fs";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import { resolveBinary } from "../binary.js";
 import { getAgentDir } from "./paths.js";
@@ -53,12 +52,23 @@ function parseFrame(frame: Frame): unknown {
 /** The environment variable with extra pi-sessiond arguments (`--durability batch`, `--log-level debug`, …). */
 export const ARGS_ENV_VAR = "PI_SESSIOND_ARGS";
 
+/** A synchronous request posted and not yet answered. */
+interface Pending {
+	method: string;
+	line: string;
+	started: number;
+}
+
 /** One pi-sessiond process, called synchronously. */
 export class SyncBridge {
 	/** The sidecar's binary. */
 	readonly binary: string;
 	/** The agent directory the sidecar was started with (pi's, from `PI_CODING_AGENT_DIR`, at start). */
 	readonly agentDir: string;
+	/** Which sidecar of this process this is (1 for the first, one more for each started after one died). */
+	readonly generation: number;
+	/** True once the sidecar's process is gone: every call since answered `sidecar_exited`. */
+	dead = false;
 	private readonly worker: Worker;
 	private readonly flag: Int32Array;
 	private readonly syncPort: MessagePort;
@@ -66,9 +76,15 @@ export class SyncBridge {
 	private nextId = 0;
 	private readonly asyncCalls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 	private readonly progress = new Map<string, (value: { loaded: number; total: number }) => void>();
+	/** The `initialize` request while its answer is still owed (it is waited for at the first call). */
+	private initializing: Pending | undefined;
 
-	/** Starts the sidecar (`PI_SESSIOND_BIN`, the platform package, then PATH) and checks that it answers. */
-	constructor() {
+	/**
+	 * Starts the sidecar (`PI_SESSIOND_BIN`, the platform package, then PATH) and asks it to initialize, without
+	 * waiting: the first call checks the answer, so the sidecar starts while pi loads (`prestartBridge`).
+	 */
+	constructor(generation: number) {
+		this.generation = generation;
 		this.binary = resolveBinary();
 		this.agentDir = getAgentDir();
 		const extra = (process.env[ARGS_ENV_VAR] ?? "").split(/\s+/).filter((a) => a !== "");
@@ -100,17 +116,36 @@ export class SyncBridge {
 		this.syncPort.unref();
 		this.asyncPort.on("message", (message: { id?: number; progress?: boolean; frames: Frame[] }) => this.onAsync(message));
 		this.asyncPort.unref();
-		const init = this.call<{ protocolVersion: string }>("initialize", { clientInfo: { name: "pi-sessiond-client/pi" } });
+		this.initializing = this.post("initialize", { clientInfo: { name: "pi-sessiond-client/pi" } });
+	}
+
+	/** Waits for the answer to `initialize` if it is still owed; throws if the sidecar did not initialize. */
+	private initialized(): void {
+		const pending = this.initializing;
+		if (pending === undefined) return;
+		this.initializing = undefined;
+		const init = this.wait<{ protocolVersion: string }>(pending);
 		if (init.error) throw new Error(init.error.message);
 	}
 
 	/** Sends one request and blocks until it is answered. */
 	call<T>(method: string, params: object): CallOutcome<T> {
+		this.initialized();
+		return this.wait<T>(this.post(method, params));
+	}
+
+	/** Posts one synchronous request to the worker (one at a time: the worker waits for one answer at once). */
+	private post(method: string, params: object): Pending {
 		const id = ++this.nextId;
 		const started = trace ? performance.now() : 0;
 		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
 		Atomics.store(this.flag, 0, 0);
 		this.syncPort.postMessage({ id, line });
+		return { method, line, started };
+	}
+
+	/** Blocks until the request `post` sent is answered. */
+	private wait<T>({ method, line, started }: Pending): CallOutcome<T> {
 		for (;;) {
 			Atomics.wait(this.flag, 0, 0, 10_000);
 			const state = Atomics.load(this.flag, 0);
@@ -119,11 +154,13 @@ export class SyncBridge {
 		const received = receiveMessageOnPort(this.syncPort);
 		Atomics.store(this.flag, 0, 0);
 		if (!received) {
+			this.dead = true;
 			return { error: { code: -32099, message: `pi-sessiond bridge failed while ${method} was pending`, data: { kind: "sidecar_exited" } }, changes: [] };
 		}
 		const message = received.message as { id: number; frames: Frame[] };
 		const frames = message.frames.map(parseFrame) as { id?: number; result?: T; error?: RpcError; params?: Changed }[];
 		const answer = frames.pop() ?? {};
+		if (answer.error?.data?.kind === "sidecar_exited") this.dead = true;
 		const changes = frames.map((f) => f.params as Changed);
 		if (trace) {
 			const ms = (performance.now() - started).toFixed(1);
@@ -132,14 +169,21 @@ export class SyncBridge {
 		return answer.error ? { error: answer.error, changes } : { result: answer.result as T, changes };
 	}
 
+	/** Ends the worker of a bridge whose sidecar is gone (its pending listings were answered when it died). */
+	dispose(): void {
+		void this.worker.terminate();
+	}
+
 	/** Sends a request without waiting for (or reading) its answer. */
 	send(method: string, params: object): void {
+		this.initialized();
 		const line = JSON.stringify({ jsonrpc: "2.0", id: ++this.nextId, method, params });
 		this.asyncPort.postMessage({ line });
 	}
 
 	/** Sends a request and resolves on the event loop; `onProgress` receives its `$/progress` reports. */
 	request<T>(method: string, params: object, onProgress?: (loaded: number, total: number) => void): Promise<T> {
+		this.initialized();
 		const id = ++this.nextId;
 		const token = onProgress ? `pi-sessiond-pi-${id}` : undefined;
 		if (token && onProgress) this.progress.set(token, (v) => onProgress(v.loaded, v.total));
@@ -179,27 +223,44 @@ export class SyncBridge {
 }
 
 let shared: SyncBridge | undefined;
+/** When the sidecars started since `RESTART_WINDOW_MS` ago were started, oldest first. */
+const restarts: number[] = [];
+/** A sidecar that dies more often than this is not started again: the error it gave is the answer. */
+const MAX_RESTARTS = 5;
+const RESTART_WINDOW_MS = 60_000;
 
-/** The process's one bridge, started on first use. */
+/**
+ * The process's one bridge, started on first use, and started again (a new sidecar) once the last one's process
+ * died (`kill -9`, a crash): the drop-in reopens its sessions on the new one (`generation` tells it which handles
+ * are gone). At most `MAX_RESTARTS` a minute, so a sidecar that cannot live does not start for ever.
+ */
 export function bridge(): SyncBridge {
-	shared ??= new SyncBridge();
+	if (shared?.dead) {
+		const now = Date.now();
+		while (restarts.length > 0 && (restarts[0] ?? 0) < now - RESTART_WINDOW_MS) restarts.shift();
+		if (restarts.length < MAX_RESTARTS) {
+			restarts.push(now);
+			shared.dispose();
+			shared = new SyncBridge(shared.generation + 1);
+		}
+	}
+	shared ??= new SyncBridge(1);
 	return shared;
 }
 
 /**
- * The process that runs pi-sessiond `pid`, when the system says (Linux: its parent in `/proc`), so a lock error
- * can name the pi that owns a session rather than only its sidecar.
+ * Starts the process's bridge now, before the first session call needs it, so the worker and the sidecar start
+ * while pi loads its modules (the `register` hook calls it). A failure is left for the first call to report.
  */
-export function hostOf(pid: number): number | undefined {
-	const stat = `/proc/${pid}/stat`;
-	if (!existsSync(stat)) return undefined;
+export function prestartBridge(): void {
 	try {
-		// The command name (field 2) is in parentheses and may hold spaces; the parent pid is the second field after it.
-		const text = readFileSync(stat, "utf8");
-		const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-		const ppid = Number(fields[1]);
-		return Number.isInteger(ppid) && ppid > 1 ? ppid : undefined;
+		bridge();
 	} catch {
-		return undefined;
+		// The first call starts it again and reports what went wrong.
 	}
+}
+
+/** Closes `handle` of bridge `generation`, unless that sidecar is gone (its handles went with it). */
+export function closeHandle(handle: string, generation: number): void {
+	if (shared !== undefined && shared.generation === generation && !shared.dead) shared.send("session/close", { handle });
 }

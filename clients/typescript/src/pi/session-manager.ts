@@ -23,7 +23,7 @@
 
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { bridge, type Changed, type CallOutcome, hostOf, type RpcError } from "./bridge.js";
+import { bridge, type Changed, type CallOutcome, closeHandle, type RpcError } from "./bridge.js";
 import { type Entry, getCurrentSystemMessage, type Message } from "./context.js";
 import {
 	assertValidSessionId,
@@ -37,6 +37,7 @@ import {
 	SessionHeaderScanLimitError,
 	uuidv7,
 } from "./files.js";
+import { describeHolder, holderOf, notice } from "./lock.js";
 import { defaultSessionDirPath, getDefaultSessionDir, getSessionsDir, normalizePath, pathsEqual, resolvePath } from "./paths.js";
 import { LAZY_OVER, type LazyEntry, LazyFile } from "./lazy.js";
 import { SessionView } from "./view.js";
@@ -77,8 +78,8 @@ const handles = new Map<string, HandleState>();
 const ENTRIES_PAGE = 1000;
 
 /** Drops an instance's reference to its handle once the instance is garbage. */
-const releaser = new FinalizationRegistry<{ handle: string | undefined }>((held) => {
-	if (held.handle !== undefined) bridge().send("session/close", { handle: held.handle });
+const releaser = new FinalizationRegistry<{ handle: string | undefined; generation: number }>((held) => {
+	if (held.handle !== undefined) closeHandle(held.handle, held.generation);
 });
 
 /** A pi-sessiond error, as the `Error` pi's own code would have thrown (same message where pi has one). */
@@ -106,12 +107,9 @@ export class SessiondSessionError extends Error {
 function errorOf(error: RpcError, file: string | undefined, appended = false): SessiondSessionError {
 	const kind = error.data?.kind;
 	if (kind === "session_locked") {
-		const pid = typeof error.data?.pid === "number" ? error.data.pid : undefined;
-		const host = pid !== undefined ? hostOf(pid) : undefined;
-		const owner = pid === undefined ? "another process" : host !== undefined ? `process ${host} (through its pi-sessiond, pid ${pid})` : `pi-sessiond pid ${pid}`;
 		return new SessiondSessionError(
 			error,
-			`Session file ${error.data?.path ?? file ?? ""} is being written by ${owner}; not writing to it from here, so the file is never interleaved. Close the other pi or open another session.`,
+			`Session file ${error.data?.path ?? file ?? ""} is being written by ${holderIn(error)}; not writing to it from here, so the file is never interleaved. Close the other pi or open another session.`,
 		);
 	}
 	if (kind === "content_modified" && appended) {
@@ -126,6 +124,12 @@ function errorOf(error: RpcError, file: string | undefined, appended = false): S
 		return new SessiondSessionError(error, `Session file ${file ?? ""}: ${error.message}`);
 	}
 	return new SessiondSessionError(error);
+}
+
+/** Who holds the lock a `session_locked` error is about, as a message names it. */
+function holderIn(error: RpcError): string {
+	const pid = error.data?.pid;
+	return typeof pid === "number" ? describeHolder(holderOf(pid)) : "another process";
 }
 
 function unwrap<T>(outcome: CallOutcome<T>, file: string | undefined): T {
@@ -151,7 +155,7 @@ export class SessionManager extends SessionView {
 	private flushed = false;
 	/** The server handle of a persisted session (undefined in memory). */
 	private handle: string | undefined;
-	private readonly held: { handle: string | undefined } = { handle: undefined };
+	private readonly held: { handle: string | undefined; generation: number } = { handle: undefined, generation: 0 };
 
 	private constructor(cwd: string, sessionDir: string, persist: boolean) {
 		super();
@@ -539,7 +543,8 @@ export class SessionManager extends SessionView {
 	 */
 	close(): void {
 		if (this.handle === undefined) return;
-		bridge().call("session/close", { handle: this.handle });
+		const sidecar = bridge();
+		if (sidecar.generation === this.held.generation) sidecar.call("session/close", { handle: this.handle });
 		this.handle = undefined;
 		this.held.handle = undefined;
 	}
@@ -670,22 +675,75 @@ export class SessionManager extends SessionView {
 		return entry.id;
 	}
 
-	/** Sends a mutation of this instance's session with the server's leaf at this instance's leaf. */
+	/**
+	 * Sends a mutation of this instance's session with the server's leaf at this instance's leaf. Two faults are
+	 * mended here rather than thrown into pi (whose agent loop stays on "Working" when an append throws): a sidecar
+	 * that died is started again and the session reopened, and the write is sent again unless it had landed; a file
+	 * another pi holds is left as it is and the write goes to a new session forked from it.
+	 */
 	private write(method: string, params: object): Changed[] {
-		const handle = this.ensureHandle();
-		const state = handles.get(handle);
-		if (state && state.leafId !== this.leafId) {
-			if (this.leafId === null) this.callOnHandle("session/resetLeaf", {});
-			else this.callOnHandle("session/branch", { entryId: this.leafId });
+		for (let attempt = 0; ; attempt++) {
+			const handle = this.ensureHandle();
+			const state = handles.get(handle);
+			if (state && state.leafId !== this.leafId) {
+				if (this.leafId === null) this.callOnHandle("session/resetLeaf", {});
+				else this.callOnHandle("session/branch", { entryId: this.leafId });
+			}
+			const expected = this.leafId === null ? {} : { expectedLeafId: this.leafId };
+			const outcome = bridge().call<unknown>(method, { handle, ...expected, ...params });
+			const changes = this.track(handle, outcome.changes);
+			const kind = outcome.error?.data?.kind;
+			if (kind === "sidecar_exited" && attempt === 0 && this.sessionFile !== undefined && existsSync(this.sessionFile)) {
+				const landed = this.reopenAfterRestart();
+				if (landed !== undefined) return [landed];
+				continue;
+			}
+			if (kind === "session_locked" && attempt === 0 && this.sessionFile !== undefined) {
+				this.forkAway(outcome.error as RpcError);
+				continue;
+			}
+			if (outcome.error) {
+				const appended = changes.some((c) => c.origin === "external" && c.change.kind === "append");
+				throw errorOf(outcome.error, this.sessionFile, appended);
+			}
+			return changes;
 		}
-		const expected = this.leafId === null ? {} : { expectedLeafId: this.leafId };
-		const outcome = bridge().call<unknown>(method, { handle, ...expected, ...params });
-		const changes = this.track(handle, outcome.changes);
-		if (outcome.error) {
-			const appended = changes.some((c) => c.origin === "external" && c.change.kind === "append");
-			throw errorOf(outcome.error, this.sessionFile, appended);
-		}
-		return changes;
+	}
+
+	/**
+	 * After the sidecar died: opens this session on the new one and says whether the write in flight had landed (the
+	 * file then holds one entry more than this instance, a child of its leaf, which comes back as that write's
+	 * change). This instance keeps its own entries and leaf, as `ensureHandle` does.
+	 */
+	private reopenAfterRestart(): Changed | undefined {
+		const entries = this.fileEntries;
+		const leaf = this.leafId;
+		const known = new Set(this.byId.keys());
+		this.openFile(this.sessionFile as string);
+		const fresh = this.fileEntries.filter((e) => e.type !== "session" && !known.has(e.id));
+		this.fileEntries = entries;
+		this._buildIndex();
+		this.leafId = leaf;
+		const written = fresh.length === 1 && fresh[0]?.parentId === leaf ? fresh[0] : undefined;
+		if (written === undefined || this.handle === undefined) return undefined;
+		return { handle: this.handle, sessionId: this.sessionId, seq: handles.get(this.handle)?.seq ?? 0, origin: "own", change: { kind: "append", entries: [written] } };
+	}
+
+	/**
+	 * The session's file is being written by another pi-sessiond (another pi): this instance moves to a new session
+	 * forked from the file as it is now (pi's `forkFrom`: same entries, a new header naming the file as parent),
+	 * keeps its leaf, and says so; the held file is not touched.
+	 */
+	private forkAway(locked: RpcError): void {
+		const source = this.sessionFile as string;
+		const leaf = this.leafId;
+		const state = unwrap(
+			bridge().call<ServerState>("session/forkFrom", { sourcePath: source, targetCwd: this.cwd, sessionDir: this.sessionDir, snapshot: "full" }),
+			source,
+		);
+		this.adopt(state);
+		if (leaf === null || this.byId.has(leaf)) this.leafId = leaf;
+		notice(`Session file ${source} is being written by ${holderIn(locked)}. Continuing in a new session forked from it: ${this.sessionFile}`);
 	}
 
 	/** Calls a method on this instance's handle and applies what it reports. */
@@ -710,9 +768,14 @@ export class SessionManager extends SessionView {
 			const change = n.change;
 			if (change.kind === "rebind" || change.kind === "reset") state.sessionFile = change.state.sessionFile ?? null;
 			if (n.origin === "external" && change.kind === "append") {
+				// Another process's appends (a pi that takes no lock) become this session's, and the leaf follows them
+				// when it was where they were appended: what this pi writes next (its error entry, the retry) then
+				// continues after them rather than forking the session silently beside them (pi #8177, #8300).
 				const ownLeaf = this.leafId;
 				for (const entry of change.entries as Entry[]) this.pushEntry(entry);
 				this.leafId = ownLeaf;
+				const first = (change.entries as Entry[])[0];
+				if (first !== undefined && first.parentId === ownLeaf && typeof n.leafId === "string" && this.byId.has(n.leafId)) this.leafId = n.leafId;
 			}
 		}
 		return changes.filter((n) => n.handle === handle);
@@ -722,7 +785,7 @@ export class SessionManager extends SessionView {
 	private ownsHandle(): boolean {
 		if (this.handle === undefined) return false;
 		const state = handles.get(this.handle);
-		return state !== undefined && state.sessionId === this.sessionId && (state.sessionFile ?? undefined) === this.sessionFile;
+		return state !== undefined && this.held.generation === bridge().generation && state.sessionId === this.sessionId && (state.sessionFile ?? undefined) === this.sessionFile;
 	}
 
 	/** This instance's handle, opening its file again if the handle was rebound under it. */
@@ -774,7 +837,7 @@ export class SessionManager extends SessionView {
 			path,
 		);
 		// Opening a file this instance already holds counted one more reference to the same handle: give it back.
-		if (previous !== undefined && previous === state.handle) bridge().send("session/close", { handle: previous });
+		if (previous !== undefined && previous === state.handle) closeHandle(previous, this.held.generation);
 		this.adopt(state);
 	}
 
@@ -784,9 +847,11 @@ export class SessionManager extends SessionView {
 	 * `parentSession` present even when undefined); `previousFile` does the same for a branched session.
 	 */
 	private adopt(state: ServerState, fresh?: NewSessionOptions, previousFile?: string): void {
-		if (this.handle !== undefined && this.handle !== state.handle) bridge().send("session/close", { handle: this.handle });
+		const generation = bridge().generation;
+		if (this.handle !== undefined && (this.handle !== state.handle || this.held.generation !== generation)) closeHandle(this.handle, this.held.generation);
 		this.handle = state.handle;
 		this.held.handle = state.handle;
+		this.held.generation = generation;
 		const entries = state.snapshot ? state.snapshot.entries : this.readEntries(state.handle, state.sessionFile);
 		const seq = state.snapshot ? state.snapshot.seq : state.seq;
 		handles.set(state.handle, { sessionId: state.sessionId, sessionFile: state.sessionFile, leafId: state.leafId ?? null, seq });

@@ -1,0 +1,226 @@
+// Faults that cost nothing (issue 20), each with real pi 1.6.0 in RPC or print mode: a second pi told at open who
+// holds the session and moved to a fork of it instead of hanging; a sidecar killed with SIGKILL during a tool call,
+// or while a write is in flight, restarted with no entry lost or doubled; the write after a plain pi's appends
+// continuing after them (pi #8177, #8300: the silent fork); and a plain pi with the package installed (`pi install`)
+// refusing to write a session a pi on pi-sessiond holds.
+import { execFileSync } from "node:child_process";
+import { deepStrictEqual, equal, match, notEqual, ok } from "node:assert/strict";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { test } from "node:test";
+import { descendants, normalise, PiSessionManager, printPi, readsOf, RpcPi, sandbox } from "./lib.mjs";
+
+const clientPackage = fileURLToPath(new URL("../../clients/typescript", import.meta.url));
+
+/**
+ * pi-sessiond-client installed for `box` as a pi user has it: the package's files in a `node_modules` (where its
+ * extensions find the package by name), then `pi install` of it, which adds it to pi's settings.
+ */
+function installPackage(box) {
+	const modules = join(box.root, "node_modules");
+	const target = join(modules, "pi-sessiond-client");
+	mkdirSync(join(target, "examples"), { recursive: true });
+	for (const part of ["package.json", "dist", "examples/pi-extension"]) cpSync(join(clientPackage, part), join(target, part), { recursive: true });
+	symlinkSync(join(clientPackage, "node_modules", "vscode-jsonrpc"), join(modules, "vscode-jsonrpc"));
+	const env = { ...process.env, HOME: box.home, PI_CODING_AGENT_DIR: box.agentDir, PI_OFFLINE: "1" };
+	execFileSync("pi", ["install", target], { cwd: box.cwd, env, stdio: "pipe" });
+}
+
+/** The pi-sessiond processes below `pid`. */
+function sidecarsOf(pid) {
+	return descendants(pid).filter((p) => {
+		try {
+			return readFileSync(`/proc/${p}/comm`, "utf8").trim() === "pi-sessiond";
+		} catch {
+			return false;
+		}
+	});
+}
+
+/** Waits (a bounded while) until `check` holds; fails with `what` if it never does. */
+async function eventually(check, what) {
+	const deadline = Date.now() + 30_000;
+	while (!check()) {
+		ok(Date.now() < deadline, what);
+		await new Promise((resolve) => setTimeout(resolve, 20));
+	}
+}
+
+/** Each line of `file` parsed, in file order (a line that is not JSON, a torn one, is left out). */
+function lines(file) {
+	return readFileSync(file, "utf8")
+		.split("\n")
+		.flatMap((line) => {
+			try {
+				return [JSON.parse(line)];
+			} catch {
+				return [];
+			}
+		});
+}
+
+/** The user messages' texts on the branch to `file`'s leaf, as pi reads it. */
+function userTexts(file) {
+	return PiSessionManager.open(file)
+		.getBranch()
+		.flatMap((e) => (e.type === "message" && e.message.role === "user" ? [e.message.content[0].text] : []));
+}
+
+test("a second pi on pi-sessiond is told at open who holds the session, and its first prompt continues in a new session forked from it", async () => {
+	const box = sandbox("held-open");
+	const first = new RpcPi(box, { sessiond: true });
+	await first.prompt("hello from the first pi");
+	const file = (await first.command({ type: "get_state" })).sessionFile;
+	const before = readFileSync(file, "utf8");
+
+	const second = new RpcPi(box, { sessiond: true, args: ["--session", file] });
+	// Told before anything is typed.
+	const told = await second.notice((text) => text.includes(file));
+	match(told, new RegExp(`being written by process ${first.pid} on \\S+: `));
+	match(told, /your next prompt continues in a new session forked from it/);
+
+	await second.prompt("hello from the second pi");
+	const forked = (await second.command({ type: "get_state" })).sessionFile;
+	notEqual(forked, file, "the second pi writes another file");
+	ok(second.notices.some((n) => n.includes(`Continuing in a new session forked from it: ${forked}`)), second.notices.join("\n"));
+	equal(readFileSync(file, "utf8"), before, "the held file is exactly as the first pi left it");
+	equal(PiSessionManager.open(forked).getHeader().parentSession, file);
+	deepStrictEqual(userTexts(forked), ["hello from the first pi", "hello from the second pi"]);
+
+	await first.prompt("the first pi goes on");
+	deepStrictEqual(userTexts(file), ["hello from the first pi", "the first pi goes on"]);
+	equal(await second.close(), 0, second.stderr);
+	equal(await first.close(), 0, first.stderr);
+});
+
+test("a pi on pi-sessiond that resumes a session another pi writes is told at once, and writes a fork of it", async () => {
+	const box = sandbox("held-resume");
+	const first = new RpcPi(box, { sessiond: true });
+	await first.prompt("hello from the first pi");
+	const file = (await first.command({ type: "get_state" })).sessionFile;
+	const before = readFileSync(file, "utf8");
+
+	const second = new RpcPi(box, { sessiond: true });
+	await second.prompt("a session of its own");
+	const own = (await second.command({ type: "get_state" })).sessionFile;
+	const mark = second.notices.length;
+	await second.command({ type: "switch_session", sessionPath: file });
+	match(await second.notice((text) => text.includes(file), mark), new RegExp(`being written by process ${first.pid} on \\S+: `));
+	await second.prompt("after the resume");
+	const forked = (await second.command({ type: "get_state" })).sessionFile;
+	ok(forked !== file && forked !== own, "a new session");
+	equal(readFileSync(file, "utf8"), before, "the held file is exactly as the first pi left it");
+	deepStrictEqual(userTexts(forked), ["hello from the first pi", "after the resume"]);
+	equal(await second.close(), 0, second.stderr);
+	equal(await first.close(), 0, first.stderr);
+});
+
+/** A session with a tool call in its second prompt; `during` runs while the tool runs. */
+async function toolCallRun(name, cwd, sessiond, during = async () => {}) {
+	const box = sandbox(name, cwd);
+	const pi = new RpcPi(box, { sessiond });
+	await pi.prompt("hello");
+	const marker = join(box.cwd, "tool-started");
+	const turn = pi.prompt(`run touch ${marker} && sleep 1 && rm ${marker} && echo after`);
+	await eventually(() => existsSync(marker), "the tool call started");
+	await during(pi);
+	await turn;
+	await pi.prompt("after the tool call");
+	const file = (await pi.command({ type: "get_state" })).sessionFile;
+	equal(await pi.close(), 0, pi.stderr);
+	return { file, reads: normalise(readsOf(file)) };
+}
+
+test("a sidecar killed with SIGKILL during a tool call costs no entry and no hang: the file is the one plain pi writes", async () => {
+	const cwd = mkdtempSync(join(tmpdir(), "pi-real-kill-cwd-"));
+	const plain = await toolCallRun("kill-plain", cwd, false);
+	let killed;
+	const delegated = await toolCallRun("kill-sessiond", cwd, true, async (pi) => {
+		const sidecars = sidecarsOf(pi.pid);
+		equal(sidecars.length, 1, "pi runs one sidecar");
+		killed = sidecars[0];
+		process.kill(killed, "SIGKILL");
+		await eventually(() => sidecarsOf(pi.pid).length === 0 || sidecarsOf(pi.pid)[0] !== killed, "the killed sidecar is gone");
+	});
+	ok(killed !== undefined);
+	deepStrictEqual(delegated.reads, plain.reads);
+	deepStrictEqual(
+		delegated.reads.entries.map((e) => (e.type === "message" ? e.message.role : e.type)),
+		["model_change", "thinking_level_change", "system", "user", "assistant", "user", "assistant", "toolResult", "assistant", "user", "assistant"],
+		"every entry of the run, the tool result written after the kill included",
+	);
+});
+
+test("a write in flight when the sidecar dies lands exactly once: the drop-in sees it landed and does not write it again", async () => {
+	const cwd = mkdtempSync(join(tmpdir(), "pi-real-inflight-cwd-"));
+	const box = sandbox("inflight", cwd);
+	// A debug build's test hook: each sidecar writes its 3rd append whole, then aborts before answering it.
+	const pi = new RpcPi(box, { sessiond: true, extraEnv: { PI_SESSIOND_TEST_DIE_AFTER: "3" } });
+	await pi.prompt("hello");
+	const first = sidecarsOf(pi.pid);
+	await pi.prompt("run echo after");
+	await pi.prompt("after the tool call");
+	const file = (await pi.command({ type: "get_state" })).sessionFile;
+	notEqual(sidecarsOf(pi.pid)[0], first[0], "the sidecar died (PI_SESSIOND_BIN must be a debug build) and another one runs");
+	equal(await pi.close(), 0, pi.stderr);
+
+	const plainBox = sandbox("inflight-plain", cwd);
+	const plain = new RpcPi(plainBox, { sessiond: false });
+	for (const text of ["hello", "run echo after", "after the tool call"]) await plain.prompt(text);
+	const plainFile = (await plain.command({ type: "get_state" })).sessionFile;
+	equal(await plain.close(), 0, plain.stderr);
+	deepStrictEqual(normalise(readsOf(file)), normalise(readsOf(plainFile)));
+	equal(new Set(lines(file).map((e) => e.id)).size, lines(file).length, "no entry twice");
+});
+
+test("after a plain pi's appends the refused write's error entry and the retry continue after them, never beside them (pi 8177, 8300)", async () => {
+	const box = sandbox("silent-fork");
+	const pi = new RpcPi(box, { sessiond: true });
+	await pi.prompt("one");
+	const file = (await pi.command({ type: "get_state" })).sessionFile;
+	const plain = await printPi(box, { sessiond: false, args: ["--session", file, "from plain pi"] });
+	equal(plain.code, 0, plain.stderr);
+
+	await pi.prompt("two");
+	await pi.prompt("two again");
+	equal(await pi.close(), 0, pi.stderr);
+
+	const entries = lines(file).filter((e) => e.type !== "session");
+	// One line of descent: every entry is the child of the line before it, so nothing forked.
+	entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `entry ${i} (${e.type}) continues the one before it`));
+	deepStrictEqual(userTexts(file), ["one", "from plain pi", "two again"]);
+	const refused = entries.find((e) => e.type === "message" && e.message.stopReason === "error");
+	ok(refused, "pi wrote the refusal as its error entry");
+	match(refused.message.errorMessage, /was appended to by another process since it was read; nothing was written/);
+});
+
+test("a plain pi with the package installed refuses to write a session a pi on pi-sessiond holds, naming it", async () => {
+	const box = sandbox("installed");
+	installPackage(box);
+	const holder = new RpcPi(box, { sessiond: true });
+	await holder.prompt("hello from pi on pi-sessiond");
+	const file = (await holder.command({ type: "get_state" })).sessionFile;
+	const before = readFileSync(file, "utf8");
+
+	const plain = new RpcPi(box, { sessiond: false, args: ["--session", file] });
+	const told = await plain.notice((text) => text.includes(file));
+	match(told, new RegExp(`being written by process ${holder.pid} on \\S+: .*this pi does not write to it`));
+	await plain.prompt("hello from plain pi");
+	await plain.command({ type: "set_session_name", name: "renamed by plain pi" }).then(
+		() => ok(false, "the rename was refused"),
+		(error) => match(error.message, new RegExp(`being written by process ${holder.pid}\\b`)),
+	);
+	equal(await plain.close(), 0, plain.stderr);
+	equal(readFileSync(file, "utf8"), before, "plain pi wrote nothing");
+
+	const printed = await printPi(box, { sessiond: false, args: ["--session", file, "hello from a script"] });
+	equal(printed.code, 1, "print mode fails");
+	match(printed.stderr, new RegExp(`being written by process ${holder.pid}\\b`));
+	equal(readFileSync(file, "utf8"), before, "plain pi wrote nothing");
+
+	await holder.prompt("pi on pi-sessiond goes on");
+	equal(await holder.close(), 0, holder.stderr);
+	deepStrictEqual(userTexts(file), ["hello from pi on pi-sessiond", "pi on pi-sessiond goes on"]);
+});
