@@ -660,6 +660,10 @@ pub struct SessionsWatchParams {
     pub session_dir: Option<String>,
     /// Watch pi's directory for this cwd (when `sessionDir` is not given).
     pub cwd: Option<String>,
+    /// `true`: watch every project directory under the agent directory's `sessions/` (the sessions `listAll`
+    /// lists), including those created later, instead of one directory (`sessionDir` and `cwd` are then not
+    /// given). A session file already in a project directory when it is noticed is reported as `created`.
+    pub all: Option<bool>,
 }
 
 /// `sessions/watch` result.

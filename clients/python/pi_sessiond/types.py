@@ -1137,6 +1137,10 @@ class SessionsUnwatchParams(TypedDict):
 class SessionsWatchParams(TypedDict, total=False):
     """`sessions/watch`: report session files appearing, growing or vanishing in a directory."""
 
+    #: `true`: watch every project directory under the agent directory's `sessions/` (the sessions `listAll`
+    #: lists), including those created later, instead of one directory (`sessionDir` and `cwd` are then not
+    #: given). A session file already in a project directory when it is noticed is reported as `created`.
+    all: Optional[bool]
     #: Watch pi's directory for this cwd (when `sessionDir` is not given).
     cwd: Optional[str]
     #: The directory to watch.

@@ -2041,6 +2041,12 @@ export interface SessionsUnwatchParams {
  */
 export interface SessionsWatchParams {
 	/**
+	 * `true`: watch every project directory under the agent directory's `sessions/` (the sessions `listAll`
+	 * lists), including those created later, instead of one directory (`sessionDir` and `cwd` are then not
+	 * given). A session file already in a project directory when it is noticed is reported as `created`.
+	 */
+	all?: boolean | null;
+	/**
 	 * Watch pi's directory for this cwd (when `sessionDir` is not given).
 	 */
 	cwd?: string | null;
