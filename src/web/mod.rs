@@ -98,6 +98,9 @@ pub fn serve(config: WebConfig) -> Result<u8, Failure> {
         .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
     let guard = Arc::new(Guard { port, token: uuid::Uuid::new_v4().simple().to_string() });
     let view = View::new(bridge.clone());
+    if let Err(f) = view.watch_sessions() {
+        eprintln!("pi-sessiond web: the session list will not follow new sessions: {}", f.message);
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "http://127.0.0.1:{port}/?token={}", guard.token)
@@ -187,6 +190,7 @@ fn route(request: &Request, body: &[u8], view: &View) -> Response {
             return asset(&p["/assets/".len()..]).unwrap_or_else(|| Response::text(404, "no such asset"))
         }
         ("GET", "/api/sessions") => Some(view.sessions()),
+        ("GET", "/api/session-info") => Some(view.session_info(request.param("path").unwrap_or(""))),
         ("GET", "/api/search") => Some(view.search(request.param("q").unwrap_or(""))),
         ("POST", "/api/open") => Some(view.open_listed(request.param("path").unwrap_or(""))),
         ("GET", "/api/snapshot") => Some(view.snapshot(request.param("handle").unwrap_or(""))),

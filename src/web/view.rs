@@ -30,6 +30,8 @@ const CONTEXT_CHARS: usize = 4000;
 #[derive(Clone)]
 pub struct View {
     bridge: Arc<Bridge>,
+    /// The sessions root the sidecar watches whole ([`View::watch_sessions`]), once it does.
+    watched_root: Arc<std::sync::OnceLock<String>>,
 }
 
 fn obj(members: Vec<(&str, Json)>) -> Json {
@@ -43,7 +45,40 @@ fn text_of(v: Option<&Json>) -> Option<String> {
 impl View {
     /// A view over `bridge`.
     pub fn new(bridge: Arc<Bridge>) -> View {
-        View { bridge }
+        View { bridge, watched_root: Default::default() }
+    }
+
+    /// Asks the sidecar to report every session file appearing, growing or vanishing under the agent directory's
+    /// `sessions/` (`sessions/watch {all}`), which [`View::event`] turns into the list's live events. Fails when
+    /// there is no such directory yet.
+    pub fn watch_sessions(&self) -> Result<(), Failure> {
+        let watch = self.bridge.call("sessions/watch", obj(vec![("all", Json::Bool(true))]))?;
+        if let Some(root) = text_of(watch.get("dir")) {
+            let _ = self.watched_root.set(root);
+        }
+        Ok(())
+    }
+
+    /// The listing entry of one session file, as [`View::sessions`] lists it, or null when it is gone or is not
+    /// a session: what the page asks after a `sessions` event, reading one project directory rather than the
+    /// whole list. Only files in a project directory of the watched sessions root are answered.
+    pub fn session_info(&self, path: &str) -> Result<Json, Failure> {
+        let p = crate::session::paths::as_path(path);
+        let dir = p.parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+        let root = self.watched_root.get().map(String::as_str);
+        let in_root = p.parent().and_then(std::path::Path::parent).map(|r| r.to_string_lossy());
+        if root.is_none() || in_root.as_deref() != root || !path.ends_with(".jsonl") || path.contains("/../") {
+            return Err(Failure::new(
+                ErrorKind::SessionNotFound,
+                format!("{path}: no such session in this agent directory"),
+            ));
+        }
+        let listing = self.bridge.call(
+            "sessions/listAll",
+            obj(vec![("sessionDir", Json::str(&dir)), ("includeAllMessagesText", Json::Bool(false))]),
+        )?;
+        let Ok(listed) = listing.into_array() else { return Ok(Json::Null) };
+        Ok(listed.into_iter().find(|s| text_of(s.get("path")).as_deref() == Some(path)).unwrap_or(Json::Null))
     }
 
     /// Every session, newest activity first, without their full text: `[{path, id, name?, firstMessage,
@@ -210,12 +245,20 @@ impl View {
 
     /// A sidecar notification as the page's live event, or None when the page has no use for it:
     /// `{kind: "append", handle, seq, leafId, rows}`, `{kind: "leaf", handle, seq, leafId}`, or `{kind: "reset" |
-    /// "rebind" | "deleted", handle, seq}` (the page reloads the snapshot).
+    /// "rebind" | "deleted", handle, seq}` (the page reloads the snapshot); for the list, `{kind: "sessions",
+    /// change: "created" | "changed" | "removed", path}` (the page asks for that session's listing entry).
     pub fn event(notification: &Json) -> Option<Json> {
+        let p = notification.get("params")?;
+        if text_of(notification.get("method")).as_deref() == Some("sessions/changed") {
+            return Some(obj(vec![
+                ("kind", Json::str("sessions")),
+                ("change", p.get("kind")?.clone()),
+                ("path", p.get("path")?.clone()),
+            ]));
+        }
         if text_of(notification.get("method")).as_deref() != Some("session/changed") {
             return None;
         }
-        let p = notification.get("params")?;
         let change = p.get("change")?;
         let kind = text_of(change.get("kind"))?;
         let mut out = vec![

@@ -22,6 +22,7 @@
   window.piSource = {
     mode: "live",
     sessions: () => call("GET", "/api/sessions"),
+    sessionInfo: (path) => call("GET", "/api/session-info", { path }),
     search: (text) => call("GET", "/api/search", { q: text }),
     open: (path) => call("POST", "/api/open", { path }),
     snapshot: (handle) => call("GET", "/api/snapshot", { handle }),

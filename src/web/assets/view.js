@@ -1,4 +1,4 @@
-// The session view: a list of sessions with search, one session's tree (pi's /tree filters, folding at branch
+// The session view: a list of sessions grouped by project, kept live, with search; one session's tree (pi's /tree filters, folding at branch
 // points, the leaf, labels, entries off the active branch dimmed), the active branch with bodies loaded as they
 // scroll into view, the context the model sees, and tokens and cost; across sessions, a usage overview (tokens
 // and cost by day, stacked by model). Data comes from `window.piSource` (the
@@ -54,11 +54,42 @@
     if (s < 7 * 86400) return `${plural(Math.floor(s / 86400), "day")} ago`;
     return new Date(t).toISOString().slice(0, 10);
   }
+  // A time in full, in the reader's own zone and in UTC, for the hover text of a relative age.
+  function absolute(iso) {
+    const t = Date.parse(iso);
+    if (Number.isNaN(t)) return "";
+    return `${new Date(t).toLocaleString()} (${new Date(t).toISOString().replace("T", " ").slice(0, 19)} UTC)`;
+  }
   const num = (n) => Math.round(n || 0).toLocaleString("en-US");
   const plural = (n, one, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
   const money = (n) => `$${(n || 0).toFixed(4)}`;
   const kindClass = (what) =>
     ({ user: "k-user", assistant: "k-assistant", toolResult: "k-tool", bashExecution: "k-tool", compaction: "k-summary", branch_summary: "k-summary" })[what] || "k-other";
+
+  // `text` as one word for a POSIX shell: in single quotes, each of its own quotes closed, escaped and reopened.
+  const shellWord = (text) => `'${String(text).replace(/'/g, "'\\''")}'`;
+
+  // How to go on with the open session in pi 1.6.0: `--session` takes a file path (anything with a slash is
+  // read as one), and pi runs in the session's own cwd, whatever the shell's is.
+  function showResume() {
+    const cur = state.current;
+    $("resume").hidden = !cur;
+    $("resume-command").textContent = cur ? visible(`pi --session ${shellWord(cur.path)}`) : "";
+  }
+
+  async function copyResume() {
+    const command = `pi --session ${shellWord(state.current.path)}`;
+    const button = $("resume-copy");
+    try {
+      await navigator.clipboard.writeText(command);
+      button.textContent = "Copied";
+    } catch {
+      // No clipboard for this page (a file:// export, a browser that refuses): the command is selected instead.
+      getSelection().selectAllChildren($("resume-command"));
+      button.textContent = "Selected: press Ctrl-C";
+    }
+    setTimeout(() => (button.textContent = "Copy resume command"), 2000);
+  }
 
   function notice(text) {
     const n = $("notice");
@@ -73,32 +104,112 @@
     return (s.name && String(s.name).trim()) || s.firstMessage || s.path;
   }
 
+  // The list: sessions grouped by project (their cwd), the group with the newest activity first and, in each,
+  // newest first (pi's listAll order); what is typed in the filter box keeps the sessions whose title, project
+  // or id contain it. It is kept current by the server's `sessions` events (a session file created, appended
+  // to or deleted by any process), each answered by asking for that one session's listing entry, never the list.
   function renderList() {
     const list = $("list");
+    if ($("search").value.trim()) return markOpen();
     list.replaceChildren();
     if (!state.sessions.length) {
       list.append(el("p", "hint", "No sessions yet."));
       return;
     }
+    const words = $("list-filter").value.toLowerCase().split(/\s+/).filter(Boolean);
+    const wanted = (s) => {
+      const hay = `${sessionTitle(s)} ${s.cwd || ""} ${s.id || ""}`.toLowerCase();
+      return words.every((w) => hay.includes(w));
+    };
+    const groups = new Map();
     for (const s of state.sessions) {
-      const item = el("div", "session");
-      item.setAttribute("role", "listitem");
-      item.dataset.path = s.path;
-      if (state.current && state.current.path === s.path) item.classList.add("on");
-      item.append(el("div", "s-title", sessionTitle(s)));
-      item.append(el("div", "s-meta", [plural(s.messageCount, "message"), ago(s.modified), s.cwd].filter(Boolean).join(" · ")));
-      item.onclick = () => openSession(s.path);
-      list.append(item);
+      if (!wanted(s)) continue;
+      const cwd = typeof s.cwd === "string" && s.cwd ? s.cwd : "(no project)";
+      if (!groups.has(cwd)) groups.set(cwd, []);
+      groups.get(cwd).push(s);
     }
+    if (!groups.size) list.append(el("p", "hint", "No session matches the filter."));
+    for (const [cwd, sessions] of groups) {
+      const group = el("div", "group");
+      group.dataset.cwd = cwd;
+      group.setAttribute("role", "group");
+      const head = el("div", "g-head");
+      head.append(el("span", "g-cwd", cwd), el("span", "g-count", plural(sessions.length, "session")));
+      head.title = cwd;
+      group.append(head);
+      for (const s of sessions) {
+        const item = el("div", "session");
+        item.setAttribute("role", "listitem");
+        item.dataset.path = s.path;
+        if (state.current && state.current.path === s.path) item.classList.add("on");
+        item.append(el("div", "s-title", sessionTitle(s)));
+        const meta = el("div", "s-meta");
+        meta.append(el("span", "s-count", plural(s.messageCount, "message")));
+        if (ago(s.modified)) {
+          const age = el("span", "s-age", ago(s.modified));
+          age.dataset.at = s.modified;
+          age.title = absolute(s.modified);
+          meta.append(" · ", age);
+        }
+        item.append(meta);
+        item.onclick = () => openSession(s.path);
+        group.append(item);
+      }
+      list.append(group);
+    }
+  }
+
+  // The open session marked in whatever the list shows (sessions or search hits).
+  function markOpen() {
+    for (const item of document.querySelectorAll("#list .session")) {
+      item.classList.toggle("on", !!state.current && item.dataset.path === state.current.path);
+    }
+  }
+
+  // Relative ages drift as time passes: they are written again from the times they were drawn with.
+  function refreshAges() {
+    for (const age of document.querySelectorAll("#list .s-age")) age.textContent = ago(age.dataset.at);
+  }
+
+  // pi's listAll order: newest activity first (unknown times last).
+  function bySessionOrder(a, b) {
+    const t = (s) => {
+      const v = Date.parse(s.modified);
+      return Number.isNaN(v) ? -Infinity : v;
+    };
+    return t(b) - t(a);
   }
 
   async function loadSessions() {
     try {
       state.sessions = await source.sessions();
-      if (!$("search").value.trim()) renderList();
+      renderList();
     } catch (e) {
       notice(`Cannot list sessions: ${e.message}`);
     }
+  }
+
+  // A session file another process created, appended to or deleted: its listing entry is asked for once the
+  // burst of writes settles (pi writes a turn as several appends), and put in its place.
+  const pendingInfo = new Map();
+  function onSessionsEvent(ev) {
+    clearTimeout(pendingInfo.get(ev.path));
+    pendingInfo.set(
+      ev.path,
+      setTimeout(async () => {
+        pendingInfo.delete(ev.path);
+        let info = null;
+        try {
+          info = await source.sessionInfo(ev.path);
+        } catch (e) {
+          if (!/no such session/.test(e.message)) return notice(`Cannot read ${ev.path}: ${e.message}`);
+        }
+        const others = state.sessions.filter((s) => s.path !== ev.path);
+        state.sessions = info ? [...others, info].sort(bySessionOrder) : others;
+        renderList();
+        if (state.current && state.current.path === ev.path) summarize();
+      }, 150),
+    );
   }
 
   let searchTimer = 0;
@@ -109,7 +220,10 @@
 
   async function runSearch() {
     const q = $("search").value.trim();
-    if (!q) return renderList();
+    if (!q) {
+      $("list").replaceChildren();
+      return renderList();
+    }
     let hits;
     try {
       hits = await source.search(q);
@@ -803,6 +917,7 @@
     }
     if (previous && previous.handle !== snap.state.handle) source.close(previous.handle);
     state.current = index(snap, path);
+    showResume();
     state.bodies.clear();
     state.folded.clear();
     state.selected = null;
@@ -846,6 +961,7 @@
       if (cur) resync();
       return;
     }
+    if (ev.kind === "sessions") return onSessionsEvent(ev);
     if (!cur || ev.handle !== cur.handle || ev.seq <= cur.seq) return;
     if (ev.seq !== cur.seq + 1) return resync();
     cur.seq = ev.seq;
@@ -870,6 +986,8 @@
 
   function start() {
     $("search").oninput = onSearchInput;
+    $("list-filter").oninput = () => renderList();
+    $("resume-copy").onclick = copyResume;
     $("tree-scroll").onscroll = () => drawRows(false);
     window.onresize = () => drawRows(true);
     $("filter").onchange = (e) => {
@@ -895,7 +1013,7 @@
         document.body.dataset.state = "ready";
       }
     });
-    if (source.mode === "live") setInterval(loadSessions, 10000);
+    setInterval(refreshAges, 30000);
   }
   start();
 })();
