@@ -269,6 +269,7 @@ methods! {
     "sessions/listDelta", "catalog", pooled catalog::list_delta [ListDeltaParams] -> ListingDeltaJson, "A listing (list's with a cwd, listAll's without) as a change to one the host holds.";
     "sessions/findById", "catalog", pooled catalog::find_by_id [FindByIdParams] -> FindResult, "The file of the session with exactly this id, or null.";
     "sessions/search", "catalog", pooled catalog::search [SearchParams] -> Vec<SearchHitJson>, "Entries (and sessions) matching a /resume query, best first.";
+    "sessions/searchPage", "catalog", pooled catalog::search_page [SearchParams] -> SearchPage, "sessions/search's hits from offset on, with how many there are in all and in how many sessions.";
     "sessions/watch", "open", pooled watch::watch_sessions [SessionsWatchParams] -> SessionsWatchResult, "Reports session files appearing, changing or vanishing in a directory (sessions/changed).";
     "sessions/unwatch", "open", pooled watch::unwatch_sessions [SessionsUnwatchParams] -> Null, "Stops a sessions/watch.";
 }

@@ -518,6 +518,13 @@ export interface ProtocolRequests {
 		result: SearchHit[];
 	};
 	/**
+	 * sessions/search's hits from offset on, with how many there are in all and in how many sessions. Cancellable.
+	 */
+	"sessions/searchPage": {
+		params: SearchParams;
+		result: SearchPage;
+	};
+	/**
 	 * Stops a sessions/watch.
 	 */
 	"sessions/unwatch": {
@@ -1963,6 +1970,12 @@ export interface SearchParams {
 	 */
 	limit?: number | null;
 	/**
+	 * Skip this many of the best results first (default 0): the next page starts at the previous page's offset
+	 * plus its limit. Results are in a total order (relevance, time, path, place in the file), so the pages of
+	 * unchanged sessions neither repeat nor skip a result.
+	 */
+	offset?: number | null;
+	/**
 	 * Send `$/progress` with this token while the catalog and the search index catch up (`stage` says which).
 	 */
 	progressToken?: ProgressToken | null;
@@ -2018,6 +2031,32 @@ export interface SearchHit {
 	 * ISO 8601: a message's own timestamp (as pi's listing uses it; the entry's when the message has none), another entry's timestamp, or the session's last activity for session hits.
 	 */
 	timestamp: string | null;
+	[k: string]: unknown;
+}
+/**
+ * `sessions/searchPage` result.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "SearchPage".
+ */
+export interface SearchPage {
+	/**
+	 * The results from `offset` on, at most `limit`, best first (as `sessions/search` returns them).
+	 */
+	hits: SearchHit[];
+	/**
+	 * The offset of the first of `hits`.
+	 */
+	offset: number;
+	/**
+	 * How many sessions those results are in.
+	 */
+	sessions: number;
+	/**
+	 * How many results the query has in all (every matching entry, and every session matched by its own name,
+	 * id or cwd), counted whatever `offset` and `limit` are.
+	 */
+	total: number;
 	[k: string]: unknown;
 }
 /**
