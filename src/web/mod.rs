@@ -191,7 +191,13 @@ fn route(request: &Request, body: &[u8], view: &View) -> Response {
         }
         ("GET", "/api/sessions") => Some(view.sessions()),
         ("GET", "/api/session-info") => Some(view.session_info(request.param("path").unwrap_or(""))),
-        ("GET", "/api/search") => Some(view.search(request.param("q").unwrap_or(""))),
+        ("GET", "/api/search") => {
+            let offset = request.param("offset").unwrap_or("0");
+            let Ok(offset) = offset.parse::<usize>() else {
+                return Response::text(400, "offset must be a whole number");
+            };
+            Some(view.search(request.param("q").unwrap_or(""), offset))
+        }
         ("POST", "/api/open") => Some(view.open_listed(request.param("path").unwrap_or(""))),
         ("GET", "/api/snapshot") => Some(view.snapshot(request.param("handle").unwrap_or(""))),
         ("POST", "/api/close") => Some(view.close(request.param("handle").unwrap_or(""))),

@@ -21,7 +21,7 @@ use super::bridge::{params, Bridge};
 
 /// How many characters of text a row previews.
 const PREVIEW_CHARS: usize = 160;
-/// How many search hits the page shows (view.js's SEARCH_SHOWN).
+/// How many search hits the page shows at a time; its "more" button asks for the next as many.
 pub const SEARCH_SHOWN: usize = 100;
 /// How many characters of one context message the context view shows.
 const CONTEXT_CHARS: usize = 4000;
@@ -88,11 +88,14 @@ impl View {
         Ok(listing)
     }
 
-    /// Entries matching `query` (pi's `/resume` language) across every session: at most [`SEARCH_SHOWN`] + 1, so
-    /// the page can say when there are more than it shows.
-    pub fn search(&self, query: &str) -> Result<Json, Failure> {
-        let limit = Json::number((SEARCH_SHOWN + 1) as f64);
-        self.bridge.call("sessions/search", obj(vec![("query", Json::str(query)), ("limit", limit)]))
+    /// One page of the entries matching `query` (pi's `/resume` language) across every session, best first:
+    /// `{hits, total, sessions, offset}`, at most [`SEARCH_SHOWN`] hits from `offset` on, with the true count of
+    /// hits and of the sessions they are in.
+    pub fn search(&self, query: &str, offset: usize) -> Result<Json, Failure> {
+        let limit = Json::number(SEARCH_SHOWN as f64);
+        let offset = Json::number(offset as f64);
+        self.bridge
+            .call("sessions/searchPage", obj(vec![("query", Json::str(query)), ("limit", limit), ("offset", offset)]))
     }
 
     /// Opens `path` as [`View::open`] does, if it is one of the sessions [`View::sessions`] lists: the live page

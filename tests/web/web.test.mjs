@@ -492,7 +492,7 @@ test("an exported page's list says how many messages the session has, when it wa
   await page.close();
 });
 
-test("search marks the matched words in each hit and says when there are more hits than it shows", async () => {
+test("search marks the matched words in each hit, says how many hits there are in all and shows more on asking", async () => {
   await withSwitchServer(async (page) => {
     await page.fill("#search", 'QUINCES "of session"');
     await page.waitForSelector(".hit mark");
@@ -500,13 +500,28 @@ test("search marks the matched words in each hit and says when there are more hi
     assert.ok(marks.includes("quinces") && marks.includes("of session"), `marked: ${JSON.stringify(marks)}`);
     assert.doesNotMatch(await page.textContent("#list"), /there are more/);
   });
-  // The generated session has thousands of questions: more than the page shows.
+  // The generated session has thousands of questions: the page says how many, shows the best 100, and the
+  // "more" button adds the next 100, none of them shown before.
+  const asked = readFileSync(bigFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)).filter((e) => {
+    const c = e.type === "message" ? e.message.content : undefined;
+    const text = typeof c === "string" ? c : Array.isArray(c) ? c.filter((b) => b.type === "text").map((b) => b.text).join("\n") : "";
+    return text.toLowerCase().includes("question");
+  }).length;
+  assert.ok(asked > 1000, `${asked} questions`);
   const page = await browser.newPage();
   await page.goto(url);
   await page.fill("#search", "question");
   await page.waitForSelector(".hit");
-  assert.match(await page.textContent("#list .hint"), /^The first 100 matches in 1 session: there are more/);
+  assert.equal(await page.textContent("#list .search-count"), `${asked.toLocaleString("en-US")} matches in 1 session, best first: the first 100 shown`);
   assert.equal(await page.locator(".hit").count(), 100);
+  const shown = () => page.$$eval(".hit", (hs) => hs.map((h) => h.textContent));
+  const first = await shown();
+  await page.click("#more-hits");
+  await page.waitForFunction(() => document.querySelectorAll(".hit").length === 200);
+  const both = await shown();
+  assert.deepEqual(both.slice(0, 100), first, "the first page stays as it was");
+  assert.equal(new Set(both).size, 200, "the second page repeats none of the first");
+  assert.match(await page.textContent("#more-hits"), new RegExp(`^Show 100 more of ${(asked - 200).toLocaleString("en-US")}$`));
   await page.close();
 });
 

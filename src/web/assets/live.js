@@ -23,7 +23,7 @@
     mode: "live",
     sessions: () => call("GET", "/api/sessions"),
     sessionInfo: (path) => call("GET", "/api/session-info", { path }),
-    search: (text) => call("GET", "/api/search", { q: text }),
+    search: (text, offset) => call("GET", "/api/search", { q: text, offset: offset || 0 }),
     open: (path) => call("POST", "/api/open", { path }),
     snapshot: (handle) => call("GET", "/api/snapshot", { handle }),
     close: (handle) => call("POST", "/api/close", { handle }).catch(() => null),

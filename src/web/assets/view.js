@@ -13,8 +13,8 @@
 (function () {
   const source = window.piSource;
   const ROW = 22;
-  // Search hits shown; a source gives one more when there are more (SEARCH_SHOWN in view.rs).
-  const SEARCH_SHOWN = 100;
+  // Search hits fetched at a time (SEARCH_SHOWN in view.rs).
+  const SEARCH_PAGE = 100;
   const $ = (id) => document.getElementById(id);
   // Unicode's explicit directional marks, embeddings, overrides and isolates (UAX #9).
   const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
@@ -218,40 +218,68 @@
     searchTimer = setTimeout(runSearch, 250);
   }
 
+  // The search shown: its query, the hits fetched so far (pages of them, best first), and the true totals.
+  let searched = null;
+
   async function runSearch() {
     const q = $("search").value.trim();
     if (!q) {
+      searched = null;
       $("list").replaceChildren();
       return renderList();
     }
-    let hits;
+    let page;
     try {
-      hits = await source.search(q);
+      page = await source.search(q, 0);
     } catch (e) {
-      const list = $("list");
-      list.replaceChildren(el("p", "hint", e.message));
+      $("list").replaceChildren(el("p", "hint", e.message));
       return;
     }
+    // An answer to a query typed over since is dropped.
+    if ($("search").value.trim() !== q) return;
+    searched = { q, hits: page.hits, total: page.total, sessions: page.sessions };
+    renderHits();
+  }
+
+  // The next page of the search's hits, after those shown.
+  async function moreHits() {
+    const s = searched;
+    let page;
+    try {
+      page = await source.search(s.q, s.hits.length);
+    } catch (e) {
+      return notice(`Cannot search: ${e.message}`);
+    }
+    if (searched !== s) return;
+    s.hits = s.hits.concat(page.hits);
+    s.total = page.total;
+    s.sessions = page.sessions;
+    renderHits();
+  }
+
+  function renderHits() {
+    const { q, hits, total, sessions } = searched;
     const list = $("list");
+    const keep = list.scrollTop;
     list.replaceChildren();
-    const more = hits.length > SEARCH_SHOWN;
-    hits = hits.slice(0, SEARCH_SHOWN);
     const marks = matcher(q);
     const groups = new Map();
     for (const h of hits) {
       if (!groups.has(h.path)) groups.set(h.path, []);
       groups.get(h.path).push(h);
     }
-    const counted = `${plural(hits.length, "match", "matches")} in ${plural(groups.size, "session")}`;
-    list.append(el("p", "hint", more ? `The first ${counted}: there are more; narrow the search to see them` : counted));
+    const counted = `${plural(total, "match", "matches")} in ${plural(sessions, "session")}`;
+    const head = el("p", "hint search-count", hits.length < total ? `${counted}, best first: the first ${num(hits.length)} shown` : `${counted}, best first`);
+    list.append(head);
     for (const [path, group] of groups) {
       const info = state.sessions.find((s) => s.path === path);
-      const head = el("div", "session");
-      head.dataset.path = path;
-      head.append(el("div", "s-title", info ? sessionTitle(info) : path));
-      head.append(el("div", "s-meta", plural(group.length, "match", "matches")));
-      head.onclick = () => openSession(path);
-      list.append(head);
+      const item = el("div", "session");
+      item.dataset.path = path;
+      if (state.current && state.current.path === path) item.classList.add("on");
+      item.append(el("div", "s-title", info ? sessionTitle(info) : path));
+      item.append(el("div", "s-meta", `${plural(group.length, "match", "matches")}${info && info.cwd ? ` · ${info.cwd}` : ""}`));
+      item.onclick = () => openSession(path);
+      list.append(item);
       for (const h of group) {
         const hit = el("div", "hit");
         hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", marked(h.snippet, marks));
@@ -259,6 +287,13 @@
         list.append(hit);
       }
     }
+    if (hits.length < total) {
+      const more = el("button", "more", `Show ${num(Math.min(SEARCH_PAGE, total - hits.length))} more of ${num(total - hits.length)}`);
+      more.id = "more-hits";
+      more.onclick = moreHits;
+      list.append(more);
+    }
+    list.scrollTop = keep;
   }
 
   // Where the query matches a text, as pi's /resume language reads it: words and "phrases" anywhere, any case,
