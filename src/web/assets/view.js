@@ -271,21 +271,37 @@
     const counted = `${plural(total, "match", "matches")} in ${plural(sessions, "session")}`;
     const head = el("p", "hint search-count", hits.length < total ? `${counted}, best first: the first ${num(hits.length)} shown` : `${counted}, best first`);
     list.append(head);
+    // Grouped as the list is: by project, then by session, each in the rank order of its best hit.
+    const projects = new Map();
     for (const [path, group] of groups) {
       const info = state.sessions.find((s) => s.path === path);
-      const item = el("div", "session");
-      item.dataset.path = path;
-      if (state.current && state.current.path === path) item.classList.add("on");
-      item.append(el("div", "s-title", info ? sessionTitle(info) : path));
-      item.append(el("div", "s-meta", `${plural(group.length, "match", "matches")}${info && info.cwd ? ` · ${info.cwd}` : ""}`));
-      item.onclick = () => openSession(path);
-      list.append(item);
-      for (const h of group) {
-        const hit = el("div", "hit");
-        hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", marked(h.snippet, marks));
-        hit.onclick = () => openSession(path, h.entryId);
-        list.append(hit);
+      const cwd = info && typeof info.cwd === "string" && info.cwd ? info.cwd : "(no project)";
+      if (!projects.has(cwd)) projects.set(cwd, []);
+      projects.get(cwd).push([path, info, group]);
+    }
+    for (const [cwd, sessions] of projects) {
+      const project = el("div", "group");
+      project.dataset.cwd = cwd;
+      const head = el("div", "g-head");
+      head.append(el("span", "g-cwd", cwd), el("span", "g-count", plural(sessions.reduce((n, [, , g]) => n + g.length, 0), "match", "matches")));
+      head.title = cwd;
+      project.append(head);
+      for (const [path, info, group] of sessions) {
+        const item = el("div", "session");
+        item.dataset.path = path;
+        if (state.current && state.current.path === path) item.classList.add("on");
+        item.append(el("div", "s-title", info ? sessionTitle(info) : path));
+        item.append(el("div", "s-meta", plural(group.length, "match", "matches")));
+        item.onclick = () => openSession(path);
+        project.append(item);
+        for (const h of group) {
+          const hit = el("div", "hit");
+          hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", marked(h.snippet, marks));
+          hit.onclick = () => openSession(path, h.entryId);
+          project.append(hit);
+        }
       }
+      list.append(project);
     }
     if (hits.length < total) {
       const more = el("button", "more", `Show ${num(Math.min(SEARCH_PAGE, total - hits.length))} more of ${num(total - hits.length)}`);
