@@ -869,9 +869,9 @@ fn search_index(
         }
         // Every token is satisfied by some session's own fields: an entry holding any one token may be a hit.
         None => {
-            for (path, doc) in ix.docs(paths, &query.needles(), cancel)? {
-                found.extend(matcher.entry_hit(&path, &doc));
-            }
+            ix.for_each_doc_with_any(paths, &query.needles(), cancel, &mut |path, doc| {
+                found.extend(matcher.entry_hit(path, &doc));
+            })?;
         }
     }
     Ok(matcher.page(found, ask.offset, ask.limit))
