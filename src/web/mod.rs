@@ -77,6 +77,8 @@ const EVENTS_BUDGET: usize = 4 << 20;
 const EVENT_MAX: usize = 1 << 20;
 /// The event that tells the page to load what it shows again.
 const LAGGED: Bytes = Bytes::from_static(b"data: {\"kind\":\"lagged\"}\n\n");
+/// How often the sessions directory is looked for while there is none.
+const SESSIONS_DIR_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 /// How often an idle event stream says something, so a page that has gone is noticed.
 const EVENTS_PING: std::time::Duration = std::time::Duration::from_secs(15);
 
@@ -98,8 +100,20 @@ pub fn serve(config: WebConfig) -> Result<u8, Failure> {
         .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
     let guard = Arc::new(Guard { port, token: uuid::Uuid::new_v4().simple().to_string() });
     let view = View::new(bridge.clone());
-    if let Err(f) = view.watch_sessions() {
-        eprintln!("pi-sessiond web: the session list will not follow new sessions: {}", f.message);
+    if view.watch_sessions().is_err() {
+        // No sessions directory yet (pi makes it with the first session): it is looked for every few seconds,
+        // and once watched, the pages load their list again, which then follows it.
+        let (view, bridge) = (view.clone(), bridge.clone());
+        std::thread::Builder::new()
+            .name("pi-sessiond-web-watch".into())
+            .spawn(move || loop {
+                std::thread::sleep(SESSIONS_DIR_RETRY);
+                if view.watch_sessions().is_ok() {
+                    bridge.resync_listeners();
+                    return;
+                }
+            })
+            .map_err(|e| Failure::io(format!("cannot start the web server: {}", describe_io(&e))))?;
     }
     {
         let mut out = std::io::stdout().lock();

@@ -723,3 +723,18 @@ test("the resume command is pi's --session with the path quoted for a POSIX shel
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command);
   });
 });
+
+test("a page opened on an agent directory without sessions shows the first session pi makes", async () => {
+  const dir = join(work, "empty-agent");
+  mkdirSync(dir, { recursive: true });
+  await withServerOf(dir, async (page) => {
+    await page.waitForSelector("#list .hint");
+    assert.equal(await page.textContent("#list .hint"), "No sessions yet.");
+    // pi makes the sessions directory, the project's directory and the file together, with its first turn.
+    const first = piSession(join(dir, "sessions", "--work-new--"), "/work/new", 6, "the very first question", new Date().toISOString());
+    await page.waitForSelector(`#list .group[data-cwd="/work/new"] .session[data-path="${first}"]`, { timeout: 10000 });
+    // From then on the list follows the directory as it does any other.
+    const second = piSession(join(dir, "sessions", "--work-new--"), "/work/new", 7, "a second question", new Date().toISOString());
+    await page.waitForSelector(`.session[data-path="${second}"]`, { timeout: 5000 });
+  });
+});
