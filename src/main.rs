@@ -257,6 +257,9 @@ enum Command {
         /// At most this many results.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
         limit: u32,
+        /// Skip this many of the best results (the next page: --offset 20 after --limit 20).
+        #[arg(long, default_value_t = 0)]
+        offset: u32,
         /// Only these roles (repeat the flag for several).
         #[arg(long = "role", value_parser = clap::builder::PossibleValuesParser::new(cli::search::ROLES))]
         roles: Vec<String>,
@@ -554,13 +557,14 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             screen.finish();
             status
         }
-        Command::Search { query, cwd, dir, limit, roles } => {
+        Command::Search { query, cwd, dir, limit, offset, roles } => {
             let roles = (!roles.is_empty()).then_some(roles);
             let request = cli::search::SearchRequest {
                 query: &query,
                 cwd: cwd.as_deref(),
                 dir: dir.as_deref(),
                 limit: limit as usize,
+                offset: offset as usize,
                 roles,
             };
             if let Some(url) = &global.catalog {

@@ -1038,6 +1038,19 @@ impl CatalogIndex {
     pub fn docs(&mut self, paths: &[String], needles: &[String], cancel: &Cancel) -> IndexResult<Vec<(String, Doc)>> {
         self.with_recovery(|index| docs_matching(&index.conn, paths, needles, cancel))
     }
+
+    /// [`CatalogIndex::docs`] one at a time, without the unterminated last lines (see
+    /// [`CatalogIndex::fragment_docs`]): what a search that only counts and keeps the best reads, holding no more
+    /// than one entry's text at once.
+    pub fn for_each_doc_with_any(
+        &mut self,
+        paths: &[String],
+        needles: &[String],
+        cancel: &Cancel,
+        visit: &mut dyn FnMut(&str, Doc),
+    ) -> IndexResult<()> {
+        self.with_recovery(|index| for_each_doc_matching(&index.conn, paths, needles, cancel, visit))
+    }
 }
 
 /// A file whose searchable text is behind its listing, as read.
@@ -1469,13 +1482,26 @@ fn docs_matching(
     needles: &[String],
     cancel: &Cancel,
 ) -> IndexResult<Vec<(String, Doc)>> {
+    let mut out = fragment_docs(conn, paths, cancel)?;
+    for_each_doc_matching(conn, paths, needles, cancel, &mut |path, doc| out.push((path.to_owned(), doc)))?;
+    Ok(out)
+}
+
+/// Calls `visit` with each stored entry of `paths` that may hold one of `needles` (every entry when one is too
+/// short for the trigrams), in no particular order; the unterminated last lines are not visited.
+fn for_each_doc_matching(
+    conn: &Connection,
+    paths: &[String],
+    needles: &[String],
+    cancel: &Cancel,
+    visit: &mut dyn FnMut(&str, Doc),
+) -> IndexResult<()> {
     let usable = !needles.is_empty() && needles.iter().all(|n| n.chars().count() >= 3);
     let ids = file_ids(conn, paths)?;
-    let mut out = fragment_docs(conn, paths, cancel)?;
     let mut push = |(file_id, entry_id, role, text, ts, id): DocRow| {
         if let Some(path) = ids.get(&file_id) {
             let (role, timestamp, order) = (role_name(&role), ts.unwrap_or(f64::NAN), id as u64);
-            out.push((path.clone(), Doc { entry_id, role, text, timestamp, order }));
+            visit(path, Doc { entry_id, role, text, timestamp, order });
         }
     };
     let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?));
@@ -1502,7 +1528,7 @@ fn docs_matching(
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A stored entry as read: file id, entry id, role, text, time, row id.

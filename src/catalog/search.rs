@@ -8,6 +8,13 @@
 //! case-insensitively as substrings; a token that matches nothing literally may still match the session name or
 //! cwd as pi's fuzzy subsequence.
 //!
+//! Hits rank by relevance: each word found in the entry's own text scores [`FOUND`] plus BM25's weight of its
+//! occurrences there (a saturating count, whole words over word starts over insides, over the entry's length
+//! against a fixed typical length rather than the corpus's mean, so a score depends on the entry alone and is the
+//! same whichever way the entry was read); a word only the session's name, id or cwd holds scores at most 3. Ties
+//! go to the newest, then path and place in the file: a total order, so pages follow one another exactly. Every
+//! hit is counted (the true total), and only the best of them are kept while a search runs.
+//!
 //! A query is bounded ([`MAX_QUERY_BYTES`], [`MAX_QUERY_WORDS`]; a longer one is refused as an invalid query).
 //! Its words are prepared once, and an entry costs at most one pass over its text per word, a session's own
 //! fields are judged once per session, and the index is asked with a bounded number of trigrams per word: a
@@ -276,38 +283,109 @@ impl Prepared {
         Prepared { words, lens, finders }
     }
 
-    /// Where token `k` first occurs in `lower` (an entry's lowercased text), as a byte offset.
-    fn position(&self, k: usize, lower: &str) -> Option<usize> {
+    /// Where token `k` first occurs in `lower` (an entry's lowercased text), as a byte offset, and how much it
+    /// counts there ([`relevance`]); None when it does not occur.
+    fn find(&self, k: usize, lower: &str) -> Option<(usize, f64)> {
+        let mut first = None;
+        let mut counted = Counted::default();
+        let mut each = |start: usize, end: usize| {
+            first.get_or_insert(start);
+            counted.add(lower, start, end)
+        };
         match &self.finders[k] {
-            Some(finder) => finder.find(lower.as_bytes()),
+            Some(finder) => {
+                for start in finder.find_iter(lower.as_bytes()) {
+                    if !each(start, start + finder.needle().len()) {
+                        break;
+                    }
+                }
+            }
             None => {
                 let words: Vec<&str> = self.words[k].iter().map(String::as_str).collect();
-                contains_words(lower, &words).then(|| lower.find(words.first().copied().unwrap_or("")).unwrap_or(0))
+                find_words(lower, &words, &mut each);
             }
         }
+        Some((first?, counted.relevance(lower.len())))
+    }
+}
+
+/// How many occurrences of one token (or matches of a regex) an entry's relevance counts at most.
+const MAX_COUNTED: usize = 32;
+/// BM25's term-frequency saturation (k1) and length normalisation (b), with the length (bytes) of a typical
+/// entry standing in for the corpus's mean, so an entry's score depends on its own text alone: the same whether
+/// the files were read or the index was asked, and across machines.
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
+const TYPICAL_ENTRY_BYTES: f64 = 400.0;
+/// What a token found in an entry's own text adds to its score at least, and at most on top of that: a token
+/// found in the text always outweighs one matched by the session's name, id or cwd (at most 3).
+const FOUND: f64 = 10.0;
+const RELEVANCE_SPAN: f64 = 2.0;
+
+/// The occurrences of one token in one text, each weighed by where it falls: a whole word counts 1, the start
+/// of a word 0.6, the inside of one 0.3 ("tokenizer" is about tokenizers; "detokenizers" less so).
+#[derive(Default)]
+struct Counted {
+    n: usize,
+    weight: f64,
+}
+
+impl Counted {
+    /// Counts the occurrence at `start..end` of `text`; false once no more will be counted.
+    fn add(&mut self, text: &str, start: usize, end: usize) -> bool {
+        let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+        let starts = !word(text[..start].chars().next_back());
+        let ends = !word(text.get(end..).and_then(|t| t.chars().next()));
+        self.weight += match (starts, ends) {
+            (true, true) => 1.0,
+            (true, false) => 0.6,
+            _ => 0.3,
+        };
+        self.n += 1;
+        self.n < MAX_COUNTED
+    }
+
+    /// BM25's weight of these occurrences in a text of `len` bytes, scaled to `0..RELEVANCE_SPAN * (k1 + 1)`:
+    /// more occurrences count for more but saturate, and the same count in a longer text counts for less.
+    fn relevance(&self, len: usize) -> f64 {
+        let tf = self.weight;
+        let norm = 1.0 - BM25_B + BM25_B * (len as f64 / TYPICAL_ENTRY_BYTES);
+        RELEVANCE_SPAN * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm)
     }
 }
 
 /// Whether `normalize(text).contains(words.join(" "))`, for words without white space, without building the
-/// normalized text (an entry can be a whole file's contents, and a phrase query judges every candidate): the
-/// first word ends a run of non-space, the middle ones are whole runs, the last one starts a run.
+/// normalized text (an entry can be a whole file's contents, and a phrase query judges every candidate).
+#[cfg(test)]
 fn contains_words(text: &str, words: &[&str]) -> bool {
-    let Some((first, rest)) = words.split_first() else { return true };
-    if rest.is_empty() {
-        return memchr::memmem::find(text.as_bytes(), first.as_bytes()).is_some();
-    }
+    let mut found = false;
+    find_words(text, words, &mut |_, _| {
+        found = true;
+        false
+    });
+    found
+}
+
+/// Calls `each(start, end)` for every place `normalize(text)` would contain `words.join(" ")` (for words without
+/// white space), as byte ranges of `text`, until it returns false: the first word ends a run of non-space, the
+/// middle ones are whole runs, the last one starts a run.
+fn find_words(text: &str, words: &[&str], each: &mut dyn FnMut(usize, usize) -> bool) {
+    let Some((first, rest)) = words.split_first() else {
+        each(0, 0);
+        return;
+    };
     let follows = |mut at: usize| {
         for (k, word) in rest.iter().enumerate() {
             let gap: usize = text[at..].chars().take_while(|c| c.is_whitespace()).map(char::len_utf8).sum();
             if gap == 0 || !text[at + gap..].starts_with(word) {
-                return false;
+                return None;
             }
             at += gap + word.len();
             if k + 1 < rest.len() && !text[at..].starts_with(char::is_whitespace) {
-                return false;
+                return None;
             }
         }
-        true
+        Some(at)
     };
     // Every occurrence, overlapping ones included (`match_indices` skips those). (memchr's searcher: std's
     // `str::find` was a sixth of a first search's time on phrase queries.)
@@ -315,12 +393,16 @@ fn contains_words(text: &str, words: &[&str]) -> bool {
     let mut from = 0;
     while let Some(i) = finder.find(&text.as_bytes()[from..]) {
         let start = from + i;
-        if follows(start + first.len()) {
-            return true;
+        if let Some(end) = follows(start + first.len()) {
+            if !each(start, end) {
+                return;
+            }
+            // The next occurrence starts past this one, as a word's do.
+            from = end;
+            continue;
         }
         from = start + text[start..].chars().next().map_or(1, char::len_utf8);
     }
-    false
 }
 
 impl PartialEq for Hit {
@@ -381,12 +463,21 @@ impl<'a> Matcher<'a> {
         self.roles.is_none_or(|r| r.iter().any(|x| x == role))
     }
 
-    /// The best score an entry can have: every token found in its own text.
-    fn full_score(&self) -> f64 {
-        match self.query {
-            Query::Regex(_) => 10.0,
-            Query::Tokens(t) => 10.0 * t.len() as f64,
+    /// The needles an entry's text must hold (every one) to be a hit, for the index to narrow by, or None when
+    /// it cannot narrow to every one: a token some session in scope satisfies by its name, id or cwd need not be
+    /// in the text, but a token none does must be, and a lone token always must be. A regex narrows to nothing
+    /// (every entry is judged).
+    fn required_needles(&self) -> Option<Vec<String>> {
+        let Query::Tokens(tokens) = self.query else { return Some(Vec::new()) };
+        let needles = self.query.needles();
+        if tokens.len() == 1 {
+            return Some(needles);
         }
+        let required: Vec<String> = (0..tokens.len())
+            .filter(|&k| self.sessions.iter().all(|s| self.weight(&s.info.path, &s.info, tokens, k).is_none()))
+            .map(|k| needles[k].clone())
+            .collect();
+        (!required.is_empty()).then_some(required)
     }
 
     /// The hit `doc` (an entry of the session at `path`) makes, if any.
@@ -398,7 +489,13 @@ impl<'a> Matcher<'a> {
         let (score, at, len) = match self.query {
             Query::Regex(re) => {
                 let m = re.find(&doc.text)?;
-                (10.0, m.start(), m.len())
+                let mut counted = Counted::default();
+                for m in re.find_iter(&doc.text) {
+                    if !counted.add(&doc.text, m.start(), m.end()) {
+                        break;
+                    }
+                }
+                (FOUND + counted.relevance(doc.text.len()), m.start(), m.len())
             }
             Query::Tokens(tokens) if tokens.is_empty() => return None,
             Query::Tokens(tokens) => {
@@ -407,9 +504,9 @@ impl<'a> Matcher<'a> {
                 let mut first: Option<(usize, usize)> = None;
                 let mut in_doc = 0;
                 for k in 0..tokens.len() {
-                    if let Some(pos) = self.prepared.position(k, &lower) {
+                    if let Some((pos, relevance)) = self.prepared.find(k, &lower) {
                         in_doc += 1;
-                        score += 10.0;
+                        score += FOUND + relevance;
                         let len = self.prepared.lens[k];
                         if first.is_none_or(|(p, _)| pos < p) {
                             first = Some((pos, len));
@@ -487,18 +584,62 @@ impl<'a> Matcher<'a> {
 
     /// Entry hits plus session hits, best first, then newest; at most `limit`.
     fn finish(&self, hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
-        let with_entry_hits: HashSet<String> = hits.iter().map(|h| h.path.clone()).collect();
-        self.finish_with(hits, &with_entry_hits, limit)
+        let mut found = Found::new(limit);
+        hits.into_iter().for_each(|h| found.add(h));
+        self.page(found, 0, limit).hits
     }
 
-    /// [`Matcher::finish`] where `hits` may be only the best of the entry hits: `with_entry_hits` names every
-    /// session that had one.
-    fn finish_with(&self, mut hits: Vec<Hit>, with_entry_hits: &HashSet<String>, limit: usize) -> Vec<Hit> {
-        hits.extend(self.session_hits(with_entry_hits));
+    /// The entry hits `found` plus the session hits, ranked: `limit` from `offset` on, and how many there are.
+    fn page(&self, found: Found, offset: usize, limit: usize) -> Page {
+        let Found { mut hits, count, mut with_entry_hits, .. } = found;
+        let session_hits = self.session_hits(&with_entry_hits);
+        let total = count + session_hits.len();
+        with_entry_hits.extend(session_hits.iter().map(|h| h.path.clone()));
+        hits.extend(session_hits);
         rank(&mut hits);
-        hits.truncate(limit);
-        hits
+        let hits = hits.into_iter().skip(offset).take(limit).collect();
+        Page { hits, total, sessions: with_entry_hits.len() }
     }
+}
+
+/// Entry hits as a search finds them, in any order: every one counted, only the best `keep` kept.
+struct Found {
+    keep: usize,
+    hits: Vec<Hit>,
+    count: usize,
+    with_entry_hits: HashSet<String>,
+}
+
+impl Found {
+    fn new(keep: usize) -> Found {
+        Found { keep, hits: Vec::new(), count: 0, with_entry_hits: HashSet::new() }
+    }
+
+    fn extend(&mut self, hit: Option<Hit>) {
+        if let Some(hit) = hit {
+            self.add(hit);
+        }
+    }
+
+    fn add(&mut self, hit: Hit) {
+        self.count += 1;
+        if !self.with_entry_hits.contains(&hit.path) {
+            self.with_entry_hits.insert(hit.path.clone());
+        }
+        self.hits.push(hit);
+        if self.hits.len() > self.keep.saturating_mul(2).saturating_add(4096) {
+            // The order is total: hits past the best `keep` can never make the answer.
+            rank(&mut self.hits);
+            self.hits.truncate(self.keep);
+        }
+    }
+}
+
+/// One page of a search's ranked hits, and how many there are in all.
+struct Page {
+    hits: Vec<Hit>,
+    total: usize,
+    sessions: usize,
 }
 
 /// A hit's time for ranking: unknown times last.
@@ -559,8 +700,12 @@ pub enum Phase {
 /// A search's answer, and what it left for later.
 #[derive(Debug)]
 pub struct Searched {
-    /// The hits, best first.
+    /// The hits asked for, best first.
     pub hits: Vec<Hit>,
+    /// How many hits there are in all (entries and sessions), of which `hits` is a page.
+    pub total: usize,
+    /// How many sessions those hits are in.
+    pub sessions: usize,
     /// Files in scope whose searchable text the index does not hold yet: the search read them instead. Pass them
     /// to [`CatalogIndex::catch_up_docs`] once the answer is out, so the next search asks the index.
     pub unindexed: Vec<String>,
@@ -578,7 +723,22 @@ pub fn search_sessions(
     catalog: Catalog<'_>,
     on_progress: &mut dyn FnMut(Phase, usize, usize),
 ) -> Result<Searched> {
-    search_in(query, scope, roles, limit, &mut catalog.without_text(), on_progress)
+    search_page(query, scope, roles, 0, limit, catalog, on_progress)
+}
+
+/// [`search_sessions`]'s hits from `offset` on (in rank order; the order is total, so the pages of one search
+/// over unchanged sessions neither repeat nor skip a hit), with the true count of hits and of their sessions:
+/// every candidate is judged and counted, and only the best `offset + limit` are kept while it goes.
+pub fn search_page(
+    query: &str,
+    scope: Scope<'_>,
+    roles: Option<&[String]>,
+    offset: usize,
+    limit: usize,
+    catalog: Catalog<'_>,
+    on_progress: &mut dyn FnMut(Phase, usize, usize),
+) -> Result<Searched> {
+    search_in(query, scope, roles, offset, limit, &mut catalog.without_text(), on_progress)
 }
 
 /// Reading the files is this many times faster than extracting their text into the index (FTS5 adding
@@ -590,6 +750,7 @@ fn search_in(
     query: &str,
     scope: Scope<'_>,
     roles: Option<&[String]>,
+    offset: usize,
     limit: usize,
     catalog: &mut Catalog<'_>,
     on_progress: &mut dyn FnMut(Phase, usize, usize),
@@ -602,7 +763,13 @@ fn search_in(
     };
     let paths: Vec<String> = sessions.iter().map(|s| s.info.path.clone()).collect();
     let cancel = catalog.cancel().clone();
-    let ask = Ask { query: &parsed, sessions: &sessions, paths: &paths, roles, limit, cancel: &cancel };
+    let ask = Ask { query: &parsed, sessions: &sessions, paths: &paths, roles, offset, limit, cancel: &cancel };
+    let answer = |page: Page, unindexed: Vec<String>| Searched {
+        hits: page.hits,
+        total: page.total,
+        sessions: page.sessions,
+        unindexed,
+    };
     if let Some(ix) = catalog.index() {
         let scan_first = match ix.unindexed_bytes(&paths) {
             Ok((behind, total)) => behind > 0 && behind * SCAN_WHEN_UNINDEXED_OVER > total,
@@ -610,17 +777,17 @@ fn search_in(
             Err(_) => false,
         };
         if scan_first {
-            let hits = scan(&ask, on_progress)?;
-            return cancel.check().map(|()| Searched { hits, unindexed: paths });
+            let page = scan(&ask, on_progress)?;
+            return cancel.check().map(|()| answer(page, paths));
         }
         match search_index(ix, &ask, on_progress) {
-            Ok(hits) => return cancel.check().map(|()| Searched { hits, unindexed: Vec::new() }),
+            Ok(page) => return cancel.check().map(|()| answer(page, Vec::new())),
             Err(IndexError::Cancelled) => return Err(Error::Cancelled),
             Err(e) => tracing::warn!("catalog index unavailable ({e}); reading the sessions directly"),
         }
     }
-    let hits = scan(&ask, on_progress)?;
-    Ok(Searched { hits, unindexed: Vec::new() })
+    let page = scan(&ask, on_progress)?;
+    Ok(answer(page, Vec::new()))
 }
 
 /// One search's question, once the scope is listed.
@@ -629,22 +796,29 @@ struct Ask<'a> {
     sessions: &'a [Arc<ListedSession>],
     paths: &'a [String],
     roles: Option<&'a [String]>,
+    offset: usize,
     limit: usize,
     cancel: &'a Cancel,
+}
+
+impl Ask<'_> {
+    /// How many of the best hits a search keeps while it counts them all.
+    fn keep(&self) -> usize {
+        self.offset.saturating_add(self.limit)
+    }
 }
 
 /// The most threads a scan reads files on.
 const MAX_SCAN_THREADS: usize = 4;
 
 /// The search by reading every file in `paths`, a file at a time on each of a few threads (a session's entries
-/// are judged as its file is read; only hits are kept, and only the best `limit` of them once there are many).
-fn scan(ask: &Ask<'_>, on_progress: &mut dyn FnMut(Phase, usize, usize)) -> Result<Vec<Hit>> {
-    let Ask { query, sessions, paths, roles, limit, cancel } = *ask;
+/// are judged as its file is read; every hit is counted, and only the best are kept once there are many).
+fn scan(ask: &Ask<'_>, on_progress: &mut dyn FnMut(Phase, usize, usize)) -> Result<Page> {
+    let Ask { query, sessions, paths, roles, cancel, .. } = *ask;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_SCAN_THREADS);
     let next = AtomicUsize::new(0);
-    let (found_tx, found) = mpsc::channel::<Vec<Hit>>();
-    let mut hits: Vec<Hit> = Vec::new();
-    let mut with_entry_hits = HashSet::new();
+    let (found_tx, found_rx) = mpsc::channel::<Vec<Hit>>();
+    let mut found = Found::new(ask.keep());
     std::thread::scope(|s| {
         for _ in 0..threads.min(paths.len()) {
             let (next, found_tx) = (&next, found_tx.clone());
@@ -662,74 +836,45 @@ fn scan(ask: &Ask<'_>, on_progress: &mut dyn FnMut(Phase, usize, usize)) -> Resu
             });
         }
         drop(found_tx);
-        for (done, file_hits) in found.iter().enumerate() {
-            with_entry_hits.extend(file_hits.iter().map(|h: &Hit| h.path.clone()));
-            hits.extend(file_hits);
-            if hits.len() > 2 * limit + 4096 {
-                // The order is total: entry hits past the best `limit` can never make the answer.
-                rank(&mut hits);
-                hits.truncate(limit);
-            }
+        for (done, file_hits) in found_rx.iter().enumerate() {
+            file_hits.into_iter().for_each(|h| found.add(h));
             on_progress(Phase::Indexing, done + 1, paths.len());
         }
     });
     cancel.check()?;
-    Ok(Matcher::new(query, sessions, roles).finish_with(hits, &with_entry_hits, limit))
+    Ok(Matcher::new(query, sessions, roles).page(found, ask.offset, ask.limit))
 }
 
-/// The search through the index. Entries containing every token are the best hits, so they are visited newest
-/// first and the walk stops once `limit` of them are found: a common word costs `limit` entries, not every
-/// entry that has it. Only when fewer exist is every candidate (any token) judged.
+/// The search through the index: every entry that may hold what a hit must hold (the index narrows by
+/// trigrams, [`Matcher::required_needles`]) is judged and counted, the best kept; the unterminated last lines,
+/// which the index does not hold, are judged as the listing saw them.
 fn search_index(
     ix: &mut CatalogIndex,
     ask: &Ask<'_>,
     on_progress: &mut dyn FnMut(Phase, usize, usize),
-) -> IndexResult<Vec<Hit>> {
-    let Ask { query, sessions, paths, roles, limit, cancel } = *ask;
+) -> IndexResult<Page> {
+    let Ask { query, sessions, paths, roles, cancel, .. } = *ask;
     ix.catch_up_docs(paths, cancel, &mut |l, t| on_progress(Phase::Indexing, l, t))?;
-    if limit == 0 {
-        return Ok(Vec::new());
-    }
     let matcher = Matcher::new(query, sessions, roles);
-    let full = matcher.full_score();
-    let mut hits: Vec<Hit> =
-        ix.fragment_docs(paths, cancel)?.iter().filter_map(|(path, doc)| matcher.entry_hit(path, doc)).collect();
-    // Only hits of the newest-first walk count towards stopping it: the unterminated lines judged above are in
-    // no particular order, and the final ranking merges them in.
-    let mut best = 0;
-    // The time of the `limit`th full hit: entries of that same time may still rank before it (by path and place).
-    let mut last_time: Option<f64> = None;
-    let every_token: Vec<String> = match query {
-        Query::Regex(_) => Vec::new(),
-        Query::Tokens(_) => query.needles(),
-    };
-    let time = |t: f64| if t.is_nan() { f64::MIN } else { t };
-    let exhausted = ix.for_each_doc_newest_first(paths, &every_token, cancel, &mut |path, doc| {
-        if last_time.is_some_and(|last| time(doc.timestamp) < last) {
-            return false;
-        }
-        if let Some(h) = matcher.entry_hit(path, &doc) {
-            if h.score >= full {
-                best += 1;
-                if best == limit {
-                    last_time = Some(time(h.timestamp));
-                }
-            }
-            hits.push(h);
-        }
-        true
-    })?;
-    let single = match query {
-        Query::Regex(_) => true,
-        Query::Tokens(t) => t.len() <= 1,
-    };
-    if exhausted && !single {
-        // Entries holding only some tokens (the rest matched by the session's name, id or cwd) rank lower but
-        // still count: judge every entry holding any token.
-        let docs = ix.docs(paths, &query.needles(), cancel)?;
-        return Ok(search(query, sessions, &docs, roles, limit));
+    let mut found = Found::new(ask.keep());
+    for (path, doc) in ix.fragment_docs(paths, cancel)? {
+        found.extend(matcher.entry_hit(&path, &doc));
     }
-    Ok(matcher.finish(hits, limit))
+    match matcher.required_needles() {
+        Some(needles) => {
+            ix.for_each_doc_newest_first(paths, &needles, cancel, &mut |path, doc| {
+                found.extend(matcher.entry_hit(path, &doc));
+                true
+            })?;
+        }
+        // Every token is satisfied by some session's own fields: an entry holding any one token may be a hit.
+        None => {
+            ix.for_each_doc_with_any(paths, &query.needles(), cancel, &mut |path, doc| {
+                found.extend(matcher.entry_hit(path, &doc));
+            })?;
+        }
+    }
+    Ok(matcher.page(found, ask.offset, ask.limit))
 }
 
 /// Every searchable entry of the file at `path`, read directly (nothing when it is not a regular file; what was

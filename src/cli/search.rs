@@ -8,7 +8,7 @@ use std::io::Write;
 use crate::catalog::cancel::Cancel;
 use crate::catalog::index::CatalogIndex;
 use crate::catalog::listing::Catalog;
-use crate::catalog::search::{parse_query, search_hit_json, search_sessions, Hit, Query, Scope, Token};
+use crate::catalog::search::{parse_query, search_hit_json, search_page, Hit, Query, Scope, Searched, Token};
 use crate::session::js::date::to_iso_string;
 use crate::session::json::Json;
 use crate::session::paths;
@@ -31,6 +31,8 @@ pub struct SearchRequest<'a> {
     pub dir: Option<&'a str>,
     /// At most this many results (at least 1).
     pub limit: usize,
+    /// Skip this many of the best results first.
+    pub offset: usize,
     /// Only these roles.
     pub roles: Option<Vec<String>>,
 }
@@ -53,36 +55,39 @@ pub fn search(
         Some(d) => d.to_owned(),
         None => paths::default_session_dir_path(cwd, agent_dir),
     });
-    let (hits, unindexed) = match &project_dir {
-        Some(dir) if !paths::as_path(dir).exists() => (Vec::new(), Vec::new()),
+    let searched = match &project_dir {
+        Some(dir) if !paths::as_path(dir).exists() => {
+            Searched { hits: Vec::new(), total: 0, sessions: 0, unindexed: Vec::new() }
+        }
         _ => {
             let scope = Scope { cwd: request.cwd, session_dir: project_dir.as_deref().or(request.dir) };
-            let searched = search_sessions(
+            search_page(
                 request.query,
                 scope,
                 request.roles.as_deref(),
-                // One more than asked for says whether there are more than shown.
-                request.limit.saturating_add(1),
+                request.offset,
+                request.limit,
                 Catalog::new(agent_dir, index.as_deref_mut()),
                 &mut |_, _, _| {},
-            )?;
-            (searched.hits, searched.unindexed)
+            )?
         }
     };
-    let mut hits = hits;
-    let more = hits.len() > request.limit;
-    hits.truncate(request.limit);
+    let Searched { hits, total, sessions, unindexed } = searched;
     let status = if hits.is_empty() { EXIT_NO_MATCH } else { EXIT_OK };
     let printed = if json {
         let mut bytes = Vec::new();
         Json::Array(hits.iter().map(search_hit_json).collect()).write_preserving(&mut bytes);
         bytes.push(b'\n');
         emit(out, &String::from_utf8_lossy(&bytes)).map(|s| s.max(status))
+    } else if hits.is_empty() && total > 0 {
+        eprintln!("{}; none from --offset {}", count(total, "match", "matches"), request.offset);
+        Ok(status)
     } else if hits.is_empty() {
         eprintln!("no matches");
         Ok(status)
     } else {
-        emit(out, &grouped(&hits, &query, style, more.then_some(request.limit))).map(|s| s.max(status))
+        let counted = Counted { total, sessions, offset: request.offset, limit: request.limit };
+        emit(out, &grouped(&hits, &query, style, &counted)).map(|s| s.max(status))
     };
     // The answer is out; the text the search read goes into the index for the next search.
     if let (Some(ix), false) = (index, unindexed.is_empty()) {
@@ -94,9 +99,17 @@ pub fn search(
     printed
 }
 
-/// The hits, grouped by session in rank order of each session's best hit; `cut_at` says the search found more
-/// than these, cut at that limit, so the count is not mistaken for the total.
-fn grouped(hits: &[Hit], query: &Query, style: &Style, cut_at: Option<usize>) -> String {
+/// How many hits a search found in all, and which page of them is shown.
+struct Counted {
+    total: usize,
+    sessions: usize,
+    offset: usize,
+    limit: usize,
+}
+
+/// The hits, grouped by session in rank order of each session's best hit, then the true count of the search's
+/// hits and sessions, and which of them these are when they are not all.
+fn grouped(hits: &[Hit], query: &Query, style: &Style, counted: &Counted) -> String {
     let mut order: Vec<&str> = Vec::new();
     for h in hits {
         if !order.contains(&h.path.as_str()) {
@@ -127,14 +140,16 @@ fn grouped(hits: &[Hit], query: &Query, style: &Style, cut_at: Option<usize>) ->
         }
         text.push('\n');
     }
-    let sessions = count(order.len(), "session", "sessions");
-    let matches = count(hits.len(), "match", "matches");
-    match cut_at {
-        Some(limit) => text.push_str(&format!(
-            "the first {matches} in {sessions}; there are more than {limit} (--limit shows more)\n"
-        )),
-        None => text.push_str(&format!("{matches} in {sessions}\n")),
+    let Counted { total, sessions, offset, limit } = *counted;
+    text.push_str(&format!("{} in {}", count(total, "match", "matches"), count(sessions, "session", "sessions")));
+    if offset > 0 || hits.len() < total {
+        let last = offset + hits.len();
+        text.push_str(&format!("; these are {}–{last}", offset + 1));
+        if last < total {
+            text.push_str(&format!(" (--offset {last} shows the next {})", limit.min(total - last)));
+        }
     }
+    text.push('\n');
     text
 }
 

@@ -321,6 +321,7 @@ methods! {
     "sessions/listDelta", Catalog, pooled catalog::list_delta [ListDeltaParams] -> ListingDeltaJson, "A listing (list's with a cwd, listAll's without) as a change to one the host holds.";
     "sessions/findById", Catalog, pooled catalog::find_by_id [FindByIdParams] -> FindResult, "The file of the session with exactly this id, or null.";
     "sessions/search", Catalog, pooled catalog::search [SearchParams] -> Vec<SearchHitJson>, "Entries (and sessions) matching a /resume query, best first.";
+    "sessions/searchPage", Catalog, pooled catalog::search_page [SearchParams] -> SearchPage, "sessions/search's hits from offset on, with how many there are in all and in how many sessions.";
     "sessions/watch", Open, pooled watch::watch_sessions [SessionsWatchParams] -> SessionsWatchResult, "Reports session files appearing, changing or vanishing in a directory (sessions/changed).";
     "sessions/unwatch", Open, pooled watch::unwatch_sessions [SessionsUnwatchParams] -> Null, "Stops a sessions/watch.";
 }

@@ -687,6 +687,10 @@ pub struct SessionsWatchParams {
     pub session_dir: Option<String>,
     /// Watch pi's directory for this cwd (when `sessionDir` is not given).
     pub cwd: Option<String>,
+    /// `true`: watch every project directory under the agent directory's `sessions/` (the sessions `listAll`
+    /// lists), including those created later, instead of one directory (`sessionDir` and `cwd` are then not
+    /// given). A session file already in a project directory when it is noticed is reported as `created`.
+    pub all: Option<bool>,
 }
 
 /// `sessions/watch` result.
@@ -1298,6 +1302,10 @@ pub struct SearchParams {
     pub session_dir: Option<String>,
     /// At most this many results (default 50).
     pub limit: Option<usize>,
+    /// Skip this many of the best results first (default 0): the next page starts at the previous page's offset
+    /// plus its limit. Results are in a total order (relevance, time, path, place in the file), so the pages of
+    /// unchanged sessions neither repeat nor skip a result.
+    pub offset: Option<usize>,
     /// Only these roles: `user`, `assistant`, `toolResult`, `custom`, `bashExecution`, `name`, `label`,
     /// `summary`, or `session` (a session whose name, id or cwd matches).
     pub roles: Option<Vec<String>>,
@@ -1313,6 +1321,21 @@ pub enum ProgressToken {
     Number(i64),
     /// A string token.
     String(String),
+}
+
+/// `sessions/searchPage` result.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchPage {
+    /// The results from `offset` on, at most `limit`, best first (as `sessions/search` returns them).
+    pub hits: Vec<SearchHitJson>,
+    /// How many results the query has in all (every matching entry, and every session matched by its own name,
+    /// id or cwd), counted whatever `offset` and `limit` are.
+    pub total: usize,
+    /// How many sessions those results are in.
+    pub sessions: usize,
+    /// The offset of the first of `hits`.
+    pub offset: usize,
 }
 
 /// `sessions/findById` result.

@@ -129,6 +129,7 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
         index_catch_up: IndexCatchUp::start(index),
         watcher,
         dir_watches: Mutex::new(HashMap::new()),
+        tree_watches: Mutex::new(HashMap::new()),
         next_watch_id: Default::default(),
         listings: Mutex::new(RecentListings::default()),
         team,

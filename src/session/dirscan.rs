@@ -105,6 +105,20 @@ pub fn stamp_names<S: AsRef<str>>(dir: &str, names: &[S]) -> std::io::Result<Vec
         .collect())
 }
 
+/// The directories in `dir` (and symbolic links, which may name one), as paths: the project directories of a
+/// sessions root, as pi's `listAll` walks them.
+pub fn subdirectories(dir: &str) -> std::io::Result<Vec<String>> {
+    let mut dirs = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let Ok(ft) = entry.file_type() else { continue };
+        if ft.is_dir() || ft.is_symlink() {
+            dirs.push(super::paths::join(&[dir, &entry.file_name().to_string_lossy()]));
+        }
+    }
+    Ok(dirs)
+}
+
 /// The `*.jsonl` names in `dir`, in directory order (like `readdir`).
 pub fn jsonl_names(dir: &str) -> std::io::Result<Vec<String>> {
     let mut names = Vec::new();

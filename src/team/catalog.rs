@@ -418,29 +418,14 @@ impl TeamCatalog {
             Query::Tokens(_) => Narrow::all_of(token_patterns.iter()),
         };
         let roles_filter: Option<Vec<String>> = roles.map(<[String]>::to_vec);
-        // Entries holding every token, newest first, until `limit` of them are full hits. A common word is in
-        // most entries: walking the newest ones finds `limit` hits after reading a few windows. A rarer one is
-        // found through the trigram index, which reads only the entries that hold it.
-        let mut docs = Vec::new();
-        let mut hits = Vec::new();
-        let mut found = false;
-        let mut walked_all = false;
-        for window in 0..NEWEST_WINDOWS {
-            let (fetched, older) =
-                self.docs(&sids, &every_token, roles_filter.as_deref(), Some(window * self.window))?;
-            docs.extend(rekey(fetched));
-            hits = search(&parsed, &keyed, &docs, roles, limit);
-            found = hits.iter().filter(|h| h.entry_id.is_some() && h.score >= full).count() >= limit;
-            walked_all = !older;
-            if found || walked_all {
-                break;
-            }
-        }
+        // Entries holding every token: each is judged, as a local search judges them, since hits rank by their
+        // relevance and a newer one need not rank first.
+        let docs = rekey(self.docs(&sids, &every_token, roles_filter.as_deref(), None)?.0);
+        let mut hits = search(&parsed, &keyed, &docs, roles, limit);
+        // Entries holding only some tokens score less than any holding them all: they matter only when fewer
+        // than `limit` hold them all.
+        let found = hits.iter().filter(|h| h.entry_id.is_some() && h.score >= full).count() >= limit;
         if !found {
-            if !walked_all {
-                docs = rekey(self.docs(&sids, &every_token, roles_filter.as_deref(), None)?.0);
-                hits = search(&parsed, &keyed, &docs, roles, limit);
-            }
             if let (false, Query::Tokens(tokens)) = (single, &parsed) {
                 // An entry holding only some tokens is a hit when the session's own fields (name, id, cwd) match
                 // the rest, so what it must hold depends on its session: every token those fields miss, or any
@@ -695,10 +680,9 @@ fn pg_regex(pattern: &str) -> Option<String> {
 /// How often a search's watcher looks whether the search was cancelled.
 const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// Entries per window of the newest-first walk (by default), and how many windows are walked before the trigram
-/// index.
+/// Entries per window of a newest-first walk (by default). A search no longer walks in windows (hits rank by
+/// relevance, so it judges every entry holding every token); `docs` still can.
 const NEWEST_WINDOW: i64 = 2000;
-const NEWEST_WINDOWS: i64 = 4;
 
 /// Splits sessions (ordered by machine) into one group per machine.
 fn group_by_machine(sessions: Vec<TeamSession>) -> Vec<Vec<TeamSession>> {

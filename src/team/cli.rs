@@ -261,8 +261,9 @@ pub fn search(url: &str, request: &crate::cli::search::SearchRequest<'_>, json: 
         Err(e) => return fail(e, json),
     };
     let scope = Scope { cwd: request.cwd, session_dir: request.dir };
-    let hits = match catalog.search(request.query, scope, request.roles.as_deref(), request.limit) {
-        Ok(h) => h,
+    let keep = request.offset.saturating_add(request.limit);
+    let hits = match catalog.search(request.query, scope, request.roles.as_deref(), keep) {
+        Ok(h) => h.into_iter().skip(request.offset).collect::<Vec<_>>(),
         Err(super::catalog::SearchError::Db(e)) => return fail(e, json),
         Err(e @ super::catalog::SearchError::Query(_)) => {
             return i32::from(Failure::invalid(e.to_string()).report(json));

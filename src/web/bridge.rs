@@ -143,6 +143,15 @@ impl Bridge {
         rx.recv().unwrap_or_else(|_| Err(Failure::io("the sidecar stopped")))
     }
 
+    /// Tells every listener that it missed something (as one that fell behind is told), so each page loads what
+    /// it shows again: for news the sidecar's notifications cannot carry.
+    pub fn resync_listeners(&self) {
+        for feed in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(Weak::upgrade) {
+            feed.lock().lagged = true;
+            feed.ready.notify_one();
+        }
+    }
+
     /// Every notification from now on (`session/changed`, …), as the sidecar sent it, held for the listener up
     /// to `budget` bytes of the sidecar's text. Dropping the feed stops the listening and frees what it held.
     pub fn listen(&self, budget: usize) -> Arc<Feed> {

@@ -82,6 +82,8 @@ const EVENTS_BUDGET: usize = 4 << 20;
 const EVENT_MAX: usize = 1 << 20;
 /// The event that tells the page to load what it shows again.
 const LAGGED: Bytes = Bytes::from_static(b"data: {\"kind\":\"lagged\"}\n\n");
+/// How often the sessions directory is looked for while there is none.
+const SESSIONS_DIR_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 /// How often an idle event stream says something, so a page that has gone is noticed.
 const EVENTS_PING: std::time::Duration = std::time::Duration::from_secs(15);
 
@@ -117,8 +119,23 @@ pub fn serve(config: WebConfig) -> Result<u8, Failure> {
     let guard = Arc::new(Guard { port, token: uuid::Uuid::new_v4().simple().to_string() });
     let mut view = View::new(bridge.clone());
     if let Some((reader, watcher, fingerprint)) = team {
+        // Over the team catalog the list follows pushes (a `sessions` event: list again), not this machine's files.
         view = view.with_team(reader);
         follow_catalog(watcher, fingerprint, bridge.clone())
+            .map_err(|e| Failure::io(format!("cannot start the web server: {}", describe_io(&e))))?;
+    } else if view.watch_sessions().is_err() {
+        // No sessions directory yet (pi makes it with the first session): it is looked for every few seconds,
+        // and once watched, the pages load their list again, which then follows it.
+        let (view, bridge) = (view.clone(), bridge.clone());
+        std::thread::Builder::new()
+            .name("pi-sessiond-web-watch".into())
+            .spawn(move || loop {
+                std::thread::sleep(SESSIONS_DIR_RETRY);
+                if view.watch_sessions().is_ok() {
+                    bridge.resync_listeners();
+                    return;
+                }
+            })
             .map_err(|e| Failure::io(format!("cannot start the web server: {}", describe_io(&e))))?;
     }
     {
@@ -245,7 +262,14 @@ fn route(request: &Request, body: &[u8], view: &View) -> Response {
             return asset(&p["/assets/".len()..]).unwrap_or_else(|| Response::text(404, "no such asset"))
         }
         ("GET", "/api/sessions") => Some(view.sessions()),
-        ("GET", "/api/search") => Some(view.search(request.param("q").unwrap_or(""))),
+        ("GET", "/api/session-info") => Some(view.session_info(request.param("path").unwrap_or(""))),
+        ("GET", "/api/search") => {
+            let offset = request.param("offset").unwrap_or("0");
+            let Ok(offset) = offset.parse::<usize>() else {
+                return Response::text(400, "offset must be a whole number");
+            };
+            Some(view.search(request.param("q").unwrap_or(""), offset))
+        }
         ("POST", "/api/open") => Some(view.open_listed(request.param("path").unwrap_or(""), request.param("machine"))),
         ("GET", "/api/snapshot") => Some(view.snapshot(request.param("handle").unwrap_or(""))),
         ("POST", "/api/close") => Some(view.close(request.param("handle").unwrap_or(""))),

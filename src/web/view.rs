@@ -22,7 +22,7 @@ use super::bridge::{params, Bridge};
 
 /// How many characters of text a row previews.
 const PREVIEW_CHARS: usize = 160;
-/// How many search hits the page shows (view.js's SEARCH_SHOWN).
+/// How many search hits the page shows at a time; its "more" button asks for the next as many.
 pub const SEARCH_SHOWN: usize = 100;
 /// The web server's own notification (never the sidecar's) that the team catalog changed: the page lists again.
 pub const CATALOG_CHANGED: &str = "web/catalogChanged";
@@ -38,6 +38,8 @@ pub struct View {
     /// The team's last usage overview and the catalog's fingerprint when it was summed: until a push changes
     /// the catalog, the overview is that one again rather than every machine's sessions read once more.
     team_overview: Arc<Mutex<Option<(String, Json)>>>,
+    /// The sessions root the sidecar watches whole ([`View::watch_sessions`]), once it does.
+    watched_root: Arc<std::sync::OnceLock<String>>,
 }
 
 /// A team catalog failure as the page's failure.
@@ -56,12 +58,45 @@ fn text_of(v: Option<&Json>) -> Option<String> {
 impl View {
     /// A view over `bridge`.
     pub fn new(bridge: Arc<Bridge>) -> View {
-        View { bridge, team: None, team_overview: Arc::default() }
+        View { bridge, team: None, team_overview: Arc::default(), watched_root: Default::default() }
     }
 
     /// This view over the team catalog `team`, which its sidecar answers from too.
     pub fn with_team(self, team: Arc<TeamServer>) -> View {
         View { team: Some(team), ..self }
+    }
+
+    /// Asks the sidecar to report every session file appearing, growing or vanishing under the agent directory's
+    /// `sessions/` (`sessions/watch {all}`), which [`View::event`] turns into the list's live events. Fails when
+    /// there is no such directory yet.
+    pub fn watch_sessions(&self) -> Result<(), Failure> {
+        let watch = self.bridge.call("sessions/watch", obj(vec![("all", Json::Bool(true))]))?;
+        if let Some(root) = text_of(watch.get("dir")) {
+            let _ = self.watched_root.set(root);
+        }
+        Ok(())
+    }
+
+    /// The listing entry of one session file, as [`View::sessions`] lists it, or null when it is gone or is not
+    /// a session: what the page asks after a `sessions` event, reading one project directory rather than the
+    /// whole list. Only files in a project directory of the watched sessions root are answered.
+    pub fn session_info(&self, path: &str) -> Result<Json, Failure> {
+        let p = crate::session::paths::as_path(path);
+        let dir = p.parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+        let root = self.watched_root.get().map(String::as_str);
+        let in_root = p.parent().and_then(std::path::Path::parent).map(|r| r.to_string_lossy());
+        if root.is_none() || in_root.as_deref() != root || !path.ends_with(".jsonl") || path.contains("/../") {
+            return Err(Failure::new(
+                ErrorKind::SessionNotFound,
+                format!("{path}: no such session in this agent directory"),
+            ));
+        }
+        let listing = self.bridge.call(
+            "sessions/listAll",
+            obj(vec![("sessionDir", Json::str(&dir)), ("includeAllMessagesText", Json::Bool(false))]),
+        )?;
+        let Ok(listed) = listing.into_array() else { return Ok(Json::Null) };
+        Ok(listed.into_iter().find(|s| text_of(s.get("path")).as_deref() == Some(path)).unwrap_or(Json::Null))
     }
 
     /// Every session, newest activity first, without their full text: `[{path, id, name?, firstMessage,
@@ -71,11 +106,14 @@ impl View {
         Ok(listing)
     }
 
-    /// Entries matching `query` (pi's `/resume` language) across every session: at most [`SEARCH_SHOWN`] + 1, so
-    /// the page can say when there are more than it shows.
-    pub fn search(&self, query: &str) -> Result<Json, Failure> {
-        let limit = Json::number((SEARCH_SHOWN + 1) as f64);
-        self.bridge.call("sessions/search", obj(vec![("query", Json::str(query)), ("limit", limit)]))
+    /// One page of the entries matching `query` (pi's `/resume` language) across every session, best first:
+    /// `{hits, total, sessions, offset}`, at most [`SEARCH_SHOWN`] hits from `offset` on, with the true count of
+    /// hits and of the sessions they are in.
+    pub fn search(&self, query: &str, offset: usize) -> Result<Json, Failure> {
+        let limit = Json::number(SEARCH_SHOWN as f64);
+        let offset = Json::number(offset as f64);
+        self.bridge
+            .call("sessions/searchPage", obj(vec![("query", Json::str(query)), ("limit", limit), ("offset", offset)]))
     }
 
     /// Opens `path` as [`View::open`] does, if it is one of the sessions [`View::sessions`] lists: the live page
@@ -250,16 +288,24 @@ impl View {
 
     /// A sidecar notification as the page's live event, or None when the page has no use for it:
     /// `{kind: "append", handle, seq, leafId, rows}`, `{kind: "leaf", handle, seq, leafId}`, or `{kind: "reset" |
-    /// "rebind" | "deleted", handle, seq}` (the page reloads the snapshot); and [`CATALOG_CHANGED`] as
-    /// `{kind: "sessions"}` (the page lists the sessions again).
+    /// "rebind" | "deleted", handle, seq}` (the page reloads the snapshot); for the list, `{kind: "sessions",
+    /// change: "created" | "changed" | "removed", path}` (the page asks for that session's listing entry), or
+    /// [`CATALOG_CHANGED`] as `{kind: "sessions"}` without a path (the page lists the sessions again).
     pub fn event(notification: &Json) -> Option<Json> {
         if text_of(notification.get("method")).as_deref() == Some(CATALOG_CHANGED) {
             return Some(obj(vec![("kind", Json::str("sessions"))]));
         }
+        let p = notification.get("params")?;
+        if text_of(notification.get("method")).as_deref() == Some("sessions/changed") {
+            return Some(obj(vec![
+                ("kind", Json::str("sessions")),
+                ("change", p.get("kind")?.clone()),
+                ("path", p.get("path")?.clone()),
+            ]));
+        }
         if text_of(notification.get("method")).as_deref() != Some("session/changed") {
             return None;
         }
-        let p = notification.get("params")?;
         let change = p.get("change")?;
         let kind = text_of(change.get("kind"))?;
         let mut out = vec![

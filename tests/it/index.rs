@@ -219,9 +219,12 @@ fn a_first_search_on_an_empty_index_answers_byte_for_byte_as_a_warm_index_and_as
         search_sessions(query, scope, None, limit, Catalog::new("/no-agent", ix), &mut |_, _, _| {}).unwrap()
     };
     let mut direct = Vec::new();
+    let mut counted = Vec::new();
     for query in queries {
         for limit in limits {
-            direct.push(json(&ask(None, query, limit).hits));
+            let found = ask(None, query, limit);
+            direct.push(json(&found.hits));
+            counted.push((found.total, found.sessions));
         }
     }
     assert!(direct.iter().any(|h| h.len() > 2), "some query finds something");
@@ -234,6 +237,7 @@ fn a_first_search_on_an_empty_index_answers_byte_for_byte_as_a_warm_index_and_as
             let cold = ask(Some(&mut cold_index), query, limit);
             assert!(!cold.unindexed.is_empty(), "{query} limit {limit}: the first search reads the files");
             assert_eq!(json(&cold.hits), direct[k], "{query} limit {limit}: first search against reading the files");
+            assert_eq!((cold.total, cold.sessions), counted[k], "{query} limit {limit}: the totals, first search");
             k += 1;
         }
     }
@@ -246,6 +250,11 @@ fn a_first_search_on_an_empty_index_answers_byte_for_byte_as_a_warm_index_and_as
             let warm = ask(Some(&mut index), query, limit);
             assert!(warm.unindexed.is_empty(), "{query} limit {limit}: a warm search asks the index");
             assert_eq!(json(&warm.hits), direct[k], "{query} limit {limit}: warm index against reading the files");
+            assert_eq!(
+                (warm.total, warm.sessions),
+                counted[k],
+                "{query} limit {limit}: the totals, warm and from the files"
+            );
             k += 1;
         }
     }

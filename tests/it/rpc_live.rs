@@ -218,6 +218,45 @@ fn sessions_watch_reports_files_appearing_growing_and_vanishing() {
 }
 
 #[test]
+fn a_watch_of_all_sessions_reports_files_in_every_project_directory_and_in_ones_made_later() {
+    let agent = temp_dir();
+    let root = agent.path().join("sessions");
+    let old_project = root.join("--old--");
+    std::fs::create_dir_all(&old_project).unwrap();
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &s(agent.path())], &[]);
+    let e = sc.call_err("sessions/watch", json(&format!(r#"{{"all":true,"sessionDir":"{}"}}"#, s(&root))));
+    assert_eq!(e.get("data").and_then(|d| d.get("kind")), Some(&Json::str("invalid_params")), "all with a directory");
+    let r = sc.call("sessions/watch", json(r#"{"all":true}"#));
+    assert_eq!(r.get("dir"), Some(&Json::str(&s(&root))));
+    let watch_id = str_of(r.get("watchId").unwrap());
+    // A session in the project directory that was there, and one in a directory made as pi makes it: the
+    // directory first, then the file, with no pause between them.
+    let (in_old, first) = session_file(&old_project);
+    let new_project = root.join("--new--");
+    std::fs::create_dir(&new_project).unwrap();
+    let (in_new, _) = session_file(&new_project);
+    append_raw(&in_old, format!("{}\n", entry_line("b1", &first, "more")).as_bytes());
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let wanted = |seen: &[(String, String)]| {
+        [(&in_old, "created"), (&in_new, "created"), (&in_old, "changed")]
+            .iter()
+            .all(|(p, k)| seen.iter().any(|(sp, sk)| sp == *p && sk == k))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !wanted(&seen) && Instant::now() < deadline {
+        let Some(m) = sc.next_message(Duration::from_secs(1)) else { continue };
+        if m.get("method") == Some(&Json::str("sessions/changed")) {
+            let params = m.get("params").unwrap();
+            assert_eq!(params.get("watchId"), Some(&Json::str(&watch_id)));
+            seen.push((str_of(params.get("path").unwrap()), str_of(params.get("kind").unwrap())));
+        }
+    }
+    assert!(wanted(&seen), "{seen:?}");
+    assert!(seen.iter().all(|(p, _)| p == &in_old || p == &in_new), "only session files are reported: {seen:?}");
+    sc.call("sessions/unwatch", json(&format!(r#"{{"watchId":"{watch_id}"}}"#)));
+}
+
+#[test]
 fn a_second_sidecar_cannot_write_a_file_the_first_is_writing_but_can_read_it() {
     let dir = temp_dir();
     let mut a = Sidecar::new();

@@ -271,3 +271,181 @@ fn the_search_command_prints_hits_for_people_and_for_programs() {
     assert_eq!(none.status.code(), Some(1));
     assert!(none.stdout.is_empty() && String::from_utf8_lossy(&none.stderr).contains("no matches"));
 }
+
+/// Writes one session file per `(id, time, texts)` into `dir` (cwd `/work/p`), each text a user message one
+/// second after the one before, as pi writes them; returns the paths.
+fn sessions_of(dir: &std::path::Path, specs: &[(String, String, Vec<String>)]) -> Vec<String> {
+    specs
+        .iter()
+        .map(|(id, at, texts)| {
+            let t0 = chrono_free_ms(at);
+            // A message's own timestamp is a number of milliseconds, as pi writes it.
+            let number = |ms: u64| Json::number(ms as f64);
+            let mut lines = vec![format!(r#"{{"type":"session","version":3,"id":"{id}","timestamp":"{at}","cwd":"/work/p"}}"#)];
+            let mut parent = "null".to_owned();
+            for (k, text) in texts.iter().enumerate() {
+                let ms = t0 + 1000 * (k as u64 + 1);
+                let entry = format!(
+                    r#"{{"type":"message","id":"{id}e{k}","parentId":{parent},"timestamp":"{at}","message":{{"role":"user","content":{},"timestamp":{}}}}}"#,
+                    Json::str(text).to_canonical_string(),
+                    number(ms).to_canonical_string()
+                );
+                parent = format!(r#""{id}e{k}""#);
+                lines.push(entry);
+            }
+            let path = dir.join(format!("{}_{id}.jsonl", at.replace([':', '.'], "-")));
+            std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+            s(&path)
+        })
+        .collect()
+}
+
+/// Milliseconds since 1970 of an ISO time `YYYY-MM-DDT00:00:00.000Z` (midnight only: enough for these tests).
+fn chrono_free_ms(iso: &str) -> u64 {
+    let (y, m, d): (i64, i64, i64) =
+        (iso[0..4].parse().unwrap(), iso[5..7].parse().unwrap(), iso[8..10].parse().unwrap());
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    ((era * 146097 + doe - 719468) * 86_400_000) as u64
+}
+
+fn page(sc: &mut Sidecar, dir: &str, query: &str, offset: usize, limit: usize) -> (Vec<Json>, usize, usize) {
+    let params = format!(
+        r#"{{"query":{},"sessionDir":"{dir}","offset":{offset},"limit":{limit}}}"#,
+        Json::str(query).to_canonical_string()
+    );
+    let p = sc.call("sessions/searchPage", json(&params));
+    assert_eq!(p.get("offset"), Some(&Json::number(offset as f64)));
+    let n = |k: &str| p.get(k).unwrap().to_canonical_string().parse::<usize>().unwrap();
+    (hits(p.get("hits").unwrap().clone()), n("total"), n("sessions"))
+}
+
+/// A temporary agent directory and a sessions directory beside it.
+fn agent_and_sessions() -> (tempfile::TempDir, String, std::path::PathBuf) {
+    let root = temp_dir();
+    let agent = s(&root.path().join("agent"));
+    let dir = root.path().join("sessions");
+    std::fs::create_dir(&dir).unwrap();
+    (root, agent, dir)
+}
+
+/// Waits until the sidecar's index holds the text of `entries` entries (its index thread takes it after a
+/// first search read the files).
+fn wait_for_index(agent: &str, entries: i64) {
+    let index = rusqlite::Connection::open(format!("{agent}/pi-sessiond/index.sqlite")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let n: i64 = index.query_row("SELECT count(*) FROM docs", [], |r| r.get(0)).unwrap_or(0);
+        if n >= entries {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the index holds {n} of {entries} entries' text");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_denser_match_in_an_older_session_ranks_above_a_newer_weak_one_from_the_files_and_from_the_index() {
+    let (_root, agent, dir) = agent_and_sessions();
+    let filler = "the meeting notes cover many other subjects at length, ".repeat(12);
+    let specs = vec![
+        // Old, short, and about the tokenizer: three whole-word matches.
+        (
+            "dense".to_owned(),
+            "2025-01-01T00:00:00.000Z".to_owned(),
+            vec!["the Tokenizer breaks on emoji; fix the tokenizer and test the tokenizer".to_owned()],
+        ),
+        // Newer: one whole-word match in a long text.
+        ("once".to_owned(), "2026-05-01T00:00:00.000Z".to_owned(), vec![format!("{filler} and the tokenizer once")]),
+        // Newest: the word only inside another word, in a long text.
+        (
+            "inside".to_owned(),
+            "2026-06-01T00:00:00.000Z".to_owned(),
+            vec![format!("{filler} see the detokenizers module")],
+        ),
+    ];
+    let paths = sessions_of(&dir, &specs);
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &agent], &[]);
+    let d = s(&dir);
+    let order = |hits: &[Json]| hits.iter().map(|h| field(h, "path")).collect::<Vec<_>>();
+    let (from_files, total, sessions) = page(&mut sc, &d, "tokenizer", 0, 10);
+    assert_eq!(order(&from_files), paths, "best first: dense, then once, then inside");
+    assert_eq!((total, sessions), (3, 3));
+    let score = |h: &Json| h.get("score").unwrap().to_canonical_string().parse::<f64>().unwrap();
+    assert!(score(&from_files[0]) > score(&from_files[1]) && score(&from_files[1]) > score(&from_files[2]));
+    wait_for_index(&agent, 3);
+    let (from_index, ..) = page(&mut sc, &d, "tokenizer", 0, 10);
+    assert_eq!(Json::Array(from_index).to_canonical_string(), Json::Array(from_files).to_canonical_string());
+}
+
+#[test]
+fn the_total_is_every_match_counted_and_the_pages_continue_one_another_without_repeats() {
+    let (_root, agent, dir) = agent_and_sessions();
+    let words = ["alpha", "beta", "Alphabet", "gamma", "delta", "ALPHA", "epsilon"];
+    let mut rng = crate::corpus::Rng::new(22);
+    let mut next = |n: usize| rng.below(n);
+    let specs: Vec<(String, String, Vec<String>)> = (0..40)
+        .map(|i| {
+            let texts = (0..next(7))
+                .map(|_| (0..1 + next(6)).map(|_| words[next(words.len())]).collect::<Vec<_>>().join(" "))
+                .collect();
+            (format!("s{i:02}"), format!("2026-{:02}-{:02}T00:00:00.000Z", 1 + i % 12, 1 + i % 28), texts)
+        })
+        .collect();
+    sessions_of(&dir, &specs);
+    let d = s(&dir);
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &agent], &[]);
+    for query in ["alpha", "alpha beta", "re:^gamma"] {
+        // Counted here from the texts written, as the query reads them.
+        let holds = |t: &str| {
+            let t = t.to_lowercase();
+            match query.strip_prefix("re:") {
+                Some(_) => t.starts_with("gamma"),
+                None => query.split(' ').all(|w| t.contains(w)),
+            }
+        };
+        let expected_total: usize = specs.iter().map(|(_, _, texts)| texts.iter().filter(|t| holds(t)).count()).sum();
+        let expected_sessions = specs.iter().filter(|(_, _, texts)| texts.iter().any(|t| holds(t))).count();
+        assert!(expected_total > 2 * 7, "{query}: the corpus has more matches than two pages ({expected_total})");
+        let (all, total, sessions) = page(&mut sc, &d, query, 0, 10_000);
+        assert_eq!((total, sessions), (expected_total, expected_sessions), "{query}");
+        assert_eq!(all.len(), expected_total);
+        let mut paged = Vec::new();
+        for offset in (0..total + 7).step_by(7) {
+            let (hits, t, n) = page(&mut sc, &d, query, offset, 7);
+            assert_eq!((t, n), (total, sessions), "{query} offset {offset}: the same totals on every page");
+            paged.extend(hits);
+        }
+        let text = |h: &[Json]| h.iter().map(Json::to_canonical_string).collect::<Vec<_>>();
+        assert_eq!(text(&paged), text(&all), "{query}: the pages, one after another, are the whole answer");
+        let distinct: std::collections::HashSet<(String, String)> =
+            paged.iter().map(|h| (field(h, "path"), field(h, "entryId"))).collect();
+        assert_eq!(distinct.len(), total, "{query}: no hit on two pages");
+    }
+
+    // The command line says the same totals, and which page it shows.
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(crate::support::sidecar::binary())
+            .args(["search", "--agent-dir", &agent, "--dir", &d])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (_, total, sessions) = page(&mut sc, &d, "alpha", 0, 0);
+    let last = |text: &str| text.lines().last().unwrap().to_owned();
+    assert_eq!(
+        last(&run(&["alpha", "--limit", "5"])),
+        format!("{total} matches in {sessions} sessions; these are 1–5 (--offset 5 shows the next 5)")
+    );
+    assert_eq!(
+        last(&run(&["alpha", "--limit", "5", "--offset", "5"])),
+        format!("{total} matches in {sessions} sessions; these are 6–10 (--offset 10 shows the next 5)")
+    );
+    assert_eq!(last(&run(&["alpha", "--limit", "10000"])), format!("{total} matches in {sessions} sessions"));
+}

@@ -336,10 +336,10 @@ function switchAgent() {
   return { dir, files };
 }
 
-/** Runs `body(page, files)` against a `pi-sessiond web` of switchAgent(), in a window of `viewport`, failing on
- * any error the page throws and on any request of the page's that the server refuses. */
-async function withSwitchServer(body, viewport = { width: 1400, height: 860 }) {
-  const { dir, files } = switchAgent();
+/** Runs `body(page, requests, url)` against a `pi-sessiond web` of the agent directory `dir`, in a window of
+ * `viewport`, failing on any error the page throws and on any request of the page's that the server refuses;
+ * `requests` collects the paths the page asks for. */
+async function withServerOf(dir, body, viewport = { width: 1400, height: 860 }) {
   const other = spawn(bin, ["--agent-dir", dir, "web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
   let page;
   try {
@@ -347,17 +347,28 @@ async function withSwitchServer(body, viewport = { width: 1400, height: 860 }) {
     page = await browser.newPage();
     await page.setViewportSize(viewport);
     const errors = [];
+    const requests = [];
     page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("request", (r) => requests.push(new URL(r.url()).pathname));
     page.on("response", (r) => r.status() >= 400 && errors.push(`${r.status()} for ${new URL(r.url()).pathname}`));
     await page.goto(first);
-    await page.waitForSelector(`.session[data-path="${files[2]}"]`);
-    await body(page, files);
+    await body(page, requests, first);
     assert.deepEqual(errors, []);
   } finally {
     await page?.close();
     other.removeAllListeners("exit");
     other.kill("SIGTERM");
   }
+}
+
+/** Runs `body(page, files)` against a `pi-sessiond web` of switchAgent(), in a window of `viewport`, failing on
+ * any error the page throws and on any request of the page's that the server refuses. */
+async function withSwitchServer(body, viewport = { width: 1400, height: 860 }) {
+  const { dir, files } = switchAgent();
+  await withServerOf(dir, async (page) => {
+    await page.waitForSelector(`.session[data-path="${files[2]}"]`);
+    await body(page, files);
+  }, viewport);
 }
 
 test("one session, then another, then a search hit in a third are each shown", async () => {
@@ -439,12 +450,13 @@ test("an exported page's list says how many messages the session has, when it wa
   const page = await browser.newPage();
   await page.goto(`file://${out}`);
   await page.waitForSelector('body[data-state="ready"] .row');
-  assert.equal(await page.textContent(".session .s-meta"), "2 messages · 2026-02-03 · /work/switch");
+  assert.equal(await page.textContent(".session .s-meta"), "2 messages · 2026-02-03");
+  assert.equal(await page.textContent(".group .g-cwd"), "/work/switch", "the session's project heads its group");
   assert.equal(await page.textContent(".session .s-title"), "question of session 2: quinces");
   await page.close();
 });
 
-test("search marks the matched words in each hit and says when there are more hits than it shows", async () => {
+test("search marks the matched words in each hit, says how many hits there are in all and shows more on asking", async () => {
   await withSwitchServer(async (page) => {
     await page.fill("#search", 'QUINCES "of session"');
     await page.waitForSelector(".hit mark");
@@ -452,13 +464,28 @@ test("search marks the matched words in each hit and says when there are more hi
     assert.ok(marks.includes("quinces") && marks.includes("of session"), `marked: ${JSON.stringify(marks)}`);
     assert.doesNotMatch(await page.textContent("#list"), /there are more/);
   });
-  // The generated session has thousands of questions: more than the page shows.
+  // The generated session has thousands of questions: the page says how many, shows the best 100, and the
+  // "more" button adds the next 100, none of them shown before.
+  const asked = readFileSync(bigFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)).filter((e) => {
+    const c = e.type === "message" ? e.message.content : undefined;
+    const text = typeof c === "string" ? c : Array.isArray(c) ? c.filter((b) => b.type === "text").map((b) => b.text).join("\n") : "";
+    return text.toLowerCase().includes("question");
+  }).length;
+  assert.ok(asked > 1000, `${asked} questions`);
   const page = await browser.newPage();
   await page.goto(url);
   await page.fill("#search", "question");
   await page.waitForSelector(".hit");
-  assert.match(await page.textContent("#list .hint"), /^The first 100 matches in 1 session: there are more/);
+  assert.equal(await page.textContent("#list .search-count"), `${asked.toLocaleString("en-US")} matches in 1 session, best first: the first 100 shown`);
   assert.equal(await page.locator(".hit").count(), 100);
+  const shown = () => page.$$eval(".hit", (hs) => hs.map((h) => h.textContent));
+  const first = await shown();
+  await page.click("#more-hits");
+  await page.waitForFunction(() => document.querySelectorAll(".hit").length === 200);
+  const both = await shown();
+  assert.deepEqual(both.slice(0, 100), first, "the first page stays as it was");
+  assert.equal(new Set(both).size, 200, "the second page repeats none of the first");
+  assert.match(await page.textContent("#more-hits"), new RegExp(`^Show 100 more of ${(asked - 200).toLocaleString("en-US")}$`));
   await page.close();
 });
 
@@ -564,5 +591,114 @@ test("keys alone go from the list to an entry, the address names it, and that ad
     } finally {
       await again.close();
     }
+  });
+});
+
+/** One session file as pi writes it when its first turn ends: header, question and answer in one write. */
+function piSession(dir, cwd, k, question, at) {
+  mkdirSync(dir, { recursive: true });
+  const id = `0194ffff-000${k}-7000-8000-00000000000${k}`;
+  const t = (s) => new Date(Date.parse(at) + s * 1000).toISOString();
+  const lines = [
+    { type: "session", version: 3, id, timestamp: t(0), cwd },
+    { type: "message", id: `q${k}`, parentId: null, timestamp: t(1), message: { role: "user", content: question, timestamp: Date.parse(t(1)) } },
+    { type: "message", id: `r${k}`, parentId: `q${k}`, timestamp: t(2), message: { role: "assistant", content: [{ type: "text", text: `answer ${k}` }], provider: "p", model: "m", stopReason: "stop", usage: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, totalTokens: 2, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } }, timestamp: Date.parse(t(2)) } },
+  ];
+  const file = join(dir, `${t(0).replace(/[:.]/g, "-")}_${id}.jsonl`);
+  writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  return file;
+}
+
+
+test("the list groups sessions by project and follows sessions other processes create, append to and delete, without reloading the list", async () => {
+  const dir = join(work, "live-list-agent");
+  const root = join(dir, "sessions");
+  const hour = 3600 * 1000;
+  const alpha = [0, 1].map((k) => piSession(join(root, "--work-alpha--"), "/work/alpha", k, `alpha question ${k}`, new Date(Date.now() - (5 - k) * hour).toISOString()));
+  // Half past the hour, so the ages below are whole hours however long the test takes.
+  const betaAt = new Date(Date.now() - 3.5 * hour).toISOString();
+  const beta = piSession(join(root, "--work-beta--"), "/work/beta", 2, "beta question", betaAt);
+  await withServerOf(dir, async (page, requests) => {
+    await page.waitForSelector(".session");
+    const groups = () => page.$$eval("#list .group", (gs) => gs.map((g) => ({ cwd: g.dataset.cwd, paths: [...g.querySelectorAll(".session")].map((s) => s.dataset.path) })));
+    assert.deepEqual(await groups(), [
+      { cwd: "/work/beta", paths: [beta] },
+      { cwd: "/work/alpha", paths: [alpha[1], alpha[0]] },
+    ]);
+    assert.equal(await page.textContent(`.session[data-path="${beta}"] .s-count`), "2 messages");
+    assert.equal(await page.textContent(`.session[data-path="${beta}"] .s-age`), "3 h ago");
+    const hover = await page.getAttribute(`.session[data-path="${beta}"] .s-age`, "title");
+    // The session's activity is its last message's time, 2 s after its start.
+    const betaLast = new Date(Date.parse(betaAt) + 2000).toISOString().replace("T", " ").slice(0, 19);
+    assert.ok(hover.includes(`${betaLast} UTC`), `the absolute time on hover: ${hover}`);
+
+    // Another process starts a session in a project the list has never seen, and one in a project it has.
+    const gamma = piSession(join(root, "--work-gamma--"), "/work/gamma", 3, "gamma question", new Date(Date.now() - 60 * 1000).toISOString());
+    await page.waitForSelector(`#list .group[data-cwd="/work/gamma"] .session[data-path="${gamma}"]`, { timeout: 5000 });
+    const alpha2 = piSession(join(root, "--work-alpha--"), "/work/alpha", 4, "alpha question four", new Date(Date.now() - 2 * hour).toISOString());
+    await page.waitForSelector(`#list .group[data-cwd="/work/alpha"] .session[data-path="${alpha2}"]`, { timeout: 5000 });
+    assert.deepEqual(await groups(), [
+      { cwd: "/work/gamma", paths: [gamma] },
+      { cwd: "/work/alpha", paths: [alpha2, alpha[1], alpha[0]] },
+      { cwd: "/work/beta", paths: [beta] },
+    ]);
+
+    // pi appends a turn to the beta session: its count and age change, and its project comes first.
+    const now = new Date().toISOString();
+    const next = { type: "message", id: "q2b", parentId: "r2", timestamp: now, message: { role: "user", content: "one more", timestamp: Date.parse(now) } };
+    execFileSync(process.execPath, ["-e", `require("fs").appendFileSync(process.argv[1], process.argv[2] + "\\n")`, beta, JSON.stringify(next)]);
+    await page.waitForFunction((p) => document.querySelector(`.session[data-path="${p}"] .s-count`)?.textContent === "3 messages", beta, { timeout: 5000 });
+    assert.equal(await page.textContent(`.session[data-path="${beta}"] .s-age`), "just now");
+    assert.equal((await groups())[0].cwd, "/work/beta");
+
+    // A deleted session leaves the list.
+    rmSync(alpha[0]);
+    await page.waitForSelector(`.session[data-path="${alpha[0]}"]`, { state: "detached", timeout: 5000 });
+
+    // Typing in the filter keeps the sessions whose title, project or id contain every word.
+    await page.fill("#list-filter", "alpha FOUR");
+    await page.waitForFunction(() => document.querySelectorAll("#list .session").length === 1);
+    assert.deepEqual(await groups(), [{ cwd: "/work/alpha", paths: [alpha2] }]);
+    await page.fill("#list-filter", "GAMMA");
+    await page.waitForFunction(() => document.querySelectorAll("#list .session").length === 1);
+    assert.deepEqual(await groups(), [{ cwd: "/work/gamma", paths: [gamma] }]);
+    await page.fill("#list-filter", "");
+    await page.waitForFunction(() => document.querySelectorAll("#list .session").length === 4);
+
+    assert.equal(requests.filter((p) => p === "/api/sessions").length, 1, "the whole list is read once, at load");
+  });
+});
+
+test("the resume command is pi's --session with the path quoted for a POSIX shell, and the copy button copies exactly it", async () => {
+  const dir = join(work, "resume-agent");
+  const file = piSession(join(dir, "sessions", "--work-it's $HOME `x`--"), "/work/it's $HOME `x`", 5, "resume me", "2026-02-01T00:00:00.000Z");
+  await withServerOf(dir, async (page, _requests, first) => {
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(first).origin });
+    assert.equal(await page.isVisible("#resume"), false, "no command before a session is open");
+    await page.click(`.session[data-path="${file}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    const command = await page.textContent("#resume-command");
+    assert.equal(command, `pi --session '${file.replace(/'/g, "'\\''")}'`);
+    // What a shell makes of it: the two arguments pi is given, the path exactly.
+    const args = execFileSync("sh", ["-c", command.replace(/^pi /, "printf '%s\\n' ")], { encoding: "utf8" });
+    assert.equal(args, `--session\n${file}\n`);
+    await page.click("#resume-copy");
+    await page.waitForFunction(() => document.getElementById("resume-copy").textContent === "Copied");
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command);
+  });
+});
+
+test("a page opened on an agent directory without sessions shows the first session pi makes", async () => {
+  const dir = join(work, "empty-agent");
+  mkdirSync(dir, { recursive: true });
+  await withServerOf(dir, async (page) => {
+    await page.waitForSelector("#list .hint");
+    assert.equal(await page.textContent("#list .hint"), "No sessions yet.");
+    // pi makes the sessions directory, the project's directory and the file together, with its first turn.
+    const first = piSession(join(dir, "sessions", "--work-new--"), "/work/new", 6, "the very first question", new Date().toISOString());
+    await page.waitForSelector(`#list .group[data-cwd="/work/new"] .session[data-path="${first}"]`, { timeout: 10000 });
+    // From then on the list follows the directory as it does any other.
+    const second = piSession(join(dir, "sessions", "--work-new--"), "/work/new", 7, "a second question", new Date().toISOString());
+    await page.waitForSelector(`.session[data-path="${second}"]`, { timeout: 5000 });
   });
 });

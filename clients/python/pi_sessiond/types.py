@@ -60,6 +60,7 @@ REQUEST_METHODS = (
     'sessions/listAll',
     'sessions/listDelta',
     'sessions/search',
+    'sessions/searchPage',
     'sessions/unwatch',
     'sessions/watch',
     'shutdown',
@@ -927,6 +928,20 @@ class SearchHit(_SearchHitRequired, total=False):
     machine: str
 
 
+class SearchPage(TypedDict):
+    """`sessions/searchPage` result."""
+
+    #: The results from `offset` on, at most `limit`, best first (as `sessions/search` returns them).
+    hits: List['SearchHit']
+    #: The offset of the first of `hits`.
+    offset: int
+    #: How many sessions those results are in.
+    sessions: int
+    #: How many results the query has in all (every matching entry, and every session matched by its own name,
+    #: id or cwd), counted whatever `offset` and `limit` are.
+    total: int
+
+
 class _SearchParamsRequired(TypedDict):
     #: pi's `/resume` query: space-separated words (each must match, as a substring of an entry's text or of the
     #: session's name, id or cwd; a word may also match the name or cwd fuzzily), `"exact phrases"`, or
@@ -942,6 +957,10 @@ class SearchParams(_SearchParamsRequired, total=False):
     cwd: Optional[str]
     #: At most this many results (default 50).
     limit: Optional[int]
+    #: Skip this many of the best results first (default 0): the next page starts at the previous page's offset
+    #: plus its limit. Results are in a total order (relevance, time, path, place in the file), so the pages of
+    #: unchanged sessions neither repeat nor skip a result.
+    offset: Optional[int]
     #: Send `$/progress` with this token while the catalog and the search index catch up (`stage` says which).
     progressToken: Optional['ProgressToken']
     #: Only these roles: `user`, `assistant`, `toolResult`, `custom`, `bashExecution`, `name`, `label`,
@@ -1170,6 +1189,10 @@ class SessionsUnwatchParams(TypedDict):
 class SessionsWatchParams(TypedDict, total=False):
     """`sessions/watch`: report session files appearing, growing or vanishing in a directory."""
 
+    #: `true`: watch every project directory under the agent directory's `sessions/` (the sessions `listAll`
+    #: lists), including those created later, instead of one directory (`sessionDir` and `cwd` are then not
+    #: given). A session file already in a project directory when it is noticed is reported as `created`.
+    all: Optional[bool]
     #: Watch pi's directory for this cwd (when `sessionDir` is not given).
     cwd: Optional[str]
     #: The directory to watch.

@@ -518,6 +518,13 @@ export interface ProtocolRequests {
 		result: SearchHit[];
 	};
 	/**
+	 * sessions/search's hits from offset on, with how many there are in all and in how many sessions. Cancellable.
+	 */
+	"sessions/searchPage": {
+		params: SearchParams;
+		result: SearchPage;
+	};
+	/**
 	 * Stops a sessions/watch.
 	 */
 	"sessions/unwatch": {
@@ -1996,6 +2003,12 @@ export interface SearchParams {
 	 */
 	limit?: number | null;
 	/**
+	 * Skip this many of the best results first (default 0): the next page starts at the previous page's offset
+	 * plus its limit. Results are in a total order (relevance, time, path, place in the file), so the pages of
+	 * unchanged sessions neither repeat nor skip a result.
+	 */
+	offset?: number | null;
+	/**
 	 * Send `$/progress` with this token while the catalog and the search index catch up (`stage` says which).
 	 */
 	progressToken?: ProgressToken | null;
@@ -2058,6 +2071,32 @@ export interface SearchHit {
 	[k: string]: unknown;
 }
 /**
+ * `sessions/searchPage` result.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "SearchPage".
+ */
+export interface SearchPage {
+	/**
+	 * The results from `offset` on, at most `limit`, best first (as `sessions/search` returns them).
+	 */
+	hits: SearchHit[];
+	/**
+	 * The offset of the first of `hits`.
+	 */
+	offset: number;
+	/**
+	 * How many sessions those results are in.
+	 */
+	sessions: number;
+	/**
+	 * How many results the query has in all (every matching entry, and every session matched by its own name,
+	 * id or cwd), counted whatever `offset` and `limit` are.
+	 */
+	total: number;
+	[k: string]: unknown;
+}
+/**
  * `sessions/unwatch`.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
@@ -2077,6 +2116,12 @@ export interface SessionsUnwatchParams {
  * via the `definition` "SessionsWatchParams".
  */
 export interface SessionsWatchParams {
+	/**
+	 * `true`: watch every project directory under the agent directory's `sessions/` (the sessions `listAll`
+	 * lists), including those created later, instead of one directory (`sessionDir` and `cwd` are then not
+	 * given). A session file already in a project directory when it is noticed is reported as `created`.
+	 */
+	all?: boolean | null;
 	/**
 	 * Watch pi's directory for this cwd (when `sessionDir` is not given).
 	 */

@@ -3,7 +3,8 @@
 //! catalog work stops at its next check. Also the index's catch-up on files this process wrote, on a thread of its
 //! own.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+
 use std::sync::{mpsc, Arc, Mutex};
 
 use super::{Cx, Res};
@@ -12,7 +13,7 @@ use crate::catalog::info::session_infos;
 use crate::catalog::info::ListedSession;
 use crate::catalog::listing::Catalog;
 use crate::catalog::search::search_hit_json;
-use crate::catalog::search::{search_sessions, Phase, Scope};
+use crate::catalog::search::{self as catalog_search, Phase, Scope};
 use crate::rpc::error::from_session;
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
@@ -254,32 +255,61 @@ const DEFAULT_SEARCH_LIMIT: usize = 50;
 
 /// `sessions/search`.
 pub fn search(p: SearchParams, cx: &Cx<'_>) -> Res<Vec<SearchHitJson>> {
+    run_search(p, cx).map(|page| Out::Value(page.hits))
+}
+
+/// `sessions/searchPage`.
+pub fn search_page(p: SearchParams, cx: &Cx<'_>) -> Res<SearchPage> {
+    run_search(p, cx).map(Out::Value)
+}
+
+fn run_search(p: SearchParams, cx: &Cx<'_>) -> Result<SearchPage, jsonrpsee::types::ErrorObjectOwned> {
     let server = cx.server;
     let mut progress = ProgressReporter::new(cx, p.progress_token);
     let scope = Scope { cwd: p.cwd.as_deref(), session_dir: p.session_dir.as_deref() };
     let limit = p.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
+    let offset = p.offset.unwrap_or(0);
     if let Some(team) = &server.team {
-        return crate::rpc::team::search(team, &p.query, scope, p.roles.as_deref(), limit, &cx.reply.cancel_token())
-            .map(Out::Value);
+        // The team catalog ranks as a local search does but counts nothing past what it returns: the best
+        // `offset + limit`, and, when there are fewer, the true total.
+        let keep = offset.saturating_add(limit);
+        let all = crate::rpc::team::search(team, &p.query, scope, p.roles.as_deref(), keep, &cx.reply.cancel_token())?;
+        let total = all.len();
+        // A session is a machine's path.
+        let session_of = |h: &SearchHitJson| {
+            let v: serde_json::Value = serde_json::from_str(h.0 .0.get()).unwrap_or_default();
+            (v.get("machine").cloned(), v.get("path").cloned())
+        };
+        let sessions = all.iter().map(session_of).map(|k| format!("{k:?}")).collect::<HashSet<_>>().len();
+        let hits = all.into_iter().skip(offset).collect();
+        return Ok(SearchPage { hits, total, sessions, offset });
     }
     let searched = server
         .index
         .with(|ix| {
             let catalog = catalog(cx, ix);
-            search_sessions(&p.query, scope, p.roles.as_deref(), limit, catalog, &mut |phase, l, t| {
-                let stage = match phase {
-                    Phase::Listing => ProgressStage::Listing,
-                    Phase::Indexing => ProgressStage::Indexing,
-                };
-                progress.report_stage(Some(stage), l, t)
-            })
+            catalog_search::search_page(
+                &p.query,
+                scope,
+                p.roles.as_deref(),
+                offset,
+                limit,
+                catalog,
+                &mut |phase, l, t| {
+                    let stage = match phase {
+                        Phase::Listing => ProgressStage::Listing,
+                        Phase::Indexing => ProgressStage::Indexing,
+                    };
+                    progress.report_stage(Some(stage), l, t)
+                },
+            )
         })
         .map_err(from_session)?;
     progress.end();
-    let hits = searched.hits;
     // (Queued before the answer is sent, but the index thread's work does not hold it up.)
     server.index_catch_up.unindexed(searched.unindexed);
-    Ok(Out::Value(hits.iter().map(|h| SearchHitJson(RawJson::from_json(&search_hit_json(h)))).collect()))
+    let hits = searched.hits.iter().map(|h| SearchHitJson(RawJson::from_json(&search_hit_json(h)))).collect();
+    Ok(SearchPage { hits, total: searched.total, sessions: searched.sessions, offset })
 }
 
 /// A listing as a change to `base`, one the host holds: `{"token": token, "sessions": [...]}`, where each entry is

@@ -62,6 +62,8 @@ pub struct Server {
     pub watcher: FsWatcher,
     /// `sessions/watch` watches: id → directory.
     pub dir_watches: Mutex<HashMap<String, String>>,
+    /// `sessions/watch {all}` watches: id → the project directories under the sessions root watched for it.
+    pub tree_watches: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     /// The last `sessions/watch` id given.
     pub next_watch_id: AtomicU64,
     /// What `sessions/listDelta` answered lately.

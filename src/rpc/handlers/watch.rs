@@ -12,7 +12,7 @@ use crate::rpc::error::{self, invalid_params};
 use crate::rpc::handles::{Job, Slot};
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
-use crate::session::{paths, SessionManager};
+use crate::session::{dirscan, paths, SessionManager};
 use crate::watch::{dir_of, FsEvent};
 
 /// Follows the file for what other processes did to it and publishes it (`session/changed`, origin
@@ -52,12 +52,13 @@ pub fn schedule_refresh(server: &Arc<Server>, slot: &Arc<Slot>) {
     );
 }
 
-/// What the event loop does with a file event: refresh the watched session it concerns, and report session files
-/// in watched directories.
+/// What the event loop does with a file event: refresh the watched session it concerns, report session files
+/// in watched directories, and follow project directories appearing under a sessions root watched whole.
 pub fn on_fs_event(server: &Arc<Server>, event: &FsEvent) {
     for path in &event.paths {
         let p = path.to_string_lossy();
         if !p.ends_with(".jsonl") {
+            project_dir_event(server, &p, event.kind.into());
             continue;
         }
         if let Some(slot) = server.registry.by_path(&p) {
@@ -66,14 +67,54 @@ pub fn on_fs_event(server: &Arc<Server>, event: &FsEvent) {
             }
         }
         let dir = dir_of(&p);
-        let watches: Vec<String> = lock(&server.dir_watches)
+        let mut watches: Vec<String> = lock(&server.dir_watches)
             .iter()
-            .filter(|(_, d)| std::path::Path::new(d.as_str()) == dir)
+            .filter(|(id, d)| std::path::Path::new(d.as_str()) == dir && !lock(&server.tree_watches).contains_key(*id))
             .map(|(id, _)| id.clone())
             .collect();
+        watches.extend(
+            lock(&server.tree_watches)
+                .iter()
+                .filter(|(_, dirs)| dirs.contains(dir.to_string_lossy().as_ref()))
+                .map(|(id, _)| id.clone()),
+        );
         for watch_id in watches {
-            let note = SessionsChanged { watch_id, path: p.to_string(), kind: event.kind.into() };
-            server.outbox.send_now(serde_json::to_vec(&Notification::new("sessions/changed", &note)).expect("JSON"));
+            report(server, watch_id, p.to_string(), event.kind.into());
+        }
+    }
+}
+
+fn report(server: &Server, watch_id: String, path: String, kind: SessionsChangeKind) {
+    let note = SessionsChanged { watch_id, path, kind };
+    server.outbox.send_now(serde_json::to_vec(&Notification::new("sessions/changed", &note)).expect("JSON"));
+}
+
+/// A directory appearing in (or vanishing from) a sessions root watched whole: its watch starts (or ends), and
+/// the session files already in a new one (pi creates the directory, then the file) are reported as created.
+fn project_dir_event(server: &Arc<Server>, path: &str, kind: SessionsChangeKind) {
+    let root = dir_of(path);
+    let trees: Vec<String> = lock(&server.dir_watches)
+        .iter()
+        .filter(|(id, d)| std::path::Path::new(d.as_str()) == root && lock(&server.tree_watches).contains_key(*id))
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in trees {
+        let mut tree_watches = lock(&server.tree_watches);
+        let Some(dirs) = tree_watches.get_mut(&id) else { continue };
+        if kind == SessionsChangeKind::Removed || !paths::as_path(path).is_dir() {
+            if dirs.remove(path) {
+                server.watcher.unwatch_dir(std::path::Path::new(path));
+            }
+            continue;
+        }
+        if !dirs.insert(path.to_owned()) {
+            continue;
+        }
+        server.watcher.watch_dir(std::path::Path::new(path));
+        drop(tree_watches);
+        // Watched first, listed after: a file made in between is reported twice, never missed.
+        for name in dirscan::jsonl_names(path).unwrap_or_default() {
+            report(server, id.clone(), paths::join(&[path, &name]), SessionsChangeKind::Created);
         }
     }
 }
@@ -154,10 +195,15 @@ pub fn unwatch_session(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
 /// `sessions/watch`.
 pub fn watch_sessions(p: SessionsWatchParams, cx: &Cx<'_>) -> Res<SessionsWatchResult> {
     let server = cx.server;
+    let all = p.all == Some(true);
     let dir = match (&p.session_dir, &p.cwd) {
+        (None, None) if all => paths::join(&[&paths::resolve_path(&server.agent_dir), "sessions"]),
+        (Some(_), _) | (_, Some(_)) if all => {
+            return Err(invalid_params("all", "give all, or sessionDir or cwd, not both"))
+        }
         (Some(d), _) => paths::resolve_path(d),
         (None, Some(cwd)) => paths::default_session_dir_path(cwd, &server.agent_dir),
-        (None, None) => return Err(invalid_params("sessionDir", "give sessionDir or cwd")),
+        (None, None) => return Err(invalid_params("sessionDir", "give sessionDir, cwd or all")),
     };
     if !paths::as_path(&dir).is_dir() {
         return Err(error::rpc_error(
@@ -168,6 +214,15 @@ pub fn watch_sessions(p: SessionsWatchParams, cx: &Cx<'_>) -> Res<SessionsWatchR
     }
     let id = format!("w{}", server.next_watch_id.fetch_add(1, Ordering::SeqCst) + 1);
     server.watcher.watch_dir(std::path::Path::new(&dir));
+    if all {
+        // The root first, so a project directory made while these are listed is noticed by its event.
+        let projects: std::collections::BTreeSet<String> =
+            dirscan::subdirectories(&dir).unwrap_or_default().into_iter().collect();
+        for project in &projects {
+            server.watcher.watch_dir(std::path::Path::new(project));
+        }
+        lock(&server.tree_watches).insert(id.clone(), projects);
+    }
     lock(&server.dir_watches).insert(id.clone(), dir.clone());
     Ok(Out::Value(SessionsWatchResult { watch_id: id, dir }))
 }
@@ -177,5 +232,8 @@ pub fn unwatch_sessions(p: SessionsUnwatchParams, cx: &Cx<'_>) -> Res<Null> {
     let dir = lock(&cx.server.dir_watches).remove(&p.watch_id);
     let Some(dir) = dir else { return Err(invalid_params("watchId", format!("no watch {}", p.watch_id))) };
     cx.server.watcher.unwatch_dir(std::path::Path::new(&dir));
+    for project in lock(&cx.server.tree_watches).remove(&p.watch_id).unwrap_or_default() {
+        cx.server.watcher.unwatch_dir(std::path::Path::new(&project));
+    }
     Ok(Out::Value(null()))
 }

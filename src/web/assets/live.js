@@ -22,7 +22,8 @@
   window.piSource = {
     mode: "live",
     sessions: () => call("GET", "/api/sessions"),
-    search: (text) => call("GET", "/api/search", { q: text }),
+    sessionInfo: (path) => call("GET", "/api/session-info", { path }),
+    search: (text, offset) => call("GET", "/api/search", { q: text, offset: offset || 0 }),
     // A session of the team catalog (`web --catalog`) is a machine's path.
     open: (path, machine) => call("POST", "/api/open", machine === undefined ? { path } : { path, machine }),
     snapshot: (handle) => call("GET", "/api/snapshot", { handle }),

@@ -7,7 +7,7 @@
   window.piSource = {
     mode: "export",
     sessions: async () => [data.session],
-    async search(text) {
+    async search(text, offset = 0) {
       const words = text.toLowerCase().split(/\s+/).filter(Boolean);
       const hits = [];
       for (const row of data.rows) {
@@ -17,7 +17,7 @@
           hits.push({ path: data.session.path, sessionId: data.session.id, entryId: row.id, role: row.what, snippet: row.preview, timestamp: row.timestamp });
         }
       }
-      return hits.slice(0, 101); // one more than the page shows: it says there are more
+      return { hits: hits.slice(offset, offset + 100), total: hits.length, sessions: hits.length ? 1 : 0, offset };
     },
     open: snapshot,
     snapshot,

@@ -1,4 +1,4 @@
-// The session view: a list of sessions with search, one session's tree (pi's /tree filters, folding at branch
+// The session view: a list of sessions grouped by project, kept live, with search; one session's tree (pi's /tree filters, folding at branch
 // points, the leaf, labels, entries off the active branch dimmed), the active branch with bodies loaded as they
 // scroll into view, the context the model sees, and tokens and cost; across sessions, a usage overview (tokens
 // and cost by day, stacked by model). Data comes from `window.piSource` (the
@@ -13,8 +13,8 @@
 (function () {
   const source = window.piSource;
   const ROW = 22;
-  // Search hits shown; a source gives one more when there are more (SEARCH_SHOWN in view.rs).
-  const SEARCH_SHOWN = 100;
+  // Search hits fetched at a time (SEARCH_SHOWN in view.rs).
+  const SEARCH_PAGE = 100;
   const $ = (id) => document.getElementById(id);
   // Unicode's explicit directional marks, embeddings, overrides and isolates (UAX #9).
   const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
@@ -54,11 +54,43 @@
     if (s < 7 * 86400) return `${plural(Math.floor(s / 86400), "day")} ago`;
     return new Date(t).toISOString().slice(0, 10);
   }
+  // A time in full, in the reader's own zone and in UTC, for the hover text of a relative age.
+  function absolute(iso) {
+    const t = Date.parse(iso);
+    if (Number.isNaN(t)) return "";
+    return `${new Date(t).toLocaleString()} (${new Date(t).toISOString().replace("T", " ").slice(0, 19)} UTC)`;
+  }
   const num = (n) => Math.round(n || 0).toLocaleString("en-US");
   const plural = (n, one, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
   const money = (n) => `$${(n || 0).toFixed(4)}`;
   const kindClass = (what) =>
     ({ user: "k-user", assistant: "k-assistant", toolResult: "k-tool", bashExecution: "k-tool", compaction: "k-summary", branch_summary: "k-summary" })[what] || "k-other";
+
+  // `text` as one word for a POSIX shell: in single quotes, each of its own quotes closed, escaped and reopened.
+  const shellWord = (text) => `'${String(text).replace(/'/g, "'\\''")}'`;
+
+  // How to go on with the open session in pi 1.6.0: `--session` takes a file path (anything with a slash is
+  // read as one), and pi runs in the session's own cwd, whatever the shell's is.
+  function showResume() {
+    const cur = state.current;
+    // Another machine's session (the team catalog) has no file here to resume.
+    $("resume").hidden = !cur || cur.machine !== undefined;
+    $("resume-command").textContent = cur ? visible(`pi --session ${shellWord(cur.path)}`) : "";
+  }
+
+  async function copyResume() {
+    const command = `pi --session ${shellWord(state.current.path)}`;
+    const button = $("resume-copy");
+    try {
+      await navigator.clipboard.writeText(command);
+      button.textContent = "Copied";
+    } catch {
+      // No clipboard for this page (a file:// export, a browser that refuses): the command is selected instead.
+      getSelection().selectAllChildren($("resume-command"));
+      button.textContent = "Selected: press Ctrl-C";
+    }
+    setTimeout(() => (button.textContent = "Copy resume command"), 2000);
+  }
 
   function notice(text) {
     const n = $("notice");
@@ -73,45 +105,92 @@
     return (s.name && String(s.name).trim()) || s.firstMessage || s.path;
   }
 
-  // The team catalog's sessions (they name their `machine`) are listed under their machine, then their project,
-  // each group in the listing's order (newest activity first).
+  // A session of the team catalog (`web --catalog`) is a machine's path: paths repeat across machines.
   const isCurrent = (s) => !!state.current && state.current.path === s.path && state.current.machine === s.machine;
-  function teamGroups(sessions) {
-    const key = (s) => `${s.machine}\n${s.cwd}`;
-    const groups = new Map();
-    for (const s of sessions) {
-      if (!groups.has(key(s))) groups.set(key(s), []);
-      groups.get(key(s)).push(s);
-    }
-    return [...groups.values()].sort((a, b) => (key(a[0]) < key(b[0]) ? -1 : key(a[0]) > key(b[0]) ? 1 : 0));
-  }
 
+  // The list: sessions grouped by project (their cwd), the group with the newest activity first and, in each,
+  // newest first (pi's listAll order); what is typed in the filter box keeps the sessions whose title, project
+  // or id contain it. It is kept current by the server's `sessions` events (a session file created, appended
+  // to or deleted by any process), each answered by asking for that one session's listing entry, never the list.
   function renderList() {
     const list = $("list");
+    if ($("search").value.trim()) return markOpen();
     list.replaceChildren();
     if (!state.sessions.length) {
       list.append(el("p", "hint", "No sessions yet."));
       return;
     }
+    const words = $("list-filter").value.toLowerCase().split(/\s+/).filter(Boolean);
+    const wanted = (s) => {
+      const hay = `${sessionTitle(s)} ${s.cwd || ""} ${s.id || ""} ${s.machine || ""}`.toLowerCase();
+      return words.every((w) => hay.includes(w));
+    };
+    // Over the team catalog a group is a machine's project, the machines in name order, each under its name.
     const team = state.sessions.some((s) => s.machine !== undefined);
+    const groups = new Map();
+    for (const s of state.sessions) {
+      if (!wanted(s)) continue;
+      const cwd = typeof s.cwd === "string" && s.cwd ? s.cwd : "(no project)";
+      const key = team ? `${s.machine}\n${cwd}` : cwd;
+      if (!groups.has(key)) groups.set(key, { machine: s.machine, cwd, sessions: [] });
+      groups.get(key).sessions.push(s);
+    }
+    if (!groups.size) list.append(el("p", "hint", "No session matches the filter."));
+    const ordered = [...groups.entries()];
+    if (team) ordered.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     let machine = null;
-    for (const group of team ? teamGroups(state.sessions) : [state.sessions]) {
-      if (team) {
-        if (group[0].machine !== machine) list.append(el("div", "machine", (machine = group[0].machine)));
-        list.append(el("div", "project", group[0].cwd));
-      }
-      for (const s of group) {
+    for (const [, { machine: of, cwd, sessions }] of ordered) {
+      if (team && of !== machine) list.append(el("div", "machine", (machine = of)));
+      const group = el("div", "group");
+      group.dataset.cwd = cwd;
+      if (team) group.dataset.machine = of;
+      group.setAttribute("role", "group");
+      const head = el("div", "g-head");
+      head.append(el("span", team ? "g-cwd project" : "g-cwd", cwd), el("span", "g-count", plural(sessions.length, "session")));
+      head.title = cwd;
+      group.append(head);
+      for (const s of sessions) {
         const item = el("div", "session");
         item.setAttribute("role", "listitem");
         item.dataset.path = s.path;
         if (team) item.dataset.machine = s.machine;
         if (isCurrent(s)) item.classList.add("on");
         item.append(el("div", "s-title", sessionTitle(s)));
-        item.append(el("div", "s-meta", [plural(s.messageCount, "message"), ago(s.modified), team ? "" : s.cwd].filter(Boolean).join(" · ")));
+        const meta = el("div", "s-meta");
+        meta.append(el("span", "s-count", plural(s.messageCount, "message")));
+        if (ago(s.modified)) {
+          const age = el("span", "s-age", ago(s.modified));
+          age.dataset.at = s.modified;
+          age.title = absolute(s.modified);
+          meta.append(" · ", age);
+        }
+        item.append(meta);
         item.onclick = () => openSession(s.path, undefined, s.machine);
-        list.append(item);
+        group.append(item);
       }
+      list.append(group);
     }
+  }
+
+  // The open session marked in whatever the list shows (sessions or search hits).
+  function markOpen() {
+    for (const item of document.querySelectorAll("#list .session")) {
+      item.classList.toggle("on", !!state.current && item.dataset.path === state.current.path && item.dataset.machine === state.current.machine);
+    }
+  }
+
+  // Relative ages drift as time passes: they are written again from the times they were drawn with.
+  function refreshAges() {
+    for (const age of document.querySelectorAll("#list .s-age")) age.textContent = ago(age.dataset.at);
+  }
+
+  // pi's listAll order: newest activity first (unknown times last).
+  function bySessionOrder(a, b) {
+    const t = (s) => {
+      const v = Date.parse(s.modified);
+      return Number.isNaN(v) ? -Infinity : v;
+    };
+    return t(b) - t(a);
   }
 
   // A session of the team catalog is the push it was opened from; this is what a newer push changes in its row.
@@ -125,10 +204,33 @@
       if (cur && cur.machine !== undefined && document.body.dataset.state === "ready" && pushedAs(listedCurrent()) !== cur.pushed) {
         openSession(cur.path, $("follow").checked ? undefined : state.selected, cur.machine);
       }
-      if (!$("search").value.trim()) renderList();
+      renderList();
     } catch (e) {
       notice(`Cannot list sessions: ${e.message}`);
     }
+  }
+
+  // A session file another process created, appended to or deleted: its listing entry is asked for once the
+  // burst of writes settles (pi writes a turn as several appends), and put in its place.
+  const pendingInfo = new Map();
+  function onSessionsEvent(ev) {
+    clearTimeout(pendingInfo.get(ev.path));
+    pendingInfo.set(
+      ev.path,
+      setTimeout(async () => {
+        pendingInfo.delete(ev.path);
+        let info = null;
+        try {
+          info = await source.sessionInfo(ev.path);
+        } catch (e) {
+          if (!/no such session/.test(e.message)) return notice(`Cannot read ${ev.path}: ${e.message}`);
+        }
+        const others = state.sessions.filter((s) => s.path !== ev.path);
+        state.sessions = info ? [...others, info].sort(bySessionOrder) : others;
+        renderList();
+        if (state.current && state.current.path === ev.path) summarize();
+      }, 150),
+    );
   }
 
   let searchTimer = 0;
@@ -137,21 +239,50 @@
     searchTimer = setTimeout(runSearch, 250);
   }
 
+  // The search shown: its query, the hits fetched so far (pages of them, best first), and the true totals.
+  let searched = null;
+
   async function runSearch() {
     const q = $("search").value.trim();
-    if (!q) return renderList();
-    let hits;
+    if (!q) {
+      searched = null;
+      $("list").replaceChildren();
+      return renderList();
+    }
+    let page;
     try {
-      hits = await source.search(q);
+      page = await source.search(q, 0);
     } catch (e) {
-      const list = $("list");
-      list.replaceChildren(el("p", "hint", e.message));
+      $("list").replaceChildren(el("p", "hint", e.message));
       return;
     }
+    // An answer to a query typed over since is dropped.
+    if ($("search").value.trim() !== q) return;
+    searched = { q, hits: page.hits, total: page.total, sessions: page.sessions };
+    renderHits();
+  }
+
+  // The next page of the search's hits, after those shown.
+  async function moreHits() {
+    const s = searched;
+    let page;
+    try {
+      page = await source.search(s.q, s.hits.length);
+    } catch (e) {
+      return notice(`Cannot search: ${e.message}`);
+    }
+    if (searched !== s) return;
+    s.hits = s.hits.concat(page.hits);
+    s.total = page.total;
+    s.sessions = page.sessions;
+    renderHits();
+  }
+
+  function renderHits() {
+    const { q, hits, total, sessions } = searched;
     const list = $("list");
+    const keep = list.scrollTop;
     list.replaceChildren();
-    const more = hits.length > SEARCH_SHOWN;
-    hits = hits.slice(0, SEARCH_SHOWN);
     const marks = matcher(q);
     // Hits of the team catalog name their machine: paths repeat across machines, so a session is both.
     const groups = new Map();
@@ -160,25 +291,53 @@
       if (!groups.has(key)) groups.set(key, []);
       groups.get(key).push(h);
     }
-    const counted = `${plural(hits.length, "match", "matches")} in ${plural(groups.size, "session")}`;
-    list.append(el("p", "hint", more ? `The first ${counted}: there are more; narrow the search to see them` : counted));
+    const counted = `${plural(total, "match", "matches")} in ${plural(sessions, "session")}`;
+    const head = el("p", "hint search-count", hits.length < total ? `${counted}, best first: the first ${num(hits.length)} shown` : `${counted}, best first`);
+    list.append(head);
+    // Grouped as the list is: by project (a machine's project over the team catalog), then by session, each in
+    // the rank order of its best hit.
+    const projects = new Map();
     for (const group of groups.values()) {
       const { path, machine } = group[0];
       const info = state.sessions.find((s) => s.path === path && s.machine === machine);
-      const head = el("div", "session");
-      head.dataset.path = path;
-      if (machine !== undefined) head.dataset.machine = machine;
-      head.append(el("div", "s-title", info ? sessionTitle(info) : path));
-      head.append(el("div", "s-meta", [machine, plural(group.length, "match", "matches")].filter(Boolean).join(" · ")));
-      head.onclick = () => openSession(path, undefined, machine);
-      list.append(head);
-      for (const h of group) {
-        const hit = el("div", "hit");
-        hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", marked(h.snippet, marks));
-        hit.onclick = () => openSession(path, h.entryId, machine);
-        list.append(hit);
-      }
+      const cwd = info && typeof info.cwd === "string" && info.cwd ? info.cwd : "(no project)";
+      const key = machine === undefined ? cwd : `${machine}\n${cwd}`;
+      if (!projects.has(key)) projects.set(key, { machine, cwd, sessions: [] });
+      projects.get(key).sessions.push([path, info, group]);
     }
+    for (const { machine, cwd, sessions } of projects.values()) {
+      const project = el("div", "group");
+      project.dataset.cwd = cwd;
+      if (machine !== undefined) project.dataset.machine = machine;
+      const head = el("div", "g-head");
+      head.append(el("span", "g-cwd", machine === undefined ? cwd : `${machine} · ${cwd}`), el("span", "g-count", plural(sessions.reduce((n, [, , g]) => n + g.length, 0), "match", "matches")));
+      head.title = cwd;
+      project.append(head);
+      for (const [path, info, group] of sessions) {
+        const item = el("div", "session");
+        item.dataset.path = path;
+        if (machine !== undefined) item.dataset.machine = machine;
+        if (isCurrent({ path, machine })) item.classList.add("on");
+        item.append(el("div", "s-title", info ? sessionTitle(info) : path));
+        item.append(el("div", "s-meta", plural(group.length, "match", "matches")));
+        item.onclick = () => openSession(path, undefined, machine);
+        project.append(item);
+        for (const h of group) {
+          const hit = el("div", "hit");
+          hit.append(el("span", `kind ${kindClass(h.role)}`, h.role), " ", marked(h.snippet, marks));
+          hit.onclick = () => openSession(path, h.entryId, machine);
+          project.append(hit);
+        }
+      }
+      list.append(project);
+    }
+    if (hits.length < total) {
+      const more = el("button", "more", `Show ${num(Math.min(SEARCH_PAGE, total - hits.length))} more of ${num(total - hits.length)}`);
+      more.id = "more-hits";
+      more.onclick = moreHits;
+      list.append(more);
+    }
+    list.scrollTop = keep;
   }
 
   // Where the query matches a text, as pi's /resume language reads it: words and "phrases" anywhere, any case,
@@ -859,6 +1018,7 @@
     state.current = index(snap, path);
     state.current.machine = machine;
     state.current.pushed = pushedAs(listedCurrent());
+    showResume();
     state.bodies.clear();
     state.folded.clear();
     state.selected = null;
@@ -898,14 +1058,15 @@
 
   function onEvent(ev) {
     const cur = state.current;
+    // A push changed the team catalog (no path): the list is loaded again.
+    if (ev.kind === "sessions" && ev.path === undefined) return loadSessions();
     // The server dropped events this page was too slow to take: what it shows is loaded again.
-    // A push changed the team catalog.
-    if (ev.kind === "sessions") return loadSessions();
     if (ev.kind === "lagged") {
       loadSessions();
       if (cur) resync();
       return;
     }
+    if (ev.kind === "sessions") return onSessionsEvent(ev);
     if (!cur || ev.handle !== cur.handle || ev.seq <= cur.seq) return;
     if (ev.seq !== cur.seq + 1) return resync();
     cur.seq = ev.seq;
@@ -930,6 +1091,8 @@
 
   function start() {
     $("search").oninput = onSearchInput;
+    $("list-filter").oninput = () => renderList();
+    $("resume-copy").onclick = copyResume;
     $("tree-scroll").onscroll = () => drawRows(false);
     window.onresize = () => drawRows(true);
     $("filter").onchange = (e) => {
@@ -955,7 +1118,7 @@
         document.body.dataset.state = "ready";
       }
     });
-    if (source.mode === "live") setInterval(loadSessions, 10000);
+    setInterval(refreshAges, 30000);
   }
   start();
 })();
