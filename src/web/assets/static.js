@@ -11,8 +11,9 @@
       const words = text.toLowerCase().split(/\s+/).filter(Boolean);
       const hits = [];
       for (const row of data.rows) {
-        const entry = data.entries[row.id];
-        const haystack = JSON.stringify(entry || row).toLowerCase();
+        const piece = data.transcript[row.id];
+        // The entry's words as the transcript shows them (its markup aside).
+        const haystack = (piece ? piece.html.replace(/<[^>]*>/g, " ") : row.preview).toLowerCase();
         if (words.length && words.every((w) => haystack.includes(w))) {
           hits.push({ path: data.session.path, sessionId: data.session.id, entryId: row.id, role: row.what, snippet: row.preview, timestamp: row.timestamp });
         }
@@ -22,7 +23,7 @@
     open: snapshot,
     snapshot,
     close: async () => null,
-    entries: async (handle, ids) => Object.fromEntries(ids.map((id) => [id, data.entries[id] ?? null])),
+    transcript: async (handle, ids) => ids.map((id) => data.transcript[id]).filter(Boolean),
     context: async () => data.context,
     usage: async () => data.usage,
     onEvent() {},
