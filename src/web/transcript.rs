@@ -175,9 +175,10 @@ fn code(text: &str, lang: &str, out: &mut String) {
 /// An image block as an `<img>` the page loads when it scrolls into view, or a note saying why it is not shown.
 fn image(block: &Json, out: &mut String) {
     let mime = text_of(block.get("mimeType")).unwrap_or_default().to_ascii_lowercase();
-    let data = block.get("data").and_then(Json::as_js_str).map(JsString::to_string_lossy).unwrap_or_default();
+    // The payload is checked and copied as bytes: it is most of a large session's size.
+    let data = block.get("data").and_then(Json::as_js_str).map(JsString::as_bytes).unwrap_or_default();
     let base64 = !data.is_empty()
-        && data.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\n' | b'\r'));
+        && data.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\n' | b'\r'));
     if !IMAGE_TYPES.contains(&mime.as_str()) || !base64 {
         let what = if mime.is_empty() { "no type".to_owned() } else { mime };
         out.push_str("<div class=\"note\">[image not shown: ");
@@ -191,7 +192,10 @@ fn image(block: &Json, out: &mut String) {
         escaped(&fmt_bytes(size as f64))
     ));
     // Base64 needs no escaping in an attribute; line breaks are dropped (a data URL has none).
-    out.extend(data.chars().filter(|c| *c != '\n' && *c != '\r'));
+    for line in data.split(|b| *b == b'\n' || *b == b'\r') {
+        // Only ASCII was let through above.
+        out.push_str(std::str::from_utf8(line).unwrap_or_default());
+    }
     out.push_str("\">");
 }
 

@@ -465,6 +465,9 @@
       place.className = `entry t-${p.kind}${place.classList.contains("sel") ? " sel" : ""}`;
       // Sanitised by the server (transcript.rs): markup it made, session text only ever as text in it.
       place.innerHTML = p.html;
+      const label = state.current.labels.get(p.id);
+      const who = place.querySelector(".who");
+      if (label !== undefined && who) who.append(" ", el("span", "label", String(label)));
       for (const img of place.querySelectorAll("img[data-src]")) lazy.observe(img);
       for (const code of place.querySelectorAll("pre code")) lazy.observe(code);
       for (const call of place.querySelectorAll("[data-call]")) {
