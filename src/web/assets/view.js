@@ -494,11 +494,12 @@
       hljs.highlightElement(code);
     }
 
-    function reveal() {
+    function reveal(scroll = true) {
       const place = t.places.get(t.focus);
       if (!place) return;
       for (const old of pane.querySelectorAll(".entry.sel")) old.classList.remove("sel");
       if (t.marked) place.classList.add("sel");
+      if (!scroll) return;
       const tall = place.offsetHeight > pane.clientHeight;
       place.scrollIntoView({ block: t.marked ? (tall ? "start" : "center") : "end" });
     }
@@ -518,6 +519,13 @@
       const i = t.at.get(t.focus) ?? t.path.length - 1;
       if (fresh || i < t.lo || i >= t.hi) draw(Math.max(0, i - WINDOW), Math.min(t.path.length, i + WINDOW + 1));
       reveal();
+    };
+
+    /** Marks `id`, an entry in view (the reader clicked it), as the selection, without scrolling. */
+    t.mark = function (id) {
+      t.focus = id;
+      t.marked = true;
+      reveal(false);
     };
 
     /** The path grew at its end (entries appended after its tip): their places are added if the end is drawn. */
@@ -615,13 +623,22 @@
     box.append(el("div", "hint", `${plural(n, "entry", "entries")} from the root to ${toLeaf ? "the leaf" : "the selected entry"}`));
     const line = el("div", "t-usage", "");
     box.append(line);
-    source.usage(cur.handle).then((u) => {
+    usageOf(cur).then((u) => {
       if (state.current !== cur || !u.models.length) return;
       const sum = (k) => u.models.reduce((s, m) => s + (m[k] || 0), 0);
       const models = u.models.map((m) => m.model).join(", ");
       line.textContent = visible(`${models} · ${plural(sum("responses"), "response")} · ${num(sum("input"))} in · ${num(sum("output"))} out · ${num(sum("cacheRead"))} cache read · ${num(sum("cacheWrite"))} cache write · ${money(sum("cost"))}`);
     }, () => {});
     return box;
+  }
+
+  // A session's usage, asked for once per state of it (reading it costs a pass over the whole session).
+  let usageMemo = { key: null, answer: null };
+  function usageOf(cur) {
+    const key = `${cur.handle}\n${cur.seq}`;
+    if (usageMemo.key !== key) usageMemo = { key, answer: source.usage(cur.handle) };
+    usageMemo.answer.catch(() => (usageMemo = { key: null, answer: null }));
+    return usageMemo.answer;
   }
 
   let transcript = null;
@@ -652,7 +669,7 @@
     state.treeMark = drawn.has(shownAs) ? shownAs : null;
     if (state.treeMark !== null) scrollToId(state.treeMark);
     drawRows(true);
-    transcript.show(transcript.tip, id);
+    transcript.mark(id);
   }
 
   function select(id) {
@@ -701,7 +718,7 @@
     const pane = $("usage-pane");
     pane.replaceChildren(el("p", "hint", "Adding up…"));
     try {
-      const u = await source.usage(state.current.handle);
+      const u = await usageOf(state.current);
       pane.replaceChildren();
       const table = el("table", "usage-table");
       const head = el("tr");
