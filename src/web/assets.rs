@@ -87,33 +87,43 @@ fn csp_hash(text: &str) -> String {
 /// escapes inside strings, where alone these characters can occur. Works on bytes: the characters it changes
 /// are ASCII, or U+2028 and U+2029, whose UTF-8 bytes no other character's contain.
 pub fn script_safe_json(json: &[u8]) -> String {
+    // The bytes that need a look; runs of any other are copied whole (this is most of an export's work).
+    const LOOK: [bool; 256] = {
+        let mut t = [false; 256];
+        let mut k = 0;
+        let bytes = *b"\\<>&/\xE2";
+        while k < bytes.len() {
+            t[bytes[k] as usize] = true;
+            k += 1;
+        }
+        t
+    };
     let mut out = Vec::with_capacity(json.len() + json.len() / 16);
-    let mut escaped = false;
-    let mut i = 0;
+    let (mut start, mut i) = (0, 0);
     while i < json.len() {
         let b = json[i];
-        i += 1;
-        // The character after a backslash belongs to its escape (`\/` stays `\/`).
-        if std::mem::take(&mut escaped) {
-            out.push(b);
+        if !LOOK[b as usize] {
+            i += 1;
             continue;
         }
-        match b {
-            b'\\' => {
-                escaped = true;
-                out.push(b);
-            }
-            b'<' => out.extend_from_slice(b"\\u003c"),
-            b'>' => out.extend_from_slice(b"\\u003e"),
-            b'&' => out.extend_from_slice(b"\\u0026"),
-            b'/' => out.extend_from_slice(b"\\/"),
-            0xE2 if json.get(i) == Some(&0x80) && matches!(json.get(i + 1), Some(0xA8 | 0xA9)) => {
-                out.extend_from_slice(if json[i + 1] == 0xA8 { b"\\u2028" } else { b"\\u2029" });
-                i += 2;
-            }
-            b => out.push(b),
-        }
+        out.extend_from_slice(&json[start..i]);
+        let seq = &json[i..json.len().min(i + 3)];
+        let (written, used): (&[u8], usize) = match b {
+            // The character after a backslash belongs to its escape (`\/` stays `\/`).
+            b'\\' => (&seq[..seq.len().min(2)], seq.len().min(2)),
+            b'<' => (b"\\u003c", 1),
+            b'>' => (b"\\u003e", 1),
+            b'&' => (b"\\u0026", 1),
+            b'/' => (b"\\/", 1),
+            _ if seq == "\u{2028}".as_bytes() => (b"\\u2028", 3),
+            _ if seq == "\u{2029}".as_bytes() => (b"\\u2029", 3),
+            _ => (&seq[..1], 1),
+        };
+        out.extend_from_slice(written);
+        i += used;
+        start = i;
     }
+    out.extend_from_slice(&json[start..]);
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
@@ -123,9 +133,10 @@ mod tests {
 
     #[test]
     fn embedded_json_cannot_close_its_script_element_and_still_parses_the_same() {
-        let json = r#"{"a":"</script><!-- https://x & y \/ \\/"}"#;
+        let json = "{\"a\":\"</script><!-- https://x & y \\/ \\\\/ \u{2028}\u{2029} é\"}";
         let safe = script_safe_json(json.as_bytes());
         assert!(!safe.contains("</") && !safe.contains("<!--") && !safe.contains("https://"), "{safe}");
+        assert!(!safe.contains('\u{2028}') && !safe.contains('\u{2029}') && safe.contains('é'), "{safe}");
         let parsed = crate::session::json::Json::parse(safe.as_bytes()).unwrap();
         assert_eq!(parsed, crate::session::json::Json::parse(json.as_bytes()).unwrap());
     }
