@@ -233,7 +233,9 @@ test("scripts and outside addresses in every text of a session never run nor loa
       assert.deepEqual(asked.filter((u) => !u.startsWith(origin) && !u.startsWith("data:")), [], `${mode}: no request elsewhere`);
       assert.deepEqual(dialogs, [], `${mode}: no dialog`);
       assert.deepEqual(page.errors, [], `${mode}: no error`);
-      // The payloads are there, as text.
+      // The payloads are there, as text, and a search finds them as they were written.
+      await page.fill("#search", '<script>window.__pwned = "script"');
+      await page.waitForSelector(".hit");
       assert.match(await page.textContent(`${entry("u1")}`), /<script>window\.__pwned = "script"<\/script>/);
       assert.match(await page.textContent("#title"), /<img src=x onerror=/);
     } finally {

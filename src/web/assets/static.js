@@ -6,7 +6,7 @@
   const snapshot = async () => ({ state: data.state, rows: data.rows });
   // The text of a transcript piece: its markup dropped, the five escapes transcript.rs writes undone.
   const ENTITIES = { "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&amp;": "&" };
-  const text = (html) => html.replace(/<[^>]*>/g, " ").replace(/&(lt|gt|quot|#39|amp);/g, (e) => ENTITIES[e]);
+  const plainText = (html) => html.replace(/<[^>]*>/g, " ").replace(/&(lt|gt|quot|#39|amp);/g, (e) => ENTITIES[e]);
   window.piSource = {
     mode: "export",
     sessions: async () => [data.session],
@@ -16,7 +16,7 @@
       for (const row of data.rows) {
         const piece = data.transcript[row.id];
         // The entry's words as the transcript shows them (its markup aside).
-        const haystack = (piece ? text(piece.html) : row.preview).toLowerCase();
+        const haystack = (piece ? plainText(piece.html) : row.preview).toLowerCase();
         if (words.length && words.every((w) => haystack.includes(w))) {
           hits.push({ path: data.session.path, sessionId: data.session.id, entryId: row.id, role: row.what, snippet: row.preview, timestamp: row.timestamp });
         }
