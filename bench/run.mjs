@@ -5,7 +5,7 @@
 //   node bench/run.mjs --bin target/release/pi-sessiond --gen target/release/examples --data DIR
 //                      [--reps 5] [--quick] [--only open,append,list,search,rss,latency,pi,pi-start,web,mirror,team,usage,soak,pi-big]
 //                      [--soak-minutes 60]
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { deepStrictEqual } from "node:assert";
 import { join } from "node:path";
@@ -71,7 +71,7 @@ const copyMs = (path, n = reps) => {
 // ---------------------------------------------------------------------------------------------------------------
 // Inputs (deterministic; generated once per data directory)
 const session40 = join(data, "session-40MB.jsonl");
-if ((wanted("open") || wanted("pi")) && !existsSync(session40)) {
+if ((wanted("open") || wanted("pi") || wanted("web")) && !existsSync(session40)) {
   execFileSync(join(gen, "gen_session"), [session40, "--bytes", "40000000", "--image-kib", "16"], { stdio: "inherit" });
 }
 const catalog = (n, bytes) => {
@@ -679,8 +679,53 @@ if (wanted("web")) {
     treeMs.push(Number(await page.getAttribute("body", "data-tree-ms")));
     await page.close();
   }
-  await browser.close();
   server.kill("SIGTERM");
+
+  // Issue 22: `export --html` of the 40 MB session against pi's own `--export` of it (pi 1.6.0 on tests/pi's
+  // Node 22), interleaved; each command's peak RSS from GNU time. Then each file opened offline in Chromium: ours
+  // until its tree and the first piece of its transcript are drawn, pi's until its load event.
+  const piBin = join(import.meta.dirname, "../tests/pi/node_modules/.bin");
+  const piHome = join(data, "pi-export-home");
+  mkdirSync(join(piHome, "agent"), { recursive: true });
+  const piEnv = { ...process.env, PATH: `${piBin}:${process.env.PATH}`, PI_OFFLINE: "1", HOME: piHome, PI_CODING_AGENT_DIR: join(piHome, "agent") };
+  const exports = join(data, "exports");
+  mkdirSync(exports, { recursive: true });
+  const piOut = join(exports, "pi-export.html");
+  const ourOut = join(exports, "pi-sessiond-export.html");
+  const timed = (cmd, argv, env) => {
+    const t = performance.now();
+    const r = spawnSync("/usr/bin/time", ["-f", "%M", cmd, ...argv], { env, encoding: "utf8", maxBuffer: 1 << 26 });
+    const ms = performance.now() - t;
+    if (r.status !== 0) throw new Error(`${cmd} ${argv.join(" ")} failed: ${r.stderr}`);
+    return { ms, peakRssKiB: Number(r.stderr.trim().split("\n").pop()) };
+  };
+  const [piExports, [ourExports]] = await interleaved(
+    Math.min(reps, 3),
+    async () => timed(join(piBin, "pi"), ["--export", session40, piOut], piEnv),
+    [async () => timed(bin, ["--agent-dir", agent, "export", session40, "--html", "-o", ourOut])],
+  );
+  const sizes = `files: ours ${fmt(statSync(ourOut).size, "B")}, pi's ${fmt(statSync(piOut).size, "B")}`;
+  row("web", "export --html of the 40 MB session (pi: pi --export)", pick(piExports, "ms"), pick(ourExports, "ms"), "ms", `the whole command; ${sizes}`);
+  row("web", "export --html of the 40 MB session: peak RSS", pick(piExports, "peakRssKiB"), pick(ourExports, "peakRssKiB"), "KiB", "GNU time's maximum resident set");
+  const offline = await browser.newContext({ viewport: { width: 1400, height: 860 }, offline: true });
+  const openMs = [];
+  for (let r = 0; r < reps; r++) {
+    const page = await offline.newPage();
+    const t = performance.now();
+    await page.goto(`file://${ourOut}`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    await page.waitForSelector('#detail .entry[data-state="filled"]');
+    openMs.push(performance.now() - t);
+    await page.close();
+  }
+  // pi's page takes tens of seconds: opened once, given 3 minutes.
+  const piPage = await offline.newPage();
+  const tPi = performance.now();
+  const piLoaded = await piPage.goto(`file://${piOut}`, { waitUntil: "load", timeout: 180000 }).then(() => performance.now() - tPi, () => undefined);
+  await piPage.close();
+  await offline.close();
+  row("web", "the 40 MB session's export opened offline in Chromium", piLoaded, median(openMs), "ms", "ours: until its tree and the first transcript piece are drawn (target < 3 s); pi's: until its load event, once");
+  await browser.close();
   row("web", "web view: the page loaded and the sessions listed", undefined, median(listMs), "ms", "headless Chromium");
   row("web", `web view: a ${n.toLocaleString("en")}-entry session's tree shown after the click`, undefined, median(treeMs), "ms", `the page's own clock; ${fmt(median(wallMs), "ms")} by playwright's, round trips included`);
 }

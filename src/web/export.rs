@@ -11,7 +11,8 @@ use crate::session::json::{Json, Object};
 
 use super::assets::{export_page, script_safe_json};
 use super::bridge::Bridge;
-use super::view::View;
+use super::transcript;
+use super::view::{UsageTally, View};
 
 /// Writes the HTML view of the session file `path` to `output` (stdout when None), with the secrets `redactor`
 /// finds replaced in every text of it.
@@ -43,7 +44,12 @@ pub fn export_html(
     }
 }
 
-/// The page for `path`; with a `redactor`, every string of its data is redacted (entries, context, names).
+/// The page for `path`; with a `redactor`, every string of its data is redacted (entries before they are
+/// rendered, the context, names).
+///
+/// The session is read in two passes through the sidecar — its tree (the skeleton rows) and its entries a page at
+/// a time, each counted for the usage and rendered into its transcript piece as it comes, then dropped — plus the
+/// context; the page's data is written as JSON text as it is made, never held as a value.
 pub fn render(path: &str, agent_dir: &str, redactor: Option<&Redactor>) -> Result<String, Failure> {
     let bridge = Bridge::start(agent_dir, None, false)
         .map_err(|e| Failure::io(format!("cannot start the sidecar: {}", describe_io(&e))))?;
@@ -51,16 +57,26 @@ pub fn render(path: &str, agent_dir: &str, redactor: Option<&Redactor>) -> Resul
     let snapshot = view.open(path, false)?;
     let state = snapshot.get("state").cloned().unwrap_or(Json::Null);
     let rows = snapshot.get("rows").cloned().unwrap_or(Json::Array(Vec::new()));
+    drop(snapshot);
     let handle = state.get("handle").and_then(Json::as_js_str).map(|h| h.to_string_lossy()).unwrap_or_default();
-    let ids: Vec<String> = match &rows {
-        Json::Array(rows) => {
-            rows.iter().filter_map(|r| r.get("id").and_then(Json::as_js_str).map(|s| s.to_string_lossy())).collect()
+    let mut tally = UsageTally::default();
+    let mut pieces = Vec::with_capacity(1 << 20);
+    pieces.push(b'{');
+    view.each_entry(&handle, |mut entry| {
+        tally.add(&entry);
+        let Some(id) = entry.get("id").and_then(Json::as_js_str).cloned() else { return };
+        if let Some(r) = redactor {
+            r.redact_json(&mut entry);
         }
-        _ => Vec::new(),
-    };
-    let entries = view.entries(&handle, &ids)?;
+        if pieces.len() > 1 {
+            pieces.push(b',');
+        }
+        Json::String(id.clone()).write_preserving(&mut pieces);
+        pieces.push(b':');
+        transcript::render(&entry).to_json(&id.to_string_lossy()).write_preserving(&mut pieces);
+    })?;
+    pieces.push(b'}');
     let context = view.context(&handle)?;
-    let usage = view.usage(&handle)?;
     let mut session = Object::new();
     session.insert("path", Json::str(path));
     session.insert("id", state.get("sessionId").cloned().unwrap_or(Json::Null));
@@ -89,14 +105,19 @@ pub fn render(path: &str, agent_dir: &str, redactor: Option<&Redactor>) -> Resul
     data.insert("session", Json::Object(session));
     data.insert("state", state);
     data.insert("rows", rows);
-    data.insert("entries", entries);
     data.insert("context", context);
-    data.insert("usage", usage);
+    data.insert("usage", tally.to_json());
     let mut data = Json::Object(data);
     if let Some(r) = redactor {
         r.redact_json(&mut data);
     }
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(pieces.len() + (4 << 20));
     data.write_preserving(&mut bytes);
-    Ok(export_page(&script_safe_json(&String::from_utf8_lossy(&bytes))))
+    // The transcript goes in as the object's last member, as it was written.
+    bytes.pop();
+    bytes.extend_from_slice(b",\"transcript\":");
+    bytes.extend_from_slice(&pieces);
+    drop(pieces);
+    bytes.push(b'}');
+    Ok(export_page(&script_safe_json(&bytes)))
 }

@@ -173,7 +173,7 @@ pub const SECURITY_HEADERS: [(&str, &str); 5] = [
     ("x-frame-options", "DENY"),
     (
         "content-security-policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; \
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; connect-src 'self'; \
          base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     ),
 ];

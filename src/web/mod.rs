@@ -12,6 +12,7 @@ pub mod assets;
 pub mod bridge;
 pub mod export;
 pub mod http;
+pub mod transcript;
 pub mod view;
 
 use std::io::Write;
@@ -203,7 +204,7 @@ async fn answer(
     if request.path == "/api/events" {
         return events(bridge, busy);
     }
-    let body = if request.method == "POST" && request.path == "/api/entries" {
+    let body = if request.method == "POST" && (request.path == "/api/entries" || request.path == "/api/transcript") {
         match http::read_body(body).await {
             Ok(bytes) => bytes,
             Err(http::BodyError::TooLarge) => {
@@ -273,13 +274,14 @@ fn route(request: &Request, body: &[u8], view: &View) -> Response {
         ("POST", "/api/open") => Some(view.open_listed(request.param("path").unwrap_or(""), request.param("machine"))),
         ("GET", "/api/snapshot") => Some(view.snapshot(request.param("handle").unwrap_or(""))),
         ("POST", "/api/close") => Some(view.close(request.param("handle").unwrap_or(""))),
-        ("POST", "/api/entries") => {
+        ("POST", path @ ("/api/entries" | "/api/transcript")) => {
             let body = Json::parse(body);
             let ids: Vec<String> = match &body {
                 Ok(Json::Array(ids)) => ids.iter().filter_map(|i| i.as_js_str().map(|s| s.to_string_lossy())).collect(),
                 _ => return Response::text(400, "the body must be a JSON array of entry ids"),
             };
-            Some(view.entries(request.param("handle").unwrap_or(""), &ids))
+            let handle = request.param("handle").unwrap_or("");
+            Some(if path == "/api/entries" { view.entries(handle, &ids) } else { transcript::page(view, handle, &ids) })
         }
         ("GET", "/api/context") => Some(view.context(request.param("handle").unwrap_or(""))),
         ("GET", "/api/usage") => Some(view.usage(request.param("handle").unwrap_or(""))),

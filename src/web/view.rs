@@ -208,10 +208,16 @@ impl View {
 
     /// Tokens and cost by model, and entries by type and role, read page by page.
     pub fn usage(&self, handle: &str) -> Result<Json, Failure> {
-        let mut by_model = UsageByModel::new();
-        let mut types: std::collections::BTreeMap<String, u64> = Default::default();
-        let mut offset = 0usize;
+        let mut tally = UsageTally::default();
+        self.each_entry(handle, |e| tally.add(&e))?;
+        Ok(tally.to_json())
+    }
+
+    /// Calls `f` with every entry of an open handle as stored, in file order, fetched a page at a time (so a
+    /// large session is never held whole).
+    pub fn each_entry(&self, handle: &str, mut f: impl FnMut(Json)) -> Result<(), Failure> {
         const PAGE: usize = 500;
+        let mut offset = 0usize;
         loop {
             let page = self.bridge.call(
                 "session/getEntries",
@@ -221,29 +227,15 @@ impl View {
                     ("limit", Json::number(PAGE as f64)),
                 ]),
             )?;
-            let Json::Array(entries) = &page else { break };
-            for e in entries {
-                add_entry_usage(e, &mut by_model);
-                *types.entry(summarize(e, 0).what).or_default() += 1;
-            }
-            if entries.len() < PAGE {
-                break;
+            let Ok(entries) = page.into_array() else { break };
+            let n = entries.len();
+            entries.into_iter().for_each(&mut f);
+            if n < PAGE {
+                return Ok(());
             }
             offset += PAGE;
         }
-        let models = by_model
-            .iter()
-            .map(|(model, u)| {
-                let mut row = u.to_json();
-                row.insert("model", Json::str(model));
-                Json::Object(row)
-            })
-            .collect();
-        let mut counts = Object::new();
-        for (k, n) in types {
-            counts.insert(k.as_str(), Json::number(n as f64));
-        }
-        Ok(obj(vec![("models", Json::Array(models)), ("kinds", Json::Object(counts))]))
+        Ok(())
     }
 
     /// Tokens and cost of every listed session by UTC day and model (the overview's chart):
@@ -341,6 +333,39 @@ fn overview_json<K>(o: &Overview<K>, name: impl Fn(&K, &mut Object)) -> Json {
         ("unreadable", Json::number(o.unreadable.len() as f64)),
         ("rows", Json::Array(rows)),
     ])
+}
+
+/// Tokens and cost by model and entries by kind, added up an entry at a time (the session's usage tab).
+#[derive(Default)]
+pub struct UsageTally {
+    by_model: UsageByModel,
+    kinds: std::collections::BTreeMap<String, u64>,
+}
+
+impl UsageTally {
+    /// Counts one entry as stored.
+    pub fn add(&mut self, entry: &Json) {
+        add_entry_usage(entry, &mut self.by_model);
+        *self.kinds.entry(summarize(entry, 0).what).or_default() += 1;
+    }
+
+    /// `{models: [{model, responses, input, …, cost}], kinds: {what: count}}`.
+    pub fn to_json(&self) -> Json {
+        let models = self
+            .by_model
+            .iter()
+            .map(|(model, u)| {
+                let mut row = u.to_json();
+                row.insert("model", Json::str(model));
+                Json::Object(row)
+            })
+            .collect();
+        let mut counts = Object::new();
+        for (k, n) in &self.kinds {
+            counts.insert(k.as_str(), Json::number(*n as f64));
+        }
+        obj(vec![("models", Json::Array(models)), ("kinds", Json::Object(counts))])
+    }
 }
 
 /// An entry's skeleton row (see the module doc).

@@ -4,7 +4,8 @@
 //   node tests/web/screenshots.mjs [OUT_DIR]     (default docs/; PI_SESSIOND_BIN as for web.test.mjs)
 //
 // Writes screenshot-list.png (the list grouped by project, a search's hits with the matched words marked, a
-// session open beside it) and screenshot-usage.png (the usage overview's chart).
+// session open beside it) and screenshot-usage.png (the usage overview's chart), then runs
+// screenshots-transcript.mjs for screenshot-transcript.png and screenshot-tree.png.
 import { spawn } from "node:child_process";
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -110,3 +111,5 @@ try {
   server.kill("SIGTERM");
   rmSync(work, { recursive: true, force: true });
 }
+
+await import("./screenshots-transcript.mjs");

@@ -1,17 +1,19 @@
-// What the web view's tests share: a headless Chromium as they launch it, the URL line a spawned
-// `pi-sessiond web` prints first, and a request's status with headers a browser would not send.
+// What the web view's tests and the screenshot script share: a headless Chromium as they launch it, a
+// `pi-sessiond web` started on an agent directory, the URL line a spawned `pi-sessiond web` prints first, and a
+// request's status with headers a browser would not send.
+import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
 /** Debian's headless Chromium (or $CHROMIUM) with a new, empty profile under `dir`. */
-export function launchBrowser(dir) {
+export function launchBrowser(dir, viewport = { width: 1400, height: 860 }) {
   // playwright passes the profile as --user-data-dir.
   return chromium.launchPersistentContext(mkdtempSync(join(dir, "chromium-")), {
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     headless: true,
-    viewport: { width: 1400, height: 860 },
+    viewport,
     args: [
       "--headless",
       "--no-sandbox",
@@ -25,6 +27,9 @@ export function launchBrowser(dir) {
   });
 }
 
+/** The same browser, under the name the transcript tests and the screenshot script use. */
+export const launchChromium = launchBrowser;
+
 /** The first line a spawned `pi-sessiond web` prints (its URL); fails if it exits first. */
 export function firstLine(proc) {
   return new Promise((ok, fail) => {
@@ -35,6 +40,13 @@ export function firstLine(proc) {
     });
     proc.on("exit", (code) => fail(new Error(`pi-sessiond web exited with ${code}`)));
   });
+}
+
+/** Starts `pi-sessiond web` on `agentDir`; resolves to `{url, stop}` once it has printed its URL. */
+export async function startWeb(bin, agentDir) {
+  const proc = spawn(bin, ["--agent-dir", agentDir, "web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  const url = await firstLine(proc);
+  return { url, stop: () => (proc.removeAllListeners("exit"), proc.kill("SIGTERM")) };
 }
 
 /** GET `path` on the server at `base` (its URL) with these headers; resolves to the status code. */

@@ -135,6 +135,15 @@ test("the page lists the sessions, opens one of 5,200 entries, shows its tree an
   assert.ok(drawn > 10 && drawn < 300, `${drawn} rows drawn`);
   await page.waitForSelector(".row .leaf");
   assert.ok(await page.locator(".row .label").count() >= 0);
+  // The transcript of the leaf's path draws and fetches only the entries near the view.
+  await page.waitForSelector('#detail .entry[data-state="filled"]');
+  assert.match(await page.textContent("#detail .t-head"), /5,\d{3} entries from the root to the leaf/);
+  const places = await page.locator("#detail .entry").count();
+  const filled = await page.locator('#detail .entry[data-state="filled"]').count();
+  assert.ok(places < 200 && filled > 0 && filled <= places, `${filled} of ${places} drawn entries fetched`);
+  // Scrolled up to the top of what is drawn, the transcript draws more of the path above.
+  await page.$eval("#detail", (d) => (d.scrollTop = 0));
+  await page.waitForFunction((n) => document.querySelectorAll("#detail .entry").length > n, places);
 
   // Another process appends an entry, as pi does: one complete line at the end of the file.
   const leafId = await page.getAttribute(".row:has(.leaf)", "data-id");
@@ -142,11 +151,13 @@ test("the page lists the sessions, opens one of 5,200 entries, shows its tree an
   execFileSync(process.execPath, ["-e", `require("fs").appendFileSync(process.argv[1], process.argv[2] + "\\n")`, bigFile, JSON.stringify(entry)]);
   await page.waitForSelector('.row[data-id="livefeed"] .leaf', { timeout: 2000 });
   assert.match(await page.textContent('.row[data-id="livefeed"]'), /appended while the page was open/);
+  // The transcript of the leaf's path follows it.
+  await page.waitForSelector('#detail .entry.t-user[data-entry="livefeed"]');
 
-  // Bodies are fetched when asked for: the selected entry, whole.
+  // Pieces of the transcript are fetched as they come into view: the selected entry, whole.
   await page.click('.row[data-id="livefeed"]');
-  await page.waitForSelector("#detail pre.text");
-  assert.match(await page.textContent("#detail"), /appended while the page was open/);
+  await page.waitForSelector('#detail .entry.sel.t-user[data-entry="livefeed"]');
+  assert.match(await page.textContent("#detail .entry.sel"), /appended while the page was open/);
 
   // Search goes through the sidecar's index of entries.
   await page.fill("#search", "fallback branch");
@@ -163,7 +174,7 @@ test("the page lists the sessions, opens one of 5,200 entries, shows its tree an
 
   await page.click('#tabs button[data-tab="tree"]');
   await page.click(`.row[data-id="${leafId}"]`);
-  await page.waitForSelector("#detail pre.text");
+  await page.waitForSelector(`#detail .entry.sel[data-entry="${leafId}"]:not(.place)`);
   if (process.env.SCREENSHOT) {
     // A picture of a branch point: open a search hit just before one, so the tree scrolls to it.
     await page.fill("#search", '"question 4996"');
@@ -229,7 +240,7 @@ test("an exported page shows the same tree and loads nothing from anywhere", asy
   await page.waitForSelector('body[data-state="ready"] .row .leaf');
   assert.match(await page.textContent("#summary"), /entries/);
   await page.click(".row .leaf");
-  await page.waitForSelector("#detail pre.text");
+  await page.waitForSelector("#detail .entry.sel:not(.place)");
   assert.deepEqual(requests.filter((u) => !u.startsWith("file://") && !u.startsWith("data:")), []);
   await page.close();
 });
@@ -293,8 +304,8 @@ test("bidirectional controls in a session name, a first message and an entry's t
     const previews = await drawnInOrder(".row .preview");
     assert.ok(previews.length >= 2 && previews.every((p) => p.inOrder === true), `tree rows: ${JSON.stringify(previews)}`);
     await page.click('.row[data-id="a1"]');
-    await page.waitForSelector("#detail pre.text");
-    assert.equal((await drawnInOrder("#detail pre.text"))[0].inOrder, true, "the entry's text");
+    await page.waitForSelector('#detail .entry.sel[data-entry="a1"] .md');
+    assert.equal((await drawnInOrder("#detail .entry.sel .md"))[0].inOrder, true, "the entry's text");
     await page.close();
 
     const out = join(work, "bidi-export.html");
@@ -305,8 +316,8 @@ test("bidirectional controls in a session name, a first message and an entry's t
     const exported = await drawnInOrder(".row .preview, .session .s-title, #title");
     assert.ok(exported.length >= 3 && exported.every((p) => p.inOrder === true), `export: ${JSON.stringify(exported)}`);
     await page.click('.row[data-id="a1"]');
-    await page.waitForSelector("#detail pre.text");
-    assert.equal((await drawnInOrder("#detail pre.text"))[0].inOrder, true, "the exported entry's text");
+    await page.waitForSelector('#detail .entry.sel[data-entry="a1"] .md');
+    assert.equal((await drawnInOrder("#detail .entry.sel .md"))[0].inOrder, true, "the exported entry's text");
   } finally {
     await page?.close();
     other.removeAllListeners("exit");
@@ -416,17 +427,15 @@ test("a leaf that is a label is shown on its nearest drawn entry, scrolled to an
     assert.equal(await page.locator(".row .leaf").count(), 1);
     await page.click("#to-leaf");
     await page.waitForSelector('.row.sel[data-id="r2"]');
-    await page.waitForSelector("#detail pre.text");
-    assert.match(await page.textContent("#detail"), /answer of session 2/);
-    // Every entry shown: the label itself is the leaf, and its detail says what it does, in words.
+    await page.waitForSelector('#detail .entry.sel.t-assistant[data-entry="r2"]');
+    assert.match(await page.textContent("#detail .entry.sel"), /answer of session 2/);
+    // Every entry shown: the label itself is the leaf, and the transcript says what it does, in words.
     await page.selectOption("#filter", "all");
     await page.waitForSelector('.row[data-id="lab2"] .leaf');
     await page.click("#to-leaf");
     await page.waitForSelector('.row.sel[data-id="lab2"]');
-    await page.waitForSelector("#detail pre.text");
-    assert.match(await page.textContent("#detail .who"), /^label$/);
-    assert.match(await page.textContent("#detail pre.text"), /^q2 → checkpoint$/);
-    assert.equal(await page.isVisible("#detail pre.args"), false, "the stored JSON is folded away");
+    await page.waitForSelector('#detail .entry.sel.t-note[data-entry="lab2"]');
+    assert.equal(await page.textContent("#detail .entry.sel"), "label q2 → checkpoint");
   });
 });
 
@@ -587,7 +596,8 @@ test("keys alone go from the list to an entry, the address names it, and that ad
       await again.goto(at.href);
       await again.waitForSelector('.row.sel[data-id="r0"]');
       await again.waitForSelector(`.session.on[data-path="${files[0]}"]`);
-      assert.match(await again.textContent("#detail"), /answer of session 0/);
+      await again.waitForSelector('#detail .entry.sel.t-assistant[data-entry="r0"]');
+      assert.match(await again.textContent("#detail .entry.sel"), /answer of session 0/);
     } finally {
       await again.close();
     }

@@ -29,6 +29,7 @@
     snapshot: (handle) => call("GET", "/api/snapshot", { handle }),
     close: (handle) => call("POST", "/api/close", { handle }).catch(() => null),
     entries: (handle, ids) => call("POST", "/api/entries", { handle }, ids),
+    transcript: (handle, ids) => call("POST", "/api/transcript", { handle }, ids),
     context: (handle) => call("GET", "/api/context", { handle }),
     usage: (handle) => call("GET", "/api/usage", { handle }),
     overview: () => call("GET", "/api/usage-overview"),

@@ -1,14 +1,16 @@
-// The session view: a list of sessions grouped by project, kept live, with search; one session's tree (pi's /tree filters, folding at branch
-// points, the leaf, labels, entries off the active branch dimmed), the active branch with bodies loaded as they
-// scroll into view, the context the model sees, and tokens and cost; across sessions, a usage overview (tokens
-// and cost by day, stacked by model). Data comes from `window.piSource` (the
-// live server or the embedded export); live changes arrive as events and are applied in place.
+// The session view: a list of sessions grouped by project, kept live, with search; one session's tree (pi's /tree
+// filters, folding at branch points, the leaf, labels, entries off the active branch dimmed) beside its transcript
+// (the path to the leaf or to the selected entry, read as a conversation; the entry selected in one is shown in the
+// other), the context the model sees, and tokens and cost; across sessions, a usage overview (tokens and cost by
+// day, stacked by model). Data comes from `window.piSource` (the live server or the embedded export); live changes
+// arrive as events and are applied in place.
 //
-// Large sessions stay fast: the tree works on skeleton rows only and draws just the rows in view; bodies are
-// fetched for the entry shown whole and for branch cards as they appear. Everything from a session is put on
-// the page as text (textContent), never as markup, with its bidirectional controls shown as what they are
-// (`visible`) and each text isolated from the text around it (app.css), so "invoice\u202Efdp.exe" cannot pass
-// for "invoiceexe.pdf" nor reorder what stands beside it.
+// Large sessions stay fast: the tree works on skeleton rows only and draws just the rows in view; the
+// transcript's pieces are fetched a page at a time as they come near the view. What the page writes itself from
+// a session is put on the page as text (textContent), never as markup, with its bidirectional controls shown as
+// what they are (`visible`) and each text isolated from the text around it (app.css), so "invoice\u202Efdp.exe"
+// cannot pass for "invoiceexe.pdf" nor reorder what stands beside it; the transcript's pieces are HTML the
+// server made and sanitised (transcript.rs), which does the same.
 "use strict";
 (function () {
   const source = window.piSource;
@@ -33,7 +35,7 @@
     filter: "default",
     folded: new Set(),
     selected: null,
-    bodies: new Map(),
+    treeMark: null, // the tree row marked for the selection: the entry, or its nearest drawn ancestor
     lines: [],
     tab: "tree",
     overview: false,
@@ -515,7 +517,7 @@
       row.style.top = `${i * ROW}px`;
       row.dataset.id = r.id;
       if (!active.has(r.id)) row.classList.add("off");
-      if (r.id === state.selected) row.classList.add("sel");
+      if (r.id === (state.treeMark ?? state.selected)) row.classList.add("sel");
       if (r.fresh) row.classList.add("fresh");
       // Deeply nested branches would push the text off the row: past 4 levels the gutter keeps its last ones.
       const gutter = line.gutter.length > 12 ? line.gutter.slice(-12) : line.gutter;
@@ -573,133 +575,314 @@
   }
 
   // ---------------------------------------------------------------------------------------------------------
-  // Bodies
+  // The transcript: the path from the root to a tip (the leaf, or the entry selected off it), as a conversation.
+  // Every entry of the path has its place at once, holding its one-line preview; the server's rendered piece
+  // (sanitised HTML: markdown, tool calls, folded output) replaces it when the place comes near the view, a
+  // page of places at a time, so a session of any size costs what is looked at. A tool result goes under the
+  // call it answers as soon as both are there; images and code are loaded and highlighted as they scroll into
+  // view.
 
-  async function bodies(ids) {
-    const cur = state.current;
-    const missing = ids.filter((id) => !state.bodies.has(id));
-    if (missing.length) {
-      const got = await source.entries(cur.handle, missing);
-      for (const [id, entry] of Object.entries(got)) state.bodies.set(id, entry);
-    }
-    return ids.map((id) => state.bodies.get(id));
-  }
+  const TRANSCRIPT_PAGE = 48;
+  const WINDOW = 40;
+  const MORE = 60;
+  // Code longer than this is left plain: highlighting it would hold the page up.
+  const HIGHLIGHT_MAX = 100000;
 
-  function renderBody(entry, into, row) {
-    into.replaceChildren();
-    if (!entry) {
-      into.append(el("p", "hint", "This entry is gone."));
-      return;
-    }
-    const blocks = (content) => {
-      if (typeof content === "string") return into.append(el("pre", "text", content));
-      if (!Array.isArray(content)) return;
-      for (const b of content) {
-        if (!b || typeof b !== "object") continue;
-        if (b.type === "text") into.append(el("pre", "text", b.text));
-        else if (b.type === "thinking") into.append(el("pre", "thinking", b.thinking));
-        else if (b.type === "toolCall") {
-          into.append(el("div", "tool", `→ ${b.name}`));
-          into.append(el("pre", "args", JSON.stringify(b.arguments, null, 2)));
-        } else if (b.type === "image" && typeof b.data === "string" && /^image\/[a-z0-9.+-]+$/i.test(b.mimeType || "")) {
-          const img = el("img", "image");
-          img.alt = b.mimeType;
-          img.src = `data:${b.mimeType};base64,${b.data}`;
-          into.append(img);
-        } else into.append(el("pre", "args", JSON.stringify(b, null, 2)));
+  /** Mounts a transcript in `pane` (a scrolling element); returns its controller. */
+  function transcriptIn(pane, onPick) {
+    // `focus`: the entry to keep in view as pieces arrive; `marked`: whether it is the selection (highlighted).
+    const t = { pane, tip: undefined, path: [], places: new Map(), calls: new Map(), waiting: new Map(), focus: null, marked: false };
+    let pending = new Set();
+    let timer = 0;
+    let loading = false;
+    const lazy = new IntersectionObserver((seen) => {
+      for (const e of seen) {
+        if (!e.isIntersecting) continue;
+        lazy.unobserve(e.target);
+        if (e.target.tagName === "IMG" && e.target.dataset.src) {
+          e.target.src = e.target.dataset.src;
+          e.target.removeAttribute("data-src");
+        } else if (e.target.tagName === "CODE") highlight(e.target);
       }
+    }, { root: pane, rootMargin: "300px" });
+    const near = new IntersectionObserver((seen) => {
+      for (const e of seen) {
+        if (e.isIntersecting && e.target.dataset.more) {
+          grow(MORE, e.target.dataset.more);
+          continue;
+        }
+        if (!e.isIntersecting || e.target.dataset.state !== "place") continue;
+        e.target.dataset.state = "asked";
+        pending.add(e.target.dataset.entry);
+      }
+      clearTimeout(timer);
+      timer = setTimeout(flush, 20);
+    }, { root: pane, rootMargin: "800px" });
+
+    async function flush() {
+      if (loading || !pending.size || !state.current) return;
+      loading = true;
+      const cur = state.current;
+      const ids = [...pending].slice(0, TRANSCRIPT_PAGE);
+      for (const id of ids) pending.delete(id);
+      let pieces = [];
+      try {
+        pieces = await source.transcript(cur.handle, ids);
+      } catch (e) {
+        notice(`Cannot read the transcript: ${e.message}`);
+      }
+      loading = false;
+      if (state.current !== cur) return;
+      const got = new Set();
+      for (const p of pieces) {
+        got.add(p.id);
+        fill(p);
+      }
+      // A page ends early when its pieces are large: the rest are asked for again while still near the view.
+      for (const id of ids) {
+        const place = t.places.get(id);
+        if (place && !got.has(id) && place.dataset.state === "asked") {
+          place.dataset.state = "place";
+          near.unobserve(place);
+          near.observe(place);
+        }
+      }
+      if (t.focus !== null && got.has(t.focus)) reveal();
+      if (pending.size) flush();
+    }
+
+    function fill(p) {
+      const place = t.places.get(p.id);
+      if (!place) return;
+      place.dataset.state = "filled";
+      place.className = `entry t-${p.kind}${place.classList.contains("sel") ? " sel" : ""}`;
+      // Sanitised by the server (transcript.rs): markup it made, session text only ever as text in it.
+      place.innerHTML = p.html;
+      const label = state.current.labels.get(p.id);
+      const who = place.querySelector(".who");
+      if (label !== undefined && who) who.append(" ", el("span", "label", String(label)));
+      for (const img of place.querySelectorAll("img[data-src]")) lazy.observe(img);
+      for (const code of place.querySelectorAll("pre code")) lazy.observe(code);
+      for (const call of place.querySelectorAll("[data-call]")) {
+        const slot = call.querySelector(".call-result");
+        t.calls.set(call.dataset.call, slot);
+        const result = t.waiting.get(call.dataset.call);
+        if (result) {
+          t.waiting.delete(call.dataset.call);
+          slot.append(result);
+        }
+      }
+      if (p.kind === "toolResult" && p.toolCallId !== undefined) {
+        const slot = t.calls.get(p.toolCallId);
+        if (slot && !slot.contains(place)) slot.append(place);
+        else if (!slot) t.waiting.set(p.toolCallId, place);
+      }
+    }
+
+    function highlight(code) {
+      const hljs = window.hljs;
+      const lang = [...code.classList].find((c) => c.startsWith("language-"));
+      if (!hljs || !lang || code.dataset.highlighted || code.textContent.length > HIGHLIGHT_MAX) return;
+      if (!hljs.getLanguage(lang.slice(9))) return;
+      hljs.highlightElement(code);
+    }
+
+    function reveal(scroll = true) {
+      const place = t.places.get(t.focus);
+      if (!place) return;
+      for (const old of pane.querySelectorAll(".entry.sel")) old.classList.remove("sel");
+      if (t.marked) place.classList.add("sel");
+      if (!scroll) return;
+      const tall = place.offsetHeight > pane.clientHeight;
+      place.scrollIntoView({ block: t.marked ? (tall ? "start" : "center") : "end" });
+    }
+
+    /** Shows the path to `tip`, and `focus` (an entry of it) scrolled to and highlighted; with no focus, the
+     * path's end is in view. */
+    t.show = function (tip, focus) {
+      const cur = state.current;
+      t.marked = focus !== null && focus !== undefined;
+      t.focus = t.marked ? focus : tip;
+      const fresh = tip !== t.tip || t.path.length === 0;
+      if (fresh) {
+        t.tip = tip;
+        t.path = pathTo(cur, tip);
+        t.at = new Map(t.path.map((id, i) => [id, i]));
+      }
+      const i = t.at.get(t.focus) ?? t.path.length - 1;
+      if (fresh || i < t.lo || i >= t.hi) draw(Math.max(0, i - WINDOW), Math.min(t.path.length, i + WINDOW + 1));
+      reveal();
     };
-    const m = entry.message;
-    if (m && typeof m === "object") {
-      const who = [m.role, m.provider && m.model ? `${m.provider}/${m.model}` : "", m.toolName || ""].filter(Boolean).join(" · ");
-      into.append(el("div", "who", who));
-      blocks(m.content);
-      if (m.command !== undefined) into.append(el("pre", "text", `$ ${m.command}\n${m.output ?? ""}`));
-      if (m.errorMessage) into.append(el("pre", "error", m.errorMessage));
-      if (m.usage) into.append(el("div", "usage", `${num(m.usage.input)} in · ${num(m.usage.output)} out · ${money(m.usage.cost && m.usage.cost.total)}`));
-    } else if (typeof entry.summary === "string") {
-      into.append(el("div", "who", entry.type));
-      into.append(el("pre", "text", entry.summary));
-    } else {
-      into.append(el("div", "who", entry.type));
-      if (entry.content !== undefined) blocks(entry.content);
-      else {
-        // Bookkeeping (a label, a name, a model or thinking-level change) is said in words, as the tree's row
-        // says it; the stored entry stays one click away.
-        if (row && row.preview) into.append(el("pre", "text", row.preview));
-        const raw = el("details", "raw");
-        raw.append(el("summary", "", "as stored"), el("pre", "args", JSON.stringify(entry, null, 2)));
-        into.append(raw);
+
+    /** Marks `id`, an entry in view (the reader clicked it), as the selection, without scrolling. */
+    t.mark = function (id) {
+      t.focus = id;
+      t.marked = true;
+      reveal(false);
+    };
+
+    /** The path grew at its end (entries appended after its tip): their places are added if the end is drawn. */
+    t.extend = function (tip) {
+      const cur = state.current;
+      const path = pathTo(cur, tip);
+      const n = t.path.length;
+      if (n === 0 || path.length < n || path[n - 1] !== t.path[n - 1]) return t.show(tip);
+      t.tip = tip;
+      t.path = path;
+      for (let i = n; i < path.length; i++) t.at.set(path[i], i);
+      t.pane.querySelector(".t-head .hint").textContent = `${plural(path.length, "entry", "entries")} from the root to the leaf`;
+      if (t.hi === n) grow(path.length - n, "down");
+      else edges();
+    };
+
+    // Only a window of the path has places (WINDOW each side of the focus at first); reaching either edge of it
+    // adds MORE. A path of 100,000 entries costs what a path of 100 does until it is scrolled through.
+    let up = null;
+    let down = null;
+    function draw(lo, hi) {
+      const cur = state.current;
+      near.disconnect();
+      lazy.disconnect();
+      pending = new Set();
+      t.places.clear();
+      t.calls.clear();
+      t.waiting.clear();
+      up = el("div", "t-more");
+      up.dataset.more = "up";
+      down = el("div", "t-more");
+      down.dataset.more = "down";
+      pane.replaceChildren(head(cur, t.path.length, t.tip === cur.leafId), up, down);
+      t.lo = t.hi = lo;
+      grow(hi - lo, "down");
+    }
+
+    function grow(n, where) {
+      const cur = state.current;
+      const ids = where === "down" ? t.path.slice(t.hi, t.hi + n) : t.path.slice(Math.max(0, t.lo - n), t.lo);
+      const frag = document.createDocumentFragment();
+      for (const id of ids) {
+        const r = cur.byId.get(id);
+        const place = el("article", "entry place");
+        place.dataset.entry = id;
+        place.dataset.state = "place";
+        place.append(el("div", "who", r.what), el("div", "t-pre", r.preview));
+        t.places.set(id, place);
+        frag.append(place);
+        near.observe(place);
+      }
+      if (where === "down") {
+        down.before(frag);
+        t.hi += ids.length;
+      } else {
+        up.after(frag);
+        t.lo -= ids.length;
+      }
+      edges();
+    }
+
+    // An edge still in view after growing is reported again, so the window grows until it fills the view.
+    function edges() {
+      for (const [edge, more] of [[up, t.lo > 0], [down, t.hi < t.path.length]]) {
+        near.unobserve(edge);
+        edge.hidden = !more;
+        if (more) near.observe(edge);
       }
     }
+
+    pane.addEventListener("click", (ev) => {
+      if (ev.target.closest("a, summary, img")) return;
+      const place = ev.target.closest("[data-entry]");
+      if (place && pane.contains(place)) onPick(place.dataset.entry);
+    });
+    return t;
   }
 
-  async function select(id) {
-    state.selected = id;
-    showAddress();
-    drawRows(true);
-    const detail = $("detail");
-    const r = state.current.byId.get(id);
-    detail.replaceChildren(el("div", "d-head", `${r.id} · ${r.what} · ${r.timestamp || ""}`));
-    const body = el("div", "d-body", "…");
-    detail.append(body);
-    try {
-      const [entry] = await bodies([id]);
-      if (state.selected === id) renderBody(entry, body, r);
-    } catch (e) {
-      body.textContent = visible(e.message);
-    }
-    if (state.tab === "branch") renderBranch();
-  }
-
-  // ---------------------------------------------------------------------------------------------------------
-  // The branch: root to the selected entry (or the leaf), each card's body fetched when it scrolls into view
-
-  let branchObserver = null;
-  function renderBranch() {
-    const cur = state.current;
-    const pane = $("branch-pane");
-    pane.replaceChildren();
-    if (branchObserver) branchObserver.disconnect();
+  /** The ids from the root to `tip`, in order. */
+  function pathTo(cur, tip) {
     const path = [];
     const seen = new Set();
-    let id = state.selected || cur.leafId;
+    let id = tip;
     while (id !== null && id !== undefined && cur.byId.has(id) && !seen.has(id)) {
       seen.add(id);
       path.push(id);
       id = cur.byId.get(id).parentId;
     }
-    path.reverse();
-    pane.append(el("p", "hint", `${path.length} entries from the root to ${state.selected ? "the selected entry" : "the leaf"}`));
-    const pending = new Set();
-    let timer = 0;
-    const flush = async () => {
-      const ids = [...pending];
-      pending.clear();
-      const got = await bodies(ids).catch(() => []);
-      ids.forEach((cid, i) => {
-        const card = pane.querySelector(`[data-card="${CSS.escape(cid)}"]`);
-        if (card) renderBody(got[i], card.querySelector(".c-body"), cur.byId.get(cid));
-      });
-    };
-    branchObserver = new IntersectionObserver((seenEntries) => {
-      for (const e of seenEntries) {
-        if (!e.isIntersecting || e.target.dataset.loaded) continue;
-        e.target.dataset.loaded = "1";
-        pending.add(e.target.dataset.card);
-      }
-      clearTimeout(timer);
-      timer = setTimeout(flush, 30);
-    }, { root: pane, rootMargin: "400px" });
-    for (const cid of path) {
-      const r = cur.byId.get(cid);
-      const card = el("div", "card");
-      card.dataset.card = cid;
-      card.append(el("div", "c-head", `${r.what} · ${r.id}${cur.labels.has(cid) ? ` · [${cur.labels.get(cid)}]` : ""}`));
-      card.append(el("div", "c-body", r.preview));
-      pane.append(card);
-      branchObserver.observe(card);
+    return path.reverse();
+  }
+
+  // The transcript's head: the session's models, tokens and cost (pi's count, as the Tokens & cost tab has it).
+  function head(cur, n, toLeaf) {
+    const box = el("header", "t-head");
+    box.append(el("div", "hint", `${plural(n, "entry", "entries")} from the root to ${toLeaf ? "the leaf" : "the selected entry"}`));
+    const line = el("div", "t-usage", "");
+    box.append(line);
+    usageOf(cur).then((u) => {
+      if (state.current !== cur || !u.models.length) return;
+      const sum = (k) => u.models.reduce((s, m) => s + (m[k] || 0), 0);
+      const models = u.models.map((m) => m.model).join(", ");
+      line.textContent = visible(`${models} · ${plural(sum("responses"), "response")} · ${num(sum("input"))} in · ${num(sum("output"))} out · ${num(sum("cacheRead"))} cache read · ${num(sum("cacheWrite"))} cache write · ${money(sum("cost"))}`);
+    }, () => {});
+    return box;
+  }
+
+  // A session's usage, asked for once per state of it (reading it costs a pass over the whole session).
+  let usageMemo = { key: null, answer: null };
+  function usageOf(cur) {
+    const key = `${cur.handle}\n${cur.seq}`;
+    if (usageMemo.key !== key) usageMemo = { key, answer: source.usage(cur.handle) };
+    usageMemo.answer.catch(() => (usageMemo = { key: null, answer: null }));
+    return usageMemo.answer;
+  }
+
+  let transcript = null;
+  let branchView = null;
+
+  /** The tip whose path shows `id`: the path already shown if it holds it, else the leaf's if that does, else
+   * the path to `id` itself. */
+  function tipFor(t, id) {
+    const cur = state.current;
+    if (t.tip !== undefined && t.at && t.at.has(id) && cur.byId.has(t.tip)) return t.tip;
+    if (activePath(cur).has(id)) return cur.leafId;
+    return id;
+  }
+
+  // An entry picked in the transcript is selected in the tree; one the tree's filter hides shows as its nearest
+  // drawn ancestor there.
+  function pick(id) {
+    state.selected = id;
+    showAddress();
+    const cur = state.current;
+    const drawn = new Set(state.lines.map((l) => l.id));
+    let shownAs = id;
+    const seen = new Set();
+    while (shownAs !== null && shownAs !== undefined && !drawn.has(shownAs) && !seen.has(shownAs) && cur.byId.has(shownAs)) {
+      seen.add(shownAs);
+      shownAs = cur.byId.get(shownAs).parentId;
     }
+    state.treeMark = drawn.has(shownAs) ? shownAs : null;
+    if (state.treeMark !== null) scrollToId(state.treeMark);
+    drawRows(true);
+    transcript.mark(id);
+  }
+
+  function select(id) {
+    state.selected = id;
+    state.treeMark = id;
+    showAddress();
+    drawRows(true);
+    transcript.show(tipFor(transcript, id), id);
+    if (state.tab === "branch") renderBranch();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // The branch: the same transcript, the whole width, from the root to the selected entry (or the leaf)
+
+  function renderBranch() {
+    const cur = state.current;
+    if (!branchView) branchView = transcriptIn($("branch-pane"), (id) => select(id));
+    const tip = state.selected && !activePath(cur).has(state.selected) ? state.selected : cur.leafId;
+    branchView.tip = undefined;
+    branchView.show(tip, state.selected);
   }
 
   // ---------------------------------------------------------------------------------------------------------
@@ -728,7 +911,7 @@
     const pane = $("usage-pane");
     pane.replaceChildren(el("p", "hint", "Adding up…"));
     try {
-      const u = await source.usage(state.current.handle);
+      const u = await usageOf(state.current);
       pane.replaceChildren();
       const table = el("table", "usage-table");
       const head = el("tr");
@@ -1019,11 +1202,12 @@
     state.current.machine = machine;
     state.current.pushed = pushedAs(listedCurrent());
     showResume();
-    state.bodies.clear();
     state.folded.clear();
     state.selected = null;
+    state.treeMark = null;
     $("empty").hidden = true;
-    $("detail").replaceChildren(el("p", "hint", "Select an entry to see it whole."));
+    if (!transcript) transcript = transcriptIn($("detail"), pick);
+    transcript.tip = undefined;
     $("tree-scroll").scrollTop = 0;
     state.zone = "tree";
     // The lines are laid out for this session before anything draws them: the tab's first draw would otherwise
@@ -1037,7 +1221,10 @@
     }
     scrollToId(entryId || shownLeaf);
     if (entryId && state.current.byId.has(entryId)) select(entryId);
-    else showAddress();
+    else {
+      transcript.show(state.current.leafId, null);
+      showAddress();
+    }
     renderList();
     document.body.dataset.treeMs = String(Math.round(performance.now() - state.openedAt));
     document.body.dataset.state = "ready";
@@ -1051,6 +1238,9 @@
       state.current.machine = cur.machine;
       state.current.pushed = cur.pushed;
       relayout();
+      transcript.tip = undefined;
+      if (state.selected && state.current.byId.has(state.selected)) select(state.selected);
+      else transcript.show(state.current.leafId, null);
     } catch (e) {
       notice(`Lost the session: ${e.message}`);
     }
@@ -1070,6 +1260,7 @@
     if (!cur || ev.handle !== cur.handle || ev.seq <= cur.seq) return;
     if (ev.seq !== cur.seq + 1) return resync();
     cur.seq = ev.seq;
+    const leafBefore = cur.leafId;
     if (ev.kind === "append") {
       for (const r of ev.rows) {
         r.fresh = true;
@@ -1084,6 +1275,11 @@
     }
     relayout();
     if ($("follow").checked) scrollToId(shownLeaf);
+    // A transcript of the leaf's path follows the leaf.
+    if (transcript.tip === leafBefore && cur.leafId !== leafBefore) {
+      transcript.extend(cur.leafId);
+      if ($("follow").checked && !state.selected) transcript.show(cur.leafId, null);
+    }
     if (state.tab === "branch" && !state.selected) renderBranch();
   }
 
