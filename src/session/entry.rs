@@ -228,6 +228,10 @@ pub struct Record {
     pub content_nullish: bool,
     /// Type-specific fields.
     pub detail: Detail,
+    /// The entry at skeleton detail (`super::skeleton`), made in the same pass that read the line, so a skeleton
+    /// snapshot reads nothing again; None for headers. It describes the bytes as read, so it is dropped when the
+    /// entry is patched (migration, re-chaining), and the entry is described from its patched bytes instead.
+    pub skeleton: Option<Box<[u8]>>,
 }
 
 impl Record {

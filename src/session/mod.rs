@@ -7,7 +7,7 @@
 //! Listing and searching many sessions is the catalog's job (`crate::catalog`), built on this engine.
 //!
 //! Layering (imports go downward, and `tests/it/tidy.rs` refuses a cycle): `render` → `manager` → `change`,
-//! `context`, `tree`, `migrate` → `store` → `line`, `entry`, `key`, `ids`, `error` → `json`, `js`. Only `store`
+//! `context`, `tree`, `migrate` → `store` → `line` → `skeleton`, `entry`, `key`, `ids`, `error` → `json`, `js`. Only `store`
 //! (session files), `identity` (their stamps and known bytes) and `dirscan` (session directories) touch the file
 //! system.
 
@@ -26,6 +26,7 @@ pub mod manager;
 pub mod migrate;
 pub mod paths;
 pub mod render;
+pub mod skeleton;
 pub mod store;
 pub mod tree;
 
