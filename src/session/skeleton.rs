@@ -12,7 +12,7 @@
 
 use super::entry::EntryType;
 use super::js::to_js_string;
-use super::json::scan::{array_elements, find_member, object_members, Document, Kind};
+use super::json::scan::{array_elements, find_member, object_members, Block, Document, Kind};
 use super::json::string::{decode_string_literal, write_json_string_bytes};
 use super::json::Json;
 
@@ -42,7 +42,7 @@ pub fn of_line(kind: EntryType, bytes: &[u8], doc: &Document) -> Vec<u8> {
                     o.copy("role", in_message("role"));
                     o.copy("stopReason", in_message("stopReason"));
                 }
-                let text = is_message && in_message("content").is_some_and(has_text);
+                let text = is_message && l.message_content().is_some_and(|c| c.has_text());
                 o.key("hasText");
                 o.out.extend_from_slice(if text { b"true" } else { b"false" });
             }
@@ -117,6 +117,11 @@ impl<'a> Line<'a> {
     fn in_message(&self, name: &str) -> Option<&'a [u8]> {
         find_member(self.bytes, &self.doc.message_members, name).map(|r| &self.bytes[r])
     }
+
+    /// The entry's message's `content`, with the elements the scan found in it.
+    fn message_content(&self) -> Option<Content<'a>> {
+        self.in_message("content").map(|value| Content::scanned(self.bytes, value, &self.doc.content_blocks))
+    }
 }
 
 /// The text a tree view shows for an entry (before it is made one line), as `pi-sessiond tree` describes it.
@@ -133,7 +138,9 @@ fn preview_text(kind: EntryType, line: &Line<'_>) -> String {
             let role = role.map(|r| r.to_string_lossy()).unwrap_or_default();
             match (role.as_str(), msg("content")) {
                 ("bashExecution", _) => format!("$ {}", s(msg("command"))),
-                (_, Some(content)) if !matches!(content, b"null") => content_text(content),
+                (_, Some(content)) if !matches!(content, b"null") => {
+                    line.message_content().map(|c| c.text()).unwrap_or_default()
+                }
                 _ => s(msg("summary")),
             }
         }
@@ -143,7 +150,7 @@ fn preview_text(kind: EntryType, line: &Line<'_>) -> String {
             Some(v) if v.first() == Some(&b'"') => string_prefix(v),
             _ => String::new(),
         },
-        EntryType::CustomMessage => raw("content").map(content_text).unwrap_or_default(),
+        EntryType::CustomMessage => raw("content").map(|c| Content::found(c).text()).unwrap_or_default(),
         EntryType::Custom => s(raw("customType")),
         EntryType::Label => format!("{} → {}", s(raw("targetId")), s(raw("label"))),
         EntryType::SessionInfo => s(raw("name")),
@@ -153,63 +160,94 @@ fn preview_text(kind: EntryType, line: &Line<'_>) -> String {
     }
 }
 
-/// The text of message content (raw JSON): a string, or blocks of which text shows as itself, a tool call as
-/// `→ name` and an image as `[image]`, joined by spaces; at most about [`TEXT_SCAN_BYTES`] of it.
-fn content_text(content: &[u8]) -> String {
-    match Kind::of(content) {
-        Kind::String => string_prefix(content),
-        Kind::Array => {
-            let mut parts: Vec<String> = Vec::new();
-            let mut size = 0;
-            for block in array_elements(content, 0..content.len()) {
-                let block = &content[block];
-                if Kind::of(block) != Kind::Object {
-                    continue;
-                }
-                let members = object_members(block, 0..block.len());
-                let member = |name: &str| find_member(block, &members, name).map(|r| &block[r]);
-                let piece = match member("type").filter(|t| t.first() == Some(&b'"')).map(decode_string_literal) {
-                    Some(t) if t.eq_str("text") => match member("text") {
-                        Some(text) if text.first() == Some(&b'"') => Some(string_prefix(text)),
-                        _ => None,
-                    },
-                    Some(t) if t.eq_str("toolCall") => {
-                        Some(format!("→ {}", member("name").map(value_text).unwrap_or_default()))
-                    }
-                    Some(t) if t.eq_str("image") => Some("[image]".to_owned()),
-                    _ => None,
-                };
-                if let Some(p) = piece {
-                    size += p.len();
-                    parts.push(p);
-                    if size > TEXT_SCAN_BYTES {
-                        break;
-                    }
-                }
-            }
-            parts.join(" ")
-        }
-        _ => String::new(),
-    }
+/// Message content: its stored value, and, when it is an array, its elements with each object's members
+/// (ranges into `bytes`).
+struct Content<'a> {
+    bytes: &'a [u8],
+    value: &'a [u8],
+    blocks: std::borrow::Cow<'a, [Block]>,
 }
 
-/// Whether message content (raw JSON) holds text that is not all white space: a string, or a `text` block.
-fn has_text(content: &[u8]) -> bool {
-    let blank = |lit: &[u8]| string_prefix(lit).trim().is_empty();
-    match Kind::of(content) {
-        Kind::String => !blank(content),
-        Kind::Array => array_elements(content, 0..content.len()).into_iter().any(|block| {
-            let block = &content[block];
-            if Kind::of(block) != Kind::Object {
-                return false;
+impl<'a> Content<'a> {
+    /// The content `value` (within `bytes`), whose elements the scan already found (`blocks`).
+    fn scanned(bytes: &'a [u8], value: &'a [u8], blocks: &'a [Block]) -> Content<'a> {
+        Content { bytes, value, blocks: std::borrow::Cow::Borrowed(blocks) }
+    }
+
+    /// The content `value`, its elements found now (a custom message's: rare, and small).
+    fn found(value: &'a [u8]) -> Content<'a> {
+        let blocks = match Kind::of(value) {
+            Kind::Array => array_elements(value, 0..value.len())
+                .into_iter()
+                .map(|r| {
+                    let members = if Kind::of(&value[r.clone()]) == Kind::Object {
+                        object_members(value, r.clone())
+                    } else {
+                        Vec::new()
+                    };
+                    Block { value: r, members }
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Content { bytes: value, value, blocks: std::borrow::Cow::Owned(blocks) }
+    }
+
+    /// Each object element's members, as a lookup of a member's stored value.
+    fn objects(&self) -> impl Iterator<Item = impl Fn(&str) -> Option<&'a [u8]> + '_> + '_ {
+        let bytes = self.bytes;
+        self.blocks
+            .iter()
+            .filter(move |b| Kind::of(&bytes[b.value.clone()]) == Kind::Object)
+            .map(move |b| move |name: &str| find_member(bytes, &b.members, name).map(|r| &bytes[r]))
+    }
+
+    /// The text of the content: a string, or blocks of which text shows as itself, a tool call as `→ name` and
+    /// an image as `[image]`, joined by spaces; at most about [`TEXT_SCAN_BYTES`] of it.
+    fn text(&self) -> String {
+        match Kind::of(self.value) {
+            Kind::String => string_prefix(self.value),
+            Kind::Array => {
+                let mut parts: Vec<String> = Vec::new();
+                let mut size = 0;
+                for member in self.objects() {
+                    let piece = match member("type").filter(|t| t.first() == Some(&b'"')).map(decode_string_literal) {
+                        Some(t) if t.eq_str("text") => match member("text") {
+                            Some(text) if text.first() == Some(&b'"') => Some(string_prefix(text)),
+                            _ => None,
+                        },
+                        Some(t) if t.eq_str("toolCall") => {
+                            Some(format!("→ {}", member("name").map(value_text).unwrap_or_default()))
+                        }
+                        Some(t) if t.eq_str("image") => Some("[image]".to_owned()),
+                        _ => None,
+                    };
+                    if let Some(p) = piece {
+                        size += p.len();
+                        parts.push(p);
+                        if size > TEXT_SCAN_BYTES {
+                            break;
+                        }
+                    }
+                }
+                parts.join(" ")
             }
-            let members = object_members(block, 0..block.len());
-            let member = |name: &str| find_member(block, &members, name).map(|r| &block[r]);
-            let is_text =
-                member("type").is_some_and(|t| t.first() == Some(&b'"') && decode_string_literal(t).eq_str("text"));
-            is_text && member("text").is_some_and(|t| t.first() == Some(&b'"') && !blank(t))
-        }),
-        _ => false,
+            _ => String::new(),
+        }
+    }
+
+    /// Whether the content holds text that is not all white space: a string, or a `text` block.
+    fn has_text(&self) -> bool {
+        let blank = |lit: &[u8]| string_prefix(lit).trim().is_empty();
+        match Kind::of(self.value) {
+            Kind::String => !blank(self.value),
+            Kind::Array => self.objects().any(|member| {
+                let is_text =
+                    member("type").is_some_and(|t| t.first() == Some(&b'"') && decode_string_literal(t).eq_str("text"));
+                is_text && member("text").is_some_and(|t| t.first() == Some(&b'"') && !blank(t))
+            }),
+            _ => false,
+        }
     }
 }
 

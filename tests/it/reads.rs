@@ -319,3 +319,37 @@ not json at all
     assert_eq!(shown(&again), shown(&read), "what comes back from the kept file is what was read");
     assert!(read.warnings.len() >= 4, "the odd lines are read as odd: {:?}", read.warnings);
 }
+
+#[test]
+fn a_message_contents_blocks_found_in_the_opens_pass_are_its_last_contents_and_fail_as_any_value_fails() {
+    use pi_sessiond::session::json::scan::{scan_document, validate_document};
+    fn blocks(line: &str) -> Vec<&str> {
+        let doc = pi_sessiond::session::json::scan::scan_document(line.as_bytes()).unwrap();
+        doc.content_blocks.iter().map(|b| &line[b.value.clone()]).collect()
+    }
+    let line = r#"{"message":{"content":[{"type":"text","text":"a"}, 7 ,[1]],"role":"user"}}"#;
+    assert_eq!(blocks(line), [r#"{"type":"text","text":"a"}"#, "7", "[1]"]);
+    let doc = scan_document(line.as_bytes()).unwrap();
+    assert_eq!(doc.content_blocks[0].members.len(), 2);
+    // The last `content` and the last `message` win, as JSON.parse keeps them; one that is no array leaves none.
+    assert_eq!(blocks(r#"{"message":{"content":[1],"content":[2,3]}}"#), ["2", "3"]);
+    assert!(blocks(r#"{"message":{"content":[1],"content":"text"}}"#).is_empty());
+    assert!(blocks(r#"{"message":{"content":[1]},"message":{"role":"user"}}"#).is_empty());
+    assert!(blocks(r#"{"message":{"content":[1]},"message":null}"#).is_empty());
+    assert!(blocks(r#"{"content":[1],"message":{"x":{"content":[2]}}}"#).is_empty());
+    // Broken arrays fail where and as the plain validator says.
+    for bad in [
+        r#"{"message":{"content":[,1]}}"#,
+        r#"{"message":{"content":[1,]}}"#,
+        r#"{"message":{"content":[1 2]}}"#,
+        r#"{"message":{"content":[{"a":1,}]}}"#,
+        r#"{"message":{"content":[{"a" 1}]}}"#,
+        r#"{"message":{"content":[1"#,
+        r#"{"message":{"content":["#,
+        r#"{"message":{"content":[{"a":[1}]}}"#,
+        r#"{"message":{"content":[]]}}"#,
+    ] {
+        assert_eq!(scan_document(bad.as_bytes()).err(), validate_document(bad.as_bytes()).err(), "{bad}");
+        assert!(validate_document(bad.as_bytes()).is_err(), "{bad}");
+    }
+}
