@@ -353,16 +353,27 @@ impl<'a> Scanner<'a> {
                 _ => self.skip_value()?,
             }
             members.push(Member { key: member_key, value: value_start..self.pos });
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(members);
-                }
-                None => return Err(self.err("unexpected end of input inside a container")),
-                _ => return Err(self.err("expected ',' or a closing bracket")),
+            if self.closed_after_element(b'}')? {
+                return Ok(members);
             }
+        }
+    }
+
+    /// After an element of a container closed by `close`: past the `,` (false) or the closing bracket (true), or
+    /// the error `skip_value` gives there.
+    fn closed_after_element(&mut self, close: u8) -> Result<bool, SyntaxError> {
+        self.skip_ws();
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(c) if c == close => {
+                self.pos += 1;
+                Ok(true)
+            }
+            None => Err(self.err("unexpected end of input inside a container")),
+            _ => Err(self.err("expected ',' or a closing bracket")),
         }
     }
 
@@ -387,15 +398,8 @@ impl<'a> Scanner<'a> {
                 Vec::new()
             };
             blocks.push(Block { value: start..self.pos, members });
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(blocks);
-                }
-                None => return Err(self.err("unexpected end of input inside a container")),
-                _ => return Err(self.err("expected ',' or a closing bracket")),
+            if self.closed_after_element(b']')? {
+                return Ok(blocks);
             }
         }
     }
