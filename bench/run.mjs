@@ -102,8 +102,28 @@ if (wanted("open")) {
     ],
   );
   row("open", "open 40 MB: pi open() vs session/open over the pipe", pick(pi, "openMs"), pick(sidecar, "openMs"), "ms");
-  // Issue 21: the open of a process that has just started (the page cache warm), and the open a mirror makes.
-  const [piCold, [cold, skeleton]] = await interleaved(
+  // Issue 21: the open of a process that has just started (the page cache warm), the open a mirror makes, and
+  // the open of a file a sidecar with an index opened before (its skeletons kept beside the index). The calls
+  // alone are timed in a process already up (an `initialize` first), as pi's open() is timed in Node already up.
+  const keptAgent = join(data, "kept-agent");
+  rmSync(keptAgent, { recursive: true, force: true });
+  {
+    const sc = new Sidecar(bin, ["--agent-dir", keptAgent]);
+    await sc.call("session/open", { path: session40 });
+    await sc.close();
+  }
+  const keptBytes = statSync(join(keptAgent, "pi-sessiond", "skeletons")).isDirectory()
+    ? execFileSync("du", ["-sb", join(keptAgent, "pi-sessiond", "skeletons")], { encoding: "utf8" }).split("\t")[0]
+    : "0";
+  const callAlone = (args, params) => async () => {
+    const sc = new Sidecar(bin, args);
+    await sc.call("initialize", {});
+    const [ms, st] = await time(() => sc.call("session/open", { path: session40, ...params }));
+    if (params.snapshot && st.snapshot.entries.length !== pi[0].entryCount) throw new Error(`skeleton of ${st.snapshot.entries.length} entries`);
+    await sc.close();
+    return { ms };
+  };
+  const [piCold, [cold, plain, skeleton, kept, keptSkeleton]] = await interleaved(
     reps,
     () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
     [
@@ -115,18 +135,18 @@ if (wanted("open")) {
         await sc.close();
         return { ms };
       },
-      async () => {
-        const sc = new Sidecar(bin, ["--no-index"]);
-        const [ms, st] = await time(() => sc.call("session/open", { path: session40, snapshot: "skeleton" }));
-        if (st.snapshot.entries.length !== pi[0].entryCount) throw new Error(`skeleton of ${st.snapshot.entries.length} entries`);
-        await sc.close();
-        return { ms };
-      },
+      callAlone(["--no-index"], {}),
+      callAlone(["--no-index"], { snapshot: "skeleton" }),
+      callAlone(["--agent-dir", keptAgent], {}),
+      callAlone(["--agent-dir", keptAgent], { snapshot: "skeleton" }),
     ],
   );
   const dd = `dd of the file: ${fmt(copyMs(session40), "ms")}`;
   row("open", "open 40 MB in a new process (page cache warm): pi open() vs spawn → session/open answered", pick(piCold, "openMs"), pick(cold, "ms"), "ms", `${dd}; ours includes starting the process, pi's does not`);
-  row("open", "open 40 MB with a skeleton snapshot: pi open() vs session/open {snapshot: skeleton}", pick(piCold, "openMs"), pick(skeleton, "ms"), "ms", `${dd}; 4 MiB windows, one read; the host's JSON.parse included`);
+  row("open", "open 40 MB cold (no kept skeletons), the call alone: pi open() vs session/open", pick(piCold, "openMs"), pick(plain, "ms"), "ms", dd);
+  row("open", "open 40 MB with a skeleton snapshot: pi open() vs session/open {snapshot: skeleton}", pick(piCold, "openMs"), pick(skeleton, "ms"), "ms", `${dd}; ${(pick(skeleton, "ms") / pick(plain, "ms")).toFixed(2)}× the plain open; one read of the file; the host's JSON.parse included`);
+  row("open", "open 40 MB again, skeletons kept: pi open() vs session/open", pick(piCold, "openMs"), pick(kept, "ms"), "ms", `${dd}; kept: ${fmt(Number(keptBytes), "B")}`);
+  row("open", "open 40 MB again, skeletons kept, with a skeleton snapshot", pick(piCold, "openMs"), pick(keptSkeleton, "ms"), "ms", "the host's JSON.parse included");
   row("open", "open 40 MB: pi open() vs the engine in-process", pick(pi, "openMs"), pick(engine, "openMs"), "ms");
   row("open", "buildSessionContext (pi: objects; ours: JSON over the pipe)", pick(pi, "contextMs"), pick(sidecar, "contextMs"), "ms");
   row("open", "getTree (pi: objects; ours: JSON over the pipe)", pick(pi, "treeMs"), pick(sidecar, "treeMs"), "ms");

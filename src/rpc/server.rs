@@ -125,6 +125,7 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
         pool: runtime.handle().clone(),
         agent_dir: config.agent_dir.clone(),
         durability: config.durability,
+        keep: config.index_path.as_deref().map(crate::session::kept::Keep::beside_index),
         index: index.clone(),
         index_catch_up: IndexCatchUp::start(index),
         watcher,

@@ -233,6 +233,10 @@ pub struct Record {
     /// and reads each one where it lies, and sending it reads only the bytes around them. `None`: none, or not
     /// known (entries not read from a file line).
     pub long_strings: Option<Box<[(u32, u32)]>>,
+    /// The entry at skeleton detail (`super::skeleton`), made in the same pass that read the line, so a skeleton
+    /// snapshot reads nothing again; None for headers. It describes the bytes as read, so it is dropped when the
+    /// entry is patched (migration, re-chaining), and the entry is described from its patched bytes instead.
+    pub skeleton: Option<Box<[u8]>>,
 }
 
 impl Record {

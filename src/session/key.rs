@@ -69,7 +69,8 @@ impl Key {
         Key::Number(n.to_bits())
     }
 
-    fn fresh_object() -> Key {
+    /// An object or array key: a new identity, equal to no other key.
+    pub fn fresh_object() -> Key {
         Key::Object(NEXT_OBJECT_IDENTITY.fetch_add(1, Ordering::Relaxed))
     }
 

@@ -13,6 +13,7 @@ use super::json::string::is_js_whitespace;
 use super::json::value::number_value;
 use super::json::{JsString, Json};
 use super::key::Key;
+use super::skeleton;
 
 /// What one physical line is, to pi.
 #[derive(Debug)]
@@ -85,8 +86,10 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
         content_nullish: false,
         detail: Detail::None,
         long_strings: None,
+        skeleton: None,
     };
     if Kind::of(value) != Kind::Object {
+        record.skeleton = Some(skeleton::of_line(EntryType::Other, bytes, &doc).into());
         // `42.id`, `"x".type`, `[1].parentId` are all undefined to pi, and `new Date(undefined)` is invalid.
         return LineOutcome::Record(Box::new(record));
     }
@@ -144,6 +147,7 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
         }
         _ => {}
     }
+    record.skeleton = Some(skeleton::of_line(record.kind, bytes, &doc).into());
     LineOutcome::Record(Box::new(record))
 }
 

@@ -21,6 +21,7 @@ use super::identity;
 use super::ids::{self, Clock, IdSource, OsRandom, SystemClock, UuidV7State};
 use super::js::date::to_iso_string;
 use super::json::{JsString, Json, Object};
+use super::kept::Keep;
 use super::key::Key;
 use super::line::{parse_line, LineOutcome};
 use super::migrate;
@@ -38,6 +39,8 @@ pub struct Env {
     pub v7: Arc<Mutex<UuidV7State>>,
     /// pi's agent directory for default session directories; None: `$PI_CODING_AGENT_DIR` or `~/.pi/agent`.
     pub agent_dir: Option<String>,
+    /// Where what an open read is kept for the next open of the same file (`kept.rs`); None: nothing is kept.
+    pub keep: Option<Arc<Keep>>,
 }
 
 static PROCESS_V7: std::sync::LazyLock<Arc<Mutex<UuidV7State>>> =
@@ -51,6 +54,7 @@ impl Env {
             clock: Box::new(SystemClock),
             v7: PROCESS_V7.clone(),
             agent_dir: None,
+            keep: None,
         }
     }
 
@@ -247,7 +251,10 @@ impl SessionManager {
         let mut preloaded = None;
         let mut header_cwd = None;
         if store::exists(&resolved) {
-            let (file, loaded) = SessionFile::open(&resolved, Durability::None)?;
+            let (file, loaded) = match &env.keep {
+                Some(keep) => keep.open(&resolved, Durability::None)?,
+                None => SessionFile::open(&resolved, Durability::None)?,
+            };
             if loaded.has_valid_header() {
                 header_cwd = loaded.records[0].header().and_then(|h| h.get("cwd")).and_then(Json::as_js_str).cloned();
             }

@@ -39,6 +39,10 @@ pub fn migrate(records: &mut [Record], ids: &mut dyn IdSource) -> Result<bool> {
     if version < 3.0 {
         v2_to_v3(records);
     }
+    // A skeleton describes the bytes as read: a migrated entry's are described again from its patched bytes.
+    for record in records.iter_mut().filter(|r| r.body.patch.is_some()) {
+        record.skeleton = None;
+    }
     Ok(true)
 }
 

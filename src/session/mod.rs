@@ -6,10 +6,10 @@
 //! that says what it changed; [`context`] builds what the model sees; [`render`] writes pi's read results as JSON.
 //! Listing and searching many sessions is the catalog's job (`crate::catalog`), built on this engine.
 //!
-//! Layering (imports go downward, and `tests/it/tidy.rs` refuses a cycle): `render` → `manager` → `change`,
-//! `context`, `tree`, `migrate` → `store` → `line`, `entry`, `key`, `ids`, `error` → `json`, `js`. Only `store`
-//! (session files), `identity` (their stamps and known bytes) and `dirscan` (session directories) touch the file
-//! system.
+//! Layering (imports go downward, and `tests/it/tidy.rs` refuses a cycle): `render` → `manager` → `kept`,
+//! `change`, `context`, `tree`, `migrate` → `store` → `line` → `skeleton`, `entry`, `key`, `ids`, `error` →
+//! `json`, `js`. Only `store` (session files), `identity` (their stamps and known bytes), `dirscan` (session
+//! directories) and `kept` (what opens read of them, kept in pi-sessiond's own files) touch the file system.
 
 pub mod change;
 pub mod context;
@@ -20,12 +20,14 @@ pub mod identity;
 pub mod ids;
 pub mod js;
 pub mod json;
+pub mod kept;
 pub mod key;
 pub mod line;
 pub mod manager;
 pub mod migrate;
 pub mod paths;
 pub mod render;
+pub mod skeleton;
 pub mod store;
 pub mod tree;
 

@@ -114,6 +114,21 @@ impl LoadedFile {
     pub fn has_valid_header(&self) -> bool {
         self.records.first().is_some_and(|r| r.is_header() && r.id.as_js_str().is_some())
     }
+
+    /// True when what was read ends with a complete line, so lines read after it start a line of their own.
+    pub fn ends_a_line(&self) -> bool {
+        !self.needs_final_newline
+    }
+
+    /// Takes in the lines read after these (as `load_from` gives them from where these end).
+    pub fn extend(&mut self, more: LoadedFile) {
+        let first = self.records.len();
+        self.records.extend(more.records);
+        self.lines.extend(more.lines.into_iter().map(|l| LineSlot { record: l.record.map(|r| r + first), ..l }));
+        self.warnings.extend(more.warnings);
+        self.len = more.len;
+        self.needs_final_newline = more.needs_final_newline;
+    }
 }
 
 /// The longest line, in bytes, that is read as an entry: V8's maximum string length (`2^29 - 24` UTF-16 code
@@ -902,12 +917,39 @@ impl SessionFile {
     /// Opens `path` and loads it from that very handle (so offsets refer to the file that was read).
     /// Only a regular file is opened ([`open_regular`]); lines longer than [`MAX_LINE_BYTES`] are skipped unread.
     pub fn open(path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
+        Self::open_knowing(path, durability, |_, _| None)
+    }
+
+    /// [`SessionFile::open`], starting from what `known` says the file's first bytes already hold (given the
+    /// opened handle and its stamp; None: nothing known): only the bytes after them are read. What `known` gives
+    /// must end with a complete line (see [`LoadedFile::ends_a_line`]) and be the caller's to vouch for.
+    pub fn open_knowing(
+        path: &str,
+        durability: Durability,
+        known: impl FnOnce(&File, &FileStamp) -> Option<LoadedFile>,
+    ) -> Result<(SessionFile, LoadedFile)> {
         take_back_torn_append(path);
         let reader = open_regular(path)?;
         // Stamped before reading, so a change made while we read shows as a change afterwards.
         let observed_at_ns = now_ns();
         let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
-        let loaded = load_from(&reader, path, Start::default(), Body::file)?;
+        let loaded = match known(&reader, &FileStamp::of(&meta)).filter(LoadedFile::ends_a_line) {
+            None => load_from(&reader, path, Start::default(), Body::file)?,
+            Some(mut loaded) => {
+                let start = Start {
+                    offset: loaded.len,
+                    line: loaded.lines.len() as u32,
+                    seen_header: loaded.records.iter().any(Record::is_header),
+                    hold_back_partial: false,
+                };
+                if meta.len() > loaded.len {
+                    let mut handle = reader.try_clone().map_err(|e| Error::io("read", path, e))?;
+                    handle.seek(std::io::SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", path, e))?;
+                    loaded.extend(load_from(handle, path, start, Body::file)?);
+                }
+                loaded
+            }
+        };
         let mut file = SessionFile {
             path: path.to_owned(),
             reader,
@@ -988,6 +1030,17 @@ impl SessionFile {
     /// Keeps the first bytes and the bytes before `len`, to recognise a rewrite later.
     fn remember_known_bytes(&mut self) {
         (self.head, self.tail) = identity::known_bytes(&self.reader, self.len);
+    }
+
+    /// What this handle knows of its file, to tell later whether it is still the file that was read.
+    pub fn known(&self) -> Known<'_> {
+        Known {
+            stamp: &self.stamp,
+            len: self.len,
+            head: &self.head,
+            tail: &self.tail,
+            observed_at_ns: self.observed_at_ns,
+        }
     }
 
     /// Records the file's stamp as it is now (after a write or after following it).
@@ -1106,15 +1159,8 @@ impl SessionFile {
             Ok(None) => return Ok(FileState::Missing),
             Err(e) => return Err(Error::io("stat", &self.path, e)),
         };
-        let known = Known {
-            stamp: &self.stamp,
-            len: self.len,
-            head: &self.head,
-            tail: &self.tail,
-            observed_at_ns: self.observed_at_ns,
-        };
         // Our handle reads the known bytes: when the path names another file, the stamp says so first.
-        Ok(known.judge(&now, &self.reader))
+        Ok(self.known().judge(&now, &self.reader))
     }
 
     /// Lines appended by someone else since `from` (complete lines only; a line still being written stays

@@ -252,3 +252,104 @@ fn a_context_edit_without_replacement_opens_and_only_the_reads_pi_throws_on_fail
         );
     }
 }
+
+#[test]
+fn kept_skeletons_give_back_every_record_line_and_warning_as_read_odd_ids_and_values_included_issue_21() {
+    use pi_sessiond::session::kept::{Keep, KEEP_FROM_BYTES};
+    use pi_sessiond::session::store::{Durability, LoadedFile, SessionFile};
+    let tmp = temp_dir();
+    let path = s(&tmp.path().join("odd.jsonl"));
+    let mut text = String::from(
+        r#"{"type":"session","version":3,"id":"h","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p","x":[1,{"y":null}]}
+{"type":"message","id":7,"parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"a \ud83d b"}}
+{"type":"message","id":true,"parentId":7,"timestamp":"bad","message":null}
+{"type":"message","id":{"o":1},"parentId":[1],"message":{"role":"assistant","content":null,"stopReason":"stop"}}
+{"type":"label","id":"\ud800x","parentId":true,"targetId":7,"label":{"not":"a string"},"timestamp":12}
+{"type":"session_info","id":"n","parentId":"\ud800x","name":1e400}
+{"type":"compaction","id":"c","parentId":"n","firstKeptEntryId":7,"firstKeptEntryIndex":-0,"summary":"s"}
+{"type":"context_edit","id":"e","parentId":"c","targetId":null}
+{"type":"custom","id":"u","customType":"ext","data":{"big":[1,2,3]}}
+not json at all
+0
+[1,2]
+   
+{"type":"session","version":3,"id":"second","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/q"}
+"#,
+    );
+    let mut n = 0;
+    while (text.len() as u64) < KEEP_FROM_BYTES + 4096 {
+        text.push_str(&format!(
+            r#"{{"type":"message","id":"m{n}","parentId":"e","message":{{"role":"toolResult","content":[{{"type":"text","text":"{}"}}]}}}}"#,
+            "t".repeat(2000)
+        ));
+        text.push('\n');
+        n += 1;
+    }
+    std::fs::write(&path, &text).unwrap();
+    // Object ids are identities, new on every read; everything else must be exactly as read.
+    let objects = regex::Regex::new(r"Object\(\d+\)").unwrap();
+    let shown = |l: &LoadedFile| {
+        objects
+            .replace_all(
+                &format!("{:?}\n{:?}\n{:?}\n{} {}", l.records, l.lines, l.warnings, l.len, l.needs_final_newline),
+                "Object",
+            )
+            .into_owned()
+    };
+    let (_, read) = SessionFile::open(&path, Durability::None).unwrap();
+    let keep = Keep::in_dir(&s(&tmp.path().join("kept")));
+    let (_, first) = keep.open(&path, Durability::None).unwrap();
+    assert!(std::path::Path::new(&keep.file_for(&path)).exists(), "the first open keeps what it read");
+    // A mark only the kept file holds (its checksum made again), to see that the next open reads from it.
+    let kept_at = keep.file_for(&path);
+    let mut kept = std::fs::read(&kept_at).unwrap();
+    let at = kept.windows(3).position(|w| w == b"ext").unwrap();
+    kept[at..at + 3].copy_from_slice(b"EXT");
+    let body = kept.len() - 4;
+    let sum = crc32fast::hash(&kept[..body]).to_le_bytes();
+    kept[body..].copy_from_slice(&sum);
+    std::fs::write(&kept_at, &kept).unwrap();
+    let (_, mut again) = keep.open(&path, Durability::None).unwrap();
+    assert_eq!(shown(&first), shown(&read));
+    let marked =
+        again.records.iter_mut().filter_map(|r| r.skeleton.as_mut()).find(|k| k.windows(3).any(|w| w == b"EXT"));
+    let marked = marked.expect("the second open comes from the kept file");
+    let at = marked.windows(3).position(|w| w == b"EXT").unwrap();
+    marked[at..at + 3].copy_from_slice(b"ext");
+    assert_eq!(shown(&again), shown(&read), "what comes back from the kept file is what was read");
+    assert!(read.warnings.len() >= 4, "the odd lines are read as odd: {:?}", read.warnings);
+}
+
+#[test]
+fn a_message_contents_blocks_found_in_the_opens_pass_are_its_last_contents_and_fail_as_any_value_fails() {
+    use pi_sessiond::session::json::scan::{scan_document, validate_document};
+    fn blocks(line: &str) -> Vec<&str> {
+        let doc = pi_sessiond::session::json::scan::scan_document(line.as_bytes()).unwrap();
+        doc.content_blocks.iter().map(|b| &line[b.value.clone()]).collect()
+    }
+    let line = r#"{"message":{"content":[{"type":"text","text":"a"}, 7 ,[1]],"role":"user"}}"#;
+    assert_eq!(blocks(line), [r#"{"type":"text","text":"a"}"#, "7", "[1]"]);
+    let doc = scan_document(line.as_bytes()).unwrap();
+    assert_eq!(doc.content_blocks[0].members.len(), 2);
+    // The last `content` and the last `message` win, as JSON.parse keeps them; one that is no array leaves none.
+    assert_eq!(blocks(r#"{"message":{"content":[1],"content":[2,3]}}"#), ["2", "3"]);
+    assert!(blocks(r#"{"message":{"content":[1],"content":"text"}}"#).is_empty());
+    assert!(blocks(r#"{"message":{"content":[1]},"message":{"role":"user"}}"#).is_empty());
+    assert!(blocks(r#"{"message":{"content":[1]},"message":null}"#).is_empty());
+    assert!(blocks(r#"{"content":[1],"message":{"x":{"content":[2]}}}"#).is_empty());
+    // Broken arrays fail where and as the plain validator says.
+    for bad in [
+        r#"{"message":{"content":[,1]}}"#,
+        r#"{"message":{"content":[1,]}}"#,
+        r#"{"message":{"content":[1 2]}}"#,
+        r#"{"message":{"content":[{"a":1,}]}}"#,
+        r#"{"message":{"content":[{"a" 1}]}}"#,
+        r#"{"message":{"content":[1"#,
+        r#"{"message":{"content":["#,
+        r#"{"message":{"content":[{"a":[1}]}}"#,
+        r#"{"message":{"content":[]]}}"#,
+    ] {
+        assert_eq!(scan_document(bad.as_bytes()).err(), validate_document(bad.as_bytes()).err(), "{bad}");
+        assert!(validate_document(bad.as_bytes()).is_err(), "{bad}");
+    }
+}

@@ -6,6 +6,7 @@ use pi_sessiond::session::json::{Json, Object};
 use crate::corpus::{as_v2, damage, session_lines, to_bytes, with_unusable_entry, Rng, Shape, DAMAGE, UNUSABLE};
 use crate::support::sidecar::{Sidecar, Wire};
 use crate::support::{json, json_diff, oracle, s, temp_dir};
+use std::io::Write;
 
 /// pi's reads, as the oracle reports them, gathered through the sidecar's methods: Err when the open fails or
 /// any read does.
@@ -290,4 +291,159 @@ fn session_open_of_a_file_with_entries_pi_throws_on_gives_every_other_read_and_n
     }
     assert!(problems.is_empty(), "{} differences:\n{}", problems.len(), problems.join("\n"));
     assert!(failed_reads >= 8, "the files exercise too few failing reads ({failed_reads})");
+}
+
+/// Bytes the process read so far (`rchar` of `/proc/PID/io`).
+fn read_bytes(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines().find_map(|l| l.strip_prefix("rchar: ")).unwrap().trim().parse().unwrap()
+}
+
+/// Rewrites `len` bytes at `at` in place, with the file's `mtime` set back when asked, once the change time has
+/// moved past the one the file had (a write within the file system's clock tick leaves it as it was, which is
+/// what identity.rs says no stamp can see).
+fn rewrite_in_place(path: &str, at: usize, bytes: &[u8], restore_mtime: bool) {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let before = f.metadata().unwrap();
+    let ctime = |m: &std::fs::Metadata| (m.ctime(), m.ctime_nsec());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        f.write_all_at(bytes, at as u64).unwrap();
+        if restore_mtime {
+            f.set_modified(before.modified().unwrap()).unwrap();
+        }
+        let now = f.metadata().unwrap();
+        if ctime(&now) != ctime(&before) || std::time::Instant::now() > deadline {
+            assert_eq!(now.len(), before.len());
+            if restore_mtime {
+                assert_eq!(now.modified().unwrap(), before.modified().unwrap());
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// The offset of the `n`th line's id value's first character, and that character changed.
+fn an_id_changed(bytes: &[u8], n: usize) -> (usize, Vec<u8>) {
+    let start: usize = bytes.split(|&b| b == b'\n').take(n).map(|l| l.len() + 1).sum();
+    let line = &bytes[start..];
+    let at = start + line.windows(6).position(|w| w == b"\"id\":\"").unwrap() + 6;
+    (at, vec![if bytes[at] == b'a' { b'b' } else { b'a' }])
+}
+
+#[test]
+fn a_session_opened_again_from_kept_skeletons_gives_pis_reads_after_every_change_to_it_issue_21() {
+    use pi_sessiond::session::kept::KEEP_FROM_BYTES;
+    let tmp = temp_dir();
+    let agent = s(&tmp.path().join("agent"));
+    let path = s(&tmp.path().join("kept.jsonl"));
+    let mut r = Rng::new(21);
+    let mut entries = 600;
+    // Entries of a few KiB, as pi's are: what is kept of each is a few hundred bytes.
+    let padded = |lines: Vec<Json>| -> Vec<u8> {
+        let pad = |mut l: Json| {
+            if let Json::Object(o) = &mut l {
+                if o.get("type") != Some(&Json::str("session")) {
+                    o.insert("details", Json::str(&"d".repeat(3000)));
+                }
+                // Read differently on purpose (docs/compatibility.md #7); the engine tests cover it.
+                o.remove("retainedTail");
+            }
+            l
+        };
+        to_bytes(&lines.into_iter().map(pad).collect::<Vec<_>>())
+    };
+    let bytes = loop {
+        let bytes = padded(session_lines(&mut r, Shape { entries, hand_written: false }));
+        if bytes.len() as u64 >= KEEP_FROM_BYTES + (64 << 10) {
+            break bytes;
+        }
+        entries *= 2;
+    };
+    let kept_dir = format!("{agent}/pi-sessiond/skeletons");
+    let kept_size =
+        || std::fs::read_dir(&kept_dir).map_or(0, |d| d.map(|e| e.unwrap().metadata().unwrap().len()).sum());
+    std::fs::write(&path, &bytes).unwrap();
+    let mut kept = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &agent], &[]);
+    // Reads every file whole: what each skeleton snapshot must equal, byte for byte.
+    let mut fresh = Sidecar::spawn(Wire::Jsonl, &["--no-index"], &[]);
+    let skeletons = |sc: &mut Sidecar| -> (u64, String) {
+        let before = read_bytes(sc.pid());
+        let id = sc.start("session/open", json(&format!(r#"{{"path":"{path}","snapshot":"skeleton"}}"#)));
+        let answer = sc.response(id);
+        let read = read_bytes(sc.pid()) - before;
+        let st = answer.get("result").unwrap_or_else(|| panic!("{}", answer.to_canonical_string()));
+        let h = st.get("handle").unwrap().to_canonical_string();
+        sc.call("session/close", json(&format!(r#"{{"handle":{h}}}"#)));
+        (read, st.get("snapshot").unwrap().to_canonical_string())
+    };
+    // `from_kept`: how much of the session file the open may read besides the kept file (None: it must read it
+    // whole).
+    let mut check = |step: &str, from_kept: Option<u64>| {
+        let kept_before = kept_size();
+        let (read, snapshot) = skeletons(&mut kept);
+        let size = std::fs::metadata(&path).unwrap().len();
+        match from_kept {
+            Some(most) => {
+                assert!(kept_before < size / 4, "{step}: {kept_before} bytes kept of a {size}-byte file");
+                assert!(
+                    read <= kept_before + most,
+                    "{step}: {read} bytes read of a {size}-byte file whose open kept {kept_before}"
+                );
+            }
+            None => assert!(read >= size, "{step}: only {read} bytes read of a {size}-byte file that changed"),
+        }
+        assert_eq!(snapshot, skeletons(&mut fresh).1, "{step}: the skeleton snapshot differs from a fresh read's");
+        let pi = pi_reads(std::slice::from_ref(&path)).remove(0);
+        let ours = sidecar_reads(&mut kept, &path).unwrap_or_else(|e| panic!("{step}: {}", e.to_canonical_string()));
+        let pi = pi.get("ok").unwrap_or_else(|| panic!("{step}: pi fails: {}", pi.to_canonical_string()));
+        if let Some(d) = json_diff("", &without_undefined_leaf(pi.clone()), &ours) {
+            panic!("{step}: {d}");
+        }
+    };
+    let kept_files = || std::fs::read_dir(&kept_dir).map_or(0, |d| d.count());
+
+    check("first open", None);
+    assert_eq!(kept_files(), 1, "the first open keeps what it read");
+    // Nothing to read but the header's and the known bytes' few hundred (and the request).
+    check("opened again, unchanged", Some(4096));
+
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+    let (at, id) = an_id_changed(&std::fs::read(&path).unwrap(), lines / 2);
+    rewrite_in_place(&path, at, &id, true);
+    check("rewritten in place, same length, mtime set back", None);
+
+    let (at, id) = an_id_changed(&std::fs::read(&path).unwrap(), lines / 3);
+    rewrite_in_place(&path, at, &id, false);
+    check("rewritten in place, same length, a few bytes in the middle", None);
+    check("opened again after the rewrite", Some(4096));
+
+    let now = std::fs::read(&path).unwrap();
+    let cut: usize = now.split(|&b| b == b'\n').take(lines - lines / 4).map(|l| l.len() + 1).sum();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(cut as u64).unwrap();
+    check("truncated to three quarters", None);
+
+    let other = padded(session_lines(&mut Rng::new(22), Shape { entries, hand_written: false }));
+    let temp = format!("{path}.new");
+    std::fs::write(&temp, &other).unwrap();
+    std::fs::rename(&temp, &path).unwrap();
+    check("replaced by another file renamed over it", None);
+
+    let appended = to_bytes(&session_lines(&mut Rng::new(23), Shape { entries: 40, hand_written: false }));
+    let appended: Vec<u8> = appended.splitn(2, |&b| b == b'\n').nth(1).unwrap().to_vec();
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&appended).unwrap();
+    check("appended to", Some(appended.len() as u64 + 4096));
+
+    let skel = std::fs::read_dir(&kept_dir).unwrap().next().unwrap().unwrap().path();
+    let mut damaged = std::fs::read(&skel).unwrap();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x20;
+    std::fs::write(&skel, &damaged).unwrap();
+    check("its kept file damaged", None);
+    check("opened again once kept anew", Some(4096));
+    std::fs::write(&skel, &damaged[..damaged.len() / 3]).unwrap();
+    check("its kept file cut short", None);
+    assert_eq!(std::fs::read(&path).unwrap().len(), other.len() + appended.len(), "the session file is as written");
 }

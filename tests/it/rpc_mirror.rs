@@ -811,6 +811,12 @@ fn an_append_right_after_the_file_was_read_again_arrives_in_the_reset_and_is_not
     assert_eq!(mirror.entries[0].get("message").unwrap().get("content"), Some(&Json::str("START")));
 }
 
+/// Bytes the process read so far (`rchar` of `/proc/PID/io`: through read calls, page cache or not).
+fn read_bytes(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines().find_map(|l| l.strip_prefix("rchar: ")).unwrap().trim().parse().unwrap()
+}
+
 /// Read calls the process made so far (`syscr` of `/proc/PID/io`: read, pread and their kin).
 fn read_calls(pid: u32) -> u64 {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
@@ -832,4 +838,47 @@ fn a_skeleton_or_full_snapshot_reads_the_file_in_large_pieces_not_once_per_line_
         // would be 5,000 more.
         assert!(reads < 200, "{detail}: {reads} read calls for a 5,000-line session");
     }
+}
+
+#[test]
+fn a_skeleton_snapshot_reads_nothing_the_open_did_not_already_read_whatever_the_line_count_issue_21() {
+    let dir = temp_dir();
+    let mut skeleton_reads = Vec::new();
+    // Both past the size at which an open parses on two threads (and asks the system how many cores it has),
+    // both within one 4 MiB read.
+    for entries in [4_000, 10_000] {
+        let sub = dir.path().join(entries.to_string());
+        std::fs::create_dir(&sub).unwrap();
+        let path = crate::support::big_session(&sub, entries, 250, "");
+        let size = std::fs::metadata(&path).unwrap().len();
+        let reads_of = |snapshot: &str| {
+            let mut sc = Sidecar::new();
+            sc.call("initialize", json("{}"));
+            let before = (read_calls(sc.pid()), read_bytes(sc.pid()));
+            let st = sc.call("session/open", json(&format!(r#"{{"path":"{path}"{snapshot}}}"#)));
+            (read_calls(sc.pid()) - before.0, read_bytes(sc.pid()) - before.1, st)
+        };
+        let (plain, plain_bytes, _) = reads_of("");
+        let (skeleton, skeleton_bytes, st) = reads_of(r#","snapshot":"skeleton""#);
+        let snapshot = entries_of(st.get("snapshot").unwrap());
+        assert_eq!(snapshot.len(), entries);
+        assert_eq!(
+            snapshot[entries - 1].get("preview").and_then(Json::as_js_str).map(|p| p.to_string_lossy().chars().count()),
+            Some(161)
+        );
+        // The file's bytes are read once: what a skeleton open reads beyond a plain one is its request's few more
+        // bytes of frame, not a second pass (not even in large windows), and its calls are a plain open's (a
+        // frame now and then read from the pipe in two pieces aside).
+        assert!(plain_bytes >= size, "{entries} lines: a plain open read {plain_bytes} bytes of a {size}-byte file");
+        assert!(
+            skeleton_bytes < plain_bytes + 4096,
+            "{entries} lines: {skeleton_bytes} bytes read with a skeleton, {plain_bytes} without"
+        );
+        assert!(skeleton <= plain + 1, "{entries} lines: {skeleton} read calls with a skeleton, {plain} without");
+        skeleton_reads.push(skeleton);
+    }
+    assert!(
+        skeleton_reads[1] <= skeleton_reads[0] + 2,
+        "read calls grow with the line count: {skeleton_reads:?} for 4,000 and 10,000 lines"
+    );
 }

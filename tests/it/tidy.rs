@@ -14,6 +14,7 @@ const IO_ROOMS: &[(&str, &str)] = &[
     ("session/store.rs", "session files: open, read, append, rewrite, fsync"),
     ("session/identity.rs", "a file's stamp and known bytes: same, grew or rewritten (engine, catalog, push)"),
     ("session/dirscan.rs", "session directories: default directory, scans, findMostRecentSession"),
+    ("session/kept.rs", "kept skeletons: what an open read, in pi-sessiond's own files beside the index"),
     ("catalog/listing.rs", "walking the agent directory for listAll"),
     ("catalog/index.rs", "the catalog index database and the files it reads from where it stopped"),
     ("rpc/transport.rs", "stdin and stdout of the sidecar"),

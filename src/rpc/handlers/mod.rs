@@ -54,6 +54,9 @@ pub struct Server {
     pub agent_dir: String,
     /// How hard appends try to reach the disk.
     pub durability: Durability,
+    /// Where opens keep what they read for the next open of the same file: beside the catalog index (None
+    /// without one, as under `--no-index`).
+    pub keep: Option<Arc<crate::session::kept::Keep>>,
     /// The catalog index shared by listings and searches.
     pub index: Arc<SharedIndex>,
     /// Brings the index up to date on what this process wrote.

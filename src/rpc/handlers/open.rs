@@ -227,7 +227,7 @@ fn run_open(
 }
 
 fn new_env(server: &Server) -> Env {
-    Env::with_agent_dir(&server.agent_dir)
+    Env { keep: server.keep.clone(), ..Env::with_agent_dir(&server.agent_dir) }
 }
 
 /// `session/create`.

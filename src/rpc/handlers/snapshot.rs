@@ -1,11 +1,9 @@
 //! Entries at a detail, and snapshots: what a host that mirrors a session receives instead of full bodies.
 //!
 //! A tree view needs, per entry, its links and a line of text — not the megabytes of tool output a session holds.
-//! At `skeleton` detail each entry is `{id, parentId, type, timestamp, role?, stopReason?, hasText?, customType?,
-//! targetId?, label?, name?, preview?, bytes}`: the stored values copied byte for byte (so ids and labels are
-//! exactly what reads give), a bounded preview, and the entry's size. It is made from the stored line with the
-//! engine's validating scanner, decoding only the first few KiB of each text, so a 40 MB session's skeleton costs
-//! one scan of its bytes and a few hundred bytes per entry on the pipe.
+//! At `skeleton` detail each entry is what `session::skeleton` made of its line in the open's one pass over the
+//! file, so a 40 MB session's skeleton snapshot reads nothing again and costs a few hundred bytes per entry on the
+//! pipe; an entry patched since (migrated, re-chained) is described from its patched bytes.
 //!
 //! A snapshot is `{seq, entries}`: every entry in file order at a detail, as of the change numbered `seq`. It is
 //! written through a [`JsonOut`], so a reply streams it from the file (see `reply.rs`).
@@ -13,20 +11,11 @@
 use crate::rpc::proto::{Detail, SessionState};
 use crate::session::context::Bodies;
 use crate::session::entry::EntryType;
-use crate::session::js::to_js_string;
-use crate::session::json::scan::{array_elements, find_member, object_members, scan_document, Kind};
-use crate::session::json::string::decode_string_literal;
-use crate::session::json::Json;
+use crate::session::json::scan::scan_document;
 use crate::session::manager::trim_json_ws;
-use crate::session::render::{self, JsonOut, ObjectWriter};
+use crate::session::render::{self, JsonOut};
+use crate::session::skeleton;
 use crate::session::{Error, SessionManager};
-
-/// Characters of text a skeleton's preview shows (then `…`).
-pub const PREVIEW_CHARS: usize = 160;
-
-/// Bytes of each text looked at for a preview: enough for any one-line preview, and a 5 MB tool output costs no
-/// more than a short one.
-pub const TEXT_SCAN_BYTES: usize = 4096;
 
 /// Writes record `i` at `detail` (`none` writes it as stored, as a handle at detail `none` sends it).
 pub fn entry(m: &SessionManager, i: usize, detail: Detail, out: &mut JsonOut<'_>) -> crate::session::Result<()> {
@@ -102,16 +91,21 @@ pub fn state_with_snapshot(
     out.raw(b"}")
 }
 
-/// Writes record `i` at skeleton detail, its bytes read through `bodies`.
+/// Writes record `i` at skeleton detail: the skeleton the open made in its pass over the line, or, for an entry
+/// edited since (migrated, re-chained) or made without one, from its bytes read through `bodies`.
 fn skeleton_from(
     m: &SessionManager,
     bodies: &dyn Bodies,
     i: usize,
     out: &mut JsonOut<'_>,
 ) -> crate::session::Result<()> {
+    let record = &m.records()[i];
+    if let (Some(kept), None) = (&record.skeleton, &record.body.patch) {
+        return out.raw(kept);
+    }
     let bytes = bodies.bytes(i)?;
     let line = trim_json_ws(&bytes);
-    skeleton_of_line(m.records()[i].kind, line, m.session_file().unwrap_or("session file"), out)
+    skeleton_of_line(record.kind, line, m.session_file().unwrap_or("session file"), out)
 }
 
 /// Writes the skeleton of one stored line of the file at `path`.
@@ -127,321 +121,16 @@ fn skeleton_of_line(kind: EntryType, line: &[u8], path: &str, out: &mut JsonOut<
             ),
         ));
     };
-    let mut o = ObjectWriter::open(out)?;
-    if Kind::of(&line[doc.value.clone()]) == Kind::Object {
-        let l = Line { bytes: line, doc: &doc };
-        let raw = |name: &str| l.member(name);
-        for name in ["id", "parentId", "type", "timestamp"] {
-            copy(&mut o, out, name, raw(name))?;
-        }
-        let is_message = l.has_message();
-        let in_message = |name: &str| l.in_message(name);
-        match kind {
-            EntryType::Message => {
-                if is_message {
-                    copy(&mut o, out, "role", in_message("role"))?;
-                    copy(&mut o, out, "stopReason", in_message("stopReason"))?;
-                }
-                let text = is_message && in_message("content").is_some_and(has_text);
-                o.key(out, "hasText")?;
-                out.raw(if text { b"true" } else { b"false" })?;
-            }
-            EntryType::Custom | EntryType::CustomMessage => copy(&mut o, out, "customType", raw("customType"))?,
-            EntryType::Label => {
-                copy(&mut o, out, "targetId", raw("targetId"))?;
-                copy(&mut o, out, "label", raw("label"))?;
-            }
-            EntryType::ContextEdit => copy(&mut o, out, "targetId", raw("targetId"))?,
-            EntryType::SessionInfo => copy(&mut o, out, "name", raw("name"))?,
-            _ => {}
-        }
-        let preview = one_line(&preview_text(kind, &l), PREVIEW_CHARS);
-        if !preview.is_empty() {
-            o.key(out, "preview")?;
-            out.str(&preview)?;
-        }
-    }
-    o.key(out, "bytes")?;
-    out.raw(line.len().to_string().as_bytes())?;
-    o.close(out)
-}
-
-/// Writes `name: value` when the entry has the member (its stored bytes, exactly).
-fn copy(o: &mut ObjectWriter, out: &mut JsonOut<'_>, name: &str, value: Option<&[u8]>) -> crate::session::Result<()> {
-    if let Some(v) = value {
-        o.key(out, name)?;
-        out.stored(v)?;
-    }
-    Ok(())
-}
-
-/// A scanned line: its bytes and where its members are.
-struct Line<'a> {
-    bytes: &'a [u8],
-    doc: &'a crate::session::json::scan::Document,
-}
-
-impl<'a> Line<'a> {
-    /// A top-level member's stored value (the last one, as `JSON.parse` keeps).
-    fn member(&self, name: &str) -> Option<&'a [u8]> {
-        find_member(self.bytes, &self.doc.members, name).map(|r| &self.bytes[r])
-    }
-
-    /// True when the entry's `message` is an object.
-    fn has_message(&self) -> bool {
-        self.member("message").is_some_and(|v| Kind::of(v) == Kind::Object)
-    }
-
-    /// A member of the entry's `message` object.
-    fn in_message(&self, name: &str) -> Option<&'a [u8]> {
-        find_member(self.bytes, &self.doc.message_members, name).map(|r| &self.bytes[r])
-    }
-}
-
-/// The text a tree view shows for an entry (before it is made one line), as `pi-sessiond tree` describes it.
-fn preview_text(kind: EntryType, line: &Line<'_>) -> String {
-    let s = |v: Option<&[u8]>| v.map(value_text).unwrap_or_default();
-    let raw = |name: &str| line.member(name);
-    match kind {
-        EntryType::Message => {
-            if !line.has_message() {
-                return String::new();
-            }
-            let msg = |name: &str| line.in_message(name);
-            let role = msg("role").filter(|v| v.first() == Some(&b'"')).map(decode_string_literal);
-            let role = role.map(|r| r.to_string_lossy()).unwrap_or_default();
-            match (role.as_str(), msg("content")) {
-                ("bashExecution", _) => format!("$ {}", s(msg("command"))),
-                (_, Some(content)) if !matches!(content, b"null") => content_text(content),
-                _ => s(msg("summary")),
-            }
-        }
-        EntryType::ThinkingLevelChange => format!("thinking level → {}", s(raw("thinkingLevel"))),
-        EntryType::ModelChange => format!("model → {}/{}", s(raw("provider")), s(raw("modelId"))),
-        EntryType::Compaction | EntryType::BranchSummary => match raw("summary") {
-            Some(v) if v.first() == Some(&b'"') => string_prefix(v),
-            _ => String::new(),
-        },
-        EntryType::CustomMessage => raw("content").map(content_text).unwrap_or_default(),
-        EntryType::Custom => s(raw("customType")),
-        EntryType::Label => format!("{} → {}", s(raw("targetId")), s(raw("label"))),
-        EntryType::SessionInfo => s(raw("name")),
-        EntryType::Usage => s(raw("kind")),
-        EntryType::ContextEdit => s(raw("targetId")),
-        _ => String::new(),
-    }
-}
-
-/// The text of message content (raw JSON): a string, or blocks of which text shows as itself, a tool call as
-/// `→ name` and an image as `[image]`, joined by spaces; at most about [`TEXT_SCAN_BYTES`] of it.
-fn content_text(content: &[u8]) -> String {
-    match Kind::of(content) {
-        Kind::String => string_prefix(content),
-        Kind::Array => {
-            let mut parts: Vec<String> = Vec::new();
-            let mut size = 0;
-            for block in array_elements(content, 0..content.len()) {
-                let block = &content[block];
-                if Kind::of(block) != Kind::Object {
-                    continue;
-                }
-                let members = object_members(block, 0..block.len());
-                let member = |name: &str| find_member(block, &members, name).map(|r| &block[r]);
-                let piece = match member("type").filter(|t| t.first() == Some(&b'"')).map(decode_string_literal) {
-                    Some(t) if t.eq_str("text") => match member("text") {
-                        Some(text) if text.first() == Some(&b'"') => Some(string_prefix(text)),
-                        _ => None,
-                    },
-                    Some(t) if t.eq_str("toolCall") => {
-                        Some(format!("→ {}", member("name").map(value_text).unwrap_or_default()))
-                    }
-                    Some(t) if t.eq_str("image") => Some("[image]".to_owned()),
-                    _ => None,
-                };
-                if let Some(p) = piece {
-                    size += p.len();
-                    parts.push(p);
-                    if size > TEXT_SCAN_BYTES {
-                        break;
-                    }
-                }
-            }
-            parts.join(" ")
-        }
-        _ => String::new(),
-    }
-}
-
-/// Whether message content (raw JSON) holds text that is not all white space: a string, or a `text` block.
-fn has_text(content: &[u8]) -> bool {
-    let blank = |lit: &[u8]| string_prefix(lit).trim().is_empty();
-    match Kind::of(content) {
-        Kind::String => !blank(content),
-        Kind::Array => array_elements(content, 0..content.len()).into_iter().any(|block| {
-            let block = &content[block];
-            if Kind::of(block) != Kind::Object {
-                return false;
-            }
-            let members = object_members(block, 0..block.len());
-            let member = |name: &str| find_member(block, &members, name).map(|r| &block[r]);
-            let is_text =
-                member("type").is_some_and(|t| t.first() == Some(&b'"') && decode_string_literal(t).eq_str("text"));
-            is_text && member("text").is_some_and(|t| t.first() == Some(&b'"') && !blank(t))
-        }),
-        _ => false,
-    }
-}
-
-/// A small stored value as JavaScript's `String(v)` gives it (strings: their first [`TEXT_SCAN_BYTES`]).
-fn value_text(v: &[u8]) -> String {
-    if v.first() == Some(&b'"') {
-        return string_prefix(v);
-    }
-    if v.len() > TEXT_SCAN_BYTES {
-        // An object or array this large is no name or label a person reads.
-        return "…".to_owned();
-    }
-    Json::parse(v).map(|j| to_js_string(&j).to_string_lossy()).unwrap_or_default()
-}
-
-/// The first [`TEXT_SCAN_BYTES`] (about) of a valid string literal, decoded; the cut never splits an escape or
-/// a UTF-8 sequence.
-pub fn string_prefix(literal: &[u8]) -> String {
-    let body = &literal[1..literal.len() - 1];
-    if body.len() <= TEXT_SCAN_BYTES {
-        return decode_string_literal(literal).to_string_lossy();
-    }
-    let mut cut = 0;
-    while cut < TEXT_SCAN_BYTES {
-        cut += match body[cut] {
-            b'\\' if body[cut + 1] == b'u' => 6,
-            b'\\' => 2,
-            _ => 1,
-        };
-    }
-    while cut < body.len() && (body[cut] & 0xC0) == 0x80 {
-        cut -= 1;
-    }
-    let mut lit = Vec::with_capacity(cut + 2);
-    lit.push(b'"');
-    lit.extend_from_slice(&body[..cut]);
-    lit.push(b'"');
-    decode_string_literal(&lit).to_string_lossy()
-}
-
-/// `text` on one line: runs of white space made one space, ends trimmed, cut after `max_chars` characters
-/// (with `…`).
-pub fn one_line(text: &str, max_chars: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max_chars * 4 + 4));
-    let mut chars = 0;
-    for word in text.split_whitespace() {
-        if chars > 0 {
-            if chars == max_chars {
-                out.push('…');
-                return out;
-            }
-            out.push(' ');
-            chars += 1;
-        }
-        for c in word.chars() {
-            if chars == max_chars {
-                out.push('…');
-                return out;
-            }
-            out.push(c);
-            chars += 1;
-        }
-    }
-    out
+    out.raw(&skeleton::of_line(kind, line, &doc))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn skeleton_json(line: &str) -> Json {
-        let parsed = Json::parse(line.as_bytes()).ok();
-        let kind = match parsed.as_ref().and_then(|v| v.get("type")) {
-            Some(Json::String(t)) => EntryType::from_name(t.as_bytes()),
-            _ => EntryType::Other,
-        };
-        let mut out = JsonOut::memory();
-        skeleton_of_line(kind, line.as_bytes(), "test", &mut out).unwrap();
-        Json::parse(&out.into_bytes()).unwrap()
-    }
-
-    fn text(v: &Json, key: &str) -> Option<String> {
-        v.get(key).map(|x| x.to_canonical_string())
-    }
-
-    #[test]
-    fn a_message_skeleton_copies_links_as_stored_and_previews_its_text_on_one_line() {
-        let line = r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:00.000Z","message":{"role":"user","content":"hello\n  world","timestamp":1}}"#;
-        let s = skeleton_json(line);
-        assert_eq!(
-            s.to_canonical_string(),
-            format!(
-                r#"{{"id":"a1","parentId":null,"type":"message","timestamp":"2025-01-01T00:00:00.000Z","role":"user","hasText":true,"preview":"hello world","bytes":{}}}"#,
-                line.len()
-            )
-        );
-    }
-
-    #[test]
-    fn tool_calls_and_images_show_as_markers_and_a_tool_only_message_has_no_text() {
-        let line = r#"{"type":"message","id":"b","message":{"role":"assistant","content":[{"type":"toolCall","id":"t","name":"bash","arguments":{}},{"type":"image","data":"AAAA"}],"stopReason":"toolUse"}}"#;
-        let s = skeleton_json(line);
-        assert_eq!(text(&s, "preview").as_deref(), Some(r#""→ bash [image]""#));
-        assert_eq!(s.get("hasText"), Some(&Json::Bool(false)));
-        assert_eq!(text(&s, "stopReason").as_deref(), Some(r#""toolUse""#));
-    }
-
-    #[test]
-    fn a_huge_text_is_previewed_from_its_start_and_cut_with_an_ellipsis() {
-        let big = format!("{}{}", "\\u00e9\\n".repeat(3000), "z".repeat(5_000_000));
-        let line = format!(
-            r#"{{"type":"message","id":"c","message":{{"role":"toolResult","content":[{{"type":"text","text":"{big}"}}]}}}}"#
-        );
-        let s = skeleton_json(&line);
-        let preview = s.get("preview").and_then(Json::as_js_str).unwrap().to_string_lossy();
-        assert_eq!(preview, format!("{}…", vec!["é"; 160].join(" ").chars().take(160).collect::<String>()));
-        assert_eq!(s.get("bytes"), Some(&Json::number(line.len() as f64)));
-    }
-
-    #[test]
-    fn label_session_info_and_custom_entries_keep_what_a_tree_resolves() {
-        let s = skeleton_json(
-            r#"{"type":"label","id":"l","parentId":"a","targetId":"a","label":"keep \ud83d","timestamp":"t"}"#,
-        );
-        assert_eq!(text(&s, "targetId").as_deref(), Some(r#""a""#));
-        // Copied as stored: a lone surrogate survives.
-        assert_eq!(text(&s, "label").as_deref(), Some(r#""keep \ud83d""#));
-        let s = skeleton_json(r#"{"type":"session_info","id":"n","name":"  my   session "}"#);
-        assert_eq!(text(&s, "name").as_deref(), Some(r#""  my   session ""#));
-        assert_eq!(text(&s, "preview").as_deref(), Some(r#""my session""#));
-        let s = skeleton_json(r#"{"type":"custom","id":"x","customType":"ext","data":{"big":[1,2,3]}}"#);
-        assert_eq!(text(&s, "customType").as_deref(), Some(r#""ext""#));
-        assert!(s.get("data").is_none());
-    }
-
-    #[test]
-    fn an_entry_that_is_not_an_object_has_only_its_size() {
-        assert_eq!(skeleton_json("[1,2]").to_canonical_string(), r#"{"bytes":5}"#);
-    }
-
     #[test]
     fn bytes_that_are_no_longer_json_are_an_error_not_a_skeleton() {
         let mut out = JsonOut::memory();
         assert!(skeleton_of_line(EntryType::Message, b"{\"id\":", "test", &mut out).is_err());
-    }
-
-    #[test]
-    fn a_cut_never_splits_an_escape_or_a_character() {
-        for pad in 0..8 {
-            let body = format!("{}{}", "a".repeat(TEXT_SCAN_BYTES - 3 + pad % 4), "\\u00e9é\\\\".repeat(10));
-            let lit = format!("\"{body}\"");
-            let prefix = string_prefix(lit.as_bytes());
-            assert!(decode_string_literal(lit.as_bytes()).to_string_lossy().starts_with(&prefix));
-        }
     }
 }

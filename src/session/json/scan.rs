@@ -113,6 +113,29 @@ pub struct Document {
     /// Every string value (not key) whose literal is longer than [`LONG_STRING`] bytes, in order, found in the
     /// same pass: a host can be sent the line without them and read each one where it lies.
     pub long_strings: Vec<Range<usize>>,
+    /// The elements of that message's `content` (its last one) when it is an array, each object's members with
+    /// it: what a skeleton's preview reads, found in the same pass, so a tool result is not scanned again.
+    pub content_blocks: Vec<Block>,
+}
+
+/// One element of an array: where it is, and its members when it is an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// The element, without surrounding white space.
+    pub value: Range<usize>,
+    /// Its members, in order, duplicates included (empty unless it is an object).
+    pub members: Vec<Member>,
+}
+
+/// Where in a line an object being scanned is, for what its members are collected.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// The line's value: a `message` member's object is scanned as [`Level::Message`].
+    Top,
+    /// A `message` object: its `content` array's elements are collected.
+    Message,
+    /// Anything deeper.
+    Other,
 }
 
 /// Bytes of a string literal (quotes included) beyond which [`scan_document`] reports it in `long_strings`.
@@ -125,9 +148,16 @@ pub fn scan_document(bytes: &[u8]) -> Result<Document, SyntaxError> {
     s.skip_ws();
     let start = s.pos;
     let mut doc =
-        Document { value: start..start, members: Vec::new(), message_members: Vec::new(), long_strings: Vec::new() };
+        Document {
+            value: start..start,
+            members: Vec::new(),
+            message_members: Vec::new(),
+            long_strings: Vec::new(),
+            content_blocks: Vec::new(),
+        };
     if s.peek() == Some(b'{') {
-        doc.members = s.scan_object_members(true, &mut doc.message_members)?;
+        let mut found = Found { message_members: &mut doc.message_members, content_blocks: &mut doc.content_blocks };
+        doc.members = s.scan_object_members(Level::Top, &mut found)?;
     } else {
         s.skip_value()?;
     }
@@ -194,6 +224,12 @@ pub fn array_elements(bytes: &[u8], range: Range<usize>) -> Vec<Range<usize>> {
 /// The value of the last member named `name` (JSON.parse keeps the last duplicate), if any.
 pub fn find_member(bytes: &[u8], members: &[Member], name: &str) -> Option<Range<usize>> {
     members.iter().rev().find(|m| m.key_is(bytes, name)).map(|m| m.value.clone())
+}
+
+/// What a scan collects beside an object's own members (see [`Document`]).
+struct Found<'a> {
+    message_members: &'a mut Vec<Member>,
+    content_blocks: &'a mut Vec<Block>,
 }
 
 /// A cursor over bytes that validates as it skips.
@@ -295,13 +331,10 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// Scans the object at the current `{`, validating it, and returns its members. With `nested`, the members
-    /// of each `message` member's object value are collected into `message_members` (the last one wins).
-    fn scan_object_members(
-        &mut self,
-        nested: bool,
-        message_members: &mut Vec<Member>,
-    ) -> Result<Vec<Member>, SyntaxError> {
+    /// Scans the object at the current `{`, validating it, and returns its members. At [`Level::Top`], the members
+    /// of each `message` member's object value go to `found` (the last one wins), and at [`Level::Message`] the
+    /// elements of its `content` array (the last `content` wins; one that is not an array leaves none).
+    fn scan_object_members(&mut self, level: Level, found: &mut Found<'_>) -> Result<Vec<Member>, SyntaxError> {
         let mut members = Vec::new();
         self.pos += 1;
         self.skip_ws();
@@ -317,26 +350,78 @@ impl<'a> Scanner<'a> {
             self.skip_ws();
             let value_start = self.pos;
             let member_key = key_start..key_end;
-            let is_message = nested && &self.bytes[member_key.clone()] == b"\"message\"";
-            if is_message && self.peek() == Some(b'{') {
-                let mut ignored = Vec::new();
-                *message_members = self.scan_object_members(false, &mut ignored)?;
-            } else {
-                if is_message {
-                    message_members.clear();
+            let key = &self.bytes[member_key.clone()];
+            match level {
+                Level::Top if key == b"\"message\"" => {
+                    found.message_members.clear();
+                    found.content_blocks.clear();
+                    if self.peek() == Some(b'{') {
+                        let mut blocks = Vec::new();
+                        let mut inner = Found { message_members: &mut Vec::new(), content_blocks: &mut blocks };
+                        *found.message_members = self.scan_object_members(Level::Message, &mut inner)?;
+                        *found.content_blocks = blocks;
+                    } else {
+                        self.skip_value()?;
+                    }
                 }
-                self.skip_value()?;
+                Level::Message if key == b"\"content\"" => {
+                    found.content_blocks.clear();
+                    if self.peek() == Some(b'[') {
+                        *found.content_blocks = self.scan_blocks()?;
+                    } else {
+                        self.skip_value()?;
+                    }
+                }
+                _ => self.skip_value()?,
             }
             members.push(Member { key: member_key, value: value_start..self.pos });
+            if self.closed_after_element(b'}')? {
+                return Ok(members);
+            }
+        }
+    }
+
+    /// After an element of a container closed by `close`: past the `,` (false) or the closing bracket (true), or
+    /// the error `skip_value` gives there.
+    fn closed_after_element(&mut self, close: u8) -> Result<bool, SyntaxError> {
+        self.skip_ws();
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(c) if c == close => {
+                self.pos += 1;
+                Ok(true)
+            }
+            None => Err(self.err("unexpected end of input inside a container")),
+            _ => Err(self.err("expected ',' or a closing bracket")),
+        }
+    }
+
+    /// Scans the array at the current `[`, validating it as [`Scanner::skip_value`] would (the same errors at
+    /// the same places), and returns its elements with each object's members.
+    fn scan_blocks(&mut self) -> Result<Vec<Block>, SyntaxError> {
+        let mut blocks = Vec::new();
+        self.pos += 1;
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(blocks);
+        }
+        loop {
             self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(members);
-                }
-                None => return Err(self.err("unexpected end of input inside a container")),
-                _ => return Err(self.err("expected ',' or a closing bracket")),
+            let start = self.pos;
+            let members = if self.peek() == Some(b'{') {
+                let mut nothing = Found { message_members: &mut Vec::new(), content_blocks: &mut Vec::new() };
+                self.scan_object_members(Level::Other, &mut nothing)?
+            } else {
+                self.skip_value()?;
+                Vec::new()
+            };
+            blocks.push(Block { value: start..self.pos, members });
+            if self.closed_after_element(b']')? {
+                return Ok(blocks);
             }
         }
     }

@@ -1060,6 +1060,8 @@ impl SessionManager {
             let r = &self.records[*i];
             let mut nr = r.clone();
             if r.is_object {
+                // Re-chained bytes are described again when a skeleton is asked for.
+                nr.skeleton = None;
                 let patch = nr.body.patch_mut();
                 match key_text(new_parent) {
                     Some(t) => patch.set("parentId", t),

@@ -130,7 +130,13 @@ impl Deterministic {
 
     /// An engine environment drawing from these sources.
     pub fn env(&self) -> Env {
-        Env { ids: Box::new(self.clone()), clock: Box::new(self.clone()), v7: self.v7.clone(), agent_dir: None }
+        Env {
+            ids: Box::new(self.clone()),
+            clock: Box::new(self.clone()),
+            v7: self.v7.clone(),
+            agent_dir: None,
+            keep: None,
+        }
     }
 
     /// Moves the clock forward.

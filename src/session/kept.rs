@@ -1,0 +1,470 @@
+//! Kept skeletons: what an open read of a session file, kept in a file pi-sessiond owns, so the next open of the
+//! unchanged file (in this process or another) reads only what was appended since.
+//!
+//! Opening a 40 MB session reads and validates 40 MB; what the open keeps of it — each line's [`Record`] with its
+//! skeleton, every line's place, the load warnings — is a few MB. That is written beside the catalog index
+//! (`<dir>/<digest of the path>.skel`), and the next open asks [`Known::judge`], with the file's stamp and known
+//! bytes as they were when it was read, whether the file is the same one: the same (never trusting `mtime` alone:
+//! `ctime`, size, inode and the known bytes all count), so nothing is read; grown, so only the new bytes are read
+//! on top; anything else (rewritten in place, truncated, replaced), so it is read whole and kept again.
+//!
+//! A kept file is only ever a cache: it carries a CRC-32 of all its bytes and the version of the program that
+//! wrote it, and one that is missing, damaged, from another version or about another path is ignored and written
+//! again. It is written to a temporary name and renamed, so a reader never sees half of one. Session files are
+//! only read here. The bytes are the engine's own compact encoding, written by hand: the records hold the
+//! engine's JavaScript-valued keys and values, which already have exact writers and parsers.
+
+use std::fs::File;
+use std::io::Write;
+use std::sync::Arc;
+
+use sha2::Digest;
+
+use super::entry::{Body, BodySource, Detail, EntryType, MessageShape, Record, Role};
+use super::error::Result;
+use super::identity::{now_ns, FileStamp, FileState, Known};
+use super::json::{JsString, Json};
+use super::key::Key;
+use super::store::{Durability, LineSlot, LoadedFile, SessionFile, Warning, WarningKind};
+
+/// Files smaller than this are read, not kept: reading them costs less than a kept file would.
+pub const KEEP_FROM_BYTES: u64 = 256 << 10;
+
+/// What a kept file starts with: the format and the program that wrote it (records mean what this build
+/// means by them).
+const MAGIC: &str = concat!("pi-sessiond kept skeletons 2 ", env!("CARGO_PKG_VERSION"), "\n");
+
+/// Where kept skeletons live: a directory pi-sessiond owns (beside the catalog index).
+#[derive(Clone, Debug)]
+pub struct Keep {
+    dir: String,
+}
+
+impl Keep {
+    /// Skeletons kept in `dir` (created when first needed).
+    pub fn in_dir(dir: &str) -> Arc<Keep> {
+        Arc::new(Keep { dir: dir.to_owned() })
+    }
+
+    /// Skeletons kept beside the catalog index at `index_path`: in `skeletons/` next to it.
+    pub fn beside_index(index_path: &str) -> Arc<Keep> {
+        let parent = std::path::Path::new(index_path).parent().map(|p| p.to_string_lossy().into_owned());
+        let parent = parent.filter(|p| !p.is_empty()).unwrap_or_else(|| ".".to_owned());
+        Keep::in_dir(&format!("{parent}/skeletons"))
+    }
+
+    /// The kept file for the session at `path` (which is absolute).
+    pub fn file_for(&self, path: &str) -> String {
+        let digest = sha2::Sha256::digest(path.as_bytes());
+        let name: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}/{name}.skel", self.dir)
+    }
+
+    /// Opens the session file at `path` as [`SessionFile::open`] does, from what is kept of it when that is still
+    /// the file's (reading only what was appended since), and keeps what was read when anything was.
+    pub fn open(&self, path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
+        let kept_at = self.file_for(path);
+        let mut from_kept = None;
+        let (file, loaded) = SessionFile::open_knowing(path, durability, |reader, now| {
+            let kept = read_kept(&kept_at, path)?;
+            let known = Known {
+                stamp: &kept.stamp,
+                len: kept.loaded.len,
+                head: &kept.head,
+                tail: &kept.tail,
+                observed_at_ns: kept.observed_at_ns,
+            };
+            match known.judge(now, reader) {
+                FileState::Same | FileState::Grew(_) => {
+                    from_kept = Some((kept.loaded.len, kept.loaded.records.len()));
+                    Some(kept.loaded)
+                }
+                _ => None,
+            }
+        })?;
+        let unchanged = from_kept.is_some_and(|(len, _)| len == loaded.len);
+        if !unchanged && keepable(&loaded) {
+            // A cache: failing to keep costs the next open a read, never this one its answer.
+            if let Err(e) = write_kept(&self.dir, &kept_at, path, &file, &loaded) {
+                tracing::debug!("skeletons of {path} not kept in {kept_at}: {e}");
+            }
+        }
+        Ok((file, loaded))
+    }
+}
+
+/// What is kept of a file: what its open read, and what tells whether it is still that file.
+struct Kept {
+    stamp: FileStamp,
+    observed_at_ns: i64,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    loaded: LoadedFile,
+}
+
+/// Worth keeping, and keepable: large enough, ending with a complete line, every record's bytes in the file as
+/// read (a load gives nothing else; checked, not assumed).
+fn keepable(loaded: &LoadedFile) -> bool {
+    loaded.len >= KEEP_FROM_BYTES
+        && loaded.ends_a_line()
+        && loaded.records.iter().all(|r| r.body.patch.is_none() && matches!(r.body.source, BodySource::File { .. }))
+}
+
+fn read_kept(kept_at: &str, path: &str) -> Option<Kept> {
+    let bytes = std::fs::read(kept_at).ok()?;
+    let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
+    if crc32fast::hash(body).to_le_bytes() != sum {
+        return None;
+    }
+    let mut r = Reader { bytes: body, at: 0 };
+    if r.take(MAGIC.len())? != MAGIC.as_bytes() || r.bytes_field()? != path.as_bytes() {
+        return None;
+    }
+    let stamp = FileStamp {
+        dev: r.u64()?,
+        ino: r.u64()?,
+        size: r.u64()?,
+        mtime_ns: r.u64()? as i64,
+        ctime_ns: r.u64()? as i64,
+        regular: r.u8()? == 1,
+    };
+    let observed_at_ns = r.u64()? as i64;
+    let head = r.bytes_field()?.to_vec();
+    let tail = r.bytes_field()?.to_vec();
+    let loaded = decode_loaded(&mut r)?;
+    (r.at == body.len()).then_some(Kept { stamp, observed_at_ns, head, tail, loaded })
+}
+
+fn write_kept(dir: &str, kept_at: &str, path: &str, file: &SessionFile, loaded: &LoadedFile) -> std::io::Result<()> {
+    let known = file.known();
+    if known.len != loaded.len {
+        return Ok(());
+    }
+    let mut w = Vec::with_capacity(64 + loaded.records.len() * 256 + loaded.lines.len() * 16);
+    w.extend_from_slice(MAGIC.as_bytes());
+    put_bytes(&mut w, path.as_bytes());
+    let s = known.stamp;
+    for v in [s.dev, s.ino, s.size, s.mtime_ns as u64, s.ctime_ns as u64] {
+        put_u64(&mut w, v);
+    }
+    w.push(u8::from(s.regular));
+    put_u64(&mut w, known.observed_at_ns as u64);
+    put_bytes(&mut w, known.head);
+    put_bytes(&mut w, known.tail);
+    encode_loaded(&mut w, loaded);
+    let sum = crc32fast::hash(&w);
+    w.extend_from_slice(&sum.to_le_bytes());
+    std::fs::create_dir_all(dir)?;
+    let temp = format!("{kept_at}.{}.{}.tmp", std::process::id(), now_ns());
+    let written = File::create(&temp).and_then(|mut f| f.write_all(&w)).and_then(|()| std::fs::rename(&temp, kept_at));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}
+
+fn put_u64(w: &mut Vec<u8>, v: u64) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_bytes(w: &mut Vec<u8>, b: &[u8]) {
+    put_u64(w, b.len() as u64);
+    w.extend_from_slice(b);
+}
+
+/// `None` as `u64::MAX`.
+fn put_opt(w: &mut Vec<u8>, v: Option<u64>) {
+    put_u64(w, v.unwrap_or(u64::MAX));
+}
+
+/// The bytes of a kept file, read field by field; every read is checked, so a damaged file gives None.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n)?;
+        let b = self.bytes.get(self.at..end)?;
+        self.at = end;
+        Some(b)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
+    fn len(&mut self) -> Option<usize> {
+        usize::try_from(self.u64()?).ok()
+    }
+
+    fn bytes_field(&mut self) -> Option<&'a [u8]> {
+        let n = self.len()?;
+        self.take(n)
+    }
+
+    fn opt(&mut self) -> Option<Option<u64>> {
+        self.u64().map(|v| (v != u64::MAX).then_some(v))
+    }
+}
+
+const ENTRY_TYPES: [EntryType; 13] = [
+    EntryType::Session,
+    EntryType::Message,
+    EntryType::ThinkingLevelChange,
+    EntryType::ModelChange,
+    EntryType::Usage,
+    EntryType::Compaction,
+    EntryType::BranchSummary,
+    EntryType::Custom,
+    EntryType::CustomMessage,
+    EntryType::ContextEdit,
+    EntryType::Label,
+    EntryType::SessionInfo,
+    EntryType::Other,
+];
+const ROLES: [Role; 8] = [
+    Role::User,
+    Role::Assistant,
+    Role::ToolResult,
+    Role::System,
+    Role::BashExecution,
+    Role::Custom,
+    Role::HookMessage,
+    Role::Other,
+];
+const SHAPES: [MessageShape; 4] =
+    [MessageShape::Missing, MessageShape::Null, MessageShape::Object, MessageShape::Primitive];
+const WARNING_KINDS: [WarningKind; 11] = [
+    WarningKind::MalformedLine,
+    WarningKind::TornTail,
+    WarningKind::MissingFinalNewline,
+    WarningKind::NonObjectLine,
+    WarningKind::ExtraHeader,
+    WarningKind::DuplicateId,
+    WarningKind::MissingParent,
+    WarningKind::SelfParent,
+    WarningKind::ParentCycle,
+    WarningKind::LegacyVersion,
+    WarningKind::UnusableEntry,
+];
+
+/// The index of `v` in `all` (every variant is listed).
+fn index_of<T: PartialEq>(all: &[T], v: &T) -> u8 {
+    all.iter().position(|x| x == v).expect("every variant is listed") as u8
+}
+
+fn put_key(w: &mut Vec<u8>, k: &Key) {
+    match k {
+        Key::Undefined => w.push(0),
+        Key::Null => w.push(1),
+        Key::Bool(b) => w.push(2 + u8::from(*b)),
+        Key::Number(bits) => {
+            w.push(4);
+            put_u64(w, *bits);
+        }
+        Key::Str(s) => {
+            w.push(5);
+            put_bytes(w, s.as_bytes());
+        }
+        // Each object id is its own key, as each `JSON.parse` makes a new object: a new identity when read back.
+        Key::Object(_) => w.push(6),
+    }
+}
+
+fn key(r: &mut Reader<'_>) -> Option<Key> {
+    Some(match r.u8()? {
+        0 => Key::Undefined,
+        1 => Key::Null,
+        2 => Key::Bool(false),
+        3 => Key::Bool(true),
+        4 => Key::Number(r.u64()?),
+        5 => Key::Str(JsString::from_wtf8(r.bytes_field()?.to_vec())),
+        6 => Key::fresh_object(),
+        _ => return None,
+    })
+}
+
+/// A parsed value, as the JSON text that parses back to it (`None` as empty text).
+fn put_json(w: &mut Vec<u8>, v: Option<&Json>) {
+    let mut text = Vec::new();
+    if let Some(v) = v {
+        v.write_preserving(&mut text);
+    }
+    put_bytes(w, &text);
+}
+
+fn json(r: &mut Reader<'_>) -> Option<Option<Json>> {
+    let text = r.bytes_field()?;
+    if text.is_empty() {
+        return Some(None);
+    }
+    Json::parse(text).ok().map(Some)
+}
+
+fn put_record(w: &mut Vec<u8>, rec: &Record) {
+    let BodySource::File { offset, len } = rec.body.source else { unreachable!("kept records are in the file") };
+    put_u64(w, u64::from(rec.line));
+    put_u64(w, offset);
+    put_u64(w, len);
+    w.push(u8::from(rec.is_object) | u8::from(rec.is_array) << 1 | u8::from(rec.content_nullish) << 2);
+    w.push(index_of(&ENTRY_TYPES, &rec.kind));
+    w.push(index_of(&SHAPES, &rec.message));
+    w.push(index_of(&ROLES, &rec.role));
+    put_key(w, &rec.id);
+    put_key(w, &rec.parent);
+    put_u64(w, rec.time_ms.to_bits());
+    match &rec.detail {
+        Detail::None => w.push(0),
+        Detail::Header(h) => {
+            w.push(1);
+            put_json(w, Some(h));
+        }
+        Detail::Label { target, label, timestamp } => {
+            w.push(2);
+            put_key(w, target);
+            put_json(w, label.as_ref());
+            put_json(w, timestamp.as_ref());
+        }
+        Detail::SessionInfo(name) => {
+            w.push(3);
+            put_json(w, name.as_ref());
+        }
+        Detail::Compaction { first_kept, first_kept_index } => {
+            w.push(4);
+            put_key(w, first_kept);
+            put_opt(w, first_kept_index.map(f64::to_bits));
+        }
+        Detail::ContextEdit { target, has_replacement } => {
+            w.push(5);
+            put_key(w, target);
+            w.push(u8::from(*has_replacement));
+        }
+    }
+    match &rec.skeleton {
+        Some(s) => {
+            w.push(1);
+            put_bytes(w, s);
+        }
+        None => w.push(0),
+    }
+    // Where the line's long strings are: a lazy page of a kept open leaves them in the file as a fresh open's does.
+    match &rec.long_strings {
+        Some(ranges) => {
+            w.push(1);
+            put_u64(w, ranges.len() as u64);
+            for &(start, end) in ranges.iter() {
+                put_u64(w, u64::from(start));
+                put_u64(w, u64::from(end));
+            }
+        }
+        None => w.push(0),
+    }
+}
+
+fn record(r: &mut Reader<'_>) -> Option<Record> {
+    let line = u32::try_from(r.u64()?).ok()?;
+    let body = Body::file(r.u64()?, r.u64()?);
+    let flags = r.u8()?;
+    let kind = *ENTRY_TYPES.get(usize::from(r.u8()?))?;
+    let message = *SHAPES.get(usize::from(r.u8()?))?;
+    let role = *ROLES.get(usize::from(r.u8()?))?;
+    let id = key(r)?;
+    let parent = key(r)?;
+    let time_ms = f64::from_bits(r.u64()?);
+    let detail = match r.u8()? {
+        0 => Detail::None,
+        1 => Detail::Header(Box::new(json(r)??)),
+        2 => Detail::Label { target: key(r)?, label: json(r)?, timestamp: json(r)? },
+        3 => Detail::SessionInfo(json(r)?),
+        4 => Detail::Compaction { first_kept: key(r)?, first_kept_index: r.opt()?.map(f64::from_bits) },
+        5 => Detail::ContextEdit { target: key(r)?, has_replacement: r.u8()? == 1 },
+        _ => return None,
+    };
+    let skeleton = match r.u8()? {
+        0 => None,
+        1 => Some(r.bytes_field()?.into()),
+        _ => return None,
+    };
+    let long_strings = match r.u8()? {
+        0 => None,
+        1 => {
+            let n = usize::try_from(r.u64()?).ok()?;
+            // A count no record could have is damage: the file is rebuilt, not believed.
+            let mut ranges = Vec::with_capacity(n.min(1 << 16));
+            for _ in 0..n {
+                ranges.push((u32::try_from(r.u64()?).ok()?, u32::try_from(r.u64()?).ok()?));
+            }
+            Some(ranges.into_boxed_slice())
+        }
+        _ => return None,
+    };
+    Some(Record {
+        line,
+        body,
+        is_object: flags & 1 != 0,
+        is_array: flags & 2 != 0,
+        kind,
+        id,
+        parent,
+        time_ms,
+        message,
+        role,
+        content_nullish: flags & 4 != 0,
+        detail,
+        skeleton,
+        long_strings,
+    })
+}
+
+fn encode_loaded(w: &mut Vec<u8>, loaded: &LoadedFile) {
+    put_u64(w, loaded.len);
+    put_u64(w, loaded.records.len() as u64);
+    for rec in &loaded.records {
+        put_record(w, rec);
+    }
+    put_u64(w, loaded.lines.len() as u64);
+    for l in &loaded.lines {
+        put_u64(w, l.offset);
+        put_u64(w, l.len);
+        put_opt(w, l.record.map(|r| r as u64));
+    }
+    put_u64(w, loaded.warnings.len() as u64);
+    for warning in &loaded.warnings {
+        put_u64(w, u64::from(warning.line));
+        w.push(index_of(&WARNING_KINDS, &warning.kind));
+        put_bytes(w, warning.message.as_bytes());
+    }
+}
+
+fn decode_loaded(r: &mut Reader<'_>) -> Option<LoadedFile> {
+    let len = r.u64()?;
+    // Counts are checked against the bytes left, so a damaged count cannot ask for a huge allocation.
+    let count = |r: &mut Reader<'_>, least: usize| r.len().filter(|n| n.saturating_mul(least) <= r.bytes.len() - r.at);
+    let n = count(r, 20)?;
+    let mut records = Vec::with_capacity(n);
+    for _ in 0..n {
+        records.push(record(r)?);
+    }
+    let n = count(r, 24)?;
+    let mut lines = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (offset, len, record) = (r.u64()?, r.u64()?, r.opt()?);
+        let record = record.map(usize::try_from).transpose().ok()?.filter(|&i| i < records.len());
+        lines.push(LineSlot { offset, len, record });
+    }
+    let n = count(r, 17)?;
+    let mut warnings = Vec::with_capacity(n);
+    for _ in 0..n {
+        let line = u32::try_from(r.u64()?).ok()?;
+        let kind = *WARNING_KINDS.get(usize::from(r.u8()?))?;
+        let message = String::from_utf8(r.bytes_field()?.to_vec()).ok()?;
+        warnings.push(Warning { line, kind, message });
+    }
+    Some(LoadedFile { records, lines, warnings, len, needs_final_newline: false })
+}
