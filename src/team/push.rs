@@ -635,6 +635,8 @@ struct Writer<'a> {
     pending: Vec<Piece>,
     pending_bytes: usize,
     report: PushReport,
+    /// Whether row-level security binds the role (asked at the first write).
+    row_security: Option<bool>,
 }
 
 impl Writer<'_> {
@@ -675,11 +677,28 @@ impl Writer<'_> {
             let sid = upsert_session(&mut tx, self.machine, self.agent_dir, f, row).map_err(err)?;
             sids.push(Some(sid));
         }
-        let sink = tx
-            .copy_in(
-                "COPY pi_entries (sid, line, byte_offset, raw, entry_id, parent_id, type, timestamp, role,
-                                  search_role, search_entry, search_text, search_ts) FROM STDIN BINARY",
+        // PostgreSQL refuses COPY into a table whose row-level security applies to the role (a machine pushing
+        // under its grant): its rows go through a temporary table and one INSERT, which the policies check.
+        let through_temp = match self.row_security {
+            Some(on) => on,
+            None => *self
+                .row_security
+                .insert(tx.query_one("SELECT row_security_active('pi_entries')", &[]).map_err(err)?.get(0)),
+        };
+        if through_temp {
+            // In the transaction: a rolled-back one takes the table with it, and the next makes it again.
+            tx.batch_execute(
+                "CREATE TEMPORARY TABLE IF NOT EXISTS pi_entries_incoming
+                   (LIKE pi_entries INCLUDING DEFAULTS) ON COMMIT DELETE ROWS",
             )
+            .map_err(err)?;
+        }
+        let sink = tx
+            .copy_in(&format!(
+                "COPY {} (sid, line, byte_offset, raw, entry_id, parent_id, type, timestamp, role,
+                          search_role, search_entry, search_text, search_ts) FROM STDIN BINARY",
+                if through_temp { "pi_entries_incoming" } else { "pi_entries" }
+            ))
             .map_err(err)?;
         let types = [
             Type::INT8,
@@ -730,6 +749,9 @@ impl Writer<'_> {
             }
         }
         writer.finish().map_err(err)?;
+        if through_temp {
+            tx.batch_execute("INSERT INTO pi_entries SELECT * FROM pi_entries_incoming").map_err(err)?;
+        }
         tx.commit().map_err(err)?;
         self.pending.clear();
         self.pending_bytes = 0;
@@ -852,6 +874,7 @@ pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) ->
         pending: Vec::new(),
         pending_bytes: 0,
         report: PushReport { files: found.len(), ..PushReport::default() },
+        row_security: None,
     };
     let mut seen: HashSet<&str> = HashSet::new();
     for (i, f) in found.iter().enumerate() {

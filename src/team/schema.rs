@@ -98,6 +98,51 @@ const MIGRATIONS: &[&str] = &[
     // the file's own text (the end of its last line) and must not leave the machine unredacted. False in rows
     // pushed before: they are judged by their bytes once, and their next write stores the digest.
     "ALTER TABLE pi_sessions ADD COLUMN known_hashed boolean NOT NULL DEFAULT false;",
+    // 4: per-person access, enforced by PostgreSQL (row-level security), so `psql` as a role sees what
+    // pi-sessiond shows it. `pi_grants` (written by `team grant`/`team revoke`, as the tables' owner) says which
+    // machines or projects (a cwd glob, kept with its translation to an anchored regular expression) a role may
+    // read, and which machine it may push as. The owner and superusers are not subject to the policies and see
+    // everything; any other role sees only what it is granted, and nothing without a grant. Entries are visible
+    // exactly when their session is. A role reads only its own grants, so the policies need no SECURITY DEFINER
+    // function (inside one, `current_user` would be the definer).
+    "
+    CREATE TABLE pi_grants (
+      role text NOT NULL,
+      kind text NOT NULL CHECK (kind IN ('machine', 'project')),
+      target text NOT NULL,
+      cwd_regex text,
+      may_read boolean NOT NULL DEFAULT false,
+      may_push boolean NOT NULL DEFAULT false,
+      granted_at timestamptz NOT NULL DEFAULT now(),
+      CHECK ((kind = 'project') = (cwd_regex IS NOT NULL)),
+      CHECK (kind = 'machine' OR NOT may_push),
+      PRIMARY KEY (role, kind, target)
+    );
+    ALTER TABLE pi_grants ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY pi_own_grants ON pi_grants FOR SELECT USING (role = current_user);
+    GRANT SELECT ON pi_grants TO PUBLIC;
+    CREATE FUNCTION pi_sessiond_may_read(session_machine text, session_cwd text) RETURNS boolean
+      LANGUAGE sql STABLE AS $$
+        SELECT EXISTS (SELECT 1 FROM pi_grants g WHERE g.role = current_user AND (
+          (g.kind = 'machine' AND g.target = session_machine AND (g.may_read OR g.may_push))
+          OR (g.kind = 'project' AND g.may_read AND session_cwd ~ g.cwd_regex)))
+      $$;
+    CREATE FUNCTION pi_sessiond_may_push(session_machine text) RETURNS boolean
+      LANGUAGE sql STABLE AS $$
+        SELECT EXISTS (SELECT 1 FROM pi_grants g
+          WHERE g.role = current_user AND g.kind = 'machine' AND g.target = session_machine AND g.may_push)
+      $$;
+    ALTER TABLE pi_sessions ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY pi_read ON pi_sessions FOR SELECT USING (pi_sessiond_may_read(machine, cwd));
+    CREATE POLICY pi_push ON pi_sessions FOR ALL
+      USING (pi_sessiond_may_push(machine)) WITH CHECK (pi_sessiond_may_push(machine));
+    ALTER TABLE pi_entries ENABLE ROW LEVEL SECURITY;
+    -- The subqueries read pi_sessions under its own policies: an entry is seen with its session.
+    CREATE POLICY pi_read ON pi_entries FOR SELECT USING (sid IN (SELECT s.sid FROM pi_sessions s));
+    CREATE POLICY pi_push ON pi_entries FOR ALL
+      USING (sid IN (SELECT s.sid FROM pi_sessions s WHERE pi_sessiond_may_push(s.machine)))
+      WITH CHECK (sid IN (SELECT s.sid FROM pi_sessions s WHERE pi_sessiond_may_push(s.machine)));
+    ",
 ];
 
 /// The schema version this build writes and reads.
