@@ -143,6 +143,12 @@ const MIGRATIONS: &[&str] = &[
       USING (sid IN (SELECT s.sid FROM pi_sessions s WHERE pi_sessiond_may_push(s.machine)))
       WITH CHECK (sid IN (SELECT s.sid FROM pi_sessions s WHERE pi_sessiond_may_push(s.machine)));
     ",
+    // 5: a push appends each piece's text to `info_all_messages_text` in the database instead of holding the
+    // session's whole text (and writing it again) at every piece: `all_text_committed` is how many characters of
+    // the literal are the complete lines' (its opening quote included; the unterminated rest's text and the
+    // closing quote follow). NULL in rows pushed before: their resume state holds the text, and their next piece
+    // writes the column whole.
+    "ALTER TABLE pi_sessions ADD COLUMN all_text_committed bigint;",
 ];
 
 /// The schema version this build writes and reads.
