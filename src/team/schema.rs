@@ -149,6 +149,44 @@ const MIGRATIONS: &[&str] = &[
     // closing quote follow). NULL in rows pushed before: their resume state holds the text, and their next piece
     // writes the column whole.
     "ALTER TABLE pi_sessions ADD COLUMN all_text_committed bigint;",
+    // 6: a viewer's search through the trigram index. Under row-level security PostgreSQL uses no index for an
+    // operator that is not leakproof, and ILIKE and ~ are not (their errors can depend on a row's text), so a
+    // role bound by the policies would read every entry in scope to find a few. This function, run as the owner,
+    // finds the entries through the index, but only in sessions that `as_role` may read by its grants, the very
+    // rows the policies show it; `as_role` must be a role the logged-in user may become (the caller passes
+    // `current_user`), so it tells nobody more than `SET ROLE` and a SELECT would. Patterns are quoted into the
+    // statement (`%L`) so that each is planned as a constant.
+    "
+    CREATE FUNCTION pi_sessiond_matching_entries(as_role name, in_sids bigint[], patterns text[],
+                                                 match_all boolean, regexes text[])
+      RETURNS TABLE (sid bigint, search_entry text, search_role text, search_text text,
+                     search_ts double precision, line integer)
+      LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+      DECLARE
+        q text := 'SELECT e.sid, e.search_entry, e.search_role, e.search_text, e.search_ts, e.line
+          FROM pi_entries e WHERE e.sid = ANY($1) AND e.search_text IS NOT NULL
+          AND e.sid IN (SELECT s.sid FROM pi_sessions s JOIN pi_grants g ON g.role = $2 AND (
+            (g.kind = ''machine'' AND g.target = s.machine AND (g.may_read OR g.may_push))
+            OR (g.kind = ''project'' AND g.may_read AND s.cwd ~ g.cwd_regex)))';
+        conditions text[] := '{}';
+        p text;
+      BEGIN
+        IF NOT pg_has_role(session_user, as_role, 'MEMBER') THEN
+          RAISE EXCEPTION 'permission denied: % may not search as %', session_user, as_role
+            USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        FOREACH p IN ARRAY coalesce(patterns, '{}') LOOP
+          conditions := conditions || format('e.search_text ILIKE %L', p);
+        END LOOP;
+        IF cardinality(conditions) > 0 THEN
+          q := q || ' AND (' || array_to_string(conditions, CASE WHEN match_all THEN ' AND ' ELSE ' OR ' END) || ')';
+        END IF;
+        FOREACH p IN ARRAY coalesce(regexes, '{}') LOOP
+          q := q || format(' AND e.search_text ~ %L', p);
+        END LOOP;
+        RETURN QUERY EXECUTE q USING in_sids, as_role::text;
+      END $$;
+    ",
 ];
 
 /// The schema version this build writes and reads.

@@ -223,9 +223,14 @@ fn the_catalogs_search_of_one_machine_gives_the_local_search_of_its_directory() 
     }
     // Every path of the search (the newest-first walk stopping early, running out, the trigram index after it)
     // gives the local answer: small windows make them all run on this small database.
-    let target = Target::from_env(&url).unwrap();
-    for window in [1, 7, 2000] {
-        let mut catalog = TeamCatalog::open(&target).unwrap().with_search_window(window);
+    // And the same for a viewer role granted the machine, whose candidates past the walk come from the owner's
+    // function under row-level security.
+    create_roles(&url, &["rls_searcher"]);
+    team_access("grant", &url, "rls_searcher", &["--machine", "only"]);
+    let owner = Target::from_env(&url).unwrap();
+    let viewer = Target::from_env(&as_role(&url, "rls_searcher")).unwrap();
+    for (target, window) in [1, 7, 2000].into_iter().flat_map(|w| [(&owner, w), (&viewer, w)]) {
+        let mut catalog = TeamCatalog::open(target).unwrap().with_search_window(window);
         for limit in [1, 3, 50] {
             for query in [
                 "hello",
@@ -1839,6 +1844,29 @@ fn two_viewer_roles_granted_different_machines_each_list_search_and_open_only_th
         assert_eq!(psql(&as_it, "SELECT DISTINCT machine FROM pi_sessions"), [mine], "{role} in psql");
         let entries = psql(&as_it, "SELECT count(*) FROM pi_entries");
         assert_eq!(entries, [entries_of(&mut admin, mine).to_string()], "{role}'s entries in psql");
+        // The owner's search function, asked by the role for every session id there could be, finds only
+        // entries of its own sessions.
+        let matching = psql(
+            &as_it,
+            "SELECT count(*) FROM pi_sessiond_matching_entries(current_user,
+               ARRAY(SELECT generate_series(1, 1000))::bigint[], ARRAY['%lighthouse%'], true, '{}')",
+        );
+        let own_matching: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pi_entries JOIN pi_sessions USING (sid)
+                 WHERE machine = $1 AND search_text ILIKE '%lighthouse%'",
+                &[&mine],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(matching, [own_matching.to_string()], "{role}: the function's candidates");
+        // Nor can it ask as a role it may not become.
+        let out = Command::new(pg_server::psql())
+            .args(["-X", "-At", "-d", &as_it, "-c"])
+            .arg("SELECT count(*) FROM pi_sessiond_matching_entries('postgres', ARRAY[1]::bigint[], '{}', true, '{}')")
+            .output()
+            .unwrap();
+        assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("permission denied"));
         // A read-only open through the sidecar: its own machine's session opens; the other's is not there.
         let mut sc = Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &s(tmp.path()), "--catalog", &as_it], &[]);
         let own = if mine == "laptop" { &on_a } else { &on_b };
