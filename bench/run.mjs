@@ -432,20 +432,30 @@ if (wanted("team")) {
   const pg = await startPostgres(join(data, "postgres"));
   try {
     execFileSync("sh", ["-c", `find '${agent}/sessions' -type f -exec cat {} + > /dev/null`]);
-    const pushes = [];
-    let report;
+    // Pushes with redaction (the default) and without (--no-redact), interleaved, each into an empty database: the
+    // difference is what scanning every line for secrets costs.
+    const pushes = { on: [], off: [] };
+    const reports = {};
     for (let r = 0; r < Math.min(reps, 2); r++) {
-      const url = pg.createDatabase(`push${r}`);
-      const [ms, out] = await time(() => execFileSync(bin, ["--agent-dir", agent, "push", "--postgres", url, "--machine", "bench"], { encoding: "utf8" }));
-      report = JSON.parse(out.trim());
-      pushes.push(ms);
+      for (const mode of r % 2 === 0 ? ["on", "off"] : ["off", "on"]) {
+        const url = pg.createDatabase(mode === "on" ? `push${r}` : `pushraw${r}`);
+        const argv = ["--agent-dir", agent, "push", "--postgres", url, "--machine", "bench", ...(mode === "off" ? ["--no-redact"] : [])];
+        const [ms, out] = await time(() => execFileSync(bin, argv, { encoding: "utf8" }));
+        reports[mode] = JSON.parse(out.trim());
+        pushes[mode].push(ms);
+      }
     }
     const url = pg.url("push0");
-    const pushMs = median(pushes);
+    const report = reports.on;
+    const pushMs = median(pushes.on);
     const mb = report.bytes / 1e6;
-    row("team", `push ${n} sessions (${mb.toFixed(0)} MB, ${report.entries} entries) into an empty database`, undefined, pushMs, "ms", "one machine, PostgreSQL on the same machine");
-    row("team", "push throughput, entries", undefined, `${Math.round(report.entries / (pushMs / 1000))} entries/s`, "");
-    row("team", "push throughput, bytes", undefined, `${(mb / (pushMs / 1000)).toFixed(1)} MB/s`, "");
+    row("team", `push ${n} sessions (${mb.toFixed(0)} MB, ${report.entries} entries) into an empty database`, undefined, pushMs, "ms", "one machine, PostgreSQL on the same machine, redaction on");
+    for (const mode of ["on", "off"]) {
+      const ms = median(pushes[mode]);
+      const r = reports[mode];
+      const rate = `${(r.files / (ms / 1000)).toFixed(0)} sessions/s, ${(r.bytes / 1e6 / (ms / 1000)).toFixed(1)} MB/s, ${Math.round(r.entries / (ms / 1000))} entries/s`;
+      row("team", `push throughput, redaction ${mode}`, undefined, rate, "", mode === "on" ? "the default" : "--no-redact");
+    }
     const dbBytes = Number(execFileSync("psql", ["-At", "-d", url, "-c", "SELECT pg_database_size(current_database())"], { encoding: "utf8" }).trim());
     const sessionBytes = Number(execFileSync("du", ["-sb", join(agent, "sessions")], { encoding: "utf8" }).split("\t")[0]);
     row("team", `database size for ${n} sessions`, sessionBytes / 1024, dbBytes / 1024, "KiB", "pi column: the sessions themselves");
@@ -489,6 +499,30 @@ if (wanted("team")) {
     row("team", `list ${n} sessions, warm, from PostgreSQL`, piMs, median(pgList), "ms", "pi's result plus machine, checked");
     row("team", `search "${phrase}", warm, local index`, undefined, median(localSearch), "ms", "limit 50");
     row("team", `search "${phrase}", warm, from PostgreSQL`, undefined, median(pgSearch), "ms", "limit 50, pg_trgm");
+
+    // The same from a viewer role granted the machine (docs/team.md, step 3): row-level security decides what it
+    // sees, and the planner may not use the trigram index under it for ILIKE (not leakproof); a query with no hit
+    // shows it most.
+    execFileSync("psql", ["-q", "-d", url, "-c", "CREATE ROLE bench_viewer LOGIN"]);
+    execFileSync(bin, ["team", "grant", "--postgres", url, "--role", "bench_viewer", "--machine", "bench"]);
+    const viewer = new Sidecar(bin, ["--agent-dir", agent, "--catalog", url.replace("postgres@", "bench_viewer@")]);
+    deepStrictEqual((await viewer.call("sessions/list", { cwd })).map(({ machine, ...rest }) => rest), expected);
+    const absent = "zqxjv wkpfy";
+    const [, [ownerNone, viewerList, viewerSearch, viewerNone]] = await interleaved(
+      reps,
+      async () => 0,
+      [
+        async () => (await time(() => team.call("sessions/search", { query: absent, cwd, limit: 50 })))[0],
+        async () => (await time(() => viewer.call("sessions/list", { cwd })))[0],
+        async () => (await time(() => viewer.call("sessions/search", { query: `"${phrase}"`, cwd, limit: 50 })))[0],
+        async () => (await time(() => viewer.call("sessions/search", { query: absent, cwd, limit: 50 })))[0],
+      ],
+    );
+    await viewer.close();
+    row("team", `search "${absent}" (no hit), warm, from PostgreSQL, as the owner`, undefined, median(ownerNone), "ms", "pg_trgm");
+    row("team", `list ${n} sessions, warm, from PostgreSQL, as a viewer role`, piMs, median(viewerList), "ms", "row-level security; pi's result, checked");
+    row("team", `search "${phrase}", warm, from PostgreSQL, as a viewer role`, undefined, median(viewerSearch), "ms", "row-level security");
+    row("team", `search "${absent}" (no hit), warm, from PostgreSQL, as a viewer role`, undefined, median(viewerNone), "ms", "row-level security: no trigram index");
 
     // A watching push, and a host on "another machine" searching through PostgreSQL for a phrase just appended.
     const watchDir = join(data, "team-watch");

@@ -152,6 +152,46 @@ enum TeamCommand {
         #[arg(long, value_name = "DURATION")]
         older_than: String,
     },
+    /// Let a PostgreSQL role read these machines' or projects' sessions (--push: push as these machines);
+    /// PostgreSQL's row-level security enforces it. Run as the tables' owner.
+    Grant(AccessArgs),
+    /// Take back what `team grant` with the same arguments gave.
+    Revoke(AccessArgs),
+}
+
+impl AccessArgs {
+    /// `team grant` (`give`) or `team revoke`; the exit status.
+    fn run(&self, give: bool, json: bool) -> u8 {
+        let request = pi_sessiond::team::cli::AccessRequest {
+            url: &self.postgres,
+            role: &self.role,
+            machines: &self.machine,
+            projects: &self.project,
+            push: self.push,
+        };
+        pi_sessiond::team::cli::access(&request, give, json, &mut std::io::stdout()) as u8
+    }
+}
+
+/// The arguments of `team grant` and `team revoke`.
+#[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("scope").required(true).multiple(true).args(["machine", "project"]))]
+struct AccessArgs {
+    /// The database, as the tables' owner.
+    #[arg(long, value_name = "URL")]
+    postgres: String,
+    /// The PostgreSQL login role (created beforehand with CREATE ROLE … LOGIN).
+    #[arg(long)]
+    role: String,
+    /// A machine, by its name in the database (repeatable).
+    #[arg(long, value_name = "NAME")]
+    machine: Vec<String>,
+    /// Projects whose cwd matches this glob (`*` and `?` within a directory, `**` across; repeatable).
+    #[arg(long, value_name = "GLOB")]
+    project: Vec<String>,
+    /// The right to push as these machines (and nothing else), rather than to read.
+    #[arg(long)]
+    push: bool,
 }
 
 #[derive(Subcommand)]
@@ -520,6 +560,8 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
         Command::Team { command: TeamCommand::Prune { postgres, older_than } } => {
             Ok(pi_sessiond::team::cli::prune(&postgres, &older_than, json, &mut std::io::stdout()) as u8)
         }
+        Command::Team { command: TeamCommand::Grant(a) } => Ok(a.run(true, json)),
+        Command::Team { command: TeamCommand::Revoke(a) } => Ok(a.run(false, json)),
         Command::Ls { cwd, dir, all } => {
             let request = cli::ls::LsRequest { cwd, dir, all };
             let listing = index.with(|ix| cli::ls::listing(&request, &agent_dir, ix))?;

@@ -1,4 +1,4 @@
-//! The team commands of the command line: `push`, and `ls`/`search` answered from the team database
+//! The team commands of the command line: `push`, `team prune|grant|revoke`, and `ls`/`search` answered from the team database
 //! (`--catalog URL`). Output is JSON a script can read; errors go to stderr (or, with `--json`, stdout) with exit status 2.
 
 use std::io::Write;
@@ -86,6 +86,62 @@ pub fn prune(url: &str, older_than: &str, json: bool, out: &mut dyn Write) -> i3
             let mut o = Object::new();
             o.insert("deleted", Json::number(r.sessions as f64));
             o.insert("entries", Json::number(r.entries as f64));
+            let _ = writeln!(out, "{}", Json::Object(o).to_canonical_string());
+            0
+        }
+        Err(e) => fail(e, json),
+    }
+}
+
+/// What `team grant`/`team revoke` were asked for.
+#[derive(Clone, Debug)]
+pub struct AccessRequest<'a> {
+    /// The admin's database URL (the tables' owner).
+    pub url: &'a str,
+    /// The PostgreSQL role the grant is for.
+    pub role: &'a str,
+    /// `--machine NAME`, repeatable.
+    pub machines: &'a [String],
+    /// `--project GLOB`, repeatable.
+    pub projects: &'a [String],
+    /// `--push`: the right to push as those machines.
+    pub push: bool,
+}
+
+/// `pi-sessiond team grant|revoke --postgres ADMIN_URL --role ROLE (--machine NAME | --project GLOB)… [--push]`:
+/// records (or takes back) what ROLE may read or push; prints `{"role","grants":[{"machine"|"project","read",
+/// "push"}…]}`, what the role has afterwards.
+pub fn access(request: &AccessRequest<'_>, give: bool, json: bool, out: &mut dyn Write) -> i32 {
+    use super::access::Scope;
+    let scopes: Vec<Scope> = request
+        .machines
+        .iter()
+        .map(|m| Scope::Machine(m.clone()))
+        .chain(request.projects.iter().map(|p| Scope::Project(p.clone())))
+        .collect();
+    let change = if give { super::access::grant } else { super::access::revoke };
+    let result = Target::from_env(request.url).and_then(|target| {
+        let mut client = super::schema::open(&target)?;
+        change(&mut client, &target, request.role, &scopes, request.push)
+    });
+    match result {
+        Ok(grants) => {
+            let list = grants
+                .iter()
+                .map(|g| {
+                    let mut o = Object::new();
+                    match &g.scope {
+                        Scope::Machine(m) => o.insert("machine", Json::str(m)),
+                        Scope::Project(p) => o.insert("project", Json::str(p)),
+                    };
+                    o.insert("read", Json::Bool(g.read || g.push));
+                    o.insert("push", Json::Bool(g.push));
+                    Json::Object(o)
+                })
+                .collect();
+            let mut o = Object::new();
+            o.insert("role", Json::str(request.role));
+            o.insert("grants", Json::Array(list));
             let _ = writeln!(out, "{}", Json::Object(o).to_canonical_string());
             0
         }
@@ -197,6 +253,7 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 /// Connects, migrates, and takes the machine's push lock.
 fn connect_and_lock(target: &Target, machine: &str) -> super::db::DbResult<postgres::Client> {
     let mut client = super::schema::open(target)?;
+    super::access::check_push(&mut client, target, machine)?;
     push::lock_machine(&mut client, target, machine)?;
     Ok(client)
 }

@@ -47,6 +47,14 @@ pub enum DbError {
         /// The machine.
         machine: String,
     },
+    /// The connected role has no grant to push as this machine (`team grant --push`); nothing was written.
+    #[error("permission denied: role {role:?} may not push as machine {machine:?}: nothing was pushed (an admin grants it with `pi-sessiond team grant --role {role} --machine {machine} --push`)")]
+    Denied {
+        /// The database role the push connected as.
+        role: String,
+        /// The machine it would push as.
+        machine: String,
+    },
     /// The agent directory to push does not exist, or holds no `sessions` directory: most likely a mistyped
     /// `--agent-dir`, which must not be taken for a machine whose sessions were all deleted.
     #[error("{path}: {why}; nothing was pushed or deleted (--allow-empty pushes an agent directory without sessions)")]
@@ -83,7 +91,11 @@ impl DbError {
         match self {
             DbError::Postgres { source, .. } => source.code().is_none_or(|c| sqlstate_is_transient(c.code())),
             DbError::Busy { .. } | DbError::File { .. } | DbError::NoSessions { .. } => true,
-            DbError::Config(_) | DbError::Tls(_) | DbError::NewerSchema { .. } | DbError::Cancelled => false,
+            DbError::Config(_)
+            | DbError::Tls(_)
+            | DbError::NewerSchema { .. }
+            | DbError::Denied { .. }
+            | DbError::Cancelled => false,
         }
     }
 }

@@ -274,9 +274,32 @@ struct Piece {
     finishes: bool,
 }
 
+/// What one piece does to the row's `info_all_messages_text` (the JSON string literal of pi's
+/// `allMessagesText`): the row keeps the literal of the complete lines' text, then that of the unterminated
+/// rest, then the closing quote, and `all_text_committed` says how many characters the first part is.
+struct TextPiece {
+    /// The literal's body (escaped, without quotes) of the text the piece's lines add.
+    added: String,
+    /// The literal's body of the unterminated rest's text (counted by pi, so listed, but not yet committed).
+    rest: String,
+    /// Keep the committed text and append to it (else the piece's text is all there is).
+    append: bool,
+}
+
+/// A string as the body of its JSON literal (JSON.stringify's escapes, without the quotes). Literals of strings
+/// joined at a space are the joined bodies: escapes are per character, and no surrogate pair spans the join.
+fn json_string_body(s: crate::session::json::JsString) -> String {
+    let mut literal = Json::String(s).to_canonical_string();
+    literal.pop();
+    literal.remove(0);
+    literal
+}
+
 /// The session row's values.
 struct SessionRow {
     info: SessionInfo,
+    /// `allMessagesText` (not in `info`, whose `all_messages_text` is None).
+    text: TextPiece,
     header: Json,
     stamp: FileStamp,
     offset: u64,
@@ -525,13 +548,17 @@ fn read_file(
     let redactor = opened.redactor.as_deref();
     let (f, stat, read_at_ns) = (&opened.file, opened.stamp, opened.read_at_ns);
     let resume = known.filter(|_| opened.resume);
+    // Whether the row's `allMessagesText` so far is to be kept and appended to (else the next piece writes it).
+    let mut append_text = false;
     let (mut state, mut offset, mut line_no) = match resume {
         Some(k) => {
             let text: String = client
                 .query_one("SELECT resume_state FROM pi_sessions WHERE sid = $1", &[&k.sid])
                 .map_err(|e| target.error(e))?
                 .get(0);
-            (state::decode(&text), k.offset, k.lines)
+            let decoded = state::decode(&text);
+            append_text = decoded.text_in_column;
+            (decoded.state, k.offset, k.lines)
         }
         None => (InfoState::default(), 0, 0),
     };
@@ -574,9 +601,12 @@ fn read_file(
         if !(done || piece_bytes >= BYTES_PER_TRANSACTION) {
             continue;
         }
+        // The text this piece adds to `allMessagesText` leaves the state: the state then holds no more than a
+        // piece, whatever the session's length (texts are joined by spaces, so pieces join as the texts do).
+        let added = std::mem::take(&mut state.all_text);
         // The row as of `offset`: the listing counts the unterminated rest as pi does, the resume state does not.
         let mut unterminated = Vec::new();
-        let rest_fed = if done && end < stat.size {
+        let mut rest_fed = if done && end < stat.size {
             let mut answer = state.clone();
             unterminated = identity::bytes_at(f, end, stat.size - end)
                 .ok_or_else(|| file_err(std::io::ErrorKind::UnexpectedEof.into()))?;
@@ -590,10 +620,16 @@ fn read_file(
         };
         let (head, tail) = identity::known_bytes(f, offset);
         let (head, tail) = (known_digest(&head, &tail), Vec::new());
-        let info = rest_fed.finish(&found.path, dirscan::mtime_ms_of(stat.mtime_ns), true);
+        let text = TextPiece {
+            added: json_string_body(added),
+            rest: json_string_body(std::mem::take(&mut rest_fed.all_text)),
+            append: std::mem::replace(&mut append_text, true),
+        };
+        let info = rest_fed.finish(&found.path, dirscan::mtime_ms_of(stat.mtime_ns), false);
         let row = match (info, rest_fed.header.clone()) {
             (Some(info), Some(header)) if !state.rejected => Some(SessionRow {
                 info,
+                text,
                 header,
                 // Until the last piece, the stat stays "changed", so a kill between pieces is resumed.
                 stamp: if done { stat } else { FileStamp { size: 0, mtime_ns: 0, ctime_ns: 0, ..stat } },
@@ -635,6 +671,8 @@ struct Writer<'a> {
     pending: Vec<Piece>,
     pending_bytes: usize,
     report: PushReport,
+    /// Whether row-level security binds the role (asked at the first write).
+    row_security: Option<bool>,
 }
 
 impl Writer<'_> {
@@ -675,11 +713,28 @@ impl Writer<'_> {
             let sid = upsert_session(&mut tx, self.machine, self.agent_dir, f, row).map_err(err)?;
             sids.push(Some(sid));
         }
-        let sink = tx
-            .copy_in(
-                "COPY pi_entries (sid, line, byte_offset, raw, entry_id, parent_id, type, timestamp, role,
-                                  search_role, search_entry, search_text, search_ts) FROM STDIN BINARY",
+        // PostgreSQL refuses COPY into a table whose row-level security applies to the role (a machine pushing
+        // under its grant): its rows go through a temporary table and one INSERT, which the policies check.
+        let through_temp = match self.row_security {
+            Some(on) => on,
+            None => *self
+                .row_security
+                .insert(tx.query_one("SELECT row_security_active('pi_entries')", &[]).map_err(err)?.get(0)),
+        };
+        if through_temp {
+            // In the transaction: a rolled-back one takes the table with it, and the next makes it again.
+            tx.batch_execute(
+                "CREATE TEMPORARY TABLE IF NOT EXISTS pi_entries_incoming
+                   (LIKE pi_entries INCLUDING DEFAULTS) ON COMMIT DELETE ROWS",
             )
+            .map_err(err)?;
+        }
+        let sink = tx
+            .copy_in(&format!(
+                "COPY {} (sid, line, byte_offset, raw, entry_id, parent_id, type, timestamp, role,
+                          search_role, search_entry, search_text, search_ts) FROM STDIN BINARY",
+                if through_temp { "pi_entries_incoming" } else { "pi_entries" }
+            ))
             .map_err(err)?;
         let types = [
             Type::INT8,
@@ -730,6 +785,9 @@ impl Writer<'_> {
             }
         }
         writer.finish().map_err(err)?;
+        if through_temp {
+            tx.batch_execute("INSERT INTO pi_entries SELECT * FROM pi_entries_incoming").map_err(err)?;
+        }
         tx.commit().map_err(err)?;
         self.pending.clear();
         self.pending_bytes = 0;
@@ -756,7 +814,6 @@ fn upsert_session(
     let info_name = info.name.as_ref().map(literal);
     let info_parent = info.parent_session_path.as_ref().map(Json::to_canonical_string);
     let first = literal(&info.first_message);
-    let all = info.all_messages_text.as_ref().map(literal).unwrap_or_else(|| "\"\"".to_owned());
     let cwd = pg_text(info.cwd.to_string_lossy());
     let name = info.name.as_ref().map(|n| pg_text(n.to_string_lossy()));
     let values: [&(dyn ToSql + Sync); 27] = [
@@ -775,7 +832,7 @@ fn upsert_session(
         &info.modified,
         &(info.message_count as i64),
         &first,
-        &all,
+        &row.text.added,
         &cwd,
         &name,
         &(row.stamp.size as i64),
@@ -792,20 +849,28 @@ fn upsert_session(
     params.push(&row.read_at_ns);
     params.push(&row.unterminated);
     params.push(&row.stamp.ctime_ns);
+    params.push(&row.text.rest);
+    params.push(&row.text.append);
     let r = tx.query_one(
         "INSERT INTO pi_sessions (machine, path, agent_dir, project_dir, file_name, session_id, header, info_id,
            info_cwd, info_name, info_parent_session, info_created, info_modified, info_message_count,
            info_first_message, info_all_messages_text, cwd, name, file_size, file_mtime_ns, file_dev, file_ino,
-           pushed_offset, pushed_lines, head, tail, resume_state, read_at_ns, unterminated, file_ctime_ns, known_hashed)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-           $23, $24, $25, $26, $27, $28, $29, $30, true)
+           pushed_offset, pushed_lines, head, tail, resume_state, read_at_ns, unterminated, file_ctime_ns, known_hashed,
+           all_text_committed)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, '\"' || $16::text || $31::text || '\"', $17, $18,
+           $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, true, 1 + char_length($16::text))
          ON CONFLICT (machine, path) DO UPDATE SET agent_dir = EXCLUDED.agent_dir,
            project_dir = EXCLUDED.project_dir, file_name = EXCLUDED.file_name, session_id = EXCLUDED.session_id,
            header = EXCLUDED.header, info_id = EXCLUDED.info_id, info_cwd = EXCLUDED.info_cwd,
            info_name = EXCLUDED.info_name, info_parent_session = EXCLUDED.info_parent_session,
            info_created = EXCLUDED.info_created, info_modified = EXCLUDED.info_modified,
            info_message_count = EXCLUDED.info_message_count, info_first_message = EXCLUDED.info_first_message,
-           info_all_messages_text = EXCLUDED.info_all_messages_text, cwd = EXCLUDED.cwd, name = EXCLUDED.name,
+           info_all_messages_text = CASE WHEN $32::boolean THEN
+               left(pi_sessions.info_all_messages_text, pi_sessions.all_text_committed::integer) || $16 || $31 || '\"'
+             ELSE EXCLUDED.info_all_messages_text END,
+           all_text_committed = CASE WHEN $32::boolean THEN pi_sessions.all_text_committed + char_length($16)
+             ELSE EXCLUDED.all_text_committed END,
+           cwd = EXCLUDED.cwd, name = EXCLUDED.name,
            file_size = EXCLUDED.file_size, file_mtime_ns = EXCLUDED.file_mtime_ns, file_dev = EXCLUDED.file_dev,
            file_ino = EXCLUDED.file_ino, pushed_offset = EXCLUDED.pushed_offset,
            pushed_lines = EXCLUDED.pushed_lines, head = EXCLUDED.head, tail = EXCLUDED.tail,
@@ -852,6 +917,7 @@ pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) ->
         pending: Vec::new(),
         pending_bytes: 0,
         report: PushReport { files: found.len(), ..PushReport::default() },
+        row_security: None,
     };
     let mut seen: HashSet<&str> = HashSet::new();
     for (i, f) in found.iter().enumerate() {

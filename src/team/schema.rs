@@ -98,6 +98,95 @@ const MIGRATIONS: &[&str] = &[
     // the file's own text (the end of its last line) and must not leave the machine unredacted. False in rows
     // pushed before: they are judged by their bytes once, and their next write stores the digest.
     "ALTER TABLE pi_sessions ADD COLUMN known_hashed boolean NOT NULL DEFAULT false;",
+    // 4: per-person access, enforced by PostgreSQL (row-level security), so `psql` as a role sees what
+    // pi-sessiond shows it. `pi_grants` (written by `team grant`/`team revoke`, as the tables' owner) says which
+    // machines or projects (a cwd glob, kept with its translation to an anchored regular expression) a role may
+    // read, and which machine it may push as. The owner and superusers are not subject to the policies and see
+    // everything; any other role sees only what it is granted, and nothing without a grant. Entries are visible
+    // exactly when their session is. A role reads only its own grants, so the policies need no SECURITY DEFINER
+    // function (inside one, `current_user` would be the definer).
+    "
+    CREATE TABLE pi_grants (
+      role text NOT NULL,
+      kind text NOT NULL CHECK (kind IN ('machine', 'project')),
+      target text NOT NULL,
+      cwd_regex text,
+      may_read boolean NOT NULL DEFAULT false,
+      may_push boolean NOT NULL DEFAULT false,
+      granted_at timestamptz NOT NULL DEFAULT now(),
+      CHECK ((kind = 'project') = (cwd_regex IS NOT NULL)),
+      CHECK (kind = 'machine' OR NOT may_push),
+      PRIMARY KEY (role, kind, target)
+    );
+    ALTER TABLE pi_grants ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY pi_own_grants ON pi_grants FOR SELECT USING (role = current_user);
+    GRANT SELECT ON pi_grants TO PUBLIC;
+    CREATE FUNCTION pi_sessiond_may_read(session_machine text, session_cwd text) RETURNS boolean
+      LANGUAGE sql STABLE AS $$
+        SELECT EXISTS (SELECT 1 FROM pi_grants g WHERE g.role = current_user AND (
+          (g.kind = 'machine' AND g.target = session_machine AND (g.may_read OR g.may_push))
+          OR (g.kind = 'project' AND g.may_read AND session_cwd ~ g.cwd_regex)))
+      $$;
+    CREATE FUNCTION pi_sessiond_may_push(session_machine text) RETURNS boolean
+      LANGUAGE sql STABLE AS $$
+        SELECT EXISTS (SELECT 1 FROM pi_grants g
+          WHERE g.role = current_user AND g.kind = 'machine' AND g.target = session_machine AND g.may_push)
+      $$;
+    ALTER TABLE pi_sessions ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY pi_read ON pi_sessions FOR SELECT USING (pi_sessiond_may_read(machine, cwd));
+    CREATE POLICY pi_push ON pi_sessions FOR ALL
+      USING (pi_sessiond_may_push(machine)) WITH CHECK (pi_sessiond_may_push(machine));
+    ALTER TABLE pi_entries ENABLE ROW LEVEL SECURITY;
+    -- The subqueries read pi_sessions under its own policies: an entry is seen with its session.
+    CREATE POLICY pi_read ON pi_entries FOR SELECT USING (sid IN (SELECT s.sid FROM pi_sessions s));
+    CREATE POLICY pi_push ON pi_entries FOR ALL
+      USING (sid IN (SELECT s.sid FROM pi_sessions s WHERE pi_sessiond_may_push(s.machine)))
+      WITH CHECK (sid IN (SELECT s.sid FROM pi_sessions s WHERE pi_sessiond_may_push(s.machine)));
+    ",
+    // 5: a push appends each piece's text to `info_all_messages_text` in the database instead of holding the
+    // session's whole text (and writing it again) at every piece: `all_text_committed` is how many characters of
+    // the literal are the complete lines' (its opening quote included; the unterminated rest's text and the
+    // closing quote follow). NULL in rows pushed before: their resume state holds the text, and their next piece
+    // writes the column whole.
+    "ALTER TABLE pi_sessions ADD COLUMN all_text_committed bigint;",
+    // 6: a viewer's search through the trigram index. Under row-level security PostgreSQL uses no index for an
+    // operator that is not leakproof, and ILIKE and ~ are not (their errors can depend on a row's text), so a
+    // role bound by the policies would read every entry in scope to find a few. This function, run as the owner,
+    // finds the entries through the index, but only in sessions that `as_role` may read by its grants, the very
+    // rows the policies show it; `as_role` must be a role the logged-in user may become (the caller passes
+    // `current_user`), so it tells nobody more than `SET ROLE` and a SELECT would. Patterns are quoted into the
+    // statement (`%L`) so that each is planned as a constant.
+    "
+    CREATE FUNCTION pi_sessiond_matching_entries(as_role name, in_sids bigint[], patterns text[],
+                                                 match_all boolean, regexes text[])
+      RETURNS TABLE (sid bigint, search_entry text, search_role text, search_text text,
+                     search_ts double precision, line integer)
+      LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+      DECLARE
+        q text := 'SELECT e.sid, e.search_entry, e.search_role, e.search_text, e.search_ts, e.line
+          FROM pi_entries e WHERE e.sid = ANY($1) AND e.search_text IS NOT NULL
+          AND e.sid IN (SELECT s.sid FROM pi_sessions s JOIN pi_grants g ON g.role = $2 AND (
+            (g.kind = ''machine'' AND g.target = s.machine AND (g.may_read OR g.may_push))
+            OR (g.kind = ''project'' AND g.may_read AND s.cwd ~ g.cwd_regex)))';
+        conditions text[] := '{}';
+        p text;
+      BEGIN
+        IF NOT pg_has_role(session_user, as_role, 'MEMBER') THEN
+          RAISE EXCEPTION 'permission denied: % may not search as %', session_user, as_role
+            USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        FOREACH p IN ARRAY coalesce(patterns, '{}') LOOP
+          conditions := conditions || format('e.search_text ILIKE %L', p);
+        END LOOP;
+        IF cardinality(conditions) > 0 THEN
+          q := q || ' AND (' || array_to_string(conditions, CASE WHEN match_all THEN ' AND ' ELSE ' OR ' END) || ')';
+        END IF;
+        FOREACH p IN ARRAY coalesce(regexes, '{}') LOOP
+          q := q || format(' AND e.search_text ~ %L', p);
+        END LOOP;
+        RETURN QUERY EXECUTE q USING in_sids, as_role::text;
+      END $$;
+    ",
 ];
 
 /// The schema version this build writes and reads.

@@ -1,5 +1,10 @@
 //! The listing state a push resumes from, as text in the session row: after an append the next pass feeds only
 //! the new lines, as the local catalog index does, instead of reading the whole file again.
+//!
+//! The state leaves out `allMessagesText`, which is as long as the session's messages: the row's
+//! `info_all_messages_text` column already holds it, and a push appends to it there a piece at a time, so its
+//! memory does not grow with the session. States written before kept it as `allText`; such a state is read with
+//! it, and the next piece writes the column whole.
 
 use crate::catalog::info::InfoState;
 use crate::session::json::value::number_value;
@@ -17,7 +22,6 @@ pub fn encode(state: &InfoState) -> String {
     }
     o.insert("messageCount", Json::number(state.message_count as f64));
     o.insert("firstMessage", Json::String(state.first_message.clone()));
-    o.insert("allText", Json::String(state.all_text.clone()));
     o.insert("hasText", Json::Bool(state.has_text));
     match state.last_activity {
         // NaN sticks once seen (Math.max), and JSON has no NaN.
@@ -28,17 +32,26 @@ pub fn encode(state: &InfoState) -> String {
     Json::Object(o).to_canonical_string()
 }
 
+/// A decoded state, and whether its `allMessagesText` so far is in the row's column rather than in the state.
+pub struct Decoded {
+    /// The state (its `all_text` empty unless an older push kept it in the state).
+    pub state: InfoState,
+    /// The text so far is the row's `info_all_messages_text`: new text is appended to it there.
+    pub text_in_column: bool,
+}
+
 /// The state [`encode`] wrote; a state it cannot read starts over (the caller then sends the file again).
-pub fn decode(text: &str) -> InfoState {
-    let Ok(parsed) = Json::parse(text.as_bytes()) else { return InfoState::default() };
-    let Some(o) = parsed.as_object() else { return InfoState::default() };
+pub fn decode(text: &str) -> Decoded {
+    let fresh = || Decoded { state: InfoState::default(), text_in_column: false };
+    let Ok(parsed) = Json::parse(text.as_bytes()) else { return fresh() };
+    let Some(o) = parsed.as_object() else { return fresh() };
     let string = |k: &str| o.get(k).and_then(Json::as_js_str).cloned();
     let number = |k: &str| match o.get(k) {
         Some(Json::Number(n)) => Some(number_value(n)),
         Some(Json::String(s)) if s.eq_str("NaN") => Some(f64::NAN),
         _ => None,
     };
-    InfoState {
+    let state = InfoState {
         header: o.get("header").cloned(),
         rejected: matches!(o.get("rejected"), Some(Json::Bool(true))),
         name: string("name"),
@@ -47,7 +60,8 @@ pub fn decode(text: &str) -> InfoState {
         all_text: string("allText").unwrap_or_else(JsString::new),
         has_text: matches!(o.get("hasText"), Some(Json::Bool(true))),
         last_activity: number("lastActivity"),
-    }
+    };
+    Decoded { state, text_in_column: !o.contains_key("allText") }
 }
 
 #[cfg(test)]
@@ -64,13 +78,22 @@ mod tests {
         );
         s.feed(br#"{"type":"session_info","id":"b","name":" named "}"#, None);
         s.last_activity = Some(f64::NAN);
-        let back = decode(&encode(&s));
+        let Decoded { state: back, text_in_column } = decode(&encode(&s));
+        assert!(text_in_column);
+        assert!(back.all_text.is_empty() && back.has_text, "the text is the column's; that there is some is kept");
         assert_eq!(back.header, s.header);
         assert_eq!(back.name, s.name);
-        assert_eq!(back.all_text, s.all_text);
         assert_eq!(back.first_message, s.first_message);
         assert_eq!(back.message_count, 1);
         assert!(back.last_activity.unwrap().is_nan());
         assert_eq!(encode(&back), encode(&s));
+    }
+
+    #[test]
+    fn a_state_written_with_its_text_is_read_with_it() {
+        let old = r#"{"rejected":false,"messageCount":1,"firstMessage":"hi","allText":"hi there","hasText":true}"#;
+        let Decoded { state, text_in_column } = decode(old);
+        assert!(!text_in_column);
+        assert_eq!(state.all_text, JsString::from("hi there"));
     }
 }

@@ -44,6 +44,14 @@ fn bin_dir() -> Option<PathBuf> {
     versions.pop()
 }
 
+/// PostgreSQL's own client, `psql`, from the server's installation (Debian's server package depends on it): the
+/// tests that must see what a person at `psql` sees run it. Its absence beside a running server is a failure.
+pub fn psql() -> PathBuf {
+    let psql = bin_dir().expect("a running server has its bin directory").join("psql");
+    assert!(psql.exists(), "psql is not installed beside PostgreSQL's server ({})", psql.display());
+    psql
+}
+
 /// Whether the tests run as root (then the server runs as `nobody`, and a test may mount a file system).
 pub fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
