@@ -147,14 +147,13 @@ pub fn scan_document(bytes: &[u8]) -> Result<Document, SyntaxError> {
     s.long = Some(Vec::new());
     s.skip_ws();
     let start = s.pos;
-    let mut doc =
-        Document {
-            value: start..start,
-            members: Vec::new(),
-            message_members: Vec::new(),
-            long_strings: Vec::new(),
-            content_blocks: Vec::new(),
-        };
+    let mut doc = Document {
+        value: start..start,
+        members: Vec::new(),
+        message_members: Vec::new(),
+        long_strings: Vec::new(),
+        content_blocks: Vec::new(),
+    };
     if s.peek() == Some(b'{') {
         let mut found = Found { message_members: &mut doc.message_members, content_blocks: &mut doc.content_blocks };
         doc.members = s.scan_object_members(Level::Top, &mut found)?;
