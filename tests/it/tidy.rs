@@ -527,17 +527,42 @@ fn the_cycle_check_finds_a_cycle_through_use_trees_and_expression_paths() {
     assert_eq!(found, vec![vec!["a::one".to_owned(), "a::three".to_owned(), "a::two".to_owned()]]);
 }
 
+/// The only reasons a test may be ignored: it needs a service that `tests/run-all` provides and runs them with
+/// (`cargo test --test it -- --ignored`), so `cargo test` elsewhere lists them as ignored instead of passing them.
+const IGNORED_BECAUSE: &[&str] = &["#[ignore = \"needs PostgreSQL\"]", "#[ignore = \"needs PostgreSQL and root\"]"];
+
 #[test]
 fn no_test_is_switched_off_or_passes_by_panicking() {
     let mut found = Vec::new();
     for dir in ["src", "tests"] {
         for f in sources(dir) {
-            for (n, line) in f.code.lines().enumerate() {
-                if line.contains("#[ignore") || line.contains("#[should_panic") {
+            for (n, (line, text)) in f.code.lines().zip(f.text.lines()).enumerate() {
+                let allowed = IGNORED_BECAUSE.contains(&text.trim());
+                if (line.contains("#[ignore") && !allowed) || line.contains("#[should_panic") {
                     found.push(format!("{dir}/{}:{}", f.rel, n + 1));
                 }
             }
         }
     }
     assert!(found.is_empty(), "tests must run and fail by their assertions: {found:#?}");
+}
+
+#[test]
+fn a_test_needing_postgresql_says_so_and_only_such_a_test_is_ignored() {
+    let mut wrong = Vec::new();
+    for f in sources("tests") {
+        // Where the code (comments and strings blanked, every byte in its place) has a test, the text says why
+        // it is ignored, if it is.
+        for (at, _) in f.code.match_indices("#[test]\n") {
+            let from = at + "#[test]\n".len();
+            let ignored = IGNORED_BECAUSE.iter().any(|a| f.text[from..].starts_with(a));
+            let body = f.code[from..].split("\n}\n").next().unwrap_or_default();
+            let needs = body.contains("pg_server::");
+            if ignored != needs {
+                let name = body.lines().find(|l| l.starts_with("fn ")).unwrap_or_default();
+                wrong.push(format!("tests/{}: {name} (uses PostgreSQL: {needs}, ignored: {ignored})", f.rel));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "a PostgreSQL test is ignored with its reason, and nothing else is: {wrong:#?}");
 }

@@ -5,9 +5,9 @@
 //!
 //! A test that must restart its server gets one of its own ([`OwnServer`]), stopped and started on one port.
 //!
-//! Where no server can be started (no PostgreSQL installed) the tests skip with a message saying so, except
-//! under CI (`CI` set) and in `tests/run-all` (`PI_SESSIOND_REQUIRE_POSTGRES` set), where that is a failure:
-//! `tests/run-all` installs Debian's `postgresql`.
+//! The tests that need one are marked `#[ignore = "needs PostgreSQL"]`, so `cargo test` lists them as ignored
+//! where nobody asked for them, and they run with `cargo test --test it -- --ignored` (`tests/run-all` does, after
+//! installing Debian's `postgresql`); asked for, a test whose server cannot start fails saying why, never skips.
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -185,9 +185,9 @@ pub struct OwnServer {
 }
 
 impl OwnServer {
-    /// Starts one, or None (with a message) where no server can be started outside CI, as [`server`].
-    pub fn start() -> Option<OwnServer> {
-        or_skip(OwnServer::try_start())
+    /// Starts one (a test that asks for one and cannot have it fails, as with [`server`]).
+    pub fn start() -> OwnServer {
+        OwnServer::try_start().unwrap_or_else(|e| no_server(&e))
     }
 
     fn try_start() -> Result<OwnServer, String> {
@@ -250,29 +250,17 @@ fn admin_url(port: u16) -> String {
     format!("postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable")
 }
 
-/// Whether a test that cannot run here must fail rather than skip (CI, `tests/run-all`).
-pub fn required() -> bool {
-    ["CI", "PI_SESSIOND_REQUIRE_POSTGRES"].iter().any(|v| std::env::var_os(v).is_some())
-}
-
-/// The shared server, or None (with a message) where none can be started outside CI.
-pub fn server() -> Option<&'static Server> {
+/// The shared server (a test that asks for one and cannot have it fails saying why).
+pub fn server() -> &'static Server {
     static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
-    or_skip(SERVER.get_or_init(start).as_ref().map_err(String::clone))
+    SERVER.get_or_init(start).as_ref().unwrap_or_else(|e| no_server(e))
 }
 
-/// The server, or None with a message where it could not be started and the tests may skip (else a failure).
-fn or_skip<T>(started: Result<T, String>) -> Option<T> {
-    match started {
-        Ok(s) => Some(s),
-        Err(e) if required() => {
-            panic!("CI and tests/run-all must run the PostgreSQL tests, and no server can be started: {e}")
-        }
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "skipping a PostgreSQL test: no server can be started here ({e})");
-            None
-        }
-    }
+fn no_server(why: &str) -> ! {
+    panic!(
+        "this test needs PostgreSQL (it is #[ignore]d unless asked for; tests/run-all installs Debian's \
+         postgresql) and no server can be started here: {why}"
+    )
 }
 
 impl Server {
