@@ -248,7 +248,7 @@ macro_rules! methods {
             match method {
                 $( $name => parsed(params, reply, |p, reply| $kind::<$params, $result>(server, p, reply, $handler)), )*
                 $( $name2 => parsed(params, reply, |p, reply| $kind2::<$params2, $result2>(server, p, reply, $handler2)), )*
-                $( $op_name => parsed(params, reply, |p, reply| alone::<$op_params, $op_result>(server, p, reply, $op)), )*
+                $( $op_name => parsed_op(params, reply, |p, reply| alone::<$op_params, $op_result>(server, p, reply, $op)), )*
                 other => {
                     reply.error(&error::rpc_error(
                         WireKind::MethodNotFound,
@@ -346,6 +346,34 @@ fn parsed<P: DeserializeOwned>(
     }
 }
 
+/// Routes an op method's params as [`parsed`] does, answering about `handle` as serde did when the type required
+/// it: first among missing members (serde reports them in declaration order, the handle first), and a `null`
+/// handle as a wrong type. (The type's handle is optional because a batch's ops have none.)
+fn parsed_op<P: DeserializeOwned + OpParams>(
+    params: Option<&RawValue>,
+    reply: Reply,
+    route: impl FnOnce(P, Reply) -> Routed,
+) -> Routed {
+    let handle_member = || {
+        params
+            .and_then(|p| serde_json::from_str::<std::collections::HashMap<&str, &RawValue>>(p.get()).ok())
+            .and_then(|members| members.get("handle").copied())
+    };
+    let refused = match parse::<P>(params) {
+        Ok(p) if p.has_handle() => return route(p, reply),
+        Ok(_) if handle_member().is_some() => {
+            invalid_params("handle", "invalid params: invalid type: null, expected a string")
+        }
+        Ok(_) => invalid_params("handle", "invalid params: missing field `handle`"),
+        Err(e) if e.message().starts_with("invalid params: missing field") && handle_member().is_none() => {
+            invalid_params("handle", "invalid params: missing field `handle`")
+        }
+        Err(e) => e,
+    };
+    reply.error(&refused);
+    Routed::Dispatched
+}
+
 /// One method's description from its line in the table.
 fn spec<P: schemars::JsonSchema, R: schemars::JsonSchema>(
     name: &'static str,
@@ -355,8 +383,8 @@ fn spec<P: schemars::JsonSchema, R: schemars::JsonSchema>(
     MethodSpec { name, category, summary, params: |g| g.subschema_for::<P>(), result: |g| g.subschema_for::<R>() }
 }
 
-/// An op method called alone (not in a batch): it must name its handle; its op runs on the session's queue and
-/// is answered as the method answers.
+/// An op method called alone (not in a batch; [`parsed_op`] saw its handle): its op runs on the session's queue
+/// and is answered as the method answers.
 fn alone<P, R>(
     server: &Arc<Server>,
     p: P,
@@ -364,13 +392,9 @@ fn alone<P, R>(
     op: fn(P) -> Result<mutation::Planned, ErrorObjectOwned>,
 ) -> Routed
 where
-    P: NamesHandle + OpParams + Send + 'static,
+    P: NamesHandle + Send + 'static,
     R: Serialize + Send + 'static,
 {
-    if !p.has_handle() {
-        reply.error(&invalid_params("handle", "invalid params: missing field `handle`"));
-        return Routed::Dispatched;
-    }
     writing::<P, R>(server, p, reply, move |p, cx: &mut WriteCx<'_>| mutation::run_planned(cx, op(p)))
 }
 

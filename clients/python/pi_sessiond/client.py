@@ -41,6 +41,7 @@ from .types import (
     InitializeResult,
     ProgressValue,
     SearchHit,
+    SearchPage,
     SessionContext,
     SessionEntry,
     SessionHeader,
@@ -658,6 +659,20 @@ class Client:
         params = _compact({"query": query, "cwd": cwd, "sessionDir": _path(session_dir), "limit": limit,
                            "roles": list(roles) if roles is not None else None})
         return self._with_progress("sessions/search", params, on_progress)
+
+    def search_page(self, query: str, offset: int = 0, cwd: Optional[str] = None,
+                    session_dir: Optional[PathLike] = None, limit: Optional[int] = None,
+                    roles: Optional[Sequence[str]] = None,
+                    on_progress: Optional[Callable[[ProgressValue], Any]] = None) -> SearchPage:
+        """One page of a search (``sessions/searchPage``): :meth:`search`'s hits from ``offset`` on, with the totals.
+
+        Returns:
+            ``{hits, total, sessions, offset}``: at most ``limit`` hits, best first, and how many hits there are in
+            all and in how many sessions (:class:`~pi_sessiond.types.SearchPage`).
+        """
+        params = _compact({"query": query, "offset": offset, "cwd": cwd, "sessionDir": _path(session_dir),
+                           "limit": limit, "roles": list(roles) if roles is not None else None})
+        return self._with_progress("sessions/searchPage", params, on_progress)
 
     def watch_sessions(self, session_dir: Optional[PathLike] = None, cwd: Optional[str] = None,
                        on_changed: Optional[Callable[[SessionsChanged], Any]] = None) -> "SessionsWatch":

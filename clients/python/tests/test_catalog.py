@@ -94,6 +94,15 @@ def test_search(client, catalog):
     assert progress[0]["stage"] == "listing" and progress[0]["total"] == 3
 
 
+def test_search_page_continues_a_search_and_counts_every_hit(client, catalog):
+    whole = client.search("zebra", session_dir=catalog)
+    first = client.search_page("zebra", session_dir=catalog, limit=1)
+    assert first["total"] == len(whole) == 2 and first["sessions"] == 2 and first["offset"] == 0
+    second = client.search_page("zebra", offset=1, session_dir=catalog, limit=1)
+    assert second["offset"] == 1 and second["total"] == 2
+    assert first["hits"] + second["hits"] == whole, "the pages are the whole answer, in order, without repeats"
+
+
 def test_search_finds_a_phrase_another_process_appended(client, catalog):
     new_session = str(catalog / "new.jsonl")
     # The first search lists the directory, then extracts every session's text into the index.

@@ -24,6 +24,7 @@ import type {
 	ProgressValue,
 	ProtocolRequests,
 	SearchHit,
+	SearchPage,
 	ServerInfo,
 	SessionChanged,
 	SessionInfoList,
@@ -480,6 +481,17 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 		const { signal, onProgress, ...rest } = opts;
 		return this.withProgress({ onProgress }, (progressToken) =>
 			this.request("sessions/search", { query, ...defined({ ...rest, progressToken }) }, { signal }),
+		);
+	}
+
+	/**
+	 * One page of a search (`sessions/searchPage`): the hits from `offset` on (at most `limit`), best first as
+	 * `search` gives them, with how many hits there are in all (`total`) and in how many sessions (`sessions`).
+	 */
+	searchPage(query: string, opts: SearchOptions & { offset?: number } = {}): Promise<SearchPage> {
+		const { signal, onProgress, ...rest } = opts;
+		return this.withProgress({ onProgress }, (progressToken) =>
+			this.request("sessions/searchPage", { query, ...defined({ ...rest, progressToken }) }, { signal }),
 		);
 	}
 

@@ -152,6 +152,14 @@ describe("search (sessions/search)", () => {
 		assert.deepEqual(await client.search("no-such-word-anywhere", { sessionDir: dir }), []);
 	});
 
+	it("pages a search with searchPage, counting every hit", async () => {
+		const whole = await client.search("walrus", { sessionDir: dir });
+		const first = await client.searchPage("walrus", { sessionDir: dir, limit: 1 });
+		const second = await client.searchPage("walrus", { sessionDir: dir, limit: 1, offset: 1 });
+		assert.deepEqual([first.total, first.sessions, first.offset, second.offset], [whole.length, 1, 0, 1]);
+		assert.deepEqual([...first.hits, ...second.hits], whole, "the pages are the whole answer, in order");
+	});
+
 	it("takes pi's query forms: all words, exact phrases, re:", async () => {
 		const ids = async (query: string) => (await client.search(query, { sessionDir: dir })).map((h) => `${String(h.sessionId).slice(-1)}:${String(h.entryId)}`).sort();
 		assert.deepEqual(await ids("second yak"), ["a:e0000003", "a:e0000004"], "every word must occur");

@@ -66,6 +66,7 @@ const GENERATED_METHODS: Record<keyof ProtocolRequests, true> = {
 	"sessions/listDelta": true,
 	"sessions/findById": true,
 	"sessions/search": true,
+	"sessions/searchPage": true,
 	"sessions/watch": true,
 	"sessions/unwatch": true,
 };
