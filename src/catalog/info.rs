@@ -289,7 +289,16 @@ impl InfoState {
                     EntryType::CustomMessage => {
                         Json::parse(value).ok().map(|e| ("custom", extract_text(e.get("content"))))
                     }
-                    _ => None,
+                    // Named one by one, so an entry type pi adds is a decision here, not a silent None.
+                    EntryType::Session
+                    | EntryType::Message
+                    | EntryType::ThinkingLevelChange
+                    | EntryType::ModelChange
+                    | EntryType::Usage
+                    | EntryType::Custom
+                    | EntryType::ContextEdit
+                    | EntryType::SessionInfo
+                    | EntryType::Other => None,
                 };
                 if let Some((role, text)) = text.filter(|(_, t)| !t.is_empty()) {
                     let order = d.len() as u64;

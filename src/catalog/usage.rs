@@ -100,8 +100,8 @@ pub fn entry_usage(entry: &Json) -> Option<(String, &Json)> {
     // `${value}` in JavaScript: a missing member reads "undefined".
     let s = |v: Option<&Json>| v.map_or_else(|| "undefined".to_owned(), |v| to_js_string(v).to_string_lossy());
     let kind = entry.get("type").and_then(Json::as_js_str)?.to_string_lossy();
-    let (key, usage) = match kind.as_str() {
-        "message" => {
+    let (key, usage) = match EntryType::from_name(kind.as_bytes()) {
+        EntryType::Message => {
             let msg = entry.get("message")?;
             match msg.get("role").and_then(Json::as_js_str)?.to_string_lossy().as_str() {
                 "assistant" => {
@@ -112,9 +112,18 @@ pub fn entry_usage(entry: &Json) -> Option<(String, &Json)> {
                 _ => return None,
             }
         }
-        "usage" => (format!("{}/{}", s(entry.get("provider")), s(entry.get("model"))), entry.get("usage")),
-        "compaction" | "branch_summary" => (UNATTRIBUTED.to_owned(), entry.get("usage")),
-        _ => return None,
+        EntryType::Usage => (format!("{}/{}", s(entry.get("provider")), s(entry.get("model"))), entry.get("usage")),
+        EntryType::Compaction | EntryType::BranchSummary => (UNATTRIBUTED.to_owned(), entry.get("usage")),
+        // What pi's getSessionStats does not count, named so an entry type pi adds is a decision here.
+        EntryType::Session
+        | EntryType::ThinkingLevelChange
+        | EntryType::ModelChange
+        | EntryType::Custom
+        | EntryType::CustomMessage
+        | EntryType::ContextEdit
+        | EntryType::Label
+        | EntryType::SessionInfo
+        | EntryType::Other => return None,
     };
     usage.filter(|u| matches!(u, Json::Object(_))).map(|u| (key, u))
 }

@@ -2,6 +2,7 @@
 //! text. The terminal tree, `show`, `search` and the web view's skeleton rows all describe entries this way, so
 //! an entry reads the same everywhere.
 
+use crate::session::entry::EntryType;
 use crate::session::js::to_js_string;
 use crate::session::json::Json;
 
@@ -61,8 +62,8 @@ pub fn summarize(entry: &Json, max_chars: usize) -> Summary {
         _ => String::new(),
     };
     let kind = s("type");
-    let (what, preview, phrase) = match kind.as_str() {
-        "message" => {
+    let (what, preview, phrase) = match EntryType::from_name(kind.as_bytes()) {
+        EntryType::Message => {
             let msg = entry.get("message");
             let role = msg.and_then(|m| m.get("role")).and_then(Json::as_js_str).map(|r| r.to_string_lossy());
             let role = role.unwrap_or_else(|| "message".into());
@@ -70,35 +71,38 @@ pub fn summarize(entry: &Json, max_chars: usize) -> Summary {
             let phrase = format!("{role}: {text}");
             (role, text, phrase)
         }
-        "thinking_level_change" => {
+        EntryType::ThinkingLevelChange => {
             let t = format!("thinking level → {}", s("thinkingLevel"));
             (kind.clone(), t.clone(), t)
         }
-        "model_change" => {
+        EntryType::ModelChange => {
             let t = format!("model → {}/{}", s("provider"), s("modelId"));
             (kind.clone(), t.clone(), t)
         }
-        "compaction" => {
+        EntryType::Compaction => {
             let t = summary_text(entry.get("summary"));
             (kind.clone(), t.clone(), format!("compaction: {t}"))
         }
-        "branch_summary" => {
+        EntryType::BranchSummary => {
             let t = summary_text(entry.get("summary"));
             (kind.clone(), t.clone(), format!("branch summary: {t}"))
         }
-        "custom_message" => {
+        EntryType::CustomMessage => {
             let t = preview(entry.get("content"));
             (kind.clone(), t.clone(), format!("custom message ({}): {t}", s("customType")))
         }
-        "custom" => (kind.clone(), s("customType"), format!("custom ({})", s("customType"))),
-        "label" => {
+        EntryType::Custom => (kind.clone(), s("customType"), format!("custom ({})", s("customType"))),
+        EntryType::Label => {
             let t = format!("{} → {}", s("targetId"), s("label"));
             (kind.clone(), t.clone(), format!("label {t}"))
         }
-        "session_info" => (kind.clone(), s("name"), format!("name: {}", s("name"))),
-        "usage" => (kind.clone(), s("kind"), format!("usage ({})", s("kind"))),
-        "context_edit" => (kind.clone(), s("targetId"), format!("context edit of {}", s("targetId"))),
-        _ => (if kind.is_empty() { "entry".to_owned() } else { kind.clone() }, String::new(), kind.clone()),
+        EntryType::SessionInfo => (kind.clone(), s("name"), format!("name: {}", s("name"))),
+        EntryType::Usage => (kind.clone(), s("kind"), format!("usage ({})", s("kind"))),
+        EntryType::ContextEdit => (kind.clone(), s("targetId"), format!("context edit of {}", s("targetId"))),
+        // A header, or a type pi 1.6.0 does not write (named, so a type pi adds is a decision here).
+        EntryType::Session | EntryType::Other => {
+            (if kind.is_empty() { "entry".to_owned() } else { kind.clone() }, String::new(), kind.clone())
+        }
     };
     Summary { what, preview, phrase }
 }

@@ -217,7 +217,17 @@ fn settings(records: &[Record], path: &[usize], bodies: &dyn Bodies) -> Result<(
             EntryType::ThinkingLevelChange => last_thinking = Some(i),
             EntryType::ModelChange => last_model = Some(i),
             EntryType::Message if message_role(r)? == Role::Assistant => last_model = Some(i),
-            _ => {}
+            EntryType::Session
+            | EntryType::Message
+            | EntryType::Usage
+            | EntryType::Compaction
+            | EntryType::BranchSummary
+            | EntryType::Custom
+            | EntryType::CustomMessage
+            | EntryType::ContextEdit
+            | EntryType::Label
+            | EntryType::SessionInfo
+            | EntryType::Other => {}
         }
     }
     let thinking_level = match last_thinking {
@@ -351,7 +361,17 @@ fn entry_messages(
             }
             out
         }
-        _ => Vec::new(),
+        // What pi's buildSessionContext leaves out of the model's messages, named one by one so an entry type pi
+        // adds is a decision here.
+        EntryType::Session
+        | EntryType::ThinkingLevelChange
+        | EntryType::ModelChange
+        | EntryType::Usage
+        | EntryType::Custom
+        | EntryType::ContextEdit
+        | EntryType::Label
+        | EntryType::SessionInfo
+        | EntryType::Other => Vec::new(),
     })
 }
 

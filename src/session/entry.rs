@@ -44,6 +44,26 @@ pub enum EntryType {
 }
 
 impl EntryType {
+    /// The `type` pi writes for it (None for [`EntryType::Other`]): the compiler's list of types, which
+    /// [`EntryType::from_name`] must read back (a test checks every one).
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            EntryType::Session => "session",
+            EntryType::Message => "message",
+            EntryType::ThinkingLevelChange => "thinking_level_change",
+            EntryType::ModelChange => "model_change",
+            EntryType::Usage => "usage",
+            EntryType::Compaction => "compaction",
+            EntryType::BranchSummary => "branch_summary",
+            EntryType::Custom => "custom",
+            EntryType::CustomMessage => "custom_message",
+            EntryType::ContextEdit => "context_edit",
+            EntryType::Label => "label",
+            EntryType::SessionInfo => "session_info",
+            EntryType::Other => return None,
+        })
+    }
+
     /// The type named by a decoded `type` value.
     pub fn from_name(name: &[u8]) -> EntryType {
         match name {
@@ -255,6 +275,60 @@ impl Record {
         match &self.detail {
             Detail::Header(h) => Some(h),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EntryType;
+
+    const ALL: [EntryType; 13] = [
+        EntryType::Session,
+        EntryType::Message,
+        EntryType::ThinkingLevelChange,
+        EntryType::ModelChange,
+        EntryType::Usage,
+        EntryType::Compaction,
+        EntryType::BranchSummary,
+        EntryType::Custom,
+        EntryType::CustomMessage,
+        EntryType::ContextEdit,
+        EntryType::Label,
+        EntryType::SessionInfo,
+        EntryType::Other,
+    ];
+
+    /// Where a type is in [`ALL`]: a match, so a type added to the enum fails to build here until it is listed.
+    fn position(kind: EntryType) -> usize {
+        match kind {
+            EntryType::Session => 0,
+            EntryType::Message => 1,
+            EntryType::ThinkingLevelChange => 2,
+            EntryType::ModelChange => 3,
+            EntryType::Usage => 4,
+            EntryType::Compaction => 5,
+            EntryType::BranchSummary => 6,
+            EntryType::Custom => 7,
+            EntryType::CustomMessage => 8,
+            EntryType::ContextEdit => 9,
+            EntryType::Label => 10,
+            EntryType::SessionInfo => 11,
+            EntryType::Other => 12,
+        }
+    }
+
+    #[test]
+    fn every_type_pi_writes_is_read_back_from_its_name_and_nothing_else_names_one() {
+        for (i, kind) in ALL.into_iter().enumerate() {
+            assert_eq!(position(kind), i, "{kind:?} is listed once, in its place");
+            match kind.name() {
+                Some(name) => assert_eq!(EntryType::from_name(name.as_bytes()), kind, "{name}"),
+                None => assert_eq!(kind, EntryType::Other),
+            }
+        }
+        for stranger in [&b""[..], b"Message", b"message ", b"hookMessage", b"branchSummary"] {
+            assert_eq!(EntryType::from_name(stranger), EntryType::Other);
         }
     }
 }

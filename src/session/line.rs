@@ -145,7 +145,15 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
                 has_replacement: member("replacement").is_some(),
             }
         }
-        _ => {}
+        // Named one by one, so an entry type pi adds is a decision about what its record keeps.
+        EntryType::Session
+        | EntryType::ThinkingLevelChange
+        | EntryType::ModelChange
+        | EntryType::Usage
+        | EntryType::BranchSummary
+        | EntryType::Custom
+        | EntryType::CustomMessage
+        | EntryType::Other => {}
     }
     record.skeleton = Some(skeleton::of_line(record.kind, bytes, &doc).into());
     LineOutcome::Record(Box::new(record))

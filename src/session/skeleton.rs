@@ -53,7 +53,14 @@ pub fn of_line(kind: EntryType, bytes: &[u8], doc: &Document) -> Vec<u8> {
             }
             EntryType::ContextEdit => o.copy("targetId", raw("targetId")),
             EntryType::SessionInfo => o.copy("name", raw("name")),
-            _ => {}
+            // Named one by one, so an entry type pi adds is a decision here.
+            EntryType::Session
+            | EntryType::ThinkingLevelChange
+            | EntryType::ModelChange
+            | EntryType::Usage
+            | EntryType::Compaction
+            | EntryType::BranchSummary
+            | EntryType::Other => {}
         }
         let preview = one_line(&preview_text(kind, &l), PREVIEW_CHARS);
         if !preview.is_empty() {
@@ -156,7 +163,7 @@ fn preview_text(kind: EntryType, line: &Line<'_>) -> String {
         EntryType::SessionInfo => s(raw("name")),
         EntryType::Usage => s(raw("kind")),
         EntryType::ContextEdit => s(raw("targetId")),
-        _ => String::new(),
+        EntryType::Session | EntryType::Other => String::new(),
     }
 }
 
