@@ -190,9 +190,10 @@ test("the page lists both machines' sessions by machine and project and opens on
     await page.waitForSelector(`body[data-state="ready"] ${sessionItem(machine, file)}.on`);
     await page.waitForSelector('.row[data-id="u1"]');
     assert.match(await page.textContent('.row[data-id="u1"]'), new RegExp(words));
+    // The transcript beside the tree shows the clicked entry (the read-only session reads as a local one does).
     await page.click('.row[data-id="a2"]');
-    await page.waitForSelector("#detail pre.text");
-    assert.match(await page.textContent("#detail"), new RegExp(`reply 2 about ${words}`));
+    await page.waitForSelector('#detail [data-entry="a2"].sel:not(.place)');
+    assert.match(await page.textContent('#detail [data-entry="a2"]'), new RegExp(`reply 2 about ${words}`));
   }
   assert.deepEqual(errors, []);
   // A session is a machine's path: the same path under another machine's name is not listed, so not opened.
