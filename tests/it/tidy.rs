@@ -16,7 +16,7 @@ const IO_ROOMS: &[(&str, &str)] = &[
     ("session/dirscan.rs", "session directories: default directory, scans, findMostRecentSession"),
     ("session/kept.rs", "kept skeletons: what an open read, in pi-sessiond's own files beside the index"),
     ("catalog/listing.rs", "walking the agent directory for listAll"),
-    ("catalog/index.rs", "the catalog index database and the files it reads from where it stopped"),
+    ("catalog/index", "the catalog index database and the files it reads from where it stopped"),
     ("rpc/transport.rs", "stdin and stdout of the sidecar"),
     ("rpc/log.rs", "the sidecar's stderr"),
     ("watch.rs", "file-system notifications"),
