@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// Where each kind of input and output may happen, and why there.
 const IO_ROOMS: &[(&str, &str)] = &[
-    ("session/store.rs", "session files: open, read, append, rewrite, fsync"),
+    ("session/store", "session files: open, read, append, rewrite, fsync"),
     ("session/identity.rs", "a file's stamp and known bytes: same, grew or rewritten (engine, catalog, push)"),
     ("session/dirscan.rs", "session directories: default directory, scans, findMostRecentSession"),
     ("session/kept.rs", "kept skeletons: what an open read, in pi-sessiond's own files beside the index"),

@@ -1,0 +1,748 @@
+//! [`SessionFile`]: one open session file: following it, appending (with the append intent beside it),
+//! creating, replacing, its lock, and what a write that failed half-way leaves.
+
+use super::*;
+
+/// One open session file: a handle for reading bodies, an append handle that holds the single-writer lock, and
+/// what we know of its length and identity, so that another process's appends are noticed, never interleaved.
+#[derive(Debug)]
+pub struct SessionFile {
+    pub(super) path: String,
+    pub(super) reader: File,
+    pub(super) writer: Option<File>,
+    pub(super) len: u64,
+    pub(super) id: (u64, u64),
+    pub(super) durability: Durability,
+    /// Group commit and poisoning for `writer` (present with it).
+    pub(super) sync: Option<Arc<SyncPoint>>,
+    /// The last bytes before `len`, as read or written: if they change, the file was rewritten in place (same
+    /// inode), not appended to, even when it grew.
+    pub(super) tail: Vec<u8>,
+    /// The first bytes of the file (the header line, mostly), checked with `tail`.
+    pub(super) head: Vec<u8>,
+    /// The file's stamp when we last looked, and when that was.
+    pub(super) stamp: FileStamp,
+    pub(super) observed_at_ns: i64,
+    /// The bytes at the offsets we read are gone or no longer ours (the file was truncated or rewritten in place
+    /// into something that is not a session): bodies are refused rather than read from wherever they now point.
+    pub(super) stale: bool,
+    /// The path holds something that is not a session (its stamp when that was found); writes are refused.
+    pub(super) detached: Option<FileStamp>,
+}
+
+/// Why a write to a file found holding something that is not a session is refused.
+pub const DETACHED: &str = "the session file was emptied, or replaced or overwritten by something that is not a pi \
+                            session; nothing was written (the handle reads the file again once it is a session; or \
+                            reopen it)";
+
+pub(super) fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// fsync of a directory, so a created or renamed file's name survives a power loss.
+pub(super) fn sync_dir_of(path: &str) -> std::io::Result<()> {
+    let dir =
+        std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    File::open(dir)?.sync_all()
+}
+
+impl SessionFile {
+    /// Opens `path` and loads it from that very handle (so offsets refer to the file that was read).
+    /// Only a regular file is opened ([`open_regular`]); lines longer than [`MAX_LINE_BYTES`] are skipped unread.
+    pub fn open(path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
+        Self::open_knowing(path, durability, |_, _| None)
+    }
+
+    /// [`SessionFile::open`], starting from what `known` says the file's first bytes already hold (given the
+    /// opened handle and its stamp; None: nothing known): only the bytes after them are read. What `known` gives
+    /// must end with a complete line (see [`LoadedFile::ends_a_line`]) and be the caller's to vouch for.
+    pub fn open_knowing(
+        path: &str,
+        durability: Durability,
+        known: impl FnOnce(&File, &FileStamp) -> Option<LoadedFile>,
+    ) -> Result<(SessionFile, LoadedFile)> {
+        take_back_torn_append(path);
+        let reader = open_regular(path)?;
+        // Stamped before reading, so a change made while we read shows as a change afterwards.
+        let observed_at_ns = now_ns();
+        let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
+        let loaded = match known(&reader, &FileStamp::of(&meta)).filter(LoadedFile::ends_a_line) {
+            None => load_from(&reader, path, Start::default(), Body::file)?,
+            Some(mut loaded) => {
+                let start = Start {
+                    offset: loaded.len,
+                    line: loaded.lines.len() as u32,
+                    seen_header: loaded.records.iter().any(Record::is_header),
+                    hold_back_partial: false,
+                };
+                if meta.len() > loaded.len {
+                    let mut handle = reader.try_clone().map_err(|e| Error::io("read", path, e))?;
+                    handle.seek(std::io::SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", path, e))?;
+                    loaded.extend(load_from(handle, path, start, Body::file)?);
+                }
+                loaded
+            }
+        };
+        let mut file = SessionFile {
+            path: path.to_owned(),
+            reader,
+            writer: None,
+            len: loaded.len,
+            id: file_id(&meta),
+            durability,
+            sync: None,
+            tail: Vec::new(),
+            head: Vec::new(),
+            stamp: FileStamp::of(&meta),
+            observed_at_ns,
+            stale: false,
+            detached: None,
+        };
+        file.remember_known_bytes();
+        Ok((file, loaded))
+    }
+
+    /// Creates `path` exclusively (pi's `wx`) with `content`, locked for writing and synced as `durability` says.
+    /// If anything fails after the file was created, the file is removed again (it is ours: `O_EXCL` made it), so
+    /// a retry once the cause is gone (a full disk freed) does not fail with `EEXIST` on a 0-byte leftover.
+    pub fn create(path: &str, content: &[u8], durability: Durability) -> Result<SessionFile> {
+        sweep_stale_temps(path);
+        let writer = OpenOptions::new().read(true).append(true).create_new(true).open(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Error::AlreadyExists { path: path.to_owned() }
+            } else {
+                Error::io("create", path, e)
+            }
+        })?;
+        let made = (|| {
+            lock_writer(&writer, path)?;
+            writer.try_clone().and_then(|mut w| w.write_all(content)).map_err(|e| Error::io("write", path, e))?;
+            if durability != Durability::None {
+                writer.sync_all().map_err(|e| Error::io("sync", path, e))?;
+                sync_dir_of(path).map_err(|e| Error::io("sync", path, e))?;
+            }
+            let reader = writer.try_clone().map_err(|e| Error::io("open", path, e))?;
+            let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
+            Ok((reader, meta, SyncPoint::new(&writer, path)?))
+        })();
+        let (reader, meta, sync) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                drop(writer);
+                if let Err(rm) = std::fs::remove_file(path) {
+                    tracing::warn!("{path}: could not remove the file whose first write failed: {rm}");
+                }
+                return Err(e);
+            }
+        };
+        let mut file = SessionFile {
+            path: path.to_owned(),
+            reader,
+            writer: Some(writer),
+            len: content.len() as u64,
+            id: file_id(&meta),
+            durability,
+            sync: Some(sync),
+            tail: Vec::new(),
+            head: Vec::new(),
+            stamp: FileStamp::of(&meta),
+            observed_at_ns: now_ns(),
+            stale: false,
+            detached: None,
+        };
+        file.remember_known_bytes();
+        Ok(file)
+    }
+
+    /// Reads the bytes just before `len` into `tail`, and stamps the file as it is now.
+    pub(super) fn remember_tail(&mut self) {
+        self.remember_stamp();
+        self.remember_known_bytes();
+    }
+
+    /// Keeps the first bytes and the bytes before `len`, to recognise a rewrite later.
+    pub(super) fn remember_known_bytes(&mut self) {
+        (self.head, self.tail) = identity::known_bytes(&self.reader, self.len);
+    }
+
+    /// What this handle knows of its file, to tell later whether it is still the file that was read.
+    pub fn known(&self) -> Known<'_> {
+        Known {
+            stamp: &self.stamp,
+            len: self.len,
+            head: &self.head,
+            tail: &self.tail,
+            observed_at_ns: self.observed_at_ns,
+        }
+    }
+
+    /// Records the file's stamp as it is now (after a write or after following it).
+    pub(super) fn remember_stamp(&mut self) {
+        self.observed_at_ns = now_ns();
+        if let Ok(meta) = self.reader.metadata() {
+            self.stamp = FileStamp::of(&meta);
+        }
+    }
+
+    /// Reads a body of this file (see [`read_body`]); refused once the file is known to have been rewritten
+    /// under us.
+    pub fn read_body(&self, body: &Body) -> std::io::Result<Vec<u8>> {
+        if self.stale && matches!(body.source, BodySource::File { .. }) {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED));
+        }
+        read_body(Some(&self.reader), body)
+    }
+
+    /// The line of `len` bytes at `offset` with each of `holes` (ranges within it, each a string literal)
+    /// replaced by `fill`, reading only the bytes around them. Each hole must still begin and end with a quote
+    /// and the line still end where it did (as [`read_body`] checks), or the line is no longer where it was read.
+    pub fn read_around(&self, offset: u64, len: u64, holes: &[(u32, u32)], fill: &[u8]) -> std::io::Result<Vec<u8>> {
+        let moved = || std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED);
+        if self.stale {
+            return Err(moved());
+        }
+        let mut out = Vec::new();
+        let mut piece = Vec::new();
+        let mut from = 0u64;
+        // Each piece is read with the quote that starts the next hole and the one that ends the last, so the
+        // holes are checked without a read of their own; the last piece with the byte after the line.
+        for (n, &(start, end)) in holes.iter().chain([(len as u32 + 1, 0)].iter()).enumerate() {
+            let last = n == holes.len();
+            let to = if last { len + 1 } else { u64::from(start) + 1 };
+            piece.resize((to - from) as usize, 0);
+            let got = read_up_to(&self.reader, &mut piece, offset + from)?;
+            let body: &[u8] = if last {
+                line_in(&piece[..got], (len - from) as usize)?
+            } else if got < piece.len() || piece[got - 1] != b'"' {
+                return Err(moved());
+            } else {
+                &piece[..got - 1]
+            };
+            let body = if n > 0 { body.strip_prefix(b"\"").ok_or_else(moved)? } else { body };
+            out.extend_from_slice(body);
+            if !last {
+                out.extend_from_slice(fill);
+                from = u64::from(end) - 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records that the path now holds `seen`, which is not a session. With `in_place` (it is the very file we
+    /// read, truncated or rewritten), what was read from it is no longer on disk: later body reads fail with
+    /// [`MOVED`] instead of reading whatever is there now. Appends are refused until the file is opened again.
+    pub fn detach(&mut self, seen: FileStamp, in_place: bool) {
+        self.detached = Some(seen);
+        self.stale |= in_place;
+    }
+
+    /// True when `stamp` is of this very file (same device and inode).
+    pub fn is_file(&self, stamp: &FileStamp) -> bool {
+        (stamp.dev, stamp.ino) == self.id
+    }
+
+    /// The path's stamp when it was found not to be a session ([`SessionFile::detach`]).
+    pub fn detached(&self) -> Option<FileStamp> {
+        self.detached
+    }
+
+    /// The path holds nothing any more: the file counts as deleted (which the next write repairs) rather than
+    /// replaced.
+    pub fn reattach(&mut self) {
+        self.detached = None;
+    }
+
+    /// The path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Reads this file's lines for copying them elsewhere (through the handle bodies are read from, which stays
+    /// valid if the path is removed or replaced).
+    pub fn lines(&self) -> BodyReader<'_> {
+        BodyReader(Some(&self.reader))
+    }
+
+    /// Bytes known to be in the file (the end of the last complete line read or written).
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when nothing is known to be in the file.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Records that the file is known up to `len` (after following another process's appends).
+    pub fn set_len(&mut self, len: u64) {
+        self.len = len;
+        self.remember_tail();
+    }
+
+    /// Sets the durability of later writes.
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
+    /// Compares the path with what we know ([`Known::judge`]: one `stat` when its stamp is as we left it, the
+    /// first and last known bytes when it changed; written to without growing is [`FileState::Rewritten`]).
+    pub fn state(&self) -> Result<FileState> {
+        let now = match FileStamp::of_path(&self.path) {
+            Ok(Some(now)) => now,
+            Ok(None) => return Ok(FileState::Missing),
+            Err(e) => return Err(Error::io("stat", &self.path, e)),
+        };
+        // Our handle reads the known bytes: when the path names another file, the stamp says so first.
+        Ok(self.known().judge(&now, &self.reader))
+    }
+
+    /// Lines appended by someone else since `from` (complete lines only; a line still being written stays
+    /// for later).
+    pub fn read_from(&self, start: Start) -> Result<LoadedFile> {
+        let mut handle = self.reader.try_clone().map_err(|e| Error::io("read", &self.path, e))?;
+        handle.seek(std::io::SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", &self.path, e))?;
+        load_from(handle, &self.path, Start { hold_back_partial: true, ..start }, Body::file)
+    }
+
+    /// The lines between `start` and `end` (bytes another writer put before ours; complete lines only).
+    pub fn read_between(&self, start: Start, end: u64) -> Result<LoadedFile> {
+        let mut handle = self.reader.try_clone().map_err(|e| Error::io("read", &self.path, e))?;
+        handle.seek(std::io::SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", &self.path, e))?;
+        let bounded = handle.take(end.saturating_sub(start.offset));
+        load_from(bounded, &self.path, Start { hold_back_partial: true, ..start }, Body::file)
+    }
+
+    /// Takes the single-writer lock (once; it is held until the file is dropped). The first time, temporary files
+    /// a killed process left beside the file are removed.
+    pub fn lock(&mut self) -> Result<()> {
+        if self.writer.is_none() {
+            let writer =
+                OpenOptions::new().append(true).open(&self.path).map_err(|e| Error::io("open", &self.path, e))?;
+            lock_writer(&writer, &self.path)?;
+            self.sync = Some(SyncPoint::new(&writer, &self.path)?);
+            self.writer = Some(writer);
+            sweep_stale_temps(&self.path);
+        }
+        Ok(())
+    }
+
+    /// Why writes are refused, once a failed fsync (or a failed write that could not be cut back) poisoned the
+    /// file.
+    pub fn refusal(&self) -> Option<Error> {
+        self.sync.as_ref().and_then(|s| s.refusal())
+    }
+
+    /// Appends `bytes` (whole lines) in one `write` on the locked `O_APPEND` handle, then syncs as the durability
+    /// says. A write that fails part-way is cut back to where it started, so no partial line of a refused entry
+    /// is left; if that fails too, or an `Entry` fsync fails, the file is poisoned. The caller compares
+    /// [`Landed::offset`] with [`SessionFile::len`] (as it was) to see whether another writer got in between.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<Landed> {
+        if self.detached.is_some() {
+            return Err(Error::Conflict { path: Some(self.path.clone()), leaf: None, message: DETACHED.to_owned() });
+        }
+        self.lock()?;
+        if let Some(refused) = self.refusal() {
+            return Err(refused);
+        }
+        let point = self.sync.clone().expect("a locked file has a sync point");
+        let path = self.path.clone();
+        let several_lines = memchr::memchr_iter(b'\n', bytes).nth(1).is_some();
+        if several_lines {
+            self.announce_append(bytes.len() as u64)?;
+        }
+        let writer = self.writer.as_mut().expect("locked");
+        #[cfg(debug_assertions)]
+        crash_test::maybe_tear(writer, bytes);
+        let written = write_appending(writer, bytes);
+        if several_lines {
+            self.clear_intent();
+        }
+        let writer = self.writer.as_mut().expect("locked");
+        let start = match written {
+            Ok(start) => start,
+            Err(failed) => {
+                cut_back(writer, &point, failed.landed_at, failed.lost_track);
+                // Our own cut must not look like someone else's rewrite at the next look.
+                self.remember_stamp();
+                return Err(Error::io("append to", &path, failed.error));
+            }
+        };
+        let commit = match self.durability {
+            Durability::None => Commit::done(),
+            Durability::Entry => match writer.sync_data() {
+                Ok(()) => Commit::done(),
+                Err(e) => {
+                    cut_back(writer, &point, Some(start), false);
+                    point.poison(format!("fsync failed: {e}"), e.raw_os_error());
+                    self.remember_stamp();
+                    return Err(Error::io("sync", &path, e));
+                }
+            },
+            Durability::Batch => Commit::pending(point.clone(), point.wrote()),
+        };
+        let contiguous = start == self.len;
+        self.len = start + bytes.len() as u64;
+        if bytes.len() as u64 >= TAIL_CHECK {
+            self.tail = bytes[bytes.len() - TAIL_CHECK as usize..].to_vec();
+            self.remember_stamp();
+        } else if contiguous {
+            self.tail.extend_from_slice(bytes);
+            let excess = self.tail.len().saturating_sub(TAIL_CHECK as usize);
+            self.tail.drain(..excess);
+            self.remember_stamp();
+        } else {
+            self.remember_tail();
+        }
+        Ok(Landed { offset: start, commit })
+    }
+
+    /// What lies past `known` bytes now, read from the file as it is at this moment (never from an earlier
+    /// `stat`, which another writer may have overtaken): where it ends, and where a line nobody has ended yet
+    /// starts, if there is one. Bytes are only read backwards from the end to the last newline, at most down to
+    /// `known`.
+    pub fn beyond(&self, known: u64) -> Result<Beyond> {
+        let end = self.reader.metadata().map_err(|e| Error::io("stat", &self.path, e))?.len();
+        let mut pos = end;
+        let mut buf = vec![0u8; 64 * 1024];
+        while pos > known {
+            let n = (pos - known).min(buf.len() as u64) as usize;
+            let chunk = &mut buf[..n];
+            self.reader.read_exact_at(chunk, pos - n as u64).map_err(|e| Error::io("read", &self.path, e))?;
+            if let Some(i) = memchr::memrchr(b'\n', chunk) {
+                let line_start = pos - n as u64 + i as u64 + 1;
+                return Ok(Beyond { end, unterminated: (line_start < end).then_some(line_start) });
+            }
+            pos -= n as u64;
+        }
+        Ok(Beyond { end, unterminated: (end > known).then_some(known) })
+    }
+
+    /// True when the file is no longer `end` bytes long after a moment's wait: a writer is in the middle of the
+    /// line that ends there (one `write()` finishes within microseconds; a writer flushing piece by piece pauses
+    /// longer, and is taken to be done after this).
+    pub fn still_growing(&self, end: u64) -> Result<bool> {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        Ok(self.reader.metadata().map_err(|e| Error::io("stat", &self.path, e))?.len() != end)
+    }
+
+    /// True when a line written at `offset` starts a line of its own as pi splits the file: the bytes between
+    /// the newline before `offset` (or the start of the file) and `offset` are JSON white space or nothing. False
+    /// when another writer's unfinished line was there, so what was written at `offset` was fused into it.
+    pub fn starts_a_line(&self, offset: u64) -> Result<bool> {
+        let mut pos = offset;
+        let mut buf = [0u8; 4096];
+        while pos > 0 {
+            let n = pos.min(buf.len() as u64) as usize;
+            let chunk = &mut buf[..n];
+            self.reader.read_exact_at(chunk, pos - n as u64).map_err(|e| Error::io("read", &self.path, e))?;
+            for &b in chunk.iter().rev() {
+                match b {
+                    b'\n' => return Ok(true),
+                    b' ' | b'\t' | b'\r' => {}
+                    _ => return Ok(false),
+                }
+            }
+            pos -= n as u64;
+        }
+        Ok(true)
+    }
+
+    /// Says beside the file, before a write of several lines, where that write starts and how long it is, so
+    /// that if this process dies in the middle of it, the next open takes back the part that landed
+    /// ([`take_back_torn_append`]): a batch is in the file whole or not at all. The intent exists only while the
+    /// write is made. Not synced: a killed process leaves the page cache behind, and a sync would double the cost
+    /// of a batch under `entry` for a power loss, after which only what was acknowledged is promised anyway.
+    pub(super) fn announce_append(&mut self, len: u64) -> Result<()> {
+        let intent = intent_path(&self.path);
+        let start = self.writer.as_ref().expect("locked").metadata().map_err(|e| Error::io("stat", &self.path, e))?;
+        std::fs::write(&intent, format!("{} {len}\n", start.len())).map_err(|e| Error::io("write", &intent, e))
+    }
+
+    /// The write announced is over (done, or cut back): the intent goes.
+    pub(super) fn clear_intent(&mut self) {
+        let intent = intent_path(&self.path);
+        if let Err(e) = std::fs::remove_file(&intent) {
+            tracing::warn!("{intent}: could not remove the append intent: {e}");
+        }
+    }
+
+    /// fsyncs what group commit left pending.
+    pub fn sync(&mut self) -> Result<()> {
+        match &self.sync {
+            Some(point) => point.sync_all_written(),
+            None => Ok(()),
+        }
+    }
+
+    /// Replaces the file atomically with what `write` produces (temp file, locked, synced, renamed over the
+    /// path), keeping the lock. Returns the new length. When the path is a symlink, the file it points to is
+    /// replaced and the link stays (pi's `writeFileSync` writes through links too).
+    pub fn replace(
+        &mut self,
+        write: impl FnOnce(BodyReader<'_>, &mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<u64> {
+        self.lock()?;
+        if let Some(refused) = self.refusal() {
+            return Err(refused);
+        }
+        let target = std::fs::canonicalize(&self.path)
+            .ok()
+            .and_then(|p| p.to_str().map(str::to_owned))
+            .unwrap_or_else(|| self.path.clone());
+        sweep_stale_temps(&target);
+        let tmp = temp_path(&target);
+        let result = (|| -> std::io::Result<File> {
+            // Appending handle: after the rename it is the writer, and appends must stay O_APPEND.
+            let _ = std::fs::remove_file(&tmp);
+            let f = OpenOptions::new().read(true).append(true).create_new(true).open(&tmp)?;
+            f.try_lock().map_err(|e| std::io::Error::other(e.to_string()))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, &f);
+            write(BodyReader(Some(&self.reader)), &mut w)?;
+            w.into_inner().map_err(|e| e.into_error())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &target)?;
+            if self.durability != Durability::None {
+                sync_dir_of(&target)?;
+            }
+            Ok(f)
+        })();
+        let new = match result {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(Error::io("rewrite", &self.path, e));
+            }
+        };
+        let meta = new.metadata().map_err(|e| Error::io("stat", &self.path, e))?;
+        self.reader = File::open(&self.path).map_err(|e| Error::io("open", &self.path, e))?;
+        self.id = file_id(&meta);
+        self.len = meta.len();
+        self.stale = false;
+        // What was written to the old file is in the new one, which is synced.
+        if let Some(old) = self.sync.take() {
+            old.all_synced();
+        }
+        self.sync = Some(SyncPoint::new(&new, &self.path)?);
+        self.writer = Some(new);
+        self.remember_tail();
+        Ok(self.len)
+    }
+}
+
+/// How a write on an `O_APPEND` handle failed.
+pub(super) struct FailedWrite {
+    pub(super) error: std::io::Error,
+    /// Where this write's first bytes landed, when some did.
+    pub(super) landed_at: Option<u64>,
+    /// Bytes landed but where is unknown (the offset could not be read).
+    pub(super) lost_track: bool,
+}
+
+/// Writes all of `bytes` (one `write`, more only if the kernel takes less) and returns the offset they start at.
+pub(super) fn write_appending(writer: &mut File, bytes: &[u8]) -> std::result::Result<u64, FailedWrite> {
+    let mut start = None;
+    let mut done = 0;
+    while done < bytes.len() {
+        match writer.write(&bytes[done..]) {
+            Ok(0) => {
+                let error = std::io::ErrorKind::WriteZero.into();
+                return Err(FailedWrite { error, landed_at: start, lost_track: false });
+            }
+            Ok(n) => {
+                if start.is_none() {
+                    // O_APPEND leaves the offset at the end of what this write put at the end of the file.
+                    match writer.stream_position() {
+                        Ok(end) => start = Some(end - n as u64),
+                        Err(error) => return Err(FailedWrite { error, landed_at: None, lost_track: true }),
+                    }
+                }
+                done += n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(FailedWrite { error, landed_at: start, lost_track: false }),
+        }
+    }
+    match start {
+        Some(s) => Ok(s),
+        None => writer.stream_position().map_err(|error| FailedWrite { error, landed_at: None, lost_track: true }),
+    }
+}
+
+/// Cuts a failed write back to where it started, so no partial line of a refused entry stays in the file; if
+/// that is impossible, poisons the file.
+pub(super) fn cut_back(writer: &File, point: &SyncPoint, landed_at: Option<u64>, lost_track: bool) {
+    if lost_track {
+        point.poison("a write failed and where it landed is unknown".to_owned(), None);
+    } else if let Some(start) = landed_at {
+        if let Err(e) = writer.set_len(start) {
+            point.poison(format!("a failed write could not be cut back to {start} bytes: {e}"), e.raw_os_error());
+        }
+    }
+}
+
+/// The temporary file a rewrite of `path` goes to (this process's id in it, so a leftover names its maker).
+/// Where a session file's append intent lives: `"<start> <length>\n"` of a write of several lines in progress,
+/// or nothing.
+pub(super) fn intent_path(path: &str) -> String {
+    format!("{path}.pi-sessiond-append")
+}
+
+/// Takes back the landed part of a write of several lines that its process did not finish (killed in the middle
+/// of it: the append intent still names it and the file ends inside it), so that pi, and anyone after, reads the
+/// batch whole or not at all. Done only when no process holds the session's write lock (a live writer is in the
+/// middle of its write, which it will finish or cut back itself); the intent is removed once the file is known
+/// to hold the write whole or not at all. Until a pi-sessiond opens the file, pi alone reads the lines that
+/// landed (docs/durability.md).
+pub(super) fn take_back_torn_append(path: &str) {
+    let intent = intent_path(path);
+    let Ok(text) = std::fs::read_to_string(&intent) else { return };
+    let Ok(file) = OpenOptions::new().read(true).write(true).open(path) else { return };
+    if file.try_lock().is_err() {
+        return;
+    }
+    let announced = text.split_whitespace().map(str::parse::<u64>).collect::<std::result::Result<Vec<u64>, _>>();
+    if let (Ok(&[start, len]), Ok(meta)) = (announced.as_deref(), file.metadata()) {
+        let end = meta.len();
+        if end > start && end < start + len {
+            tracing::warn!(
+                "{path}: a write of {len} bytes at {start} was cut short by its process's end after {} bytes; \
+                 taking back what landed, so the file holds all of it or none",
+                end - start
+            );
+            if let Err(e) = file.set_len(start).and_then(|()| file.sync_all()) {
+                tracing::error!("{path}: could not take back a torn write: {e}");
+                return;
+            }
+        }
+    }
+    if let Err(e) = std::fs::remove_file(&intent) {
+        tracing::warn!("{intent}: could not remove: {e}");
+    }
+}
+
+pub(super) fn temp_path(path: &str) -> String {
+    format!("{path}.pi-sessiond-{}.tmp", std::process::id())
+}
+
+/// Removes the rewrite temporaries (`*.pi-sessiond-PID.tmp`) in the directory of `path` whose process is gone:
+/// a process killed during a rewrite leaves one, and nothing else would ever remove it. A temporary of a live
+/// process (or one whose pid was reused) is left alone.
+pub(super) fn sweep_stale_temps(path: &str) {
+    let dir = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty());
+    let Ok(entries) = std::fs::read_dir(dir.unwrap_or(std::path::Path::new("."))) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_owner) else { continue };
+        if pid == std::process::id() || process_alive(pid) {
+            continue;
+        }
+        match std::fs::remove_file(entry.path()) {
+            Ok(()) => tracing::info!("removed {}, left by process {pid}, which is gone", entry.path().display()),
+            Err(e) => tracing::debug!("could not remove stale {}: {e}", entry.path().display()),
+        }
+    }
+}
+
+/// The pid in a rewrite temporary's name (`<file>.pi-sessiond-<pid>.tmp`).
+pub(super) fn temp_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_suffix(".tmp")?;
+    let (_, pid) = rest.rsplit_once(".pi-sessiond-")?;
+    pid.parse().ok()
+}
+
+pub(super) fn process_alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return false };
+    // EPERM means it exists but belongs to someone else.
+    !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
+}
+
+impl Drop for SessionFile {
+    fn drop(&mut self) {
+        // A poisoned file was reported when it was poisoned; there is nothing left to sync.
+        if self.refusal().is_some() {
+            return;
+        }
+        if let Err(e) = self.sync() {
+            tracing::warn!("{}: closing: {e}", self.path);
+        }
+    }
+}
+
+/// Test hooks, compiled into debug builds only, each killing the process at the N-th append: with
+/// `PI_SESSIOND_TEST_TEAR_AT=N` it writes half of its line and aborts, which is what a crash in the middle of a
+/// write leaves behind; with `PI_SESSIOND_TEST_DIE_AFTER=N` it writes the whole line and aborts before anyone is
+/// told, so a host sees a write in flight that did land (the pi drop-in must not write it twice).
+#[cfg(debug_assertions)]
+mod crash_test {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static APPENDS: AtomicU64 = AtomicU64::new(0);
+
+    pub fn maybe_tear(writer: &mut std::fs::File, bytes: &[u8]) {
+        use std::io::Write;
+        let at = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+        let (tear, die) = (at("PI_SESSIOND_TEST_TEAR_AT"), at("PI_SESSIOND_TEST_DIE_AFTER"));
+        if tear.is_none() && die.is_none() {
+            return;
+        }
+        let count = APPENDS.fetch_add(1, Ordering::SeqCst) + 1;
+        if tear == Some(count) {
+            let _ = writer.write_all(&bytes[..bytes.len() / 2]);
+            std::process::abort();
+        }
+        if die == Some(count) {
+            let _ = writer.write_all(bytes);
+            std::process::abort();
+        }
+    }
+}
+
+/// Takes the advisory exclusive lock (`flock`) on an append handle, or says who holds it. The lock lives on the
+/// session file itself, so no lock file is left beside sessions, and it dies with its process, so a crashed
+/// writer never leaves a stale lock. pi 1.6.0 takes no lock; the manager follows the file before each write
+/// instead.
+///
+/// A lock that seems held by this very process, or by nobody by the time `/proc/locks` is read, is tried again for
+/// a moment: a child being started by any thread of this process holds a copy of our descriptors from `fork` to
+/// `exec`, so a lock just released by closing a descriptor can outlive it by that long.
+pub(super) fn lock_writer(writer: &File, path: &str) -> Result<()> {
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match writer.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let pid = writer.metadata().ok().and_then(|m| lock_holder(&m));
+                let transient = pid.is_none_or(|p| p == std::process::id());
+                if !transient || pause > std::time::Duration::from_millis(64) {
+                    return Err(Error::Locked { path: path.to_owned(), pid });
+                }
+                std::thread::sleep(pause);
+                pause *= 2;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
+        }
+    }
+}
+
+/// The pid holding an flock on this file, from Linux's `/proc/locks` (`1: FLOCK ADVISORY WRITE <pid>
+/// <major>:<minor>:<inode> 0 EOF`).
+pub(super) fn lock_holder(meta: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = meta.dev();
+    let (major, minor) =
+        (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff), ((dev >> 12) & 0xffff_ff00) | (dev & 0xff));
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&"FLOCK") || fields.get(3) != Some(&"WRITE") {
+            return None;
+        }
+        let mut id = fields.get(5)?.split(':');
+        let (maj, min, ino) = (id.next()?, id.next()?, id.next()?);
+        let matches = u64::from_str_radix(maj, 16).ok()? == major
+            && u64::from_str_radix(min, 16).ok()? == minor
+            && ino.parse::<u64>().ok()? == meta.ino();
+        matches.then(|| fields.get(4)?.parse().ok()).flatten()
+    })
+}
