@@ -247,3 +247,225 @@ pub(super) fn role_name(role: &str) -> &'static str {
     const ROLES: [&str; 8] = ["user", "assistant", "toolResult", "custom", "bashExecution", "name", "label", "summary"];
     ROLES.iter().find(|r| **r == role).copied().unwrap_or("other")
 }
+
+/// The searchable text as a connection reads and writes it.
+impl CatalogIndex {
+    /// How many bytes of `paths` (as far as the listing indexed them) have no searchable text in the index yet,
+    /// and how many bytes the index has listed of them in all.
+    pub fn unindexed_bytes(&mut self, paths: &[String]) -> IndexResult<(u64, u64)> {
+        self.with_recovery(|index| {
+            let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
+            let mut stmt =
+                index.conn.prepare_cached("SELECT path, docs_offset, offset FROM files WHERE rejected = 0")?;
+            let rows =
+                stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))?;
+            let (mut behind, mut total) = (0u64, 0u64);
+            for row in rows {
+                let (path, docs_offset, offset) = row?;
+                if wanted.contains(path.as_str()) {
+                    behind += offset.saturating_sub(docs_offset).max(0) as u64;
+                    total += offset.max(0) as u64;
+                }
+            }
+            Ok((behind, total))
+        })
+    }
+
+    /// Extracts the searchable text of `paths` up to what the listing indexed. `on_progress(done, total)` is
+    /// called after each file. Files are read with no lock held; the text is written where the row is still as it
+    /// was read.
+    pub fn catch_up_docs(
+        &mut self,
+        paths: &[String],
+        cancel: &Cancel,
+        on_progress: &mut dyn FnMut(usize, usize),
+    ) -> IndexResult<()> {
+        self.with_recovery(|index| index.catch_up_docs_inner(paths, cancel, on_progress))
+    }
+
+    pub(super) fn catch_up_docs_inner(
+        &mut self,
+        paths: &[String],
+        cancel: &Cancel,
+        on_progress: &mut dyn FnMut(usize, usize),
+    ) -> IndexResult<()> {
+        let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
+        let behind: Vec<Behind> = {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT id, CASE WHEN typeof(gen) = 'integer' THEN gen END, path, docs_offset, offset, head, tail
+                 FROM files WHERE docs_offset < offset AND rejected = 0",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(Behind {
+                    version: Version { id: r.get(0)?, gen: r.get(1)? },
+                    path: r.get(2)?,
+                    docs_offset: r.get::<_, i64>(3)? as u64,
+                    offset: r.get::<_, i64>(4)? as u64,
+                    head: r.get(5)?,
+                    tail: r.get(6)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()?
+                .into_iter()
+                .filter(|b| wanted.contains(b.path.as_str()))
+                .collect()
+        };
+        let total = behind.len();
+        let mut batch: Vec<DocsChunk> = Vec::new();
+        let mut batch_bytes = 0;
+        for (k, mut file) in behind.into_iter().enumerate() {
+            let Ok(f) = store::open_regular(&file.path).inspect_err(|e| cancel.note_failure(e)) else {
+                on_progress(k + 1, total);
+                continue;
+            };
+            let mut from = file.docs_offset;
+            while from < file.offset {
+                check(cancel)?;
+                let Some(to) = chunk_end(&f, from, file.offset, cancel) else { break };
+                let Some(docs) = extract_docs(&f, from, to, cancel) else { break };
+                check(cancel)?;
+                if !continues(&f, &file.head, &file.tail, file.offset) {
+                    // Rewritten since it was indexed: the next listing starts it over.
+                    break;
+                }
+                batch_bytes += to - from;
+                batch.push(DocsChunk { version: file.version, from, to, docs });
+                from = to;
+                if from < file.offset || batch_bytes >= DOCS_CHUNK_BYTES || batch.len() >= FILES_PER_TRANSACTION {
+                    let (gen, applied) = self.write_docs(&mut batch)?;
+                    batch_bytes = 0;
+                    if !applied.last().copied().unwrap_or(false) {
+                        break;
+                    }
+                    file.version.gen = Some(gen);
+                }
+            }
+            on_progress(k + 1, total);
+        }
+        self.write_docs(&mut batch)?;
+        Ok(())
+    }
+
+    /// Stores the chunks' searchable text in one transaction, each only if its row is still the version it was
+    /// read from and its text still ends where the chunk starts. Returns the transaction's generation and which
+    /// chunks were stored.
+    fn write_docs(&mut self, batch: &mut Vec<DocsChunk>) -> IndexResult<(i64, Vec<bool>)> {
+        if batch.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let gen = next_generation(&tx)?;
+        let mut applied = Vec::with_capacity(batch.len());
+        {
+            let mut now = tx.prepare_cached(
+                "SELECT CASE WHEN typeof(gen) = 'integer' THEN gen END, docs_offset FROM files WHERE id = ?1",
+            )?;
+            let mut insert =
+                tx.prepare_cached("INSERT INTO docs(file_id, entry_id, role, ts, text) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+            let mut insert_fts = tx.prepare_cached("INSERT INTO docs_fts(rowid, text) VALUES (?1, ?2)")?;
+            let mut advance = tx.prepare_cached("UPDATE files SET docs_offset = ?1, gen = ?2 WHERE id = ?3")?;
+            for chunk in batch.iter() {
+                let id = chunk.version.id;
+                let current: Option<(Option<i64>, i64)> =
+                    now.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+                let ok = current == Some((chunk.version.gen, chunk.from as i64));
+                if ok {
+                    for d in &chunk.docs {
+                        let ts = d.timestamp.is_finite().then_some(d.timestamp);
+                        insert.execute(params![id, d.entry_id, d.role, ts, d.text])?;
+                        insert_fts.execute(params![tx.last_insert_rowid(), d.text])?;
+                    }
+                    advance.execute(params![chunk.to as i64, gen, id])?;
+                }
+                applied.push(ok);
+            }
+        }
+        tx.commit()?;
+        batch.clear();
+        Ok((gen, applied))
+    }
+
+    /// Calls `visit` with the searchable entries of `paths`, newest first, that contain (case-insensitively)
+    /// every string in `needles` — or that may: the index narrows, callers check the text themselves. Needles
+    /// shorter than three characters cannot narrow and are ignored; with none left, every entry is visited.
+    /// Stops when `visit` returns false; returns true when every entry was visited. The unterminated last line of
+    /// a file (which the index does not hold) is not visited: see [`CatalogIndex::fragment_docs`].
+    pub fn for_each_doc_newest_first(
+        &mut self,
+        paths: &[String],
+        needles: &[String],
+        cancel: &Cancel,
+        visit: &mut dyn FnMut(&str, Doc) -> bool,
+    ) -> IndexResult<bool> {
+        self.with_recovery(|index| {
+            let ids = file_ids(&index.conn, paths)?;
+            index
+                .conn
+                .execute_batch("CREATE TEMP TABLE IF NOT EXISTS scope(id INTEGER PRIMARY KEY); DELETE FROM scope;")?;
+            {
+                let mut insert = index.conn.prepare_cached("INSERT INTO temp.scope(id) VALUES (?1)")?;
+                for id in ids.keys() {
+                    insert.execute([id])?;
+                }
+            }
+            let query = all_of(needles);
+            let sql = if query.is_none() {
+                "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts, d.id FROM docs d INDEXED BY docs_ts
+                  WHERE d.file_id IN temp.scope ORDER BY d.ts DESC"
+            } else {
+                "SELECT d.file_id, d.entry_id, d.role, d.text, d.ts, d.id FROM docs d INDEXED BY docs_ts
+                  WHERE d.file_id IN temp.scope AND d.id IN (SELECT rowid FROM docs_fts WHERE docs_fts MATCH ?1)
+                  ORDER BY d.ts DESC"
+            };
+            let mut stmt = index.conn.prepare_cached(sql)?;
+            let mut rows = match &query {
+                Some(q) => stmt.query([q])?,
+                None => stmt.query([])?,
+            };
+            while let Some(r) = rows.next()? {
+                check(cancel)?;
+                let file_id: i64 = r.get(0)?;
+                let Some(path) = ids.get(&file_id) else { continue };
+                let role: String = r.get(2)?;
+                let doc = Doc {
+                    entry_id: r.get(1)?,
+                    role: role_name(&role),
+                    text: r.get(3)?,
+                    timestamp: r.get::<_, Option<f64>>(4)?.unwrap_or(f64::NAN),
+                    // A file's entries are stored in file order, so their row ids are in file order too.
+                    order: r.get::<_, i64>(5)? as u64,
+                };
+                if !visit(path, doc) {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    /// The searchable text of each file's unterminated last line, as last seen by a listing: the index stores
+    /// only complete lines (the rest may be a write in progress), but a reader of the file sees that line too.
+    pub fn fragment_docs(&mut self, paths: &[String], cancel: &Cancel) -> IndexResult<Vec<(String, Doc)>> {
+        self.with_recovery(|index| fragment_docs(&index.conn, paths, cancel))
+    }
+
+    /// The searchable entries of `paths` whose text may contain one of `needles` (case-insensitively; callers
+    /// check the text themselves, the index only narrows). Every entry of `paths` when `needles` is empty or one
+    /// of them is shorter than three characters (too short for the trigram index).
+    pub fn docs(&mut self, paths: &[String], needles: &[String], cancel: &Cancel) -> IndexResult<Vec<(String, Doc)>> {
+        self.with_recovery(|index| docs_matching(&index.conn, paths, needles, cancel))
+    }
+
+    /// [`CatalogIndex::docs`] one at a time, without the unterminated last lines (see
+    /// [`CatalogIndex::fragment_docs`]): what a search that only counts and keeps the best reads, holding no more
+    /// than one entry's text at once.
+    pub fn for_each_doc_with_any(
+        &mut self,
+        paths: &[String],
+        needles: &[String],
+        cancel: &Cancel,
+        visit: &mut dyn FnMut(&str, Doc),
+    ) -> IndexResult<()> {
+        self.with_recovery(|index| for_each_doc_matching(&index.conn, paths, needles, cancel, visit))
+    }
+}
