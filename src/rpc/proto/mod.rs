@@ -476,14 +476,14 @@ pi_shape!(
 
 // The wire types by concern (after `pi_shape!`, which they use).
 mod mutation;
-mod notify;
 mod open;
 mod read;
+mod unasked;
 
 pub use self::mutation::*;
-pub use self::notify::*;
 pub use self::open::*;
 pub use self::read::*;
+pub use self::unasked::*;
 
 #[cfg(test)]
 mod tests {
