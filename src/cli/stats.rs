@@ -22,23 +22,9 @@ fn usage_json(u: &Usage) -> Object {
     o
 }
 
-/// pi's name of an entry type.
+/// pi's name of an entry type ("other" for one pi does not write).
 pub fn type_name(kind: EntryType) -> &'static str {
-    match kind {
-        EntryType::Session => "session",
-        EntryType::Message => "message",
-        EntryType::ThinkingLevelChange => "thinking_level_change",
-        EntryType::ModelChange => "model_change",
-        EntryType::Usage => "usage",
-        EntryType::Compaction => "compaction",
-        EntryType::BranchSummary => "branch_summary",
-        EntryType::Custom => "custom",
-        EntryType::CustomMessage => "custom_message",
-        EntryType::ContextEdit => "context_edit",
-        EntryType::Label => "label",
-        EntryType::SessionInfo => "session_info",
-        EntryType::Other => "other",
-    }
+    kind.name().unwrap_or("other")
 }
 
 fn role_name(role: Role) -> &'static str {

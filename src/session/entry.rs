@@ -44,6 +44,24 @@ pub enum EntryType {
 }
 
 impl EntryType {
+    /// Every type, in a fixed order: kept skeletons store a type as its place here (`session/kept.rs`), so the
+    /// order is part of their format (a change to it bumps their version).
+    pub const ALL: [EntryType; 13] = [
+        EntryType::Session,
+        EntryType::Message,
+        EntryType::ThinkingLevelChange,
+        EntryType::ModelChange,
+        EntryType::Usage,
+        EntryType::Compaction,
+        EntryType::BranchSummary,
+        EntryType::Custom,
+        EntryType::CustomMessage,
+        EntryType::ContextEdit,
+        EntryType::Label,
+        EntryType::SessionInfo,
+        EntryType::Other,
+    ];
+
     /// The `type` pi writes for it (None for [`EntryType::Other`]): the compiler's list of types, which
     /// [`EntryType::from_name`] must read back (a test checks every one).
     pub fn name(self) -> Option<&'static str> {
@@ -283,23 +301,8 @@ impl Record {
 mod tests {
     use super::EntryType;
 
-    const ALL: [EntryType; 13] = [
-        EntryType::Session,
-        EntryType::Message,
-        EntryType::ThinkingLevelChange,
-        EntryType::ModelChange,
-        EntryType::Usage,
-        EntryType::Compaction,
-        EntryType::BranchSummary,
-        EntryType::Custom,
-        EntryType::CustomMessage,
-        EntryType::ContextEdit,
-        EntryType::Label,
-        EntryType::SessionInfo,
-        EntryType::Other,
-    ];
-
-    /// Where a type is in [`ALL`]: a match, so a type added to the enum fails to build here until it is listed.
+    /// Where a type is in [`EntryType::ALL`]: a match, so a type added to the enum fails to build here until it is
+    /// listed there.
     fn position(kind: EntryType) -> usize {
         match kind {
             EntryType::Session => 0,
@@ -320,7 +323,7 @@ mod tests {
 
     #[test]
     fn every_type_pi_writes_is_read_back_from_its_name_and_nothing_else_names_one() {
-        for (i, kind) in ALL.into_iter().enumerate() {
+        for (i, kind) in EntryType::ALL.into_iter().enumerate() {
             assert_eq!(position(kind), i, "{kind:?} is listed once, in its place");
             match kind.name() {
                 Some(name) => assert_eq!(EntryType::from_name(name.as_bytes()), kind, "{name}"),

@@ -213,21 +213,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-const ENTRY_TYPES: [EntryType; 13] = [
-    EntryType::Session,
-    EntryType::Message,
-    EntryType::ThinkingLevelChange,
-    EntryType::ModelChange,
-    EntryType::Usage,
-    EntryType::Compaction,
-    EntryType::BranchSummary,
-    EntryType::Custom,
-    EntryType::CustomMessage,
-    EntryType::ContextEdit,
-    EntryType::Label,
-    EntryType::SessionInfo,
-    EntryType::Other,
-];
 const ROLES: [Role; 8] = [
     Role::User,
     Role::Assistant,
@@ -313,7 +298,7 @@ fn put_record(w: &mut Vec<u8>, rec: &Record) {
     put_u64(w, offset);
     put_u64(w, len);
     w.push(u8::from(rec.is_object) | u8::from(rec.is_array) << 1 | u8::from(rec.content_nullish) << 2);
-    w.push(index_of(&ENTRY_TYPES, &rec.kind));
+    w.push(index_of(&EntryType::ALL, &rec.kind));
     w.push(index_of(&SHAPES, &rec.message));
     w.push(index_of(&ROLES, &rec.role));
     put_key(w, &rec.id);
@@ -371,7 +356,7 @@ fn record(r: &mut Reader<'_>) -> Option<Record> {
     let line = u32::try_from(r.u64()?).ok()?;
     let body = Body::file(r.u64()?, r.u64()?);
     let flags = r.u8()?;
-    let kind = *ENTRY_TYPES.get(usize::from(r.u8()?))?;
+    let kind = *EntryType::ALL.get(usize::from(r.u8()?))?;
     let message = *SHAPES.get(usize::from(r.u8()?))?;
     let role = *ROLES.get(usize::from(r.u8()?))?;
     let id = key(r)?;
