@@ -1,4 +1,8 @@
 //! Wire types of the mutations: each append's params, branching, batches, and what they answer.
+//!
+//! An op method's `handle` is `Option` marked `#[schemars(required, with = "String")]`: required alone (the method
+//! table checks), absent in a batch's op (the batch's is used), so one params type serves both while the schema
+//! says what a host sends alone.
 
 use super::*;
 
@@ -10,8 +14,6 @@ use super::*;
 #[serde(rename_all = "camelCase")]
 pub struct AppendMessageParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -25,8 +27,6 @@ pub struct AppendMessageParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendThinkingLevelChangeParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -40,8 +40,6 @@ pub struct AppendThinkingLevelChangeParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendModelChangeParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -57,8 +55,6 @@ pub struct AppendModelChangeParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendUsageParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -80,8 +76,6 @@ pub struct AppendUsageParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendCompactionParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -115,8 +109,6 @@ pub struct AppendCompactionParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendCustomEntryParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -134,8 +126,6 @@ pub struct AppendCustomEntryParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendSessionInfoParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -149,8 +139,6 @@ pub struct AppendSessionInfoParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendCustomMessageEntryParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -172,8 +160,6 @@ pub struct AppendCustomMessageEntryParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendContextEditParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -190,8 +176,6 @@ pub struct AppendContextEditParams {
 #[serde(rename_all = "camelCase")]
 pub struct AppendLabelChangeParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -209,8 +193,6 @@ pub struct AppendLabelChangeParams {
 #[serde(rename_all = "camelCase")]
 pub struct BranchParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -224,8 +206,6 @@ pub struct BranchParams {
 #[serde(rename_all = "camelCase")]
 pub struct ResetLeafParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
@@ -237,8 +217,6 @@ pub struct ResetLeafParams {
 #[serde(rename_all = "camelCase")]
 pub struct BranchWithSummaryParams {
     /// The handle.
-    // Required alone (the method table checks), absent in a batch's op (the batch's is used): one params type
-    // serves both, and the schema says what a host sends alone.
     #[schemars(required, with = "String")]
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
