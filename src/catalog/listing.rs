@@ -18,8 +18,9 @@ use icu_collator::{Collator, CollatorBorrowed};
 pub use super::cancel::{Cancel, CancellableRead};
 use super::index::{CatalogIndex, FileToIndex, IndexError};
 use super::info::{session_info, ListedSession};
-use crate::session::dirscan::{self, cwd_matches, directory_for, jsonl_entries, FileStat};
+use crate::session::dirscan::{self, cwd_matches, directory_for, jsonl_entries};
 use crate::session::error::{Error, Result};
+use crate::session::identity::FileStamp;
 use crate::session::js::sort::sort_like_v8;
 use crate::session::json::{JsString, Json};
 use crate::session::paths;
@@ -40,11 +41,11 @@ pub fn locale_compare(collator: &CollatorBorrowed<'_>, a: &str, b: &str) -> f64 
 }
 
 /// A file's listing entry, read from the file (None: not a session, or not a regular file).
-fn listed(path: &str, stat: &FileStat, with_text: bool, cancel: &Cancel) -> Option<Arc<ListedSession>> {
-    if !stat.regular {
+fn listed(path: &str, stamp: &FileStamp, with_text: bool, cancel: &Cancel) -> Option<Arc<ListedSession>> {
+    if !stamp.regular {
         return None;
     }
-    session_info(path, stat.mtime_ms(), with_text, cancel).map(|i| Arc::new(ListedSession::new(i)))
+    session_info(path, stamp.mtime_ms(), with_text, cancel).map(|i| Arc::new(ListedSession::new(i)))
 }
 
 /// Sorts infos by `modified` descending, V8-stably (ties keep their order).
@@ -135,13 +136,13 @@ impl<'a> Catalog<'a> {
         };
         self.cancel.check()?;
         let Some(names) = names else { return Ok(Vec::new()) };
-        let stats = self.stats(dir, &names)?;
-        let ordered: Vec<(&String, Option<FileStat>)> = names.iter().zip(stats).collect();
+        let stamps = self.stamps(dir, &names)?;
+        let ordered: Vec<(&String, Option<FileStamp>)> = names.iter().zip(stamps).collect();
         let with_text = self.with_text;
         let files: Vec<FileToIndex<'_>> = ordered
             .iter()
-            .filter_map(|&(name, stat)| {
-                Some(FileToIndex { path: paths::join(&[dir, name]), dir, stat: stat.filter(|s| s.regular)? })
+            .filter_map(|&(name, stamp)| {
+                Some(FileToIndex { path: paths::join(&[dir, name]), dir, stamp: stamp.filter(|s| s.regular)? })
             })
             .collect();
         let dirs = [dir.to_owned()];
@@ -211,7 +212,7 @@ impl<'a> Catalog<'a> {
             }
         };
         let mut dirs = Vec::new();
-        let mut candidates: Vec<(String, String, Option<FileStat>)> = Vec::new();
+        let mut candidates: Vec<(String, String, Option<FileStamp>)> = Vec::new();
         for entry in entries.flatten() {
             self.cancel.check()?;
             let Ok(ft) = entry.file_type() else { continue };
@@ -228,7 +229,7 @@ impl<'a> Catalog<'a> {
             }
         }
         let c = collator();
-        let mtime = |m: &Option<FileStat>| m.as_ref().map_or(f64::NEG_INFINITY, FileStat::mtime_ms);
+        let mtime = |m: &Option<FileStamp>| m.as_ref().map_or(f64::NEG_INFINITY, FileStamp::mtime_ms);
         sort_like_v8(&mut candidates, |a, b| {
             let diff = mtime(&b.2) - mtime(&a.2);
             if diff != 0.0 && !diff.is_nan() {
@@ -240,8 +241,8 @@ impl<'a> Catalog<'a> {
         let with_text = self.with_text;
         let files: Vec<FileToIndex<'_>> = candidates
             .iter()
-            .filter_map(|(path, dir, stat)| {
-                stat.filter(|s| s.regular).map(|stat| FileToIndex { path: path.clone(), dir, stat })
+            .filter_map(|(path, dir, stamp)| {
+                stamp.filter(|s| s.regular).map(|stamp| FileToIndex { path: path.clone(), dir, stamp })
             })
             .collect();
         let indexed =
@@ -279,12 +280,12 @@ impl<'a> Catalog<'a> {
         };
         // Headers of files unchanged since they were indexed need no reading.
         let cached = self.through_index(&dir, |ix, _| ix.cached_headers(&dir))?.unwrap_or_default();
-        let stats = self.stats(&dir, &names)?;
-        for (name, stat) in names.iter().zip(stats) {
+        let stamps = self.stamps(&dir, &names)?;
+        for (name, stamp) in names.iter().zip(stamps) {
             self.cancel.check()?;
-            let Some(stat) = stat.filter(|s| s.regular) else { continue };
+            let Some(stamp) = stamp.filter(|s| s.regular) else { continue };
             let path = paths::join(&[&dir, name]);
-            let known = cached.get(&path).and_then(|c| c.header_if_current(&stat).map(|h| h.cloned()));
+            let known = cached.get(&path).and_then(|c| c.header_if_current(&stamp).map(|h| h.cloned()));
             let Some(header) = known.unwrap_or_else(|| read_header_bounded(&path)) else { continue };
             if !header.get("id").and_then(Json::as_js_str).is_some_and(|h| h.eq_str(id)) {
                 continue;
@@ -301,11 +302,11 @@ impl<'a> Catalog<'a> {
         Ok(None)
     }
 
-    /// The stats of `names` in `dir`; a directory that cannot be opened for want of descriptors fails the call
-    /// (any other failure leaves every name without a stat, as if it vanished).
-    fn stats(&self, dir: &str, names: &[String]) -> Result<Vec<Option<FileStat>>> {
-        match dirscan::stat_names(dir, names) {
-            Ok(stats) => Ok(stats),
+    /// The stamps of `names` in `dir`; a directory that cannot be opened for want of descriptors fails the call
+    /// (any other failure leaves every name without a stamp, as if it vanished).
+    fn stamps(&self, dir: &str, names: &[String]) -> Result<Vec<Option<FileStamp>>> {
+        match dirscan::stamp_names(dir, names) {
+            Ok(stamps) => Ok(stamps),
             Err(e) => {
                 self.cancel.note_io_failure("open directory", dir, &e);
                 self.cancel.check()?;

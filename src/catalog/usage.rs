@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::session::context::Bodies;
 use crate::session::entry::{EntryType, Record, Role};
-use crate::session::identity::{now_ns, settled, FileStamp};
+use crate::session::identity::{now_ns, FileStamp};
 use crate::session::js::convert::to_js_string;
 use crate::session::js::date::to_iso_string;
 use crate::session::json::{Json, Object};
@@ -285,8 +285,7 @@ impl<K: Ord> Default for Overview<K> {
 /// A file's stamp as the memo keeps it, when the file is settled (a later change will show in its stamp).
 fn settled_stamp(path: &str, now_ns: i64) -> Option<String> {
     let st = FileStamp::of_path(path).ok()??;
-    let changed = st.mtime_ns.max(st.ctime_ns);
-    settled(changed, now_ns).then(|| format!("{}:{}:{}:{}:{}", st.dev, st.ino, st.size, st.mtime_ns, st.ctime_ns))
+    st.settled_at(now_ns).then(|| format!("{}:{}:{}:{}:{}", st.dev, st.ino, st.size, st.mtime_ns, st.ctime_ns))
 }
 
 /// Sums the usage of the sessions at `paths` (read-only, in this order) whose entries are dated at or after

@@ -1,90 +1,26 @@
 //! Session directories: pi's default session directory (created when missing) and the directory a cwd-scoped
-//! call uses, pi's `findMostRecentSession`, what a listing needs of a file's `stat`, and stats of many names in
-//! one directory through its descriptor. The engine's second file-system room beside `store` (the catalog builds
-//! its listings on these scans).
+//! call uses, pi's `findMostRecentSession`, and the stamps (`identity::FileStamp`) of many names in one directory
+//! through its descriptor. The engine's second file-system room beside `store` (the catalog builds its listings
+//! and the team push its scans on these).
 //!
 //! A warm listing of thousands of sessions is mostly these stats, so they avoid both the path walk of a full-path
 //! `stat` and `std::fs::Metadata` (which can only come from a path or a `DirEntry`, and so would tie the stats to a
 //! fresh `readdir`).
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::error::Result;
-use super::identity::FileStamp;
+use super::identity::{epoch_ns, FileStamp};
 use super::js::sort::sort_like_v8;
 use super::json::Json;
 use super::paths;
 use super::store::{self, read_header_bounded};
 
-/// What the catalog keeps of a file's `stat`: enough to tell whether the file changed, and pi's `mtime`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileStat {
-    /// Size in bytes.
-    pub len: u64,
-    /// Modification time, in nanoseconds since the epoch.
-    pub mtime_ns: i64,
-    /// Device and inode: a different pair is a different file under the same name.
-    pub dev: u64,
-    /// See `dev`.
-    pub ino: u64,
-    /// A regular file (after following symlinks). Only regular files are listed or read: opening a FIFO blocks
-    /// until a writer comes, and a device can be read without end.
-    pub regular: bool,
-}
-
-impl FileStat {
-    /// pi's `stats.mtime.getTime()`: Node builds it from seconds and nanoseconds as below (so it may carry a
-    /// fraction of a millisecond, and the result must be computed the same way to compare equal).
-    pub fn mtime_ms(&self) -> f64 {
-        mtime_ms_of(self.mtime_ns)
-    }
-}
-
-/// pi's `stats.mtime.getTime()` for an `mtime` in nanoseconds (see [`FileStat::mtime_ms`]).
-pub fn mtime_ms_of(mtime_ns: i64) -> f64 {
-    let secs = mtime_ns.div_euclid(1_000_000_000);
-    let nsec = mtime_ns.rem_euclid(1_000_000_000);
-    secs as f64 * 1000.0 + nsec as f64 / 1e6
-}
-
-impl From<&fs::Metadata> for FileStat {
-    fn from(meta: &fs::Metadata) -> FileStat {
-        FileStat {
-            len: meta.len(),
-            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-            regular: meta.is_file(),
-        }
-    }
-}
-
-/// `stat` of a path, following symlinks.
-pub fn stat(path: &str) -> Option<FileStat> {
-    fs::metadata(path).ok().map(|m| FileStat::from(&m))
-}
-
-/// `stat` (following symlinks, as pi's `statSync`) of each of `names` in `dir`, in order; None where it failed.
-/// Fails when `dir` cannot be opened (the caller tells a vanished directory from a process out of descriptors).
-pub fn stat_names<S: AsRef<str>>(dir: &str, names: &[S]) -> std::io::Result<Vec<Option<FileStat>>> {
-    Ok(stamp_names(dir, names)?
-        .into_iter()
-        .map(|stamp| {
-            stamp.map(|st| FileStat {
-                len: st.size,
-                mtime_ns: st.mtime_ns,
-                dev: st.dev,
-                ino: st.ino,
-                regular: st.regular,
-            })
-        })
-        .collect())
-}
-
-/// [`stat_names`] with the change time as well: the stamps [`super::identity::Known::judge`] compares.
+/// The stamp ([`FileStamp`]: identity, size, `mtime`, `ctime`, regular or not) of each of `names` in `dir`, in
+/// order, following symlinks as pi's `statSync` does; None where it failed. Fails when `dir` cannot be opened (the
+/// caller tells a vanished directory from a process out of descriptors).
 // The casts are no-ops on Linux; `struct stat`'s fields are narrower or signed elsewhere (macOS).
 #[allow(clippy::unnecessary_cast)]
 pub fn stamp_names<S: AsRef<str>>(dir: &str, names: &[S]) -> std::io::Result<Vec<Option<FileStamp>>> {
@@ -97,8 +33,8 @@ pub fn stamp_names<S: AsRef<str>>(dir: &str, names: &[S]) -> std::io::Result<Vec
                 dev: st.st_dev as u64,
                 ino: st.st_ino as u64,
                 size: st.st_size as u64,
-                mtime_ns: st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64,
-                ctime_ns: st.st_ctime as i64 * 1_000_000_000 + st.st_ctime_nsec as i64,
+                mtime_ns: epoch_ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
+                ctime_ns: epoch_ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
                 regular: FileType::from_raw_mode(st.st_mode as _) == FileType::RegularFile,
             })
         })
@@ -153,9 +89,9 @@ pub fn directory_for(cwd: &str, session_dir: Option<&str>, agent_dir: &str) -> R
 
 /// The `*.jsonl` entries of `dir` in directory order (like `readdir`), each with `stat`'s answer (followed
 /// through symlinks, as pi's `statSync`; None if it failed).
-pub fn jsonl_entries(dir: &str) -> std::io::Result<Vec<(String, Option<FileStat>)>> {
+pub fn jsonl_entries(dir: &str) -> std::io::Result<Vec<(String, Option<FileStamp>)>> {
     let names = jsonl_names(dir)?;
-    let stats = stat_names(dir, &names)?;
+    let stats = stamp_names(dir, &names)?;
     Ok(names.into_iter().zip(stats).collect())
 }
 
@@ -194,40 +130,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stats_through_the_directory_equal_stats_by_path_and_follow_symlinks() {
+    fn stamps_through_the_directory_equal_stamps_by_path_and_follow_symlinks() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_str().unwrap();
         fs::write(dir.path().join("a.jsonl"), b"hello\n").unwrap();
         std::os::unix::fs::symlink(dir.path().join("a.jsonl"), dir.path().join("link.jsonl")).unwrap();
-        let got = stat_names(d, &["a.jsonl", "link.jsonl", "missing.jsonl"]).unwrap();
-        let by_path = stat(&format!("{d}/a.jsonl")).unwrap();
+        let got = stamp_names(d, &["a.jsonl", "link.jsonl", "missing.jsonl"]).unwrap();
+        let by_path = FileStamp::of_path(&format!("{d}/a.jsonl")).unwrap().unwrap();
         assert_eq!(got, vec![Some(by_path), Some(by_path), None]);
-        assert_eq!(by_path.len, 6);
-        assert_eq!(stat_names(&format!("{d}/nope"), &["a.jsonl"]).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(by_path.size, 6);
+        assert_eq!(stamp_names(&format!("{d}/nope"), &["a.jsonl"]).unwrap_err().kind(), std::io::ErrorKind::NotFound);
     }
 
     #[test]
-    fn a_fifo_or_a_directory_is_stated_as_not_regular_without_being_opened() {
+    fn a_fifo_or_a_directory_is_stamped_as_not_regular_without_being_opened() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_str().unwrap();
         rustix::fs::mkfifoat(rustix::fs::CWD, dir.path().join("pipe.jsonl"), Mode::RUSR | Mode::WUSR).unwrap();
         fs::create_dir(dir.path().join("dir.jsonl")).unwrap();
         fs::write(dir.path().join("file.jsonl"), b"x").unwrap();
-        let got: Vec<bool> = stat_names(d, &["pipe.jsonl", "dir.jsonl", "file.jsonl"])
+        let got: Vec<bool> = stamp_names(d, &["pipe.jsonl", "dir.jsonl", "file.jsonl"])
             .unwrap()
             .into_iter()
             .map(|s| s.unwrap().regular)
             .collect();
         assert_eq!(got, vec![false, false, true]);
-        assert!(!stat(&format!("{d}/pipe.jsonl")).unwrap().regular);
-    }
-
-    #[test]
-    fn mtime_ms_is_nodes_sum_of_seconds_and_nanoseconds() {
-        let meta = fs::metadata("/").unwrap();
-        let expected = meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6;
-        assert_eq!(FileStat::from(&meta).mtime_ms(), expected);
-        let st = FileStat { len: 0, mtime_ns: 1_767_225_600_123_456_789, dev: 0, ino: 0, regular: true };
-        assert_eq!(st.mtime_ms(), 1_767_225_600.0 * 1000.0 + 123_456_789.0 / 1e6);
+        assert!(!FileStamp::of_path(&format!("{d}/pipe.jsonl")).unwrap().unwrap().regular);
     }
 }

@@ -57,7 +57,8 @@ pub struct FileStamp {
     pub mtime_ns: i64,
     /// `st_ctime` in nanoseconds since the epoch.
     pub ctime_ns: i64,
-    /// A regular file (after following symlinks): only those are read.
+    /// A regular file (after following symlinks). Only regular files are listed or read: opening a FIFO blocks
+    /// until a writer comes, and a device can be read without end.
     pub regular: bool,
 }
 
@@ -69,8 +70,8 @@ impl FileStamp {
             dev: meta.dev(),
             ino: meta.ino(),
             size: meta.len(),
-            mtime_ns: meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()),
-            ctime_ns: meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()),
+            mtime_ns: epoch_ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: epoch_ns(meta.ctime(), meta.ctime_nsec()),
             regular: meta.is_file(),
         }
     }
@@ -88,6 +89,45 @@ impl FileStamp {
     pub fn same_file(&self, other: &FileStamp) -> bool {
         (self.dev, self.ino) == (other.dev, other.ino)
     }
+
+    /// pi's `stats.mtime.getTime()`, which orders its listings (see [`mtime_ms_of`]).
+    pub fn mtime_ms(&self) -> f64 {
+        mtime_ms_of(self.mtime_ns)
+    }
+
+    /// When the file last changed, as far as its stamp can tell: the later of `mtime` (which a program may set
+    /// back) and `ctime` (which it cannot).
+    pub fn changed_ns(&self) -> i64 {
+        self.mtime_ns.max(self.ctime_ns)
+    }
+
+    /// Whether this stamp, taken at `observed_at_ns`, was taken clean: outside the racy window of the file's last
+    /// change, so any later change shows in the stamp.
+    pub fn settled_at(&self, observed_at_ns: i64) -> bool {
+        self.changed_ns().saturating_add(RACY_WINDOW_NS) <= observed_at_ns
+    }
+
+    /// Whether `now` proves, without reading a byte, that the file is as it was when this stamp was taken at
+    /// `observed_at_ns`: the same stamp, taken clean. The one test by which every reader (the engine, the catalog
+    /// index and its memo, the usage memo, the team push) answers from what it kept.
+    pub fn vouches_for(&self, now: &FileStamp, observed_at_ns: i64) -> bool {
+        self == now && self.settled_at(observed_at_ns)
+    }
+}
+
+/// Nanoseconds since the epoch from `stat`'s seconds and nanoseconds (saturating: a far-future time set by hand
+/// must not overflow).
+pub fn epoch_ns(secs: i64, nsec: i64) -> i64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
+/// pi's `stats.mtime.getTime()` for an `mtime` in nanoseconds: Node builds it from seconds and nanoseconds as
+/// below (so it may carry a fraction of a millisecond, and the result must be computed the same way to compare
+/// equal).
+pub fn mtime_ms_of(mtime_ns: i64) -> f64 {
+    let secs = mtime_ns.div_euclid(1_000_000_000);
+    let nsec = mtime_ns.rem_euclid(1_000_000_000);
+    secs as f64 * 1000.0 + nsec as f64 / 1e6
 }
 
 /// Now, in nanoseconds since the epoch: when a file was looked at, for [`Known::racy`].
@@ -95,12 +135,6 @@ pub fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
-/// Whether something last changed at `changed_ns` and looked at at `observed_at_ns` was seen clean: the change is
-/// outside the racy window, so a later one will show in its stamp.
-pub fn settled(changed_ns: i64, observed_at_ns: i64) -> bool {
-    changed_ns.saturating_add(RACY_WINDOW_NS) <= observed_at_ns
 }
 
 /// The bytes of `file` in `[at, at + len)`, or None when they cannot all be read.
@@ -111,7 +145,7 @@ pub fn bytes_at(file: &File, at: u64, len: u64) -> Option<Vec<u8>> {
 }
 
 /// True when `file` still starts with `head` and has `tail` just before `end`: what was read is still there.
-pub fn continues(file: &File, head: &[u8], tail: &[u8], end: u64) -> bool {
+fn continues(file: &File, head: &[u8], tail: &[u8], end: u64) -> bool {
     let Some(tail_at) = end.checked_sub(tail.len() as u64) else { return false };
     bytes_at(file, 0, head.len() as u64).is_some_and(|b| b == head)
         && bytes_at(file, tail_at, tail.len() as u64).is_some_and(|b| b == tail)
@@ -146,30 +180,50 @@ impl Known<'_> {
     /// The stamp was taken so soon after the file's last change that a change within the same clock tick would
     /// not show in it: only the bytes can say the file is unchanged.
     pub fn racy(&self) -> bool {
-        !settled(self.stamp.mtime_ns.max(self.stamp.ctime_ns), self.observed_at_ns)
+        !self.stamp.settled_at(self.observed_at_ns)
+    }
+
+    /// What the file's stamp `now` tells without reading it, when that is enough: another file or no regular file
+    /// ([`FileState::Replaced`]), shorter than what was read ([`FileState::Shrunk`]), or a stamp that vouches for
+    /// what was read ([`FileState::Same`], or [`FileState::Grew`] when the file goes on past `len`, as with an
+    /// unfinished last line). None when only the known bytes can tell: [`Known::judge`] reads them.
+    pub fn judge_stamp(&self, now: &FileStamp) -> Option<FileState> {
+        if !now.same_file(self.stamp) || !now.regular {
+            Some(FileState::Replaced)
+        } else if now.size < self.len {
+            Some(FileState::Shrunk)
+        } else if self.stamp.vouches_for(now, self.observed_at_ns) {
+            Some(self.grew_or_same(now))
+        } else {
+            None
+        }
     }
 
     /// Compares the file as `now` stamps it with what we know, as cheaply as that can be told: nothing is read
-    /// when its stamp is as we kept it (outside the racy window); the known bytes are read (through `file`, a
-    /// handle of the file `now` describes) when it changed; and when it was written to (`mtime` or `ctime`
-    /// moved) without growing, it is [`FileState::Rewritten`], since only reading it again can say what changed
-    /// (a `chmod` also moves `ctime`: it costs a read, never a missed rewrite).
+    /// when [`Known::judge_stamp`] can tell; else the known bytes are read (through `file`, a handle of the file
+    /// `now` describes), and when it was written to (`mtime` or `ctime` moved) without growing, it is
+    /// [`FileState::Rewritten`], since only reading it again can say what changed (a `chmod` also moves `ctime`:
+    /// it costs a read, never a missed rewrite).
     pub fn judge(&self, now: &FileStamp, file: &File) -> FileState {
+        if let Some(state) = self.judge_stamp(now) {
+            return state;
+        }
         let stamp = self.stamp;
-        let grew_or_same = || if now.size > self.len { FileState::Grew(now.size) } else { FileState::Same };
         let written = now.mtime_ns != stamp.mtime_ns || now.ctime_ns != stamp.ctime_ns;
-        if !now.same_file(stamp) || !now.regular {
-            FileState::Replaced
-        } else if now.size < self.len {
-            FileState::Shrunk
-        } else if now == stamp && !self.racy() {
-            grew_or_same()
-        } else if !continues(file, self.head, self.tail, self.len) || (now.size <= stamp.size && written) {
+        if !continues(file, self.head, self.tail, self.len) || (now.size <= stamp.size && written) {
             // Known bytes that changed, or a write that did not make it longer: only reading it again can tell
             // what changed.
             FileState::Rewritten
         } else {
-            grew_or_same()
+            self.grew_or_same(now)
+        }
+    }
+
+    fn grew_or_same(&self, now: &FileStamp) -> FileState {
+        if now.size > self.len {
+            FileState::Grew(now.size)
+        } else {
+            FileState::Same
         }
     }
 }
@@ -190,6 +244,28 @@ mod tests {
         let stamp = stamp_of(f.as_file());
         let (head, tail) = known_bytes(f.as_file(), content.len() as u64);
         (f, stamp, head, tail, stamp.mtime_ns.max(stamp.ctime_ns) + age_ns)
+    }
+
+    #[test]
+    fn mtime_ms_is_nodes_sum_of_seconds_and_nanoseconds() {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata("/").unwrap();
+        let expected = meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6;
+        assert_eq!(FileStamp::of(&meta).mtime_ms(), expected);
+        let stamp = FileStamp { mtime_ns: 1_767_225_600_123_456_789, ..FileStamp::default() };
+        assert_eq!(stamp.mtime_ms(), 1_767_225_600.0 * 1000.0 + 123_456_789.0 / 1e6);
+    }
+
+    #[test]
+    fn a_stamp_vouches_only_for_the_same_stamp_taken_outside_the_racy_window() {
+        let kept =
+            FileStamp { dev: 1, ino: 2, size: 10, mtime_ns: 5_000_000_000, ctime_ns: 7_000_000_000, regular: true };
+        let clean = kept.ctime_ns + RACY_WINDOW_NS;
+        assert!(kept.vouches_for(&kept, clean));
+        assert!(!kept.vouches_for(&kept, clean - 1), "taken within the window of the later of mtime and ctime");
+        // A same-length rewrite whose mtime was set back: only the change time says so.
+        let rewritten = FileStamp { ctime_ns: kept.ctime_ns + 1, ..kept };
+        assert!(!kept.vouches_for(&rewritten, clean + RACY_WINDOW_NS));
     }
 
     #[test]

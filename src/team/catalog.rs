@@ -189,7 +189,6 @@ impl TeamCatalog {
             .into_iter()
             .map(|r| {
                 let mtime_ns: i64 = r.get(5);
-                let stat = crate::session::dirscan::FileStat { len: 0, mtime_ns, dev: 0, ino: 0, regular: true };
                 let info = SessionInfo {
                     path: r.get(2),
                     id: parse_literal(r.get(6)),
@@ -207,7 +206,7 @@ impl TeamCatalog {
                     machine: r.get(1),
                     agent_dir: r.get(3),
                     file_name: r.get(4),
-                    mtime_ms: stat.mtime_ms(),
+                    mtime_ms: crate::session::identity::mtime_ms_of(mtime_ns),
                     listed: Arc::new(ListedSession::with_member(info, "machine", &Json::str(r.get(1)))),
                 }
             })

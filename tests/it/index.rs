@@ -21,7 +21,7 @@ use pi_sessiond::session::Error;
 use crate::corpus::{damage, session_lines, to_bytes, Rng, Shape, DAMAGE};
 use crate::support::{json_diff, s, temp_dir};
 
-fn infos_json(v: &[Arc<ListedSession>]) -> Json {
+pub(crate) fn infos_json(v: &[Arc<ListedSession>]) -> Json {
     Json::Array(v.iter().map(|s| session_info_json(s, true)).collect())
 }
 
@@ -105,7 +105,7 @@ fn change(r: &mut Rng, dir: &Path, n: &mut usize) -> String {
     format!("change {what} to {}", p.display())
 }
 
-fn compare(what: &str, direct: &Json, indexed: &Json) {
+pub(crate) fn compare(what: &str, direct: &Json, indexed: &Json) {
     if let Some(d) = json_diff("", direct, indexed) {
         panic!("{what}: the index differs from reading the files: {d}");
     }

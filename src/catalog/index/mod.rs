@@ -2,11 +2,13 @@
 //! entry, in one SQLite database (FTS5, trigram) that every pi-sessiond process shares.
 //!
 //! The JSONL files stay the source of truth. Per file the index keeps the `SessionInfo` state after the last
-//! complete line it read, keyed by path with size, mtime, device and inode, plus the first and last bytes it read.
-//! A file that only grew (same inode, same first bytes, same bytes just before the indexed offset) is read from
-//! where the index stopped; a file that shrank, was replaced or was rewritten in place is read again from the
-//! start; a file that vanished is forgotten. A listing therefore costs one `stat` per file when nothing changed,
-//! and always equals what reading every file would give.
+//! complete line it read, keyed by path with the file's stamp (`identity::FileStamp`: device, inode, size, mtime
+//! and ctime), the first and last bytes it read and when it looked. Whether the file is still what the row says is
+//! `identity::Known::judge`'s to decide, here as for the engine and the team push; the index only acts on the
+//! answer: a file that only grew is read from where the index stopped; one that shrank, was replaced or was
+//! rewritten in place (even to the same length with its mtime set back: its ctime tells) is read again from the
+//! start; one that vanished is forgotten. A listing therefore costs one `stat` per file when nothing changed, and
+//! always equals what reading every file would give.
 //!
 //! Listing and search are indexed separately: a listing reads only what `SessionInfo` needs (it skips tool
 //! output), so a cold listing costs what a plain scan costs. The searchable text is extracted when a search first
@@ -44,8 +46,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBeha
 
 use super::cancel::{is_exhaustion, Cancel};
 use super::info::{Doc, InfoState, ListedSession, ReadlineLines, SessionInfo};
-use crate::session::dirscan::{self, FileStat};
-use crate::session::identity::{self, continues, now_ns, settled, HEAD_CHECK, TAIL_CHECK};
+use crate::session::identity::{self, now_ns, FileStamp, FileState, Known, HEAD_CHECK, TAIL_CHECK};
 use crate::session::json::{JsString, Json};
 use crate::session::store;
 use crate::session::store::{read_header_bounded, HEADER_SCAN_LIMIT};
@@ -64,8 +65,10 @@ pub(crate) use self::text::last_newline;
 use self::text::*;
 
 /// Bumped whenever the schema or the meaning of what is stored changes: an index of another version is rebuilt.
-/// (1 had no generations; its rows may hold the text of lines twice, from the race generations fix.)
-const SCHEMA_VERSION: i64 = 2;
+/// (1 had no generations; its rows may hold the text of lines twice, from the race generations fix. 2 kept no
+/// change time, so a same-length rewrite with its mtime set back went unseen once the row had settled: every row
+/// of it would be read again anyway, so it is rebuilt rather than migrated.)
+const SCHEMA_VERSION: i64 = 3;
 
 /// `PRAGMA application_id` of every index this program creates: "pisd".
 const APPLICATION_ID: i32 = 0x7069_7364;
@@ -136,8 +139,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What one process remembers besides the database, shared by all of its connections.
 #[derive(Default)]
 struct ProcessMemory {
-    /// Listing entries, rendered, by path: valid while the file's stat is unchanged (and the memo is not racily
-    /// clean), whatever other processes did to the database meanwhile, so a warm listing needs no database read
+    /// Listing entries, rendered, by path: valid while the file's stamp vouches for them (`FileStamp::vouches_for`), whatever other processes did to the database meanwhile, so a warm listing needs no database read
     /// and no serialisation at all. Entries keep `allMessagesText` while the memo's total of it stays under
     /// [`MEMO_TEXT_BUDGET`].
     memo: Mutex<ListingMemo>,
@@ -154,9 +156,9 @@ pub struct CatalogIndex {
     refused: bool,
 }
 
-/// A directory's `*.jsonl` names in load order, and the directory's `stat` when they were read.
+/// A directory's `*.jsonl` names in load order, and the directory's stamp when they were read.
 struct DirNames {
-    stat: FileStat,
+    stamp: FileStamp,
     read_at_ns: i64,
     names: Arc<Vec<String>>,
 }
@@ -178,7 +180,7 @@ impl ListingMemo {
             listed = Some(Arc::new(l.without_text()));
         }
         self.text_bytes += listed.as_ref().map_or(0, |l| l.text_len());
-        self.entries.insert(file.path.clone(), Memo::new(&file.stat, read_at_ns, listed));
+        self.entries.insert(file.path.clone(), Memo { stamp: file.stamp, read_at_ns, listed });
     }
 
     fn forget(&mut self, path: &str) {
@@ -188,10 +190,10 @@ impl ListingMemo {
     }
 }
 
-/// A remembered listing entry and the stat it was made from.
+/// A remembered listing entry and the stamp it was made from.
 #[derive(Clone, Debug)]
 struct Memo {
-    stat: FileStat,
+    stamp: FileStamp,
     /// When the file was read for it (before reading).
     read_at_ns: i64,
     /// `None`: not a session.
@@ -199,18 +201,11 @@ struct Memo {
 }
 
 impl Memo {
-    fn current(&self, stat: &FileStat) -> bool {
-        self.stat == *stat && settled(self.stat.mtime_ns, self.read_at_ns)
-    }
-
-    fn new(stat: &FileStat, read_at_ns: i64, listed: Option<Arc<ListedSession>>) -> Memo {
-        Memo { stat: *stat, read_at_ns, listed }
-    }
-
-    /// Whether the memo answers a listing (`with_text`: one that returns `allMessagesText`) of the file as `meta`
-    /// describes it.
-    fn answers(&self, stat: &FileStat, with_text: bool) -> bool {
-        self.current(stat) && (!with_text || self.listed.as_ref().is_none_or(|l| l.has_text()))
+    /// Whether the memo answers a listing (`with_text`: one that returns `allMessagesText`) of the file as `now`
+    /// stamps it.
+    fn answers(&self, now: &FileStamp, with_text: bool) -> bool {
+        self.stamp.vouches_for(now, self.read_at_ns)
+            && (!with_text || self.listed.as_ref().is_none_or(|l| l.has_text()))
     }
 }
 
@@ -229,15 +224,15 @@ pub fn default_index_path(agent_dir: &str) -> String {
     crate::session::paths::join(&[agent_dir, "pi-sessiond", "index.sqlite"])
 }
 
-/// A file to bring up to date: its path, the directory it was listed from, and its `stat`.
+/// A file to bring up to date: its path, the directory it was listed from, and its stamp.
 #[derive(Debug)]
 pub struct FileToIndex<'a> {
     /// The file's path, as the listing builds it (`<dir>/<name>`).
     pub path: String,
     /// The directory the listing enumerated.
     pub dir: &'a str,
-    /// `stat` of the file (a regular file: nothing else is indexed).
-    pub stat: FileStat,
+    /// The file's stamp as the listing took it (a regular file: nothing else is indexed).
+    pub stamp: FileStamp,
 }
 
 /// Which row, in which state: the row id and its generation when it was read. Every change to a row is made
@@ -252,8 +247,8 @@ struct Version {
 /// What the index knows about one file.
 #[derive(Clone, Debug)]
 struct Row {
-    /// The file's `stat` when it was indexed.
-    stat: FileStat,
+    /// The file's stamp when it was indexed.
+    stamp: FileStamp,
     offset: u64,
     head: Vec<u8>,
     tail: Vec<u8>,
@@ -272,9 +267,9 @@ fn listed(info: SessionInfo) -> Arc<ListedSession> {
 }
 
 impl Row {
-    fn empty(meta: &FileStat) -> Row {
+    fn empty(now: &FileStamp) -> Row {
         Row {
-            stat: FileStat { len: 0, mtime_ns: 0, ..*meta },
+            stamp: FileStamp { size: 0, mtime_ns: 0, ctime_ns: 0, ..*now },
             offset: 0,
             head: Vec::new(),
             tail: Vec::new(),
@@ -286,32 +281,26 @@ impl Row {
         }
     }
 
-    fn racy(&self) -> bool {
-        !settled(self.stat.mtime_ns, self.indexed_at_ns)
+    /// What the row knows of its file, for `identity` to judge the file by.
+    fn known(&self) -> Known<'_> {
+        Known {
+            stamp: &self.stamp,
+            len: self.offset,
+            head: &self.head,
+            tail: &self.tail,
+            observed_at_ns: self.indexed_at_ns,
+        }
     }
 
-    fn unchanged(&self, meta: &FileStat) -> bool {
-        self.stat == *meta
-    }
-
-    fn same_file(&self, meta: &FileStat) -> bool {
-        self.stat.dev == meta.dev && self.stat.ino == meta.ino
-    }
-
-    /// Whether everything up to the file's size as indexed was read.
-    fn complete(&self) -> bool {
-        self.offset == self.stat.len
-    }
-
-    /// Whether the row answers for the file as `meta` describes it without reading the file.
-    fn answers_unread(&self, meta: &FileStat) -> bool {
-        self.unchanged(meta) && self.complete() && !self.racy()
+    /// Whether the row answers for the file as `now` stamps it without reading the file.
+    fn answers_unread(&self, now: &FileStamp) -> bool {
+        self.known().judge_stamp(now) == Some(FileState::Same)
     }
 
     /// Whether the columns agree with each other (a row that does not is read again from its file).
     fn consistent(&self) -> bool {
         let bounded = |b: &[u8], most: u64| b.len() as u64 <= most.min(self.offset);
-        self.offset <= self.stat.len
+        self.offset <= self.stamp.size
             && self.docs_offset <= self.offset
             && bounded(&self.head, HEAD_CHECK)
             && bounded(&self.tail, TAIL_CHECK)
@@ -405,22 +394,22 @@ impl CatalogIndex {
     }
 
     /// The `*.jsonl` names of `dir` in pi's load order: those `read` gave when the directory last changed, while
-    /// its `stat` is the same (a name added, removed or renamed changes the directory's mtime) and was not racily
-    /// clean, else `read`'s answer now.
+    /// its stamp vouches for them (a name added, removed or renamed changes the directory's mtime and ctime), else
+    /// `read`'s answer now.
     pub fn load_order(&mut self, dir: &str, read: impl FnOnce() -> Option<Vec<String>>) -> Option<Arc<Vec<String>>> {
         // Stat before reading: a change while reading leaves the snapshot older than the directory, not newer.
-        let stat = dirscan::stat(dir);
-        if let (Some(st), Some(snap)) = (stat, lock(&self.memory.dir_names).get(dir)) {
-            if snap.stat == st && settled(st.mtime_ns, snap.read_at_ns) {
+        let stamp = FileStamp::of_path(dir).ok().flatten();
+        if let (Some(now), Some(snap)) = (stamp, lock(&self.memory.dir_names).get(dir)) {
+            if snap.stamp.vouches_for(&now, snap.read_at_ns) {
                 return Some(snap.names.clone());
             }
         }
         let read_at_ns = now_ns();
         let names = Arc::new(read()?);
         let mut dir_names = lock(&self.memory.dir_names);
-        match stat {
-            Some(stat) => {
-                dir_names.insert(dir.to_owned(), DirNames { stat, read_at_ns, names: names.clone() });
+        match stamp {
+            Some(stamp) => {
+                dir_names.insert(dir.to_owned(), DirNames { stamp, read_at_ns, names: names.clone() });
             }
             None => {
                 dir_names.remove(dir);
@@ -484,7 +473,7 @@ impl CatalogIndex {
         {
             let memo = lock(&self.memory.memo);
             for (i, file) in files.iter().enumerate() {
-                match memo.entries.get(&file.path).filter(|m| m.answers(&file.stat, with_text)) {
+                match memo.entries.get(&file.path).filter(|m| m.answers(&file.stamp, with_text)) {
                     Some(m) => out[i] = m.listed.clone(),
                     None => pending.push(i),
                 }
@@ -511,8 +500,8 @@ impl CatalogIndex {
         for i in pending {
             let file = &files[i];
             match known.remove(&file.path) {
-                Some((_, Some(row))) if row.answers_unread(&file.stat) => {
-                    out[i] = row.state.finish(&file.path, file.stat.mtime_ms(), with_text).map(listed);
+                Some((_, Some(row))) if row.answers_unread(&file.stamp) => {
+                    out[i] = row.state.finish(&file.path, file.stamp.mtime_ms(), with_text).map(listed);
                     answered.push((i, row.indexed_at_ns));
                     done += 1;
                     on_progress(done, total);
@@ -620,11 +609,10 @@ impl CatalogIndex {
                 return Ok(());
             }
             let (version, row) = known.map_or((None, None), |(v, r)| (Some(v), r));
-            let stat = dirscan::stat(path).filter(|s| s.regular);
-            // (A file that is gone keeps no stat; only its path is used, to forget its row.)
-            let gone = FileStat { len: 0, mtime_ns: 0, dev: 0, ino: 0, regular: false };
-            let file = FileToIndex { path: path.to_owned(), dir: &dir, stat: stat.unwrap_or(gone) };
-            let write = match stat {
+            let stamp = FileStamp::of_path(path).ok().flatten().filter(|s| s.regular);
+            // (A file that is gone has no stamp; only its path is used, to forget its row.)
+            let file = FileToIndex { path: path.to_owned(), dir: &dir, stamp: stamp.unwrap_or_default() };
+            let write = match stamp {
                 Some(_) => plan(&file, row, false, cancel).1,
                 None => Write::Forget,
             };
@@ -639,15 +627,17 @@ impl CatalogIndex {
     pub fn cached_headers(&mut self, dir: &str) -> IndexResult<HashMap<String, CachedHeader>> {
         let dir = dir.to_owned();
         self.with_recovery(|index| {
-            let mut stmt = index
-                .conn
-                .prepare_cached("SELECT path, size, mtime_ns, dev, ino, bounded_header FROM files WHERE dir = ?1")?;
+            let mut stmt = index.conn.prepare_cached(
+                "SELECT path, size, mtime_ns, ctime_ns, dev, ino, indexed_at_ns, bounded_header FROM files
+                 WHERE dir = ?1",
+            )?;
             let rows = stmt.query_map([&dir], |r| {
-                let header: Option<String> = r.get(5)?;
+                let header: Option<String> = r.get(7)?;
                 Ok((
                     r.get::<_, String>(0)?,
                     CachedHeader {
-                        stat: stat_columns(r, 1)?,
+                        stamp: stamp_columns(r, 1)?,
+                        indexed_at_ns: r.get(6)?,
                         header: header.and_then(|h| Json::parse(h.as_bytes()).ok()),
                     },
                 ))
@@ -660,14 +650,15 @@ impl CatalogIndex {
 /// What [`CatalogIndex::cached_headers`] returns for a file.
 #[derive(Clone, Debug)]
 pub struct CachedHeader {
-    stat: FileStat,
+    stamp: FileStamp,
+    indexed_at_ns: i64,
     header: Option<Json>,
 }
 
 impl CachedHeader {
-    /// The header pi's bounded discovery scan finds (None: the file has no valid header), if the file is still
-    /// exactly as indexed.
-    pub fn header_if_current(&self, stat: &FileStat) -> Option<Option<&Json>> {
-        (self.stat == *stat).then_some(self.header.as_ref())
+    /// The header pi's bounded discovery scan finds (None: the file has no valid header), if the file's stamp
+    /// `now` vouches that it is still exactly as indexed.
+    pub fn header_if_current(&self, now: &FileStamp) -> Option<Option<&Json>> {
+        self.stamp.vouches_for(now, self.indexed_at_ns).then_some(self.header.as_ref())
     }
 }

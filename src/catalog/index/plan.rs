@@ -55,8 +55,8 @@ pub(super) fn plan_all(
 }
 
 /// One file's next row and listing entry, from its row as read (`known`, with its text) and the file's bytes
-/// (read with no lock held): answered from the row, continued from where the row stopped, or read again from the
-/// start.
+/// (read with no lock held): as `identity` judges the file against the row, answered from the row (the same),
+/// continued from where the row stopped (it grew), or read again from the start (anything else).
 /// The answer is None when the file could not be read (it vanished, or changed while read): the listing leaves it
 /// out this time, and nothing remembers that. When the process is out of descriptors, the failure is noted on
 /// `cancel` (the listing fails) and the row is kept.
@@ -66,9 +66,9 @@ pub(super) fn plan(
     with_text: bool,
     cancel: &Cancel,
 ) -> (Option<Option<SessionInfo>>, Write) {
-    let meta = &file.stat;
-    let finish = |state: &InfoState| Some(state.finish(&file.path, meta.mtime_ms(), with_text));
-    if let Some(row) = known.as_ref().filter(|r| r.answers_unread(meta)) {
+    let now = &file.stamp;
+    let finish = |state: &InfoState| Some(state.finish(&file.path, now.mtime_ms(), with_text));
+    if let Some(row) = known.as_ref().filter(|r| r.answers_unread(now)) {
         return (finish(&row.state), Write::Keep);
     }
     let f = match store::open_regular(&file.path) {
@@ -80,26 +80,18 @@ pub(super) fn plan(
         }
     };
     let indexed_at_ns = now_ns();
-    if let Some(row) = known.as_ref().filter(|r| r.unchanged(meta) && r.complete() && row_continues(&f, r)) {
-        // Racily clean, and its bytes say it is unchanged: clean from now on if the tick has passed.
-        let write =
-            if settled(row.stat.mtime_ns, indexed_at_ns) { Write::Settle { indexed_at_ns } } else { Write::Keep };
-        return (finish(&row.state), write);
-    }
-    let len = meta.len;
-    let (mut row, continued) = match known {
-        // Grew (or only its unterminated last line changed): continue, unless it was rewritten.
-        Some(r)
-            if r.same_file(meta)
-                && len >= r.offset
-                && (len != r.stat.len || !r.complete())
-                && row_continues(&f, &r) =>
-        {
-            (r, true)
+    let (mut row, continued) = match known.map(|r| (r.known().judge(now, &f), r)) {
+        Some((FileState::Same, r)) if r.stamp == *now => {
+            // Racily clean, and its bytes say it is unchanged: clean from now on if the tick has passed.
+            let write = if r.stamp.settled_at(indexed_at_ns) { Write::Settle { indexed_at_ns } } else { Write::Keep };
+            return (finish(&r.state), write);
         }
-        _ => (Row::empty(meta), false),
+        // Grew (or only its unterminated last line changed): go on from where the row stopped.
+        Some((FileState::Same | FileState::Grew(_), r)) => (r, true),
+        _ => (Row::empty(now), false),
     };
-    let was_short = row.offset == 0 || row.stat.len <= HEADER_SCAN_LIMIT;
+    let len = now.size;
+    let was_short = row.offset == 0 || row.stamp.size <= HEADER_SCAN_LIMIT;
     // Complete lines are remembered; a final line without `\n` is counted for this answer only (it may be a write
     // in progress, and pi's listing reads it as a line).
     let complete_end = match last_newline(&f, row.offset, len, cancel) {
@@ -118,7 +110,7 @@ pub(super) fn plan(
         // What discovery finds depends only on the first MiB: recompute it while the file is shorter than that.
         row.bounded_header = read_header_bounded(&file.path);
     }
-    row.stat = *meta;
+    row.stamp = *now;
     row.indexed_at_ns = indexed_at_ns;
     let answer = if complete_end < len {
         let mut answer = row.state.clone();

@@ -4,7 +4,7 @@
 use super::*;
 
 pub(super) const ROW_COLUMNS: &str =
-    "id, path, CASE WHEN typeof(gen) = 'integer' THEN gen END, size, mtime_ns, dev, ino,
+    "id, path, CASE WHEN typeof(gen) = 'integer' THEN gen END, size, mtime_ns, ctime_ns, dev, ino,
     offset, head, tail, bounded_header, header, rejected, name, message_count, first_message, {text}, has_text,
     last_activity, docs_offset, indexed_at_ns";
 
@@ -14,13 +14,15 @@ pub(super) fn row_columns(with_text: bool) -> String {
     ROW_COLUMNS.replace("{text}", text)
 }
 
-/// The `size, mtime_ns, dev, ino` columns starting at `first`.
-pub(super) fn stat_columns(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<FileStat> {
-    Ok(FileStat {
-        len: r.get::<_, i64>(first)? as u64,
+/// The stamp in the `size, mtime_ns, ctime_ns, dev, ino` columns starting at `first` (only regular files have
+/// rows).
+pub(super) fn stamp_columns(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<FileStamp> {
+    Ok(FileStamp {
+        size: r.get::<_, i64>(first)? as u64,
         mtime_ns: r.get(first + 1)?,
-        dev: r.get::<_, i64>(first + 2)? as u64,
-        ino: r.get::<_, i64>(first + 3)? as u64,
+        ctime_ns: r.get(first + 2)?,
+        dev: r.get::<_, i64>(first + 3)? as u64,
+        ino: r.get::<_, i64>(first + 4)? as u64,
         regular: true,
     })
 }
@@ -40,24 +42,24 @@ pub(super) fn decode_row(r: &rusqlite::Row<'_>, with_text: bool) -> Option<Row> 
     };
     let unsigned = |i: usize| -> Option<u64> { u64::try_from(r.get::<_, i64>(i).ok()?).ok() };
     Some(Row {
-        stat: stat_columns(r, 3).ok()?,
-        offset: unsigned(7)?,
-        head: r.get(8).ok()?,
-        tail: r.get(9).ok()?,
-        bounded_header: json(10)?,
+        stamp: stamp_columns(r, 3).ok()?,
+        offset: unsigned(8)?,
+        head: r.get(9).ok()?,
+        tail: r.get(10).ok()?,
+        bounded_header: json(11)?,
         state: InfoState {
-            header: json(11)?,
-            rejected: r.get::<_, i64>(12).ok()? != 0,
-            name: r.get::<_, Option<Vec<u8>>>(13).ok()?.map(JsString::from_wtf8),
-            message_count: unsigned(14)?,
-            first_message: JsString::from_wtf8(r.get(15).ok()?),
+            header: json(12)?,
+            rejected: r.get::<_, i64>(13).ok()? != 0,
+            name: r.get::<_, Option<Vec<u8>>>(14).ok()?.map(JsString::from_wtf8),
+            message_count: unsigned(15)?,
+            first_message: JsString::from_wtf8(r.get(16).ok()?),
             // A listing row without its text row is damaged: NULL does not decode.
-            all_text: JsString::from_wtf8(r.get::<_, Vec<u8>>(16).ok()?),
-            has_text: r.get::<_, i64>(17).ok()? != 0,
-            last_activity: r.get::<_, Option<i64>>(18).ok()?.map(|b| f64::from_bits(b as u64)),
+            all_text: JsString::from_wtf8(r.get::<_, Vec<u8>>(17).ok()?),
+            has_text: r.get::<_, i64>(18).ok()? != 0,
+            last_activity: r.get::<_, Option<i64>>(19).ok()?.map(|b| f64::from_bits(b as u64)),
         },
-        docs_offset: unsigned(19)?,
-        indexed_at_ns: r.get(20).ok()?,
+        docs_offset: unsigned(20)?,
+        indexed_at_ns: r.get(21).ok()?,
         text_loaded: with_text,
     })
 }
@@ -92,17 +94,18 @@ pub(super) fn store(
     let header = row.state.header.as_ref().map(Json::to_canonical_string);
     let bounded = row.bounded_header.as_ref().map(Json::to_canonical_string);
     let mut stmt = conn.prepare_cached(
-        "INSERT INTO files(path, dir, gen, size, mtime_ns, dev, ino, offset, head, tail, bounded_header, header,
-           rejected, name, message_count, first_message, has_text, last_activity, docs_offset, indexed_at_ns)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+        "INSERT INTO files(path, dir, gen, size, mtime_ns, ctime_ns, dev, ino, offset, head, tail, bounded_header,
+           header, rejected, name, message_count, first_message, has_text, last_activity, docs_offset, indexed_at_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
          ON CONFLICT(path) DO UPDATE SET dir = excluded.dir, gen = excluded.gen, size = excluded.size,
-           mtime_ns = excluded.mtime_ns, dev = excluded.dev, ino = excluded.ino, offset = excluded.offset,
+           mtime_ns = excluded.mtime_ns, ctime_ns = excluded.ctime_ns, dev = excluded.dev, ino = excluded.ino,
+           offset = excluded.offset,
            head = excluded.head, tail = excluded.tail, bounded_header = excluded.bounded_header,
            header = excluded.header, rejected = excluded.rejected, name = excluded.name,
            message_count = excluded.message_count, first_message = excluded.first_message,
            has_text = excluded.has_text, last_activity = excluded.last_activity, docs_offset = excluded.docs_offset,
            indexed_at_ns = excluded.indexed_at_ns
-         WHERE ?21 AND (CASE WHEN typeof(files.gen) = 'integer' THEN files.gen END) IS ?22
+         WHERE ?22 AND (CASE WHEN typeof(files.gen) = 'integer' THEN files.gen END) IS ?23
          RETURNING id",
     )?;
     let stored: Option<i64> = stmt
@@ -111,10 +114,11 @@ pub(super) fn store(
                 file.path,
                 file.dir,
                 gen,
-                row.stat.len as i64,
-                row.stat.mtime_ns,
-                row.stat.dev as i64,
-                row.stat.ino as i64,
+                row.stamp.size as i64,
+                row.stamp.mtime_ns,
+                row.stamp.ctime_ns,
+                row.stamp.dev as i64,
+                row.stamp.ino as i64,
                 row.offset as i64,
                 row.head,
                 row.tail,
@@ -157,8 +161,4 @@ pub(super) fn forget_if(conn: &Connection, version: Version) -> IndexResult<()> 
         conn.prepare_cached("DELETE FROM texts WHERE id = ?1")?.execute([version.id])?;
     }
     Ok(())
-}
-
-pub(super) fn row_continues(file: &File, row: &Row) -> bool {
-    continues(file, &row.head, &row.tail, row.offset)
 }

@@ -17,7 +17,8 @@ pub(super) const SCHEMA: &str = "
     DELETE FROM pi_sessiond_catalog;
     CREATE TABLE files(
       id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, dir TEXT NOT NULL, gen INTEGER NOT NULL,
-      size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, dev INTEGER NOT NULL, ino INTEGER NOT NULL,
+      size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, dev INTEGER NOT NULL,
+      ino INTEGER NOT NULL,
       offset INTEGER NOT NULL, head BLOB NOT NULL, tail BLOB NOT NULL, bounded_header TEXT,
       header TEXT, rejected INTEGER NOT NULL, name BLOB, message_count INTEGER NOT NULL,
       first_message BLOB NOT NULL, has_text INTEGER NOT NULL, last_activity INTEGER,

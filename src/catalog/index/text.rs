@@ -11,6 +11,24 @@ pub(super) struct Behind {
     pub(super) offset: u64,
     pub(super) head: Vec<u8>,
     pub(super) tail: Vec<u8>,
+    pub(super) stamp: FileStamp,
+    pub(super) indexed_at_ns: i64,
+}
+
+impl Behind {
+    /// Whether the file (`f`, open at the row's path) still holds every line the listing indexed: as `identity`
+    /// judges it against the row, the same or grown.
+    fn still_indexed(&self, f: &File) -> bool {
+        let Ok(meta) = f.metadata() else { return false };
+        let known = Known {
+            stamp: &self.stamp,
+            len: self.offset,
+            head: &self.head,
+            tail: &self.tail,
+            observed_at_ns: self.indexed_at_ns,
+        };
+        matches!(known.judge(&FileStamp::of(&meta), f), FileState::Same | FileState::Grew(_))
+    }
 }
 
 /// The searchable text of a file's lines in `[from, to)`, to be stored.
@@ -292,7 +310,8 @@ impl CatalogIndex {
         let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
         let behind: Vec<Behind> = {
             let mut stmt = self.conn.prepare_cached(
-                "SELECT id, CASE WHEN typeof(gen) = 'integer' THEN gen END, path, docs_offset, offset, head, tail
+                "SELECT id, CASE WHEN typeof(gen) = 'integer' THEN gen END, path, docs_offset, offset, head, tail,
+                   size, mtime_ns, ctime_ns, dev, ino, indexed_at_ns
                  FROM files WHERE docs_offset < offset AND rejected = 0",
             )?;
             let rows = stmt.query_map([], |r| {
@@ -303,6 +322,8 @@ impl CatalogIndex {
                     offset: r.get::<_, i64>(4)? as u64,
                     head: r.get(5)?,
                     tail: r.get(6)?,
+                    stamp: stamp_columns(r, 7)?,
+                    indexed_at_ns: r.get(12)?,
                 })
             })?;
             rows.collect::<rusqlite::Result<Vec<_>>>()?
@@ -324,8 +345,8 @@ impl CatalogIndex {
                 let Some(to) = chunk_end(&f, from, file.offset, cancel) else { break };
                 let Some(docs) = extract_docs(&f, from, to, cancel) else { break };
                 check(cancel)?;
-                if !continues(&f, &file.head, &file.tail, file.offset) {
-                    // Rewritten since it was indexed: the next listing starts it over.
+                if !file.still_indexed(&f) {
+                    // Rewritten or replaced since it was indexed: the next listing starts it over.
                     break;
                 }
                 batch_bytes += to - from;

@@ -106,7 +106,7 @@ pub fn push_once(client: &mut Client, target: &Target, options: &PushOptions) ->
         seen.insert(&f.path);
         let mut known = pushed.remove(&f.path);
         // Unchanged as its stamp proves (outside the racy window): a `stat`, nothing read.
-        if known.as_ref().is_some_and(|k| k.ctime_known && k.stamp == f.stamp && !k.known().racy()) {
+        if known.as_ref().is_some_and(|k| k.ctime_known && k.stamp.vouches_for(&f.stamp, k.read_at_ns)) {
             continue;
         }
         let Some(mut opened) = open_changed(f, known.as_mut()) else { continue };

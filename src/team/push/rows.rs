@@ -429,7 +429,7 @@ pub(super) fn read_file(
             rest: json_string_body(std::mem::take(&mut rest_fed.all_text)),
             append: std::mem::replace(&mut append_text, true),
         };
-        let info = rest_fed.finish(&found.path, dirscan::mtime_ms_of(stat.mtime_ns), false);
+        let info = rest_fed.finish(&found.path, stat.mtime_ms(), false);
         let row = match (info, rest_fed.header.clone()) {
             (Some(info), Some(header)) if !state.rejected => Some(SessionRow {
                 info,
