@@ -29,7 +29,7 @@ impl SessionManager {
             return self.follow_appearance();
         }
         let Some(file) = self.file.as_mut() else { return Ok(None) };
-        if let Some(seen) = file.detached() {
+        if file.is_detached() {
             let path = self.session_file.as_deref().expect("a flushed session has a file");
             return match identity::FileStamp::of_path(path).map_err(|e| Error::io("stat", path, e))? {
                 None => {
@@ -37,7 +37,7 @@ impl SessionManager {
                     file.reattach();
                     Ok(Some(Change::Deleted))
                 }
-                Some(now) if now == seen => Ok(Some(Change::Deleted)),
+                Some(now) if file.still_detached(&now) => Ok(Some(Change::Deleted)),
                 Some(_) => self.reload(),
             };
         }
@@ -82,6 +82,8 @@ impl SessionManager {
     /// Reads the file again from scratch, as an open reads it (it was truncated, rewritten or replaced under us).
     pub(super) fn reload(&mut self) -> Result<Option<Change>> {
         let path = self.session_file.clone().expect("a flushed session has a file");
+        // Taken before the stamp, so a change within the same clock tick cannot pass for none.
+        let seen_at_ns = identity::now_ns();
         let Some(seen) = identity::FileStamp::of_path(&path).map_err(|e| Error::io("stat", &path, e))? else {
             return Ok(Some(Change::Deleted));
         };
@@ -110,7 +112,7 @@ impl SessionManager {
                 if let Some(f) = self.file.as_mut() {
                     // Still the inode we read, yet no longer a session: our bytes were overwritten in place.
                     let in_place = f.is_file(&seen);
-                    f.detach(seen, in_place);
+                    f.detach(seen, seen_at_ns, in_place);
                 }
                 Ok(Some(Change::Deleted))
             }
@@ -119,7 +121,7 @@ impl SessionManager {
 
     /// True when the path held something that is not this session when it was last followed.
     pub fn is_detached(&self) -> bool {
-        self.file.as_ref().is_some_and(|f| f.detached().is_some())
+        self.file.as_ref().is_some_and(|f| f.is_detached())
     }
 
     pub(super) fn follow_appends(&mut self) -> Result<Option<Change>> {

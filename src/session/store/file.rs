@@ -26,8 +26,9 @@ pub struct SessionFile {
     /// The bytes at the offsets we read are gone or no longer ours (the file was truncated or rewritten in place
     /// into something that is not a session): bodies are refused rather than read from wherever they now point.
     pub(super) stale: bool,
-    /// The path holds something that is not a session (its stamp when that was found); writes are refused.
-    pub(super) detached: Option<FileStamp>,
+    /// The path holds something that is not a session (its stamp when that was found, and when that stamp was
+    /// taken); writes are refused.
+    pub(super) detached: Option<(FileStamp, i64)>,
 }
 
 /// Why a write to a file found holding something that is not a session is refused.
@@ -232,8 +233,8 @@ impl SessionFile {
     /// Records that the path now holds `seen`, which is not a session. With `in_place` (it is the very file we
     /// read, truncated or rewritten), what was read from it is no longer on disk: later body reads fail with
     /// [`MOVED`] instead of reading whatever is there now. Appends are refused until the file is opened again.
-    pub fn detach(&mut self, seen: FileStamp, in_place: bool) {
-        self.detached = Some(seen);
+    pub fn detach(&mut self, seen: FileStamp, seen_at_ns: i64, in_place: bool) {
+        self.detached = Some((seen, seen_at_ns));
         self.stale |= in_place;
     }
 
@@ -242,9 +243,15 @@ impl SessionFile {
         (stamp.dev, stamp.ino) == self.id
     }
 
-    /// The path's stamp when it was found not to be a session ([`SessionFile::detach`]).
-    pub fn detached(&self) -> Option<FileStamp> {
-        self.detached
+    /// True when the path was found not to hold a session ([`SessionFile::detach`]).
+    pub fn is_detached(&self) -> bool {
+        self.detached.is_some()
+    }
+
+    /// True when the path, as `now` stamps it, provably still holds what was found not to be a session (its
+    /// stamp vouches for it: `identity`), so there is nothing to read again.
+    pub fn still_detached(&self, now: &FileStamp) -> bool {
+        self.detached.is_some_and(|(seen, seen_at_ns)| seen.vouches_for(now, seen_at_ns))
     }
 
     /// The path holds nothing any more: the file counts as deleted (which the next write repairs) rather than

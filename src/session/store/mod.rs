@@ -283,6 +283,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_detached_path_counts_as_unchanged_only_while_its_stamp_vouches_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl").to_str().unwrap().to_owned();
+        let mut file = SessionFile::create(&path, b"{\"type\":\"session\",\"id\":\"x\"}\n", Durability::Batch).unwrap();
+        let seen = FileStamp::of_path(&path).unwrap().unwrap();
+        file.detach(seen, seen.changed_ns(), false);
+        assert!(!file.still_detached(&seen), "looked at within the clock tick of its last change: read it again");
+        file.detach(seen, seen.changed_ns() + identity::RACY_WINDOW_NS, false);
+        assert!(file.still_detached(&seen));
+        assert!(!file.still_detached(&FileStamp { ctime_ns: seen.ctime_ns + 1, ..seen }), "changed since");
+    }
+
+    #[test]
     fn one_fsync_covers_every_write_made_before_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl").to_str().unwrap().to_owned();

@@ -47,7 +47,7 @@ impl SessionManager {
         if let Some(refused) = self.file.as_ref().and_then(SessionFile::refusal) {
             return Err(refused);
         }
-        if self.file.as_ref().is_some_and(|f| f.detached().is_some()) {
+        if self.file.as_ref().is_some_and(|f| f.is_detached()) {
             // A write would land in a file another program is writing, or has emptied.
             return Err(self.conflict(store::DETACHED, true));
         }
