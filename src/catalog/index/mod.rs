@@ -17,9 +17,11 @@
 //! Several processes share one file. Session files are read with no lock held, so a slow file never stalls
 //! another process: from a row as one read saw it, a process computes the row's next state, then writes it in a
 //! write transaction (`BEGIN IMMEDIATE`, so writers queue) only if the row is still the one it started from.
-//! Every write gives the rows it changes a new generation, drawn from a counter in the same transaction; a change
-//! whose row's generation moved meanwhile is dropped (the row another process wrote is at least as new, and this
-//! process's answer, read from the file, is still right). A row whose columns do not decode, or contradict each
+//! Every write of a row's listing gives the row a new generation, drawn from a counter in the same transaction; a
+//! change whose row's generation moved meanwhile is dropped (the row another process wrote is at least as new, and
+//! this process's answer, read from the file, is still right). Adding searchable text moves only the row's
+//! `docs_offset`, checked where it starts, and leaves the generation alone: a search catching up must not make a
+//! writer's listing of its own append look stale, or the append's text would wait for the next listing. A row whose columns do not decode, or contradict each
 //! other, is read again from its file and replaced.
 //!
 //! The index only ever writes a database it knows as its own: one it created (marked by `PRAGMA application_id`
@@ -586,7 +588,7 @@ impl CatalogIndex {
                 }
                 (Write::Forget, Some(b)) => forget_if(&tx, b)?,
                 (Write::Store { row, continued }, basis) => {
-                    let stored = store(&tx, &files[i], &row, gen, basis)?;
+                    let stored = store(&tx, &files[i], &row, gen, basis, continued)?;
                     if let (true, Some(b), false) = (stored, basis, continued) {
                         forget_docs(&tx, b.id)?;
                     }
@@ -660,5 +662,69 @@ impl CachedHeader {
     /// `now` vouches that it is still exactly as indexed.
     pub fn header_if_current(&self, now: &FileStamp) -> Option<Option<&Json>> {
         self.stamp.vouches_for(now, self.indexed_at_ns).then_some(self.header.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn message(id: &str, parent: &str, text: &str) -> String {
+        format!(
+            "{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:01.000Z\",\
+             \"message\":{{\"role\":\"user\",\"content\":\"{text}\",\"timestamp\":1}}}}\n"
+        )
+    }
+
+    fn stamp_of(path: &str) -> FileStamp {
+        FileStamp::of_path(path).ok().flatten().expect("the session file exists")
+    }
+
+    // The race behind a search missing a phrase another process had just appended: a writer plans its listing of
+    // its own append from the row as it was, a search catches the row's text up meanwhile, and the writer's
+    // listing must still land (and keep the text the search added), or the append's text waits for whoever lists
+    // next.
+    #[test]
+    fn a_listing_planned_before_a_search_caught_the_text_up_still_lands_and_keeps_that_text() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let sessions = dir.path().to_string_lossy().into_owned();
+        let path = format!("{sessions}/s.jsonl");
+        let header = "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n";
+        std::fs::write(&path, format!("{header}{}", message("a", "null", "alpha words"))).expect("written");
+        let index_path = format!("{sessions}/index.sqlite");
+        let mut writer = CatalogIndex::open(&index_path).expect("the writer's connection");
+        let mut searcher = CatalogIndex::open(&index_path).expect("the searcher's connection");
+        let cancel = Cancel::default();
+        let file = FileToIndex { path: path.clone(), dir: &sessions, stamp: stamp_of(&path) };
+        writer
+            .refresh(&[sessions.clone()], std::slice::from_ref(&file), true, &cancel, &mut |_, _| {})
+            .expect("listed");
+
+        // The writer appends, and plans its listing from the row as it is now.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).expect("opened for appending");
+        f.write_all(message("b", "\"a\"", "zeppelin").as_bytes()).expect("appended");
+        let grown = FileToIndex { path: path.clone(), dir: &sessions, stamp: stamp_of(&path) };
+        let (basis, row) = row_of(&writer.conn, &path, true).expect("read").expect("a row");
+        let (_, write) = plan(&grown, row, true, &cancel);
+        assert!(matches!(write, Write::Store { continued: true, .. }), "the row continues");
+
+        // Meanwhile a search catches the row's text up (to where the row's listing had read).
+        searcher.catch_up_docs(&[path.clone()], &cancel, &mut |_, _| {}).expect("caught up");
+
+        writer.write_rows(std::slice::from_ref(&grown), vec![(0, Some(basis), write)]).expect("written");
+        let (_, stored) = row_of(&writer.conn, &path, true).expect("read").expect("a row");
+        let stored = stored.expect("the row decodes");
+        assert_eq!(stored.offset, grown.stamp.size, "the writer's listing of its append landed");
+
+        searcher.catch_up_docs(&[path.clone()], &cancel, &mut |_, _| {}).expect("caught up");
+        let texts: Vec<String> = writer
+            .docs(&[path.clone()], &[], &cancel)
+            .expect("the searchable text")
+            .into_iter()
+            .map(|(_, d)| d.text)
+            .collect();
+        assert_eq!(texts.iter().filter(|t| t.contains("zeppelin")).count(), 1, "{texts:?}");
+        assert_eq!(texts.iter().filter(|t| t.contains("alpha")).count(), 1, "no text counted twice: {texts:?}");
     }
 }

@@ -82,13 +82,16 @@ pub(super) fn row_of(conn: &Connection, path: &str, with_text: bool) -> IndexRes
 pub(super) const GEN_IS: &str = "(CASE WHEN typeof(gen) = 'integer' THEN gen END) IS ";
 
 /// Stores `row` for `file` with generation `gen`, if the file's row is still `basis` (None: there is none); false
-/// when another process's row is there instead.
+/// when another process's row is there instead. A `continued` row (the file only grew since `basis`) keeps the
+/// searchable text's offset the database has: text a search added since the row was read stays counted, since
+/// adding text leaves the row's generation alone.
 pub(super) fn store(
     conn: &Connection,
     file: &FileToIndex<'_>,
     row: &Row,
     gen: i64,
     basis: Option<Version>,
+    continued: bool,
 ) -> IndexResult<bool> {
     debug_assert!(row.text_loaded, "a row is stored only with its text");
     let header = row.state.header.as_ref().map(Json::to_canonical_string);
@@ -103,7 +106,8 @@ pub(super) fn store(
            head = excluded.head, tail = excluded.tail, bounded_header = excluded.bounded_header,
            header = excluded.header, rejected = excluded.rejected, name = excluded.name,
            message_count = excluded.message_count, first_message = excluded.first_message,
-           has_text = excluded.has_text, last_activity = excluded.last_activity, docs_offset = excluded.docs_offset,
+           has_text = excluded.has_text, last_activity = excluded.last_activity,
+           docs_offset = CASE WHEN ?24 THEN files.docs_offset ELSE excluded.docs_offset END,
            indexed_at_ns = excluded.indexed_at_ns
          WHERE ?22 AND (CASE WHEN typeof(files.gen) = 'integer' THEN files.gen END) IS ?23
          RETURNING id",
@@ -134,6 +138,7 @@ pub(super) fn store(
                 row.indexed_at_ns,
                 basis.is_some(),
                 basis.and_then(|b| b.gen),
+                continued,
             ],
             |r| r.get(0),
         )

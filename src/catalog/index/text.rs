@@ -334,7 +334,7 @@ impl CatalogIndex {
         let total = behind.len();
         let mut batch: Vec<DocsChunk> = Vec::new();
         let mut batch_bytes = 0;
-        for (k, mut file) in behind.into_iter().enumerate() {
+        for (k, file) in behind.into_iter().enumerate() {
             let Ok(f) = store::open_regular(&file.path).inspect_err(|e| cancel.note_failure(e)) else {
                 on_progress(k + 1, total);
                 continue;
@@ -353,12 +353,11 @@ impl CatalogIndex {
                 batch.push(DocsChunk { version: file.version, from, to, docs });
                 from = to;
                 if from < file.offset || batch_bytes >= DOCS_CHUNK_BYTES || batch.len() >= FILES_PER_TRANSACTION {
-                    let (gen, applied) = self.write_docs(&mut batch)?;
+                    let applied = self.write_docs(&mut batch)?;
                     batch_bytes = 0;
                     if !applied.last().copied().unwrap_or(false) {
                         break;
                     }
-                    file.version.gen = Some(gen);
                 }
             }
             on_progress(k + 1, total);
@@ -368,14 +367,13 @@ impl CatalogIndex {
     }
 
     /// Stores the chunks' searchable text in one transaction, each only if its row is still the version it was
-    /// read from and its text still ends where the chunk starts. Returns the transaction's generation and which
-    /// chunks were stored.
-    fn write_docs(&mut self, batch: &mut Vec<DocsChunk>) -> IndexResult<(i64, Vec<bool>)> {
+    /// read from and its text still ends where the chunk starts. Returns which chunks were stored. The row's
+    /// generation stays: its listing did not change (see the module's doc in `mod.rs`).
+    fn write_docs(&mut self, batch: &mut Vec<DocsChunk>) -> IndexResult<Vec<bool>> {
         if batch.is_empty() {
-            return Ok((0, Vec::new()));
+            return Ok(Vec::new());
         }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let gen = next_generation(&tx)?;
         let mut applied = Vec::with_capacity(batch.len());
         {
             let mut now = tx.prepare_cached(
@@ -384,7 +382,7 @@ impl CatalogIndex {
             let mut insert =
                 tx.prepare_cached("INSERT INTO docs(file_id, entry_id, role, ts, text) VALUES (?1, ?2, ?3, ?4, ?5)")?;
             let mut insert_fts = tx.prepare_cached("INSERT INTO docs_fts(rowid, text) VALUES (?1, ?2)")?;
-            let mut advance = tx.prepare_cached("UPDATE files SET docs_offset = ?1, gen = ?2 WHERE id = ?3")?;
+            let mut advance = tx.prepare_cached("UPDATE files SET docs_offset = ?1 WHERE id = ?2")?;
             for chunk in batch.iter() {
                 let id = chunk.version.id;
                 let current: Option<(Option<i64>, i64)> =
@@ -396,14 +394,14 @@ impl CatalogIndex {
                         insert.execute(params![id, d.entry_id, d.role, ts, d.text])?;
                         insert_fts.execute(params![tx.last_insert_rowid(), d.text])?;
                     }
-                    advance.execute(params![chunk.to as i64, gen, id])?;
+                    advance.execute(params![chunk.to as i64, id])?;
                 }
                 applied.push(ok);
             }
         }
         tx.commit()?;
         batch.clear();
-        Ok((gen, applied))
+        Ok(applied)
     }
 
     /// Calls `visit` with the searchable entries of `paths`, newest first, that contain (case-insensitively)
