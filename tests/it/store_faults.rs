@@ -341,3 +341,42 @@ fn a_rewrite_whose_rename_fails_leaves_the_old_file_whole() {
     assert!(records[0].contains("\"version\":3") && records.last().unwrap().contains(&ids[0]));
     assert_eq!(disk.aside(|| contents(&m)), file_contents(&path).unwrap(), "the handle holds what the file holds");
 }
+
+/// What an open read, in a form two opens can be compared by: every line's place and whether it is a record.
+fn shape(loaded: &pi_sessiond::session::store::LoadedFile) -> (u64, usize, Vec<(u64, u64, bool)>) {
+    let lines = loaded.lines.iter().map(|l| (l.offset, l.len, l.record.is_some())).collect();
+    (loaded.len, loaded.records.len(), lines)
+}
+
+#[test]
+fn a_failing_kept_skeleton_write_leaves_no_trusted_damaged_file() {
+    use pi_sessiond::session::kept::Keep;
+    use pi_sessiond::session::store::SessionFile;
+    let dir = temp_dir();
+    let path = crate::support::big_session(dir.path(), 300, 1000, "end");
+    let (_, fresh) = SessionFile::open(&path, Durability::None).unwrap();
+    let kept_dir = s(&dir.path().join("kept"));
+    let clean = FaultyDisk::new();
+    Keep::in_dir(&kept_dir).open_on(&(clean.clone() as Arc<dyn Disk>), &path, Durability::None).unwrap();
+    let calls = clean.calls();
+    assert!(clean.log().iter().any(|(call, _)| *call == Call::Rename), "a clean open keeps what it read");
+    for fault in [Fault::Errno(EIO), Fault::ShortWrite] {
+        for n in 1..=calls {
+            std::fs::remove_dir_all(&kept_dir).ok();
+            let disk = FaultyDisk::new();
+            disk.fail_call(n, fault);
+            let keep = Keep::in_dir(&kept_dir);
+            let first = keep.open_on(&(disk.clone() as Arc<dyn Disk>), &path, Durability::None);
+            if let Ok((_, loaded)) = &first {
+                assert_eq!(shape(loaded), shape(&fresh), "call {n} ({fault:?}): an open that succeeds read it all");
+            }
+            // The next open trusts what was kept only if it is whole; either way it reads what a fresh open reads.
+            let (_, again) = keep.open(&path, Durability::None).unwrap();
+            assert_eq!(shape(&again), shape(&fresh), "call {n} ({fault:?}, {:?}): the next open", disk.hit());
+            let left: Vec<_> = std::fs::read_dir(&kept_dir)
+                .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            assert!(left.iter().all(|n| n.ends_with(".skel")), "call {n} ({fault:?}): no temporary left: {left:?}");
+        }
+    }
+}
