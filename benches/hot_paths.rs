@@ -1,6 +1,6 @@
 //! Micro-benchmarks of the paths every open and every read goes through, so a regression shows in review:
 //! classifying one line (scan + skeleton), opening a session (read + tree index), building the model's context,
-//! and a warm listing. Inputs are generated here, deterministically; `bench/run` measures the same work against
+//! appending an entry (through the store's file seam, `store::disk`), and a warm listing. Inputs are generated here, deterministically; `bench/run` measures the same work against
 //! pi end to end.
 //!
 //! `cargo bench --bench hot_paths`
@@ -8,7 +8,9 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use pi_sessiond::catalog::index::CatalogIndex;
 use pi_sessiond::catalog::listing::Catalog;
+use pi_sessiond::session::change::Op;
 use pi_sessiond::session::entry::Body;
+use pi_sessiond::session::json::Json;
 use pi_sessiond::session::line::parse_line;
 use pi_sessiond::session::render::{self, JsonOut};
 use pi_sessiond::session::{Env, SessionManager};
@@ -100,6 +102,24 @@ fn open_and_context(c: &mut Criterion) {
     g.finish();
 }
 
+fn appending(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    std::fs::write(&path, session_text(20, 200)).unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let mut m = SessionManager::open(&path, None, None, Env::system()).unwrap();
+    let message = Json::parse(br#"{"role":"user","content":"Please fix the failing test.","timestamp":1}"#).unwrap();
+    let mut g = c.benchmark_group("write");
+    // The sidecar's path: follow the file (one stat), stage, one write; no fsync, so the file seam's share shows.
+    g.bench_function("apply appendMessage (follow + write, durability none)", |b| {
+        b.iter(|| {
+            let outcome = m.apply(Op::AppendMessage { message: message.clone() }, None);
+            std::hint::black_box(outcome.result.unwrap())
+        })
+    });
+    g.finish();
+}
+
 fn warm_listing(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let sessions = dir.path().join("sessions");
@@ -129,5 +149,5 @@ fn warm_listing(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, line_parsing, open_and_context, warm_listing);
+criterion_group!(benches, line_parsing, open_and_context, appending, warm_listing);
 criterion_main!(benches);

@@ -14,8 +14,9 @@
 //! only read here. The bytes are the engine's own compact encoding, written by hand: the records hold the
 //! engine's JavaScript-valued keys and values, which already have exact writers and parsers.
 
-use std::fs::File;
-use std::io::Write;
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::path::Path;
 use std::sync::Arc;
 
 use sha2::Digest;
@@ -25,7 +26,7 @@ use super::error::Result;
 use super::identity::{now_ns, FileStamp, FileState, Known};
 use super::json::{JsString, Json};
 use super::key::Key;
-use super::store::{Durability, LineSlot, LoadedFile, SessionFile, Warning, WarningKind};
+use super::store::{Disk, DiskFile, Durability, LineSlot, LoadedFile, SessionFile, Warning, WarningKind};
 
 /// Files smaller than this are read, not kept: reading them costs less than a kept file would.
 pub const KEEP_FROM_BYTES: u64 = 256 << 10;
@@ -63,10 +64,20 @@ impl Keep {
     /// Opens the session file at `path` as [`SessionFile::open`] does, from what is kept of it when that is still
     /// the file's (reading only what was appended since), and keeps what was read when anything was.
     pub fn open(&self, path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
+        self.open_on(&super::store::real_disk(), path, durability)
+    }
+
+    /// [`Keep::open`] with the session file and the kept one read and written through `disk`.
+    pub fn open_on(
+        &self,
+        disk: &Arc<dyn Disk>,
+        path: &str,
+        durability: Durability,
+    ) -> Result<(SessionFile, LoadedFile)> {
         let kept_at = self.file_for(path);
         let mut from_kept = None;
-        let (file, loaded) = SessionFile::open_knowing(path, durability, |reader, now| {
-            let kept = read_kept(&kept_at, path)?;
+        let (file, loaded) = SessionFile::open_knowing(disk, path, durability, |reader, now| {
+            let kept = read_kept(disk, &kept_at, path)?;
             let known = Known {
                 stamp: &kept.stamp,
                 len: kept.loaded.len,
@@ -85,7 +96,7 @@ impl Keep {
         let unchanged = from_kept.is_some_and(|(len, _)| len == loaded.len);
         if !unchanged && keepable(&loaded) {
             // A cache: failing to keep costs the next open a read, never this one its answer.
-            if let Err(e) = write_kept(&self.dir, &kept_at, path, &file, &loaded) {
+            if let Err(e) = write_kept(disk, &self.dir, &kept_at, path, &file, &loaded) {
                 tracing::debug!("skeletons of {path} not kept in {kept_at}: {e}");
             }
         }
@@ -110,8 +121,10 @@ fn keepable(loaded: &LoadedFile) -> bool {
         && loaded.records.iter().all(|r| r.body.patch.is_none() && matches!(r.body.source, BodySource::File { .. }))
 }
 
-fn read_kept(kept_at: &str, path: &str) -> Option<Kept> {
-    let bytes = std::fs::read(kept_at).ok()?;
+fn read_kept(disk: &Arc<dyn Disk>, kept_at: &str, path: &str) -> Option<Kept> {
+    let mut bytes = Vec::new();
+    let file = DiskFile::open(disk, kept_at, OpenOptions::new().read(true)).ok()?;
+    file.reader_at(0).read_to_end(&mut bytes).ok()?;
     let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
     if crc32fast::hash(body).to_le_bytes() != sum {
         return None;
@@ -135,7 +148,14 @@ fn read_kept(kept_at: &str, path: &str) -> Option<Kept> {
     (r.at == body.len()).then_some(Kept { stamp, observed_at_ns, head, tail, loaded })
 }
 
-fn write_kept(dir: &str, kept_at: &str, path: &str, file: &SessionFile, loaded: &LoadedFile) -> std::io::Result<()> {
+fn write_kept(
+    disk: &Arc<dyn Disk>,
+    dir: &str,
+    kept_at: &str,
+    path: &str,
+    file: &SessionFile,
+    loaded: &LoadedFile,
+) -> std::io::Result<()> {
     let known = file.known();
     if known.len != loaded.len {
         return Ok(());
@@ -156,9 +176,11 @@ fn write_kept(dir: &str, kept_at: &str, path: &str, file: &SessionFile, loaded: 
     w.extend_from_slice(&sum.to_le_bytes());
     std::fs::create_dir_all(dir)?;
     let temp = format!("{kept_at}.{}.{}.tmp", std::process::id(), now_ns());
-    let written = File::create(&temp).and_then(|mut f| f.write_all(&w)).and_then(|()| std::fs::rename(&temp, kept_at));
+    let written = DiskFile::open(disk, &temp, OpenOptions::new().write(true).create(true).truncate(true))
+        .and_then(|f| f.write_all(&w))
+        .and_then(|()| disk.rename(Path::new(&temp), Path::new(kept_at)));
     if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
+        let _ = disk.remove_file(Path::new(&temp));
     }
     written
 }

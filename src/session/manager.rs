@@ -28,7 +28,7 @@ use super::key::Key;
 use super::line::{parse_line, LineOutcome};
 use super::migrate;
 use super::paths;
-use super::store::{self, Durability, LineSlot, LoadedFile, SessionFile, Warning, WarningKind};
+use super::store::{self, Disk, Durability, LineSlot, LoadedFile, SessionFile, Warning, WarningKind};
 use super::tree::{Tree, TreeIndex};
 
 /// Where a manager gets randomness and time, and the UUID v7 generator state it shares.
@@ -43,6 +43,9 @@ pub struct Env {
     pub agent_dir: Option<String>,
     /// Where what an open read is kept for the next open of the same file (`kept.rs`); None: nothing is kept.
     pub keep: Option<Arc<Keep>>,
+    /// What session files (and kept skeletons) are read and written through: the real file system, or in a
+    /// test one that fails on demand.
+    pub disk: Arc<dyn Disk>,
 }
 
 static PROCESS_V7: std::sync::LazyLock<Arc<Mutex<UuidV7State>>> =
@@ -57,6 +60,7 @@ impl Env {
             v7: PROCESS_V7.clone(),
             agent_dir: None,
             keep: None,
+            disk: store::real_disk(),
         }
     }
 
@@ -254,8 +258,8 @@ impl SessionManager {
         let mut header_cwd = None;
         if store::exists(&resolved) {
             let (file, loaded) = match &env.keep {
-                Some(keep) => keep.open(&resolved, Durability::None)?,
-                None => SessionFile::open(&resolved, Durability::None)?,
+                Some(keep) => keep.open_on(&env.disk, &resolved, Durability::None)?,
+                None => SessionFile::open_on(&env.disk, &resolved, Durability::None)?,
             };
             if loaded.has_valid_header() {
                 header_cwd = loaded.records[0].header().and_then(|h| h.get("cwd")).and_then(Json::as_js_str).cloned();
@@ -346,7 +350,7 @@ impl SessionManager {
         if !store::exists(&source) {
             return Err(invalid());
         }
-        let (source_file, mut loaded) = SessionFile::open(&source, Durability::None)?;
+        let (source_file, mut loaded) = SessionFile::open_on(&env.disk, &source, Durability::None)?;
         if !loaded.has_valid_header() {
             return Err(invalid());
         }
@@ -377,7 +381,7 @@ impl SessionManager {
             content.extend_from_slice(trim_json_ws(&bytes));
             content.push(b'\n');
         }
-        drop(SessionFile::create(&new_file, &content, Durability::Entry)?);
+        drop(SessionFile::create_on(&env.disk, &new_file, &content, Durability::Entry)?);
         Self::construct(&target, &dir, Some(&new_file), true, NewSessionOptions::default(), None, env)
     }
 
@@ -385,7 +389,7 @@ impl SessionManager {
         let resolved = paths::resolve_path(path);
         let opened = match preloaded {
             Some(p) => Some(p),
-            None if store::exists(&resolved) => Some(SessionFile::open(&resolved, self.durability)?),
+            None if store::exists(&resolved) => Some(SessionFile::open_on(&self.env.disk, &resolved, self.durability)?),
             None => None,
         };
         let Some((mut file, loaded)) = opened else {
@@ -498,7 +502,11 @@ impl SessionManager {
     /// `setSessionFile(path)`: switch to another file (opened, or started lazily if it does not exist).
     pub fn set_session_file(&mut self, path: &str) -> Result<()> {
         let resolved = paths::resolve_path(path);
-        let opened = if store::exists(&resolved) { Some(SessionFile::open(&resolved, self.durability)?) } else { None };
+        let opened = if store::exists(&resolved) {
+            Some(SessionFile::open_on(&self.env.disk, &resolved, self.durability)?)
+        } else {
+            None
+        };
         self.pending = PendingRepairs::default();
         self.lines.clear();
         self.set_session_file_inner(&resolved, opened)

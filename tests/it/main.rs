@@ -37,6 +37,7 @@ mod rpc_open_repair;
 mod rpc_order;
 mod rpc_search;
 mod soak;
+mod store_faults;
 // The team catalog in PostgreSQL (issue 16).
 mod team;
 mod tidy;

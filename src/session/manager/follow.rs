@@ -65,7 +65,7 @@ impl SessionManager {
         if has_entries || self.file.is_some() || !store::is_file(&path) {
             return Ok(None);
         }
-        match SessionFile::open(&path, self.durability) {
+        match SessionFile::open_on(&self.env.disk, &path, self.durability) {
             Ok((file, loaded)) if loaded.has_valid_header() => {
                 self.lines.clear();
                 self.pending = PendingRepairs::default();
@@ -87,7 +87,11 @@ impl SessionManager {
         let Some(seen) = identity::FileStamp::of_path(&path).map_err(|e| Error::io("stat", &path, e))? else {
             return Ok(Some(Change::Deleted));
         };
-        let opened = if store::is_file(&path) { Some(SessionFile::open(&path, self.durability)) } else { None };
+        let opened = if store::is_file(&path) {
+            Some(SessionFile::open_on(&self.env.disk, &path, self.durability))
+        } else {
+            None
+        };
         let read_again = match opened {
             Some(Ok((file, loaded))) if loaded.has_valid_header() => {
                 let pending = std::mem::take(&mut self.pending);

@@ -8,7 +8,7 @@ use super::*;
 /// The line is checked to still be where it was read: a file truncated since fails with `UnexpectedEof`, and one
 /// rewritten so that the line no longer ends where it did (the byte after it is not its `\n`) with
 /// `InvalidData` ([`MOVED`]), instead of handing out a short buffer or another entry's bytes.
-pub(super) fn read_body(file: Option<&File>, body: &Body) -> std::io::Result<Vec<u8>> {
+pub(super) fn read_body(file: Option<&DiskFile>, body: &Body) -> std::io::Result<Vec<u8>> {
     let raw: std::borrow::Cow<'_, [u8]> = match &body.source {
         BodySource::Memory(bytes) => std::borrow::Cow::Borrowed(bytes),
         BodySource::File { offset, len } => {
@@ -25,7 +25,7 @@ pub(super) fn read_body(file: Option<&File>, body: &Body) -> std::io::Result<Vec
 /// Reads the lines of one session file for copying them elsewhere (a rewrite, a fork, the first write), so the
 /// file's descriptor never leaves the store. [`BodyReader::NONE`] reads only bodies held in memory.
 #[derive(Clone, Copy)]
-pub struct BodyReader<'a>(pub(super) Option<&'a File>);
+pub struct BodyReader<'a>(pub(super) Option<&'a DiskFile>);
 
 impl BodyReader<'_> {
     /// A reader with no file: bodies held in memory only.
@@ -103,25 +103,11 @@ impl<'a> ReadAhead<'a> {
 pub const MOVED: &str = "the line is no longer where it was read";
 
 /// The `len` bytes at `offset` and the byte after them, which must be the line's `\n` or the end of the file.
-pub(super) fn read_line_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+pub(super) fn read_line_at(file: &DiskFile, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
     let len = usize::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
     let mut buf = vec![0u8; len + 1];
     let got = read_up_to(file, &mut buf, offset)?;
     line_in(&buf[..got], len).map(<[u8]>::to_vec)
-}
-
-/// Fills `buf` from `offset` on, as far as the file goes; returns how much it read.
-pub(super) fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match file.read_at(&mut buf[got..], offset + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 /// The first `len` bytes of `read` (what a read found at a line's offset), checked to still be that line: all

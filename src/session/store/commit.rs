@@ -47,7 +47,7 @@ pub struct Landed {
 #[derive(Debug)]
 pub struct SyncPoint {
     /// A descriptor of the append handle's file, for fsync without the handle.
-    pub(super) file: File,
+    pub(super) file: DiskFile,
     pub(super) path: String,
     pub(super) state: Mutex<SyncState>,
     /// Held while an fsync runs, so two are never made at once (the second waits, then usually finds its write
@@ -66,7 +66,7 @@ pub(super) struct SyncState {
 }
 
 impl SyncPoint {
-    pub(super) fn new(writer: &File, path: &str) -> Result<Arc<SyncPoint>> {
+    pub(super) fn new(writer: &DiskFile, path: &str) -> Result<Arc<SyncPoint>> {
         let file = writer.try_clone().map_err(|e| Error::io("open", path, e))?;
         Ok(Arc::new(SyncPoint {
             file,

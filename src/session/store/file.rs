@@ -8,8 +8,8 @@ use super::*;
 #[derive(Debug)]
 pub struct SessionFile {
     pub(super) path: String,
-    pub(super) reader: File,
-    pub(super) writer: Option<File>,
+    pub(super) reader: DiskFile,
+    pub(super) writer: Option<DiskFile>,
     pub(super) len: u64,
     pub(super) id: (u64, u64),
     pub(super) durability: Durability,
@@ -41,35 +41,41 @@ pub(super) fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     (meta.dev(), meta.ino())
 }
 
-/// fsync of a directory, so a created or renamed file's name survives a power loss.
-pub(super) fn sync_dir_of(path: &str) -> std::io::Result<()> {
+/// fsync of the directory holding `path`, so a created or renamed file's name survives a power loss.
+pub(super) fn sync_dir_of(disk: &dyn Disk, path: &str) -> std::io::Result<()> {
     let dir =
         std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    File::open(dir)?.sync_all()
+    disk.sync_dir(dir)
 }
 
 impl SessionFile {
     /// Opens `path` and loads it from that very handle (so offsets refer to the file that was read).
     /// Only a regular file is opened ([`open_regular`]); lines longer than [`MAX_LINE_BYTES`] are skipped unread.
     pub fn open(path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
-        Self::open_knowing(path, durability, |_, _| None)
+        Self::open_on(&real_disk(), path, durability)
+    }
+
+    /// [`SessionFile::open`] through `disk`: every later operation on the file goes through it too.
+    pub fn open_on(disk: &Arc<dyn Disk>, path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
+        Self::open_knowing(disk, path, durability, |_, _| None)
     }
 
     /// [`SessionFile::open`], starting from what `known` says the file's first bytes already hold (given the
     /// opened handle and its stamp; None: nothing known): only the bytes after them are read. What `known` gives
     /// must end with a complete line (see [`LoadedFile::ends_a_line`]) and be the caller's to vouch for.
     pub fn open_knowing(
+        disk: &Arc<dyn Disk>,
         path: &str,
         durability: Durability,
         known: impl FnOnce(&File, &FileStamp) -> Option<LoadedFile>,
     ) -> Result<(SessionFile, LoadedFile)> {
-        take_back_torn_append(path);
-        let reader = open_regular(path)?;
+        take_back_torn_append(disk, path);
+        let reader = open_regular_on(disk, path)?;
         // Stamped before reading, so a change made while we read shows as a change afterwards.
         let observed_at_ns = now_ns();
         let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
-        let loaded = match known(&reader, &FileStamp::of(&meta)).filter(LoadedFile::ends_a_line) {
-            None => load_from(&reader, path, Start::default(), Body::file)?,
+        let loaded = match known(reader.file(), &FileStamp::of(&meta)).filter(LoadedFile::ends_a_line) {
+            None => load_from(reader.reader_at(0), path, Start::default(), Body::file)?,
             Some(mut loaded) => {
                 let start = Start {
                     offset: loaded.len,
@@ -78,9 +84,7 @@ impl SessionFile {
                     hold_back_partial: false,
                 };
                 if meta.len() > loaded.len {
-                    let mut handle = reader.try_clone().map_err(|e| Error::io("read", path, e))?;
-                    handle.seek(std::io::SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", path, e))?;
-                    loaded.extend(load_from(handle, path, start, Body::file)?);
+                    loaded.extend(load_from(reader.reader_at(start.offset), path, start, Body::file)?);
                 }
                 loaded
             }
@@ -108,20 +112,26 @@ impl SessionFile {
     /// If anything fails after the file was created, the file is removed again (it is ours: `O_EXCL` made it), so
     /// a retry once the cause is gone (a full disk freed) does not fail with `EEXIST` on a 0-byte leftover.
     pub fn create(path: &str, content: &[u8], durability: Durability) -> Result<SessionFile> {
+        Self::create_on(&real_disk(), path, content, durability)
+    }
+
+    /// [`SessionFile::create`] through `disk`: every later operation on the file goes through it too.
+    pub fn create_on(disk: &Arc<dyn Disk>, path: &str, content: &[u8], durability: Durability) -> Result<SessionFile> {
         sweep_stale_temps(path);
-        let writer = OpenOptions::new().read(true).append(true).create_new(true).open(path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::AlreadyExists { path: path.to_owned() }
-            } else {
-                Error::io("create", path, e)
-            }
-        })?;
+        let writer =
+            DiskFile::open(disk, path, OpenOptions::new().read(true).append(true).create_new(true)).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    Error::AlreadyExists { path: path.to_owned() }
+                } else {
+                    Error::io("create", path, e)
+                }
+            })?;
         let made = (|| {
-            lock_writer(&writer, path)?;
-            writer.try_clone().and_then(|mut w| w.write_all(content)).map_err(|e| Error::io("write", path, e))?;
+            lock_writer(writer.file(), path)?;
+            writer.write_all(content).map_err(|e| Error::io("write", path, e))?;
             if durability != Durability::None {
                 writer.sync_all().map_err(|e| Error::io("sync", path, e))?;
-                sync_dir_of(path).map_err(|e| Error::io("sync", path, e))?;
+                sync_dir_of(disk.as_ref(), path).map_err(|e| Error::io("sync", path, e))?;
             }
             let reader = writer.try_clone().map_err(|e| Error::io("open", path, e))?;
             let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
@@ -131,7 +141,7 @@ impl SessionFile {
             Ok(m) => m,
             Err(e) => {
                 drop(writer);
-                if let Err(rm) = std::fs::remove_file(path) {
+                if let Err(rm) = disk.remove_file(std::path::Path::new(path)) {
                     tracing::warn!("{path}: could not remove the file whose first write failed: {rm}");
                 }
                 return Err(e);
@@ -164,7 +174,7 @@ impl SessionFile {
 
     /// Keeps the first bytes and the bytes before `len`, to recognise a rewrite later.
     pub(super) fn remember_known_bytes(&mut self) {
-        (self.head, self.tail) = identity::known_bytes(&self.reader, self.len);
+        (self.head, self.tail) = identity::known_bytes(self.reader.file(), self.len);
     }
 
     /// What this handle knows of its file, to tell later whether it is still the file that was read.
@@ -301,22 +311,19 @@ impl SessionFile {
             Err(e) => return Err(Error::io("stat", &self.path, e)),
         };
         // Our handle reads the known bytes: when the path names another file, the stamp says so first.
-        Ok(self.known().judge(&now, &self.reader))
+        Ok(self.known().judge(&now, self.reader.file()))
     }
 
     /// Lines appended by someone else since `from` (complete lines only; a line still being written stays
     /// for later).
     pub fn read_from(&self, start: Start) -> Result<LoadedFile> {
-        let mut handle = self.reader.try_clone().map_err(|e| Error::io("read", &self.path, e))?;
-        handle.seek(std::io::SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", &self.path, e))?;
+        let handle = self.reader.reader_at(start.offset);
         load_from(handle, &self.path, Start { hold_back_partial: true, ..start }, Body::file)
     }
 
     /// The lines between `start` and `end` (bytes another writer put before ours; complete lines only).
     pub fn read_between(&self, start: Start, end: u64) -> Result<LoadedFile> {
-        let mut handle = self.reader.try_clone().map_err(|e| Error::io("read", &self.path, e))?;
-        handle.seek(std::io::SeekFrom::Start(start.offset)).map_err(|e| Error::io("read", &self.path, e))?;
-        let bounded = handle.take(end.saturating_sub(start.offset));
+        let bounded = self.reader.reader_at(start.offset).take(end.saturating_sub(start.offset));
         load_from(bounded, &self.path, Start { hold_back_partial: true, ..start }, Body::file)
     }
 
@@ -324,9 +331,9 @@ impl SessionFile {
     /// a killed process left beside the file are removed.
     pub fn lock(&mut self) -> Result<()> {
         if self.writer.is_none() {
-            let writer =
-                OpenOptions::new().append(true).open(&self.path).map_err(|e| Error::io("open", &self.path, e))?;
-            lock_writer(&writer, &self.path)?;
+            let writer = DiskFile::open(self.reader.disk(), &self.path, OpenOptions::new().append(true))
+                .map_err(|e| Error::io("open", &self.path, e))?;
+            lock_writer(writer.file(), &self.path)?;
             self.sync = Some(SyncPoint::new(&writer, &self.path)?);
             self.writer = Some(writer);
             sweep_stale_temps(&self.path);
@@ -358,14 +365,14 @@ impl SessionFile {
         if several_lines {
             self.announce_append(bytes.len() as u64)?;
         }
-        let writer = self.writer.as_mut().expect("locked");
+        let writer = self.writer.as_ref().expect("locked");
         #[cfg(debug_assertions)]
-        crash_test::maybe_tear(writer, bytes);
+        crash_test::maybe_tear(writer.file(), bytes);
         let written = write_appending(writer, bytes);
         if several_lines {
             self.clear_intent();
         }
-        let writer = self.writer.as_mut().expect("locked");
+        let writer = self.writer.as_ref().expect("locked");
         let start = match written {
             Ok(start) => start,
             Err(failed) => {
@@ -463,13 +470,23 @@ impl SessionFile {
     pub(super) fn announce_append(&mut self, len: u64) -> Result<()> {
         let intent = intent_path(&self.path);
         let start = self.writer.as_ref().expect("locked").metadata().map_err(|e| Error::io("stat", &self.path, e))?;
-        std::fs::write(&intent, format!("{} {len}\n", start.len())).map_err(|e| Error::io("write", &intent, e))
+        let disk = self.reader.disk();
+        let written = DiskFile::open(disk, &intent, OpenOptions::new().write(true).create(true).truncate(true))
+            .and_then(|f| f.write_all(format!("{} {len}\n", start.len()).as_bytes()));
+        if let Err(e) = written {
+            // An intent cut short could name another write; the append is refused, so none is left behind.
+            if let Err(rm) = disk.remove_file(std::path::Path::new(&intent)) {
+                tracing::warn!("{intent}: could not remove the append intent whose write failed: {rm}");
+            }
+            return Err(Error::io("write", &intent, e));
+        }
+        Ok(())
     }
 
     /// The write announced is over (done, or cut back): the intent goes.
     pub(super) fn clear_intent(&mut self) {
         let intent = intent_path(&self.path);
-        if let Err(e) = std::fs::remove_file(&intent) {
+        if let Err(e) = self.reader.disk().remove_file(std::path::Path::new(&intent)) {
             tracing::warn!("{intent}: could not remove the append intent: {e}");
         }
     }
@@ -499,30 +516,34 @@ impl SessionFile {
             .unwrap_or_else(|| self.path.clone());
         sweep_stale_temps(&target);
         let tmp = temp_path(&target);
-        let result = (|| -> std::io::Result<File> {
+        let disk = self.reader.disk().clone();
+        // Everything that can fail before the rename fails the rewrite and leaves the old file whole; after it,
+        // the path holds the new file whatever happens, so the handle takes it up before anything else can fail.
+        let prepared = (|| -> Result<(DiskFile, DiskFile, std::fs::Metadata, Arc<SyncPoint>)> {
+            let io = |e| Error::io("rewrite", &self.path, e);
             // Appending handle: after the rename it is the writer, and appends must stay O_APPEND.
-            let _ = std::fs::remove_file(&tmp);
-            let f = OpenOptions::new().read(true).append(true).create_new(true).open(&tmp)?;
-            f.try_lock().map_err(|e| std::io::Error::other(e.to_string()))?;
+            let _ = disk.remove_file(std::path::Path::new(&tmp));
+            let f =
+                DiskFile::open(&disk, &tmp, OpenOptions::new().read(true).append(true).create_new(true)).map_err(io)?;
+            f.file().try_lock().map_err(|e| io(std::io::Error::other(e.to_string())))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, &f);
-            write(BodyReader(Some(&self.reader)), &mut w)?;
-            w.into_inner().map_err(|e| e.into_error())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &target)?;
-            if self.durability != Durability::None {
-                sync_dir_of(&target)?;
-            }
-            Ok(f)
+            write(BodyReader(Some(&self.reader)), &mut w).map_err(io)?;
+            w.into_inner().map_err(|e| io(e.into_error()))?;
+            f.sync_all().map_err(io)?;
+            let meta = f.metadata().map_err(|e| Error::io("stat", &self.path, e))?;
+            let reader = f.try_clone().map_err(|e| Error::io("open", &self.path, e))?;
+            let sync = SyncPoint::new(&f, &self.path)?;
+            disk.rename(std::path::Path::new(&tmp), std::path::Path::new(&target)).map_err(io)?;
+            Ok((f, reader, meta, sync))
         })();
-        let new = match result {
-            Ok(f) => f,
+        let (new, reader, meta, sync) = match prepared {
+            Ok(p) => p,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(Error::io("rewrite", &self.path, e));
+                let _ = disk.remove_file(std::path::Path::new(&tmp));
+                return Err(e);
             }
         };
-        let meta = new.metadata().map_err(|e| Error::io("stat", &self.path, e))?;
-        self.reader = File::open(&self.path).map_err(|e| Error::io("open", &self.path, e))?;
+        self.reader = reader;
         self.id = file_id(&meta);
         self.len = meta.len();
         self.stale = false;
@@ -530,9 +551,17 @@ impl SessionFile {
         if let Some(old) = self.sync.take() {
             old.all_synced();
         }
-        self.sync = Some(SyncPoint::new(&new, &self.path)?);
+        self.sync = Some(sync.clone());
         self.writer = Some(new);
         self.remember_tail();
+        if self.durability != Durability::None {
+            if let Err(e) = sync_dir_of(disk.as_ref(), &target) {
+                // The rename may not survive a power loss, and it cannot be taken back: the write is reported,
+                // never acknowledged, and the session refuses writes until it is opened again.
+                sync.poison(format!("fsync of the directory after a rewrite failed: {e}"), e.raw_os_error());
+                return Err(Error::io("sync", &self.path, e));
+            }
+        }
         Ok(self.len)
     }
 }
@@ -547,7 +576,7 @@ pub(super) struct FailedWrite {
 }
 
 /// Writes all of `bytes` (one `write`, more only if the kernel takes less) and returns the offset they start at.
-pub(super) fn write_appending(writer: &mut File, bytes: &[u8]) -> std::result::Result<u64, FailedWrite> {
+pub(super) fn write_appending(writer: &DiskFile, bytes: &[u8]) -> std::result::Result<u64, FailedWrite> {
     let mut start = None;
     let mut done = 0;
     while done < bytes.len() {
@@ -559,7 +588,7 @@ pub(super) fn write_appending(writer: &mut File, bytes: &[u8]) -> std::result::R
             Ok(n) => {
                 if start.is_none() {
                     // O_APPEND leaves the offset at the end of what this write put at the end of the file.
-                    match writer.stream_position() {
+                    match position(writer) {
                         Ok(end) => start = Some(end - n as u64),
                         Err(error) => return Err(FailedWrite { error, landed_at: None, lost_track: true }),
                     }
@@ -572,13 +601,19 @@ pub(super) fn write_appending(writer: &mut File, bytes: &[u8]) -> std::result::R
     }
     match start {
         Some(s) => Ok(s),
-        None => writer.stream_position().map_err(|error| FailedWrite { error, landed_at: None, lost_track: true }),
+        None => position(writer).map_err(|error| FailedWrite { error, landed_at: None, lost_track: true }),
     }
+}
+
+/// The handle's offset (`lseek`, outside the seam): on an `O_APPEND` handle, the end of its last write.
+fn position(writer: &DiskFile) -> std::io::Result<u64> {
+    use std::io::Seek;
+    writer.file().stream_position()
 }
 
 /// Cuts a failed write back to where it started, so no partial line of a refused entry stays in the file; if
 /// that is impossible, poisons the file.
-pub(super) fn cut_back(writer: &File, point: &SyncPoint, landed_at: Option<u64>, lost_track: bool) {
+pub(super) fn cut_back(writer: &DiskFile, point: &SyncPoint, landed_at: Option<u64>, lost_track: bool) {
     if lost_track {
         point.poison("a write failed and where it landed is unknown".to_owned(), None);
     } else if let Some(start) = landed_at {
@@ -601,14 +636,18 @@ pub(super) fn intent_path(path: &str) -> String {
 /// middle of its write, which it will finish or cut back itself); the intent is removed once the file is known
 /// to hold the write whole or not at all. Until a pi-sessiond opens the file, pi alone reads the lines that
 /// landed (docs/durability.md).
-pub(super) fn take_back_torn_append(path: &str) {
+pub(super) fn take_back_torn_append(disk: &Arc<dyn Disk>, path: &str) {
     let intent = intent_path(path);
     let Ok(text) = std::fs::read_to_string(&intent) else { return };
-    let Ok(file) = OpenOptions::new().read(true).write(true).open(path) else { return };
-    if file.try_lock().is_err() {
+    let Ok(file) = DiskFile::open(disk, path, OpenOptions::new().read(true).write(true)) else { return };
+    if file.file().try_lock().is_err() {
         return;
     }
-    let announced = text.split_whitespace().map(str::parse::<u64>).collect::<std::result::Result<Vec<u64>, _>>();
+    // Only a whole intent counts: one cut short by a full disk may name another write than the one made.
+    let whole = text.strip_suffix('\n').ok_or(());
+    let announced = whole.and_then(|t| {
+        t.split_whitespace().map(str::parse::<u64>).collect::<std::result::Result<Vec<u64>, _>>().map_err(|_| ())
+    });
     if let (Ok(&[start, len]), Ok(meta)) = (announced.as_deref(), file.metadata()) {
         let end = meta.len();
         if end > start && end < start + len {
@@ -623,7 +662,7 @@ pub(super) fn take_back_torn_append(path: &str) {
             }
         }
     }
-    if let Err(e) = std::fs::remove_file(&intent) {
+    if let Err(e) = disk.remove_file(std::path::Path::new(&intent)) {
         tracing::warn!("{intent}: could not remove: {e}");
     }
 }
@@ -686,7 +725,7 @@ mod crash_test {
 
     static APPENDS: AtomicU64 = AtomicU64::new(0);
 
-    pub fn maybe_tear(writer: &mut std::fs::File, bytes: &[u8]) {
+    pub fn maybe_tear(mut writer: &std::fs::File, bytes: &[u8]) {
         use std::io::Write;
         let at = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
         let (tear, die) = (at("PI_SESSIOND_TEST_TEAR_AT"), at("PI_SESSIOND_TEST_DIE_AFTER"));

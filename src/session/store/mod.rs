@@ -10,12 +10,15 @@
 //! process left are removed when their directory is next written. Loading never writes: pi's load-time repairs are
 //! reported by [`LoadedFile`] and applied by the caller with its first write.
 //!
-//! Here: regular files only, load warnings, a header read bounded as pi's. Beside it: `reader` (reading a file
-//! once), `bodies` (reading an entry's bytes again), `commit` (durability, group commit), `file` ([`SessionFile`]).
+//! Every operation on a session file goes through the [`Disk`] seam (`disk`): the system calls in production, a
+//! disk that fails on demand in tests.
+//!
+//! Here: regular files only, load warnings, a header read bounded as pi's. Beside it: `disk` (the seam),
+//! `reader` (reading a file once), `bodies` (reading an entry's bytes again), `commit` (durability, group
+//! commit), `file` ([`SessionFile`]).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 
 use super::entry::{Body, BodySource, Record};
@@ -28,11 +31,13 @@ use crate::session::line::{is_blank, is_falsy, parse_line, LineOutcome};
 
 mod bodies;
 mod commit;
+mod disk;
 mod file;
 mod reader;
 
 pub use self::bodies::*;
 pub use self::commit::*;
+pub use self::disk::*;
 pub use self::file::*;
 pub use self::reader::*;
 
@@ -157,6 +162,11 @@ pub const MAX_LINE_BYTES: usize = (1 << 29) - 24;
 /// even opened), then opened `O_NONBLOCK` (so a FIFO swapped in meanwhile cannot block the open) and checked
 /// again with `fstat` on the descriptor itself.
 pub fn open_regular(path: &str) -> Result<File> {
+    open_regular_on(&real_disk(), path).map(DiskFile::into_file)
+}
+
+/// [`open_regular`] through `disk`.
+pub fn open_regular_on(disk: &Arc<dyn Disk>, path: &str) -> Result<DiskFile> {
     use rustix::fs::OFlags;
     use std::os::unix::fs::OpenOptionsExt;
     let refuse = |t: &std::fs::FileType| -> Result<()> {
@@ -173,15 +183,12 @@ pub fn open_regular(path: &str) -> Result<File> {
         }
     };
     refuse(&std::fs::metadata(path).map_err(|e| Error::io("open", path, e))?.file_type())?;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(OFlags::NONBLOCK.bits() as i32)
-        .open(path)
+    let file = DiskFile::open(disk, path, OpenOptions::new().read(true).custom_flags(OFlags::NONBLOCK.bits() as i32))
         .map_err(|e| Error::io("open", path, e))?;
     refuse(&file.metadata().map_err(|e| Error::io("stat", path, e))?.file_type())?;
     // Reads of a regular file never block anyway; clear the flag so the descriptor behaves as a plain open's.
-    let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| Error::io("open", path, e.into()))?;
-    rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK).map_err(|e| Error::io("open", path, e.into()))?;
+    let flags = rustix::fs::fcntl_getfl(file.file()).map_err(|e| Error::io("open", path, e.into()))?;
+    rustix::fs::fcntl_setfl(file.file(), flags - OFlags::NONBLOCK).map_err(|e| Error::io("open", path, e.into()))?;
     Ok(file)
 }
 

@@ -2,6 +2,7 @@
 //! deterministic ids and clock both sides share, and a JSON comparison that says where two values differ.
 
 pub mod faults;
+pub mod faulty_disk;
 pub mod postgres;
 pub mod pty;
 pub mod sidecar;
@@ -136,6 +137,7 @@ impl Deterministic {
             v7: self.v7.clone(),
             agent_dir: None,
             keep: None,
+            disk: pi_sessiond::session::store::real_disk(),
         }
     }
 

@@ -335,7 +335,7 @@ impl SessionManager {
         let mut content = Vec::new();
         let reader = self.file.as_ref().map_or(BodyReader::NONE, SessionFile::lines);
         let placed = self.write_layout(&slots, reader, &mut content).map_err(|e| Error::io("write", path, e))?;
-        let file = SessionFile::create(path, &content, self.durability)?;
+        let file = SessionFile::create_on(&self.env.disk, path, &content, self.durability)?;
         self.adopt_layout(placed);
         self.file = Some(file);
         self.tail = None;
@@ -393,6 +393,12 @@ impl SessionManager {
         if let Some(f) = self.file.as_mut() {
             f.set_durability(durability);
         }
+    }
+
+    /// True once a failed fsync, a failed write that could not be cut back, or a rewrite whose rename could not
+    /// be made durable poisoned the file: writes are refused until it is opened again.
+    pub fn is_poisoned(&self) -> bool {
+        self.file.as_ref().is_some_and(|f| f.refusal().is_some())
     }
 
     /// fsyncs writes that group commit ([`Durability::Batch`]) left pending (those of pi's method names, whose
