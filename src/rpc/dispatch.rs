@@ -1,9 +1,16 @@
 //! What a frame says: its JSON-RPC envelope(s), read once and borrowing from the frame's bytes. The id is kept as
 //! the host wrote it (a string, any number, or null) and echoed as it is; params stay raw until the method table
 //! parses them into their type.
+//!
+//! One path reads every message, with jsonrpsee's types at the members they fit: the version is jsonrpsee's
+//! [`TwoPointZero`], the method a `Cow<str>` and the params raw JSON, as in jsonrpsee's `Request`. The envelope
+//! itself is not jsonrpsee's `Request`: its `Id` holds only null, a `u64` or a decoded string, so it would refuse
+//! `-1.50` or `1e3` (which JSON-RPC allows and the host gets back as written) and lose how a string id was
+//! escaped; and a bad member must still be answered under the request's id, which a failed derive cannot give.
 
 use std::borrow::Cow;
 
+use jsonrpsee::types::TwoPointZero;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -12,8 +19,8 @@ use serde_json::value::RawValue;
 pub enum Message<'a> {
     /// A request: it gets an answer.
     Request {
-        /// The id's JSON text.
-        id: &'a str,
+        /// The id, as the host wrote it.
+        id: &'a RawValue,
         /// The method.
         method: Cow<'a, str>,
         /// The params' JSON text.
@@ -31,7 +38,7 @@ pub enum Message<'a> {
     /// Not a valid request: answered `-32600` under `id` (`null` when it had none or a bad one).
     Invalid {
         /// The id to answer under.
-        id: &'a str,
+        id: &'a RawValue,
         /// Why.
         why: String,
     },
@@ -78,7 +85,7 @@ pub fn parse(bytes: &[u8]) -> Parsed<'_> {
         Some(b'{') => match serde_json::from_slice::<Envelope>(bytes) {
             Ok(env) => Parsed::Single(message(env)),
             Err(e) if e.is_data() => {
-                Parsed::Single(Message::Invalid { id: "null", why: format!("invalid request: {e}") })
+                Parsed::Single(Message::Invalid { id: RawValue::NULL, why: format!("invalid request: {e}") })
             }
             Err(e) => Parsed::Unparsable(format!("parse error: {e}")),
         },
@@ -97,25 +104,26 @@ pub fn parse(bytes: &[u8]) -> Parsed<'_> {
 /// One element of a batch (already known to be JSON).
 fn element(raw: &RawValue) -> Message<'_> {
     if !raw.get().starts_with('{') {
-        return Message::Invalid { id: "null", why: "a message must be a JSON object".into() };
+        return Message::Invalid { id: RawValue::NULL, why: "a message must be a JSON object".into() };
     }
     match serde_json::from_str::<Envelope>(raw.get()) {
         Ok(env) => message(env),
-        Err(e) => Message::Invalid { id: "null", why: format!("invalid request: {e}") },
+        Err(e) => Message::Invalid { id: RawValue::NULL, why: format!("invalid request: {e}") },
     }
 }
 
 fn message(env: Envelope<'_>) -> Message<'_> {
-    let invalid = |id: &'static str, why: &str| Message::Invalid { id, why: why.to_owned() };
-    let id = match env.id.map(RawValue::get) {
-        Some(t) if t.starts_with(['"', '-']) || t.starts_with(|c: char| c.is_ascii_digit()) || t == "null" => Some(t),
-        Some(_) => return invalid("null", "id must be a string, a number or null"),
+    let invalid = |id: &'static RawValue, why: &str| Message::Invalid { id, why: why.to_owned() };
+    let id = match env.id {
+        Some(raw) if is_string_number_or_null(raw.get()) => Some(raw),
+        Some(_) => return invalid(RawValue::NULL, "id must be a string, a number or null"),
         None => None,
     };
-    let reply_id = id.unwrap_or("null");
+    let reply_id = id.unwrap_or(RawValue::NULL);
     let with_id = |why: &str| Message::Invalid { id: reply_id, why: why.to_owned() };
     let answer_to_us = env.method.is_none() && (env.result.is_some() || env.error.is_some());
-    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+    let version_2_0 = env.jsonrpc.is_some_and(|v| serde_json::from_str::<TwoPointZero>(v.get()).is_ok());
+    if !version_2_0 {
         return match id {
             _ if answer_to_us => Message::Response,
             Some(_) => with_id("jsonrpc must be \"2.0\""),
@@ -139,7 +147,12 @@ fn message(env: Envelope<'_>) -> Message<'_> {
     }
 }
 
-/// A method name, borrowed unless it holds escapes.
+/// Whether an id's JSON text is one JSON-RPC allows (an object, array or boolean is not).
+fn is_string_number_or_null(text: &str) -> bool {
+    text.starts_with(['"', '-']) || text.starts_with(|c: char| c.is_ascii_digit()) || text == "null"
+}
+
+/// A method name, borrowed unless it holds escapes (as jsonrpsee's `Request` borrows it).
 fn method_name(raw: &str) -> serde_json::Result<Cow<'_, str>> {
     match serde_json::from_str::<&str>(raw) {
         Ok(name) => Ok(Cow::Borrowed(name)),
@@ -155,7 +168,8 @@ mod tests {
     fn a_request_keeps_its_id_as_written_and_borrows_its_params() {
         let frame = br#"{"jsonrpc":"2.0","id":-1.50,"method":"session/getState","params":{"handle":"h"}}"#;
         let Parsed::Single(Message::Request { id, method, params }) = parse(frame) else { panic!() };
-        assert_eq!((id, &*method, params.map(RawValue::get)), ("-1.50", "session/getState", Some(r#"{"handle":"h"}"#)));
+        let got = (id.get(), &*method, params.map(RawValue::get));
+        assert_eq!(got, ("-1.50", "session/getState", Some(r#"{"handle":"h"}"#)));
         assert!(matches!(method, Cow::Borrowed(_)), "no copy of the method name");
     }
 
@@ -165,15 +179,34 @@ mod tests {
         assert!(matches!(parse(b"42"), Parsed::NotAMessage(_)));
         assert!(matches!(parse(b"[]"), Parsed::NotAMessage("empty batch")));
         assert!(matches!(parse(br#"{"jsonrpc":"2.0","id":1,"result":null}"#), Parsed::Single(Message::Response)));
-        assert!(matches!(
-            parse(br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
-            Parsed::Single(Message::Invalid { id: "null", .. })
-        ));
-        assert!(matches!(
-            parse(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":3}"#),
-            Parsed::Single(Message::Invalid { id: "7", .. })
-        ));
+        let invalid_under = |frame: &[u8]| match parse(frame) {
+            Parsed::Single(Message::Invalid { id, .. }) => Some(id.get().to_owned()),
+            _ => None,
+        };
+        assert_eq!(invalid_under(br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#).as_deref(), Some("null"));
+        assert_eq!(invalid_under(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":3}"#).as_deref(), Some("7"));
         let Parsed::Batch(items) = parse(br#"[{"jsonrpc":"2.0","method":"initialized"},7]"#) else { panic!() };
         assert!(matches!(items[0], Message::Notification { .. }) && matches!(items[1], Message::Invalid { .. }));
+    }
+
+    #[test]
+    fn the_version_must_be_the_string_2_0_however_it_is_escaped() {
+        let read = |version: &str| {
+            let frame = format!(r#"{{"jsonrpc":{version},"id":-0.5e1,"method":"x"}}"#);
+            match parse(frame.as_bytes()) {
+                Parsed::Single(Message::Request { id, .. }) => format!("request {id}"),
+                Parsed::Single(Message::Invalid { id, why }) => format!("invalid under {id}: {why}"),
+                other => format!("{other:?}"),
+            }
+        };
+        assert_eq!(read(r#""2.0""#), "request -0.5e1");
+        // The string JSON decodes, however it is spelled: jsonrpsee's TwoPointZero reads the decoded string.
+        assert_eq!(read(r#""2\u002e0""#), "request -0.5e1");
+        for wrong in [r#""1.0""#, "2.0", "null", r#"" 2.0""#] {
+            assert_eq!(read(wrong), r#"invalid under -0.5e1: jsonrpc must be "2.0""#, "{wrong}");
+        }
+        // Without an id nothing may answer, and a reply to us is not ours to judge.
+        let no_id = parse(br#"{"jsonrpc":"1.0","method":"x"}"#);
+        assert!(matches!(no_id, Parsed::Single(Message::Response)), "{no_id:?}");
     }
 }

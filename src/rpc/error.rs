@@ -1,7 +1,9 @@
 //! Errors on the wire: JSON-RPC's codes for protocol faults, and application codes (outside every reserved range)
-//! with a machine-readable `data.kind` for session faults. The one mapping from engine errors lives here.
+//! with a machine-readable `data.kind` for session faults. The one mapping from engine errors lives here. The
+//! error object and JSON-RPC's own codes are jsonrpsee's ([`ErrorObjectOwned`], [`ErrorCode`]); LSP's two codes
+//! and ours are not in it, so they are written here.
 
-use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee::types::{ErrorCode, ErrorObjectOwned};
 use serde_json::json;
 
 use crate::session::{Error, ErrorKind};
@@ -50,10 +52,10 @@ impl WireKind {
     pub fn code(self) -> i32 {
         match self {
             WireKind::Session(kind) => code(kind),
-            WireKind::ParseError => -32700,
-            WireKind::InvalidRequest => -32600,
-            WireKind::MethodNotFound => -32601,
-            WireKind::InternalError => -32603,
+            WireKind::ParseError => ErrorCode::ParseError.code(),
+            WireKind::InvalidRequest => ErrorCode::InvalidRequest.code(),
+            WireKind::MethodNotFound => ErrorCode::MethodNotFound.code(),
+            WireKind::InternalError => ErrorCode::InternalError.code(),
             WireKind::HandleNotFound => 1003,
             WireKind::CatalogUnavailable => 1020,
             WireKind::ReadOnly => 1021,
@@ -148,7 +150,8 @@ pub fn fsync_failed(e: &Error) -> ErrorObjectOwned {
 /// every reserved range).
 fn code(kind: ErrorKind) -> i32 {
     match kind {
-        ErrorKind::InvalidParams => -32602,
+        ErrorKind::InvalidParams => ErrorCode::InvalidParams.code(),
+        // LSP's ContentModified and RequestCancelled.
         ErrorKind::ContentModified => -32801,
         ErrorKind::Cancelled => -32800,
         ErrorKind::SessionNotFound => 1001,

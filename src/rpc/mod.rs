@@ -4,11 +4,12 @@
 //! writer) → `server` (the event loop over one `Event` enum) → `dispatch` (a frame's envelopes, read once) →
 //! `methods` (the method table: params parsed once, the handler put where it runs) → `handles` (each open
 //! session's queue, in arrival order) → `handlers/*` (the handlers, by concern) → the engine; the answer goes back
-//! through `reply`. `framing` is bytes ↔ frames, `proto` every wire type (the source of `protocol/`, written by
+//! through `reply`, in `envelope`s (jsonrpsee's types where they keep the wire). `framing` is bytes ↔ frames, `proto` every wire type (the source of `protocol/`, written by
 //! `protocol`), `error` the wire's errors, `log` logging that never blocks.
 //! Nothing here knows how session files are laid out: that is `crate::session`'s business.
 
 pub mod dispatch;
+pub mod envelope;
 pub mod error;
 pub mod framing;
 pub mod handlers;

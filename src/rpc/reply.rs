@@ -1,7 +1,8 @@
 //! One request's answer. A [`Reply`] is made when a request arrives and travels with its work; answering it frames
 //! the response (once: a cancellation that answered first wins), and dropping it tells the event loop the request
 //! is over. A result rendered from a session file goes out as one message when it is small and is streamed when it
-//! is not, so a result larger than memory never has to be in memory.
+//! is not, so a result larger than memory never has to be in memory. The envelope around a result or an error is
+//! `envelope`'s (jsonrpsee's types, the host's id as written).
 
 use crate::rpc::error::WireKind;
 use crate::session::ErrorKind;
@@ -11,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
+use serde_json::value::RawValue;
 
+use super::envelope;
 use super::error::rpc_error;
 use super::framing::{Framing, Message, StreamEscaper};
 use super::transport::{Outbox, StreamSender};
@@ -67,7 +70,7 @@ enum Target {
 
 /// The part of a request's answer that the event loop keeps, to cancel it.
 pub struct ReplyState {
-    id: Box<str>,
+    id: Box<RawValue>,
     key: u64,
     target: Target,
     answered: AtomicBool,
@@ -85,7 +88,7 @@ impl std::fmt::Debug for ReplyState {
 
 impl ReplyState {
     /// The request's id, as the host wrote it.
-    pub fn id(&self) -> &str {
+    pub fn id(&self) -> &RawValue {
         &self.id
     }
 
@@ -123,10 +126,10 @@ impl std::fmt::Debug for Reply {
 }
 
 impl Reply {
-    /// The answer to request `id` (its JSON text) numbered `key`, going straight to the host. `done(key)` runs
-    /// when the reply is dropped.
+    /// The answer to request `id` (as the host wrote it) numbered `key`, going straight to the host. `done(key)`
+    /// runs when the reply is dropped.
     pub fn direct(
-        id: &str,
+        id: &RawValue,
         key: u64,
         outbox: Outbox,
         done: Arc<dyn Fn(u64) + Send + Sync>,
@@ -137,7 +140,7 @@ impl Reply {
 
     /// The answer to request `id` inside a batch.
     pub fn in_batch(
-        id: &str,
+        id: &RawValue,
         key: u64,
         batch: &Arc<Batch>,
         done: Arc<dyn Fn(u64) + Send + Sync>,
@@ -148,14 +151,14 @@ impl Reply {
     }
 
     fn with_target(
-        id: &str,
+        id: &RawValue,
         key: u64,
         target: Target,
         done: Arc<dyn Fn(u64) + Send + Sync>,
         span: tracing::Span,
     ) -> Reply {
         let state = ReplyState {
-            id: id.into(),
+            id: id.to_owned(),
             key,
             target,
             answered: AtomicBool::new(false),
@@ -201,12 +204,8 @@ impl Reply {
         if self.is_answered() {
             return;
         }
-        let mut out = result_head(&self.state.id);
-        match serde_json::to_writer(&mut out, value) {
-            Ok(()) => {
-                out.push(b'}');
-                self.state.deliver(out.into(), true);
-            }
+        match envelope::result(&self.state.id, value) {
+            Ok(message) => self.state.deliver(message.into(), true),
             Err(e) => self.error(&internal(e)),
         }
     }
@@ -216,7 +215,7 @@ impl Reply {
         if self.is_answered() {
             return;
         }
-        self.state.deliver(Message(vec![result_head(&self.state.id), json, b"}".to_vec()]), true);
+        self.state.deliver(Message(vec![envelope::result_head(&self.state.id), json, b"}".to_vec()]), true);
     }
 
     /// Answers with an error.
@@ -249,7 +248,7 @@ impl Reply {
         };
         let id = self.state.id.clone();
         let message = Streamed {
-            head: result_head(&id),
+            head: envelope::result_head(&id),
             claim: &|| !self.state.answered.swap(true, Ordering::SeqCst),
             failed: &|e| error_message(&id, e).into_bytes(),
             fallback: &|| self.fallback(),
@@ -279,7 +278,8 @@ impl Reply {
 /// A message whose last member is rendered, collected while it is small and streamed once it is not: a
 /// result, or a notification that carries a snapshot.
 pub struct Streamed<'a> {
-    /// The message up to the rendered part (`{"jsonrpc":"2.0","id":…,"result":`); a `}` closes it.
+    /// The message up to the rendered part ([`envelope::result_head`] or [`envelope::notification_head`]); a `}`
+    /// closes it.
     pub head: Vec<u8>,
     /// Called once streaming starts; false means the message must not go out (the request was answered
     /// meanwhile).
@@ -391,23 +391,9 @@ fn checked(bytes: Vec<u8>, check: bool) -> Result<Vec<u8>, ErrorObjectOwned> {
     Ok(bytes)
 }
 
-fn result_head(id: &str) -> Vec<u8> {
-    let mut head = Vec::with_capacity(40 + id.len());
-    head.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    head.extend_from_slice(id.as_bytes());
-    head.extend_from_slice(br#","result":"#);
-    head
-}
-
-/// A complete error response.
-pub fn error_message(id: &str, e: &ErrorObjectOwned) -> Message {
-    let mut out = Vec::with_capacity(128);
-    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    out.extend_from_slice(id.as_bytes());
-    out.extend_from_slice(br#","error":"#);
-    serde_json::to_writer(&mut out, e).expect("error objects serialise");
-    out.push(b'}');
-    out.into()
+/// A complete error response to request `id` (`null` when it had none).
+pub fn error_message(id: &RawValue, e: &ErrorObjectOwned) -> Message {
+    envelope::error(id, e).into()
 }
 
 enum SinkState {

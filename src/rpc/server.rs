@@ -353,13 +353,13 @@ impl MainLoop {
             Frame::Message(b) => b,
             Frame::Malformed(why) => {
                 warn!("bad frame: {why}");
-                return self.reject("null", WireKind::ParseError, &format!("bad frame: {why}"));
+                return self.reject(RawValue::NULL, WireKind::ParseError, &format!("bad frame: {why}"));
             }
         };
         debug!("< {}", String::from_utf8_lossy(&bytes[..bytes.len().min(2000)]));
         match dispatch::parse(&bytes) {
-            Parsed::Unparsable(why) => self.reject("null", WireKind::ParseError, &why),
-            Parsed::NotAMessage(why) => self.reject("null", WireKind::InvalidRequest, why),
+            Parsed::Unparsable(why) => self.reject(RawValue::NULL, WireKind::ParseError, &why),
+            Parsed::NotAMessage(why) => self.reject(RawValue::NULL, WireKind::InvalidRequest, why),
             Parsed::Single(message) => self.on_message(message, None),
             Parsed::Batch(messages) => {
                 let batch = Batch::new(self.server.outbox.clone());
@@ -372,7 +372,7 @@ impl MainLoop {
     }
 
     /// Answers an error without a request behind it (a bad frame).
-    fn reject(&self, id: &str, kind: WireKind, why: &str) {
+    fn reject(&self, id: &RawValue, kind: WireKind, why: &str) {
         let e = rpc_error(kind, why, serde_json::json!({}));
         self.server.outbox.send_now(error_message(id, &e));
     }
@@ -463,7 +463,7 @@ impl MainLoop {
                         || serde_json::from_str::<serde_json::Value>(id).ok()
                             == serde_json::from_str::<serde_json::Value>(wanted).ok()
                 };
-                for r in self.in_flight.values_mut().filter(|r| r.cancellable && same(r.reply.id())) {
+                for r in self.in_flight.values_mut().filter(|r| r.cancellable && same(r.reply.id().get())) {
                     debug!("cancelling request {wanted}");
                     r.cancel("request cancelled");
                 }

@@ -1,12 +1,16 @@
 //! The web view's way into the sessions: the sidecar itself, run in-process over a pair of pipes. The page's
 //! tree, context and live changes are therefore exactly what `pi-sessiond` serves any host — the same reads,
-//! the same watches — and the web module never reads a session file itself.
+//! the same watches — and the web module never reads a session file itself. Its ids are its own counter, which
+//! jsonrpsee's `Id` holds, so its requests are jsonrpsee's `Request` and the answers are matched by their `Id`.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, Weak};
+
+use jsonrpsee::types::{Id, Request};
+use serde_json::value::RawValue;
 
 use crate::cli::output::{Failure, FailureKind};
 use crate::rpc::framing::Framing;
@@ -87,9 +91,7 @@ impl Bridge {
             let Ok(doc) = scan::scan_document(text) else { continue };
             match scan::find_member(text, &doc.members, "id") {
                 Some(id) => {
-                    let Some(id) = std::str::from_utf8(&text[id]).ok().and_then(|n| n.parse::<u64>().ok()) else {
-                        continue;
-                    };
+                    let Ok(Id::Number(id)) = serde_json::from_slice::<Id>(&text[id]) else { continue };
                     let waiter = self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
                     // The engine's own JSON: lone UTF-16 surrogates, which pi writes, survive (serde_json refuses
                     // them).
@@ -125,16 +127,9 @@ impl Bridge {
     /// Calls `method` and waits for its result.
     pub fn call(&self, method: &str, params: Json) -> Result<Json, Failure> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame = request_frame(method, &params, id)?;
         let (tx, rx) = mpsc::channel();
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
-        let mut request = Object::new();
-        request.insert("jsonrpc", Json::str("2.0"));
-        request.insert("id", Json::number(id as f64));
-        request.insert("method", Json::str(method));
-        request.insert("params", params);
-        let mut frame = Vec::new();
-        Json::Object(request).write_preserving(&mut frame);
-        frame.push(b'\n');
         let written = self.input.lock().unwrap_or_else(|e| e.into_inner()).write_all(&frame);
         if let Err(e) = written {
             self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
@@ -245,6 +240,21 @@ impl Feed {
     }
 }
 
+/// Request `id` as one JSON line. The params are the engine's JSON (numbers as written, lone surrogates
+/// escaped), put in jsonrpsee's `Request` as the raw JSON they write.
+fn request_frame(method: &str, params: &Json, id: u64) -> Result<Vec<u8>, Failure> {
+    let mut text = Vec::new();
+    params.write_preserving(&mut text);
+    let params = String::from_utf8(text)
+        .ok()
+        .and_then(|t| RawValue::from_string(t).ok())
+        .ok_or_else(|| Failure::new(FailureKind::Internal, "the web view wrote params that are not JSON"))?;
+    let mut frame = serde_json::to_vec(&Request::borrowed(method, Some(&params), Id::Number(id)))
+        .map_err(|e| Failure::new(FailureKind::Internal, e.to_string()))?;
+    frame.push(b'\n');
+    Ok(frame)
+}
+
 /// A response as a result, its error as a [`Failure`] with the sidecar's `data.kind`.
 fn outcome(response: Json) -> Result<Json, Failure> {
     let text = |v: Option<&Json>| v.and_then(Json::as_js_str).map(|s| s.to_string_lossy());
@@ -272,6 +282,21 @@ pub fn params(members: Vec<(&str, Json)>) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc::dispatch::{self, Message, Parsed};
+
+    #[test]
+    fn a_request_is_read_by_the_sidecar_with_its_id_method_and_params_as_written() {
+        // A number as written and a lone surrogate: what the engine's JSON keeps and serde_json's values would not.
+        let params = Json::parse(br#"{"handle":"h1","offset":1.50,"text":"\ud800"}"#).expect("JSON");
+        let frame = request_frame("session/getEntries", &params, 42).expect("a frame");
+        assert_eq!(frame.last(), Some(&b'\n'));
+        let Parsed::Single(Message::Request { id, method, params }) = dispatch::parse(&frame) else {
+            panic!("not a request: {}", String::from_utf8_lossy(&frame))
+        };
+        assert_eq!(id.get(), "42");
+        assert_eq!(method, "session/getEntries");
+        assert_eq!(params.map(RawValue::get), Some(r#"{"handle":"h1","offset":1.50,"text":"\ud800"}"#));
+    }
 
     fn feed(budget: usize) -> Feed {
         Feed {

@@ -170,13 +170,14 @@ const CATALOG_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 ///
 /// [`TeamCatalog::fingerprint`]: crate::team::TeamCatalog::fingerprint
 fn follow_catalog(team: Arc<TeamServer>, mut seen: String, bridge: Arc<bridge::Bridge>) -> std::io::Result<()> {
-    let changed = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"{}\"}}", view::CATALOG_CHANGED);
+    // Empty params: JSON-RPC allows none or an object, and jsonrpsee's Notification always writes them.
+    let changed = crate::rpc::envelope::notification(view::CATALOG_CHANGED, &serde_json::Map::new());
     std::thread::Builder::new().name("pi-sessiond-web-catalog".into()).spawn(move || loop {
         let wait = match team.with(|c| c.fingerprint().map_err(unavailable)) {
             Ok(now) => {
                 if now != seen {
                     seen = now;
-                    bridge.announce(changed.as_bytes());
+                    bridge.announce(&changed);
                 }
                 CATALOG_POLL
             }

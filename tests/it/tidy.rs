@@ -1,6 +1,7 @@
 //! The house rules of ARCHITECTURE.md, checked on the source itself (as rust-analyzer's `tidy` does): every file
 //! says what it is, the engine knows nothing of the sidecar or the catalog, only the named rooms touch the file
-//! system or the standard streams, modules import each other without cycles, and no test is switched off.
+//! system or the standard streams, modules import each other without cycles, no test is switched off, and
+//! jsonrpsee brings in only its `types` (the envelopes), not a server or macros nothing here uses.
 //!
 //! The source is read with comments and string literals blanked out, so a doc comment naming `crate::rpc` or a
 //! message mentioning `std::fs` is not an import. Each rule's checker is also run on a small made-up source that
@@ -565,4 +566,56 @@ fn a_test_needing_postgresql_says_so_and_only_such_a_test_is_ignored() {
         }
     }
     assert!(wrong.is_empty(), "a PostgreSQL test is ignored with its reason, and nothing else is: {wrong:#?}");
+}
+
+/// What jsonrpsee may bring in: its types (request, response, notification, error object, id), which the
+/// envelopes use. Its server core, proc macros and their own dependencies (tower, tokio, rand, tracing…) are
+/// features nothing here uses.
+const JSONRPSEE_MAY_PULL: &[&str] = &["jsonrpsee-types"];
+
+/// The dependencies `Cargo.lock` records for the `jsonrpsee` package (cargo writes only those its enabled
+/// features need), or None when the lock has no such package.
+fn jsonrpsee_dependencies(lock: &str) -> Option<Vec<String>> {
+    let package = lock.split("[[package]]").find(|p| p.lines().any(|l| l.trim() == "name = \"jsonrpsee\""))?;
+    let Some(list) = package.split("dependencies = [").nth(1) else { return Some(Vec::new()) };
+    let list = list.split(']').next().unwrap_or_default();
+    // Each entry is `"name"` or, when two versions are locked, `"name version"`.
+    Some(
+        list.split(',')
+            .filter_map(|e| e.trim().trim_matches('"').split(' ').next())
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect(),
+    )
+}
+
+/// What jsonrpsee pulls in beyond [`JSONRPSEE_MAY_PULL`].
+fn jsonrpsee_pulls_unused(lock: &str) -> Vec<String> {
+    let deps = jsonrpsee_dependencies(lock).expect("jsonrpsee is in the lock");
+    deps.into_iter().filter(|d| !JSONRPSEE_MAY_PULL.contains(&d.as_str())).collect()
+}
+
+#[test]
+fn jsonrpsee_brings_in_only_the_types_the_envelopes_use() {
+    let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.lock")).expect("Cargo.lock");
+    let unused = jsonrpsee_pulls_unused(&lock);
+    assert!(
+        unused.is_empty(),
+        "jsonrpsee features nothing uses pull in {unused:?}: keep features = [\"jsonrpsee-types\"]"
+    );
+    let users: Vec<String> =
+        sources("src").into_iter().filter(|f| f.code.contains("jsonrpsee::types")).map(|f| f.rel).collect();
+    assert!(!users.is_empty(), "nothing uses jsonrpsee's types any more: drop the dependency");
+}
+
+#[test]
+fn the_jsonrpsee_check_sees_a_server_core_and_macros_pulled_in() {
+    // The lock as `features = ["server-core", "macros"]` wrote it for jsonrpsee 0.26.
+    let lock = "[[package]]\nname = \"jsonrpsee\"\nversion = \"0.26.1\"\ndependencies = [\n \"jsonrpsee-core\",\n \
+                \"jsonrpsee-proc-macros\",\n \"jsonrpsee-types\",\n \"tracing 0.1.41\",\n]\n\n[[package]]\n\
+                name = \"jsonrpsee-core\"\nversion = \"0.26.1\"\ndependencies = [\n \"jsonrpsee-types\",\n]\n";
+    assert_eq!(jsonrpsee_pulls_unused(lock), ["jsonrpsee-core", "jsonrpsee-proc-macros", "tracing"]);
+    let trimmed =
+        "[[package]]\nname = \"jsonrpsee\"\nversion = \"0.26.1\"\ndependencies = [\n \"jsonrpsee-types\",\n]\n";
+    assert!(jsonrpsee_pulls_unused(trimmed).is_empty());
 }

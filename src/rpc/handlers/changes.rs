@@ -7,13 +7,14 @@
 //! for other processes' appends), so `seq` order is the order of changes and the order of the wire.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
 
 use super::snapshot;
 use super::{any, key_json, state_at, state_of, ReadCx, Res, Server};
+use crate::rpc::envelope;
 use crate::rpc::error::invalid_params;
 use crate::rpc::handles::Slot;
 use crate::rpc::proto::{AnyJson, ChangesSinceParams, ChangesSinceResult, Detail, SessionState};
@@ -35,7 +36,8 @@ struct Head<'a> {
     leaf_id: Option<AnyJson>,
 }
 
-const NOTIFICATION_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"session/changed","params":"#;
+/// `session/changed` up to its params, which are rendered (and streamed when they carry a large snapshot).
+static NOTIFICATION_HEAD: LazyLock<Vec<u8>> = LazyLock::new(|| envelope::notification_head("session/changed"));
 
 /// Sends one `session/changed` per engine change, in order, and keeps each for `session/changesSince`. The
 /// engine's "deleted" at every look while the file is gone is told once until the file is back. (A rebind's new
@@ -109,11 +111,11 @@ fn publish_one(server: &Server, slot: &Slot, m: &SessionManager, happened: &Chan
     };
     let fallback = || fallback(&head, slot, m, seq, then);
     let message =
-        Streamed { head: NOTIFICATION_HEAD.to_vec(), claim: &|| true, failed: &|_| fallback(), fallback: &fallback };
+        Streamed { head: NOTIFICATION_HEAD.clone(), claim: &|| true, failed: &|_| fallback(), fallback: &fallback };
     match message.render(&server.outbox, true, &render) {
         Ok(Rendered::Json(params)) => {
             server.outbox.send(crate::rpc::framing::Message(vec![
-                NOTIFICATION_HEAD.to_vec(),
+                NOTIFICATION_HEAD.clone(),
                 params.clone(),
                 b"}".to_vec(),
             ]));
@@ -173,7 +175,7 @@ fn change(
 /// head (empty when not even the state can be read).
 fn fallback(head: &[u8], slot: &Slot, m: &SessionManager, seq: u64, then: &Then) -> Vec<u8> {
     let Ok(state) = state_then(slot, m, seq, then) else { return Vec::new() };
-    let mut out = NOTIFICATION_HEAD.to_vec();
+    let mut out = NOTIFICATION_HEAD.clone();
     out.extend_from_slice(head);
     out.extend_from_slice(br#","change":{"kind":"reset","state":"#);
     out.extend_from_slice(&serde_json::to_vec(&state).expect("states serialize"));

@@ -93,14 +93,7 @@ impl Server {
     pub fn notify<T: Serialize>(&self, method: &str, params: &T) {
         // Serialized straight from the typed value: going through serde_json::Value would re-parse the raw
         // entries (losing key order, and failing on lone surrogates).
-        #[derive(Serialize)]
-        struct Notification<'a, T> {
-            jsonrpc: &'static str,
-            method: &'a str,
-            params: &'a T,
-        }
-        let msg = Notification { jsonrpc: "2.0", method, params };
-        self.outbox.send(serde_json::to_vec(&msg).expect("notifications serialize"));
+        self.outbox.send(crate::rpc::envelope::notification(method, params));
     }
 }
 

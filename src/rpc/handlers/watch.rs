@@ -86,7 +86,8 @@ pub fn on_fs_event(server: &Arc<Server>, event: &FsEvent) {
 
 fn report(server: &Server, watch_id: String, path: String, kind: SessionsChangeKind) {
     let note = SessionsChanged { watch_id, path, kind };
-    server.outbox.send_now(serde_json::to_vec(&Notification::new("sessions/changed", &note)).expect("JSON"));
+    // Sent from the event loop, which never waits on the host.
+    server.outbox.send_now(crate::rpc::envelope::notification("sessions/changed", &note));
 }
 
 /// A directory appearing in (or vanishing from) a sessions root watched whole: its watch starts (or ends), and
@@ -128,20 +129,6 @@ pub fn on_poll(server: &Arc<Server>) {
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A notification built in the event loop (sent without waiting on the host).
-#[derive(serde::Serialize)]
-struct Notification<'a, T> {
-    jsonrpc: &'static str,
-    method: &'a str,
-    params: &'a T,
-}
-
-impl<'a, T> Notification<'a, T> {
-    fn new(method: &'a str, params: &'a T) -> Self {
-        Notification { jsonrpc: "2.0", method, params }
-    }
 }
 
 /// Marks a slot as following its file and watches the file's directory; anything written since the open is
