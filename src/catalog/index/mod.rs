@@ -698,7 +698,7 @@ mod tests {
         let cancel = Cancel::default();
         let file = FileToIndex { path: path.clone(), dir: &sessions, stamp: stamp_of(&path) };
         writer
-            .refresh(&[sessions.clone()], std::slice::from_ref(&file), true, &cancel, &mut |_, _| {})
+            .refresh(std::slice::from_ref(&sessions), std::slice::from_ref(&file), true, &cancel, &mut |_, _| {})
             .expect("listed");
 
         // The writer appends, and plans its listing from the row as it is now.
@@ -710,16 +710,16 @@ mod tests {
         assert!(matches!(write, Write::Store { continued: true, .. }), "the row continues");
 
         // Meanwhile a search catches the row's text up (to where the row's listing had read).
-        searcher.catch_up_docs(&[path.clone()], &cancel, &mut |_, _| {}).expect("caught up");
+        searcher.catch_up_docs(std::slice::from_ref(&path), &cancel, &mut |_, _| {}).expect("caught up");
 
         writer.write_rows(std::slice::from_ref(&grown), vec![(0, Some(basis), write)]).expect("written");
         let (_, stored) = row_of(&writer.conn, &path, true).expect("read").expect("a row");
         let stored = stored.expect("the row decodes");
         assert_eq!(stored.offset, grown.stamp.size, "the writer's listing of its append landed");
 
-        searcher.catch_up_docs(&[path.clone()], &cancel, &mut |_, _| {}).expect("caught up");
+        searcher.catch_up_docs(std::slice::from_ref(&path), &cancel, &mut |_, _| {}).expect("caught up");
         let texts: Vec<String> = writer
-            .docs(&[path.clone()], &[], &cancel)
+            .docs(std::slice::from_ref(&path), &[], &cancel)
             .expect("the searchable text")
             .into_iter()
             .map(|(_, d)| d.text)
