@@ -65,13 +65,7 @@ impl Scanned {
     pub fn of_value(entry: &Json) -> Scanned {
         let mut bytes = Vec::new();
         entry.write_preserving(&mut bytes);
-        let doc = scan_document(&bytes).expect("a value written as JSON scans as JSON");
-        Scanned { bytes, doc }
-    }
-
-    /// The entry's JSON, as scanned.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes[self.doc.value.clone()]
+        Scanned::written(bytes)
     }
 
     /// A message (as `buildSessionContext` gives them) as the entry that holds it, scanned.
@@ -79,8 +73,17 @@ impl Scanned {
         let mut bytes = br#"{"type":"message","message":"#.to_vec();
         message.write_preserving(&mut bytes);
         bytes.push(b'}');
+        Scanned::written(bytes)
+    }
+
+    fn written(bytes: Vec<u8>) -> Scanned {
         let doc = scan_document(&bytes).expect("a value written as JSON scans as JSON");
         Scanned { bytes, doc }
+    }
+
+    /// The entry's JSON, as scanned.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[self.doc.value.clone()]
     }
 
     /// The entry described; its type read from its `type` member.
@@ -105,11 +108,6 @@ impl<'a> Description<'a> {
     /// The entry of type `kind` whose line `bytes` was scanned as `doc`.
     pub fn of_line(kind: EntryType, bytes: &'a [u8], doc: &'a Document) -> Description<'a> {
         Description { kind, line: Line { bytes, doc } }
-    }
-
-    /// The entry's type.
-    pub fn kind(&self) -> EntryType {
-        self.kind
     }
 
     /// A top-level member's stored value (the last one, as `JSON.parse` keeps).
