@@ -9,10 +9,10 @@ use std::sync::Arc;
 use crate::catalog::index::CatalogIndex;
 use crate::catalog::info::{self, ListedSession};
 use crate::catalog::listing::Catalog;
+use crate::session::describe::one_line;
 use crate::session::paths;
 
-use super::describe::one_line;
-use super::output::{cut_start_to_width, emit, visible_len, Failure, Style};
+use super::output::{char_width, cut_start_to_width, emit, visible_len, Failure, Style};
 
 /// The widest a cwd is shown in the table, in terminal columns.
 const CWD_COLUMNS: usize = 60;
@@ -102,7 +102,7 @@ fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
                 _ => i.first_message.to_string_lossy(),
             };
             [
-                one_line(&title, 60),
+                one_line(&title, 60, char_width),
                 i.message_count.to_string(),
                 ago(i.modified, now),
                 // A cwd can be any length (one of a megabyte was seen): every row is padded to the widest, so

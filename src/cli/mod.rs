@@ -4,7 +4,6 @@
 //! directory. Each command lives in its own file; [`output`] holds what they share (style, pager, failures,
 //! exit statuses) and [`resolve`] how a session is named (path, id, id prefix, `latest`).
 
-pub mod describe;
 pub mod inspect;
 pub mod ls;
 pub mod output;

@@ -5,12 +5,12 @@
 use std::io::Write;
 
 use crate::session::context::Bodies;
+use crate::session::describe::Scanned;
 use crate::session::js::date::to_iso_string;
 use crate::session::js::to_js_string;
 use crate::session::json::Json;
 use crate::session::{Env, ErrorKind, SessionManager};
 
-use super::describe::summarize;
 use super::output::{emit, Failure, FailureKind, Style};
 use super::pretty::Pretty;
 
@@ -49,9 +49,8 @@ pub fn show(path: &str, id: &str, json: bool, style: &Style, out: &mut dyn Write
     let mut t = String::new();
     let field =
         |t: &mut String, k: &str, v: String| t.push_str(&format!("{} {v}\n", style.paint("1", &format!("{k:<8}"))));
-    let summary = summarize(&entry, 0);
     field(&mut t, "id", r.id.display());
-    field(&mut t, "type", summary.what.clone());
+    field(&mut t, "type", Scanned::of_value(&entry).describe().what());
     field(&mut t, "parent", if r.parent.display().is_empty() { "(root)".into() } else { r.parent.display() });
     field(&mut t, "time", to_iso_string(r.time_ms).unwrap_or_else(|| "-".into()));
     if let Some(label) = m.label(&r.id) {

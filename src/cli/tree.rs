@@ -7,14 +7,14 @@ use std::collections::HashSet;
 use std::io::Write;
 
 use crate::session::context::Bodies;
+use crate::session::describe::{Description, Scanned};
 use crate::session::entry::{EntryType, Role};
 use crate::session::js::to_js_string;
 use crate::session::json::Json;
 use crate::session::tree::Tree;
 use crate::session::{Env, SessionManager};
 
-use super::describe::summarize;
-use super::output::{emit, Failure, Style};
+use super::output::{char_width, emit, Failure, Style};
 
 /// pi's `/tree` filter modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -48,8 +48,8 @@ pub fn tree(path: &str, options: &TreeOptions, style: &Style, out: &mut dyn Writ
     emit(out, &text)
 }
 
-/// Whether the filter shows record `i` (pi's `applyFilter`, without its search box).
-fn shown(m: &SessionManager, i: usize, body: &Json, filter: Filter) -> bool {
+/// Whether the filter shows record `i` (pi's `applyFilter`, without its search box), described as `entry`.
+fn shown(m: &SessionManager, i: usize, entry: &Description<'_>, filter: Filter) -> bool {
     let r = &m.records()[i];
     if filter == Filter::All {
         return true;
@@ -59,18 +59,9 @@ fn shown(m: &SessionManager, i: usize, body: &Json, filter: Filter) -> bool {
     }
     let is_leaf = m.leaf_entry() == Some(i);
     if r.kind == EntryType::Message && r.role == Role::Assistant && !is_leaf {
-        let msg = body.get("message");
-        let has_text = match msg.and_then(|m| m.get("content")) {
-            Some(Json::String(s)) => !s.to_string_lossy().trim().is_empty(),
-            Some(Json::Array(blocks)) => blocks.iter().any(|b| {
-                b.get("type").and_then(Json::as_js_str).is_some_and(|t| t.eq_str("text"))
-                    && b.get("text").and_then(Json::as_js_str).is_some_and(|t| !t.to_string_lossy().trim().is_empty())
-            }),
-            _ => false,
-        };
-        let stop = msg.and_then(|m| m.get("stopReason")).and_then(Json::as_js_str).map(|s| s.to_string_lossy());
+        let stop = entry.stop_reason();
         let error_or_aborted = stop.is_some_and(|s| !s.is_empty() && s != "stop" && s != "toolUse");
-        if !has_text && !error_or_aborted {
+        if !entry.has_text() && !error_or_aborted {
             return false;
         }
     }
@@ -112,9 +103,13 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
     // format_tree draws them.
     let preview_chars = style.width.map_or(72, |w| w.max(20));
     for (k, node) in tree.nodes.iter().enumerate() {
-        let body = bodies.json(node.record).unwrap_or(Json::Null);
-        if shown(m, node.record, &body, options.filter) {
-            lines_of[k] = Some(entry_line(m, node.record, &body, preview_chars, style));
+        // Described from its line as stored; one that can no longer be read as JSON (the file changed under
+        // us) is described as `null` is: as nothing.
+        let scanned = bodies.bytes(node.record).ok().and_then(Scanned::of_bytes);
+        let scanned = scanned.unwrap_or_else(|| Scanned::of_value(&Json::Null));
+        let entry = scanned.describe();
+        if shown(m, node.record, &entry, options.filter) {
+            lines_of[k] = Some(entry_line(m, node.record, &entry, preview_chars, style));
         }
     }
     let branch = m.branch_path(None);
@@ -179,9 +174,9 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
 }
 
 /// One entry's line: id, what it is, a preview, its label.
-fn entry_line(m: &SessionManager, i: usize, body: &Json, preview_chars: usize, style: &Style) -> String {
+fn entry_line(m: &SessionManager, i: usize, entry: &Description<'_>, preview_chars: usize, style: &Style) -> String {
     let r = &m.records()[i];
-    let summary = summarize(body, preview_chars);
+    let summary = entry.summary(preview_chars, char_width);
     // The kind (a message's role, or the whole phrase of other entries) in its colour, then the text.
     let head_len = if r.kind == EntryType::Message { summary.what.len() } else { summary.phrase.len() };
     let (head, rest) = summary.phrase.split_at(head_len.min(summary.phrase.len()));

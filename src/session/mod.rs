@@ -7,12 +7,14 @@
 //! Listing and searching many sessions is the catalog's job (`crate::catalog`), built on this engine.
 //!
 //! Layering (imports go downward, and `tests/it/tidy.rs` refuses a cycle): `render` → `manager` → `kept`,
-//! `change`, `context`, `tree`, `migrate` → `store` → `line` → `skeleton`, `entry`, `key`, `ids`, `error` →
-//! `json`, `js`. Only `store` (session files), `identity` (their stamps and known bytes), `dirscan` (session
-//! directories) and `kept` (what opens read of them, kept in pi-sessiond's own files) touch the file system.
+//! `change`, `context`, `tree`, `migrate` → `store` → `line` → `skeleton` → `describe`, `entry`, `key`, `ids`,
+//! `error` → `json`, `js`. Only `store` (session files), `identity` (their stamps and known bytes), `dirscan`
+//! (session directories) and `kept` (what opens read of them, kept in pi-sessiond's own files) touch the file
+//! system.
 
 pub mod change;
 pub mod context;
+pub mod describe;
 pub mod dirscan;
 pub mod entry;
 pub mod error;

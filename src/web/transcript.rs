@@ -19,8 +19,8 @@ use pulldown_cmark::{Event, Options, Parser};
 
 use super::view::View;
 
-use crate::cli::describe::summarize;
 use crate::cli::output::{Failure, FailureKind};
+use crate::session::describe::{chars, Scanned};
 use crate::session::json::value::number_value;
 use crate::session::json::{JsString, Json, Object};
 use crate::session::ErrorKind;
@@ -501,7 +501,7 @@ pub fn render(entry: &Json) -> Piece {
         _ => {
             // Bookkeeping, said in words as the tree's rows say it.
             out.push_str("<div class=\"note\">");
-            escape(&summarize(entry, 200).phrase, &mut out);
+            escape(&Scanned::of_value(entry).describe().summary(200, chars).phrase, &mut out);
             out.push_str("</div>");
             "note"
         }

@@ -12,16 +12,14 @@ use std::sync::{Arc, Mutex};
 
 use crate::catalog::usage::{add_entry_usage, day_of, overview, Counted, Overview, UsageByModel};
 use crate::catalog::Cancel;
-use crate::cli::describe::{content_text, one_line, summarize};
 use crate::cli::output::{Failure, FailureKind};
 use crate::rpc::team::TeamServer;
+use crate::session::describe::{chars, one_line, Scanned, PREVIEW_CHARS};
 use crate::session::json::{JsString, Json, Object};
 use crate::session::ErrorKind;
 
 use super::bridge::{params, Bridge};
 
-/// How many characters of text a row previews.
-const PREVIEW_CHARS: usize = 160;
 /// How many search hits the page shows at a time; its "more" button asks for the next as many.
 pub const SEARCH_SHOWN: usize = 100;
 /// The web server's own notification (never the sidecar's) that the team catalog changed: the page lists again.
@@ -346,7 +344,7 @@ impl UsageTally {
     /// Counts one entry as stored.
     pub fn add(&mut self, entry: &Json) {
         add_entry_usage(entry, &mut self.by_model);
-        *self.kinds.entry(summarize(entry, 0).what).or_default() += 1;
+        *self.kinds.entry(Scanned::of_value(entry).describe().what()).or_default() += 1;
     }
 
     /// `{models: [{model, responses, input, …, cost}], kinds: {what: count}}`.
@@ -368,9 +366,12 @@ impl UsageTally {
     }
 }
 
-/// An entry's skeleton row (see the module doc).
+/// An entry's skeleton row (see the module doc): its preview and `hasText` are the sidecar's skeleton's, from
+/// the same description.
 pub fn skeleton(entry: &Json) -> Json {
-    let summary = summarize(entry, PREVIEW_CHARS);
+    let scanned = Scanned::of_value(entry);
+    let described = scanned.describe();
+    let summary = described.summary(PREVIEW_CHARS, chars);
     let mut row = Object::new();
     let copy = |row: &mut Object, key: &str| {
         if let Some(v) = entry.get(key) {
@@ -394,21 +395,11 @@ pub fn skeleton(entry: &Json) -> Json {
     row.insert("what", Json::str(&summary.what));
     row.insert("preview", Json::str(&summary.preview));
     // pi's /tree hides assistant messages that only call tools, unless they ended in an error or were aborted.
-    let has_text = match message.and_then(|m| m.get("content")) {
-        Some(Json::String(s)) => !s.to_string_lossy().trim().is_empty(),
-        Some(Json::Array(blocks)) => blocks.iter().any(|b| {
-            text_of(b.get("type")).as_deref() == Some("text")
-                && text_of(b.get("text")).is_some_and(|t| !t.trim().is_empty())
-        }),
-        _ => false,
-    };
-    row.insert("hasText", Json::Bool(has_text));
+    row.insert("hasText", Json::Bool(described.has_text()));
     if let Some(stop) = message.and_then(|m| m.get("stopReason")) {
         row.insert("stopReason", stop.clone());
     }
-    let mut bytes = Vec::new();
-    entry.write_preserving(&mut bytes);
-    row.insert("bytes", Json::number(bytes.len() as f64));
+    row.insert("bytes", Json::number(scanned.bytes().len() as f64));
     Json::Object(row)
 }
 
@@ -417,7 +408,9 @@ fn context_message(m: &Json) -> Json {
     let role = text_of(m.get("role")).unwrap_or_else(|| "message".into());
     let mut text = match m.get("summary") {
         Some(Json::String(s)) => s.to_string_lossy(),
-        _ => content_text(m.get("content")),
+        // Each text is read up to as many bytes as CONTEXT_CHARS characters can take in JSON (`\ud83d\ude00`
+        // is twelve), so the cut below is what bounds it.
+        _ => Scanned::of_message(m).describe().text_within(CONTEXT_CHARS * 12),
     };
     if let Some(cmd) = text_of(m.get("command")) {
         text = format!("$ {cmd}\n{}", text_of(m.get("output")).unwrap_or_default());
@@ -441,6 +434,7 @@ fn context_message(m: &Json) -> Json {
             Json::str(&one_line(
                 &text_of(m.get("customType")).or_else(|| text_of(m.get("toolName"))).unwrap_or_default(),
                 80,
+                chars,
             )),
         ),
         ("text", Json::str(&shown)),

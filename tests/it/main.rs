@@ -9,6 +9,7 @@ mod scenario;
 
 // The command line as people and scripts use it (issue #15).
 mod cli;
+mod describe;
 
 // JavaScript semantics checked against Node directly.
 mod compat;

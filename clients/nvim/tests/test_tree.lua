@@ -434,6 +434,31 @@ test("the tree drawn from skeletons is the server's getTreeFlat, which is getTre
   vim.cmd("buffer " .. tree_buf)
 end)
 
+test("the tree says what the server's skeletons say: bash commands, tool calls, images, names on one line", function()
+  local path_d = root .. "/d.jsonl"
+  write_file(path_d, {
+    [[{"type":"session","version":3,"id":"0195a1b2-0000-7000-8000-00000000000d","timestamp":"2025-03-02T12:00:00.000Z","cwd":"/d"}]],
+    [[{"type":"message","id":"d1","parentId":null,"timestamp":"2025-03-02T12:00:01.000Z","message":{"role":"user","content":"a  b\nc","timestamp":1}}]],
+    [[{"type":"message","id":"d2","parentId":"d1","timestamp":"2025-03-02T12:00:02.000Z","message":{"role":"bashExecution","command":"git  status\n","output":"clean","exitCode":0,"timestamp":2}}]],
+    [[{"type":"message","id":"d3","parentId":"d2","timestamp":"2025-03-02T12:00:03.000Z","message":{"role":"assistant","content":[{"type":"toolCall","id":"t","name":"read","arguments":{}},{"type":"image","data":"AAAA","mimeType":"image/png"}],"timestamp":3}}]],
+    [[{"type":"custom","id":"d4","parentId":"d3","timestamp":"2025-03-02T12:00:04.000Z","customType":"  my\n ext ","data":{}}]],
+    [[{"type":"session_info","id":"d5","parentId":"d4","timestamp":"2025-03-02T12:00:05.000Z","name":"two   words"}]],
+    [[{"type":"compaction","id":"d6","parentId":"d5","timestamp":"2025-03-02T12:00:06.000Z","summary":"sum\nmary","firstKeptEntryId":"d1","tokensBefore":5}]],
+  })
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path_d))
+  local buf = api.nvim_get_current_buf()
+  wait_lines(buf, {
+    "d1 user: a b c",
+    "d2 bashExecution: $ git status",
+    "d3 assistant: → read [image]",
+    "d4 custom (my ext)",
+    "d5 name: two words",
+    "d6 compaction: sum mary ◀ leaf",
+  }, "tree of D")
+  vim.cmd("bwipeout")
+  vim.cmd("buffer " .. tree_buf)
+end)
+
 test("live: entries pi appends show up, the cursor follows the leaf", function()
   local win = api.nvim_get_current_win()
   eq(api.nvim_win_get_cursor(win)[1], 3, "cursor on the leaf before the append")

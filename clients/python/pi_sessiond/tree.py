@@ -7,11 +7,13 @@ agree on the same file.
 
 import json
 import math
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .types import SessionEntry, SessionTreeFlatItem, SessionTreeNode
+from .types import SessionEntry, SessionTreeFlatItem, SessionTreeNode, SkeletonEntry
 
 _PREVIEW_CHARS = 72
+# How much of a custom message's type the phrase shows, as the server's (`PREVIEW_CHARS`).
+_CUSTOM_TYPE_CHARS = 160
 _MISSING = object()
 
 
@@ -28,7 +30,9 @@ def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeN
     Args:
         tree: what :meth:`Session.get_tree_flat` returns (items ``{entry, parentIndex, depth, label?}`` in
             pre-order), or the nested tree of :meth:`Session.get_tree` (root nodes ``{entry, children, label?}``).
-            Both draw the same; the flat one has no depth limit anywhere on the way.
+            Both draw the same; the flat one has no depth limit anywhere on the way. The flat tree at skeleton
+            detail (:meth:`Session.get_tree_flat_page` with ``detail="skeleton"``) draws the same too, from the
+            server's previews and without the entries' bodies (see :func:`describe_entry`).
         leaf_id: the entry to mark as the leaf, usually :meth:`Session.get_leaf_id`.
     """
     roots, children, entry_of, label_of = _shape(tree)
@@ -99,68 +103,118 @@ def _shape(tree: Sequence[Any]) -> Tuple[List[Any], Any, Any, Any]:
             lambda node: node.get("label", _MISSING))
 
 
-def describe_entry(entry: SessionEntry) -> str:
-    """One line about an entry: its id, then its type or role and a preview of its text."""
+def describe_entry(entry: Union[SessionEntry, SkeletonEntry]) -> str:
+    """One line about an entry: its id, then its type or role and a preview of its text.
+
+    The words are those ``pi-sessiond tree`` prints, around a preview of 72 characters. An entry at ``skeleton``
+    detail (as :meth:`Session.get_tree_flat_page` gives it with ``detail="skeleton"``: no body, its size in
+    ``bytes``) brings the server's own preview, which is used as it is: the server's one description of an
+    entry. A full entry (pi's ``SessionEntry``) has no preview, and this function asks no server, so its text is
+    found here by the server's rules (``src/session/describe.rs``): a message's content with tool calls as
+    ``→ name`` and images as ``[image]``, a bash execution as ``$ command``, a summary message's summary, and
+    for other types the values that say what they changed. A test checks that both give the same lines.
+    """
     e: Any = entry
-
-    def member(key: str) -> str:
-        value = e.get(key, _MISSING)
-        return "" if value is _MISSING else _js_string(value)
-
     kind = e.get("type")
-    if kind == "message":
-        message = e.get("message")
-        message = message if isinstance(message, dict) else {}
-        role = message.get("role")
-        what = f"{role if isinstance(role, str) else 'message'}: {_preview(message.get('content'))}"
-    elif kind == "thinking_level_change":
-        what = f"thinking level → {member('thinkingLevel')}"
-    elif kind == "model_change":
-        what = f"model → {member('provider')}/{member('modelId')}"
-    elif kind == "compaction":
-        what = f"compaction: {_preview(e.get('summary'))}"
-    elif kind == "branch_summary":
-        what = f"branch summary: {_preview(e.get('summary'))}"
-    elif kind == "custom_message":
-        what = f"custom message ({member('customType')}): {_preview(e.get('content'))}"
-    elif kind == "custom":
-        what = f"custom ({member('customType')})"
-    elif kind == "label":
-        what = f"label {member('targetId')} → {member('label')}"
-    elif kind == "session_info":
-        what = f"name: {member('name')}"
-    elif kind == "usage":
-        what = f"usage ({member('kind')})"
-    elif kind == "context_edit":
-        what = f"context edit of {member('targetId')}"
+    if _is_skeleton(e):
+        role = e.get("role")
+        preview = e.get("preview")
+        preview = _one_line(preview if isinstance(preview, str) else "", _PREVIEW_CHARS)
     else:
-        what = member("type")
+        message = e.get("message")
+        role = message.get("role") if kind == "message" and isinstance(message, dict) else None
+        preview = _one_line(_text(e), _PREVIEW_CHARS)
+    if kind == "message":
+        what = f"{role if isinstance(role, str) else 'message'}: {preview}"
+    elif kind in ("thinking_level_change", "model_change"):
+        what = preview
+    elif kind == "compaction":
+        what = f"compaction: {preview}"
+    elif kind == "branch_summary":
+        what = f"branch summary: {preview}"
+    elif kind == "custom_message":
+        what = f"custom message ({_one_line(_member(e, 'customType'), _CUSTOM_TYPE_CHARS)}): {preview}"
+    elif kind == "custom":
+        what = f"custom ({preview})"
+    elif kind == "label":
+        what = f"label {preview}"
+    elif kind == "session_info":
+        what = f"name: {preview}"
+    elif kind == "usage":
+        what = f"usage ({preview})"
+    elif kind == "context_edit":
+        what = f"context edit of {preview}"
+    else:
+        what = _member(e, "type")
     entry_id = e.get("id", _MISSING)
     return f"{'undefined' if entry_id is _MISSING else _js_string(entry_id)} {what}"
 
 
-def _preview(content: Any) -> str:
-    """The text of a message's content on one line, cut at 72 characters."""
+def _is_skeleton(entry: Dict[str, Any]) -> bool:
+    """An entry at skeleton detail: its size in ``bytes`` (no pi entry has that member) and no body."""
+    size = entry.get("bytes")
+    return isinstance(size, int) and not isinstance(size, bool) and "message" not in entry
+
+
+def _member(entry: Dict[str, Any], key: str) -> str:
+    """``String(entry[key])``, or ``""`` when the entry has no such member."""
+    value = entry.get(key, _MISSING)
+    return "" if value is _MISSING else _js_string(value)
+
+
+def _text(e: Dict[str, Any]) -> str:
+    """A full entry's text before it is put on one line, by the server's rules."""
+    kind = e.get("type")
+    if kind == "message":
+        message = e.get("message")
+        if not isinstance(message, dict):
+            return ""
+        if message.get("role") == "bashExecution":
+            return f"$ {_member(message, 'command')}"
+        if message.get("content") is not None:
+            return _content_text(message["content"])
+        # branchSummary and compactionSummary messages carry a summary instead of content.
+        return _member(message, "summary")
+    if kind == "thinking_level_change":
+        return f"thinking level → {_member(e, 'thinkingLevel')}"
+    if kind == "model_change":
+        return f"model → {_member(e, 'provider')}/{_member(e, 'modelId')}"
+    if kind in ("compaction", "branch_summary"):
+        summary = e.get("summary")
+        return summary if isinstance(summary, str) else ""
+    if kind == "custom_message":
+        return _content_text(e.get("content"))
+    if kind == "label":
+        return f"{_member(e, 'targetId')} → {_member(e, 'label')}"
+    key = {"custom": "customType", "session_info": "name", "usage": "kind", "context_edit": "targetId"}.get(kind)
+    return _member(e, key) if key else ""
+
+
+def _content_text(content: Any) -> str:
+    """Message content as text: a string, or blocks of which text shows as itself, a tool call as ``→ name``
+    and an image as ``[image]``, joined by spaces."""
     if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        parts = []
-        for block in content:
-            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-                continue
-            if block["type"] == "text" and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            elif block["type"] == "toolCall":
-                name = block.get("name")
-                parts.append(f"→ {name if isinstance(name, str) else ''}")
-            elif block["type"] == "image":
-                parts.append("[image]")
-        text = " ".join(parts)
-    else:
-        text = ""
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = []
+    for block in content:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            continue
+        if block["type"] == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif block["type"] == "toolCall":
+            parts.append(f"→ {_member(block, 'name')}")
+        elif block["type"] == "image":
+            parts.append("[image]")
+    return " ".join(parts)
+
+
+def _one_line(text: str, max_chars: int) -> str:
+    """``text`` on one line (white space runs made one space), cut after ``max_chars`` characters with ``…``."""
     one_line = " ".join(text.split())
-    if len(one_line) > _PREVIEW_CHARS:
-        return one_line[:_PREVIEW_CHARS] + "…"
+    if len(one_line) > max_chars:
+        return one_line[:max_chars] + "…"
     return one_line
 
 

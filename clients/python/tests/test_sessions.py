@@ -2,7 +2,7 @@
 
 import json
 import subprocess
-from typing import Any, List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -227,6 +227,60 @@ def test_tree_and_format_tree_match_the_cli(client, session_file, binary):
     cli = subprocess.run([binary, "tree", "--filter", "all", session_file], capture_output=True,
                          check=True).stdout.decode("utf-8")
     assert cli == "Tree test\n" + text + "\n"
+
+
+def test_format_tree_draws_the_servers_skeletons_as_it_draws_full_entries_and_as_the_cli(client, tmp_path, binary):
+    # Issue 25: one description of an entry. The skeletons carry the server's previews; full entries are described
+    # here by the same rules; both draw the lines `pi-sessiond tree` prints, odd entries included.
+    def entry(i: int, body: Dict[str, Any]) -> Dict[str, Any]:
+        return {"id": f"o{i}", "parentId": f"o{i - 1}" if i else None,
+                "timestamp": f"2025-01-01T00:00:{i:02d}.000Z", **body}
+
+    long_text = "many words " * 1000
+    bodies = [
+        {"type": "message", "message": {"role": "user", "content": "a  question\nover lines"}},
+        {"type": "message", "message": {"role": "bashExecution", "command": "git  status\n", "output": "x"}},
+        {"type": "message", "message": {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hidden"}, {"type": "text", "text": "calling"},
+            {"type": "toolCall", "id": "t", "name": 5, "arguments": {}}, {"type": "image", "data": ""},
+            "loose", {"type": "text", "text": 7}]}},
+        {"type": "message", "message": {"role": "toolResult", "content": [{"type": "text", "text": long_text}]}},
+        {"type": "message", "message": {"role": "branchSummary", "summary": "went\nelsewhere"}},
+        {"type": "message", "message": {"role": 7, "content": None, "summary": 12}},
+        {"type": "message", "message": "not an object"},
+        {"type": "thinking_level_change", "thinkingLevel": ["high", 2]},
+        {"type": "model_change", "provider": None, "modelId": 1e21},
+        {"type": "compaction", "summary": {"not": "text"}, "firstKeptEntryId": "o0", "tokensBefore": 1},
+        {"type": "branch_summary", "summary": "  spaced   out  ", "fromId": "o0"},
+        {"type": "custom_message", "customType": " my\n ext ", "content": [{"type": "image"}, {"type": "text",
+                                                                              "text": "shown"}], "display": True},
+        {"type": "custom", "customType": "tool   state", "data": {"big": [1, 2, 3]}},
+        {"type": "label", "targetId": "nowhere", "label": None},
+        {"type": "usage", "kind": False},
+        {"type": "context_edit", "targetId": 3},
+        {"type": "someday", "text": "x"},
+        {"type": "session_info", "name": "two   words"},
+    ]
+    path = tmp_path / "odd.jsonl"
+    write_session(path, [entry(i, b) for i, b in enumerate(bodies)])
+    with client.open(str(path)) as session:
+        leaf = session.get_leaf_id()
+        full = format_tree(session.get_tree_flat(), leaf)
+        skeletons = session.get_tree_flat_page(detail="skeleton")
+    assert all("bytes" in item["entry"] and "message" not in item["entry"] for item in skeletons)
+    assert format_tree(skeletons, leaf) == full
+    lines = full.split("\n")
+    assert lines[0] == "• o0 user: a question over lines"
+    assert lines[1] == "• o1 bashExecution: $ git status"
+    assert lines[2] == "• o2 assistant: calling → 5 [image]"
+    assert lines[3] == "• o3 toolResult: " + ("many words " * 10)[:72] + "…"
+    assert lines[4] == "• o4 branchSummary: went elsewhere"
+    assert lines[11] == "• o11 custom message (my ext): [image] shown"
+    assert lines[12] == "• o12 custom (tool state)"
+    assert lines[-1] == "• o17 name: two words ◀ leaf"
+    cli = subprocess.run([binary, "tree", "--filter", "all", str(path)], capture_output=True,
+                         check=True).stdout.decode("utf-8")
+    assert cli == "two   words\n" + full + "\n"
 
 
 def _preorder(tree: List[Any]) -> List[Any]:

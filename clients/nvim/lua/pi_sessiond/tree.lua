@@ -60,39 +60,6 @@ local function one_line(s)
 end
 M.one_line = one_line
 
---- The text of message content: a string, or blocks of which text shows as itself, a tool call as `→ name`,
---- an image as `[image]` (thinking and unknown blocks are left out, as in `pi-sessiond tree`).
-local function content_text(content)
-  if type(content) == "string" then
-    return content
-  end
-  if type(content) ~= "table" then
-    return ""
-  end
-  local parts = {}
-  local size = 0
-  for _, block in ipairs(content) do
-    if type(block) == "table" then
-      local piece
-      if block.type == "text" and type(block.text) == "string" then
-        piece = block.text
-      elseif block.type == "toolCall" then
-        piece = "→ " .. (type(block.name) == "string" and block.name or "")
-      elseif block.type == "image" then
-        piece = "[image]"
-      end
-      if piece then
-        parts[#parts + 1] = piece
-        size = size + #piece
-        if size > PREVIEW_SCAN_BYTES then
-          break
-        end
-      end
-    end
-  end
-  return table.concat(parts, " ")
-end
-
 local function field(entry, name)
   local v = entry[name]
   if is_nil(v) then
@@ -101,52 +68,38 @@ local function field(entry, name)
   return js_string(v)
 end
 
---- What one line says about an entry (after its id): type or role and a preview.
---- @param entry table a decoded session entry
+--- What one line says about an entry (after its id), from its skeleton: its role or type and the server's
+--- one-line preview of its text, in the words `pi-sessiond tree` puts around it. The preview is the sidecar's one
+--- description of an entry (`src/session/describe.rs`: tool calls as `→ name`, images as `[image]`, a bash
+--- execution as `$ command`, …); the plugin's entries are always skeletons (it opens with `snapshot:
+--- "skeleton"` and its handle's notifications carry skeletons), so it reads no message content itself.
+--- @param entry table a skeleton entry
 --- @return string
 function M.describe(entry)
   local t = entry.type
-  -- A skeleton (no body, its size in `bytes`) brings the server's one-line preview of the text instead.
-  local preview
-  if entry.message == nil and entry.bytes ~= nil then
-    preview = type(entry.preview) == "string" and entry.preview or ""
-  end
+  local preview = type(entry.preview) == "string" and entry.preview or ""
   if t == "message" then
-    if preview then
-      return (type(entry.role) == "string" and entry.role or "message") .. ": " .. one_line(preview)
-    end
-    local msg = type(entry.message) == "table" and entry.message or {}
-    local role = type(msg.role) == "string" and msg.role or "message"
-    local text
-    if role == "bashExecution" then
-      text = "$ " .. (type(msg.command) == "string" and msg.command or "")
-    elseif not is_nil(msg.content) then
-      text = content_text(msg.content)
-    else
-      -- branchSummary and compactionSummary messages carry a summary instead of content
-      text = type(msg.summary) == "string" and msg.summary or ""
-    end
-    return role .. ": " .. one_line(text)
-  elseif t == "thinking_level_change" then
-    return preview or ("thinking level → " .. field(entry, "thinkingLevel"))
-  elseif t == "model_change" then
-    return preview or ("model → " .. field(entry, "provider") .. "/" .. field(entry, "modelId"))
+    return (type(entry.role) == "string" and entry.role or "message") .. ": " .. one_line(preview)
+  elseif t == "thinking_level_change" or t == "model_change" then
+    return preview
   elseif t == "compaction" then
-    return "compaction: " .. one_line(preview or content_text(entry.summary))
+    return "compaction: " .. one_line(preview)
   elseif t == "branch_summary" then
-    return "branch summary: " .. one_line(preview or content_text(entry.summary))
+    return "branch summary: " .. one_line(preview)
   elseif t == "custom_message" then
-    return "custom message (" .. field(entry, "customType") .. "): " .. one_line(preview or content_text(entry.content))
+    return "custom message (" .. field(entry, "customType") .. "): " .. one_line(preview)
   elseif t == "custom" then
-    return "custom (" .. field(entry, "customType") .. ")"
+    return "custom (" .. preview .. ")"
   elseif t == "label" then
+    -- Said from the label itself, not the preview: a cleared label reads "(cleared)" here, where the preview
+    -- shows the falsy value that cleared it.
     return "label " .. field(entry, "targetId") .. " → " .. (truthy(entry.label) and js_string(entry.label) or "(cleared)")
   elseif t == "session_info" then
-    return "name: " .. field(entry, "name")
+    return "name: " .. preview
   elseif t == "usage" then
-    return "usage (" .. (preview or field(entry, "kind")) .. ")"
+    return "usage (" .. preview .. ")"
   elseif t == "context_edit" then
-    return "context edit of " .. field(entry, "targetId")
+    return "context edit of " .. preview
   end
   return js_string(t)
 end
