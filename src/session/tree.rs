@@ -10,6 +10,10 @@ use std::collections::HashSet;
 
 use indexmap::IndexMap;
 
+/// The maps of ids: foldhash, randomly seeded per process, where the standard SipHash was a third of a kept open's
+/// time (ids come from files anyone may write, so the seed stays random: a crafted file cannot choose collisions).
+type IdMap<K, V> = IndexMap<K, V, foldhash::fast::RandomState>;
+
 use super::entry::{Detail, Record};
 use super::js::sort::sort_like_v8;
 use super::json::Json;
@@ -28,10 +32,12 @@ pub struct ResolvedLabel {
 /// pi's in-memory index over the records of one session.
 #[derive(Clone, Debug, Default)]
 pub struct TreeIndex {
-    by_id: IndexMap<Key, usize>,
-    labels: IndexMap<Key, ResolvedLabel>,
+    by_id: IdMap<Key, usize>,
+    labels: IdMap<Key, ResolvedLabel>,
     /// The leaf id; [`Key::Null`] when there is no leaf (empty session, or after `resetLeaf`).
     pub leaf: Key,
+    /// Whether an id was indexed twice: only then does [`TreeIndex::diagnose`] look for the first of each.
+    has_duplicates: bool,
 }
 
 /// One node of [`TreeIndex::tree`]: a record index and its children, in pi's order.
@@ -59,19 +65,31 @@ impl TreeIndex {
     /// pi's `_buildIndex` over `records` (headers are skipped).
     pub fn build(records: &[Record]) -> TreeIndex {
         let mut index = TreeIndex::default();
+        let mut last = None;
         for (i, r) in records.iter().enumerate() {
             if !r.is_header() {
-                index.add(i, r);
+                index.insert(i, r);
                 index.apply_label(r);
+                last = Some(r);
             }
         }
+        // The leaf is the last entry's id: set once, not cloned for every entry on the way.
+        if let Some(r) = last {
+            index.leaf = r.id.clone();
+        }
         index
+    }
+
+    fn insert(&mut self, i: usize, r: &Record) {
+        if self.by_id.insert(r.id.clone(), i).is_some() {
+            self.has_duplicates = true;
+        }
     }
 
     /// Indexes a record and makes it the leaf (pi's `byId.set`, `leafId = id`). Labels are applied separately
     /// ([`TreeIndex::apply_label`]) because an append applies them only once its write succeeded.
     pub fn add(&mut self, i: usize, r: &Record) {
-        self.by_id.insert(r.id.clone(), i);
+        self.insert(i, r);
         self.leaf = r.id.clone();
     }
 
@@ -200,7 +218,7 @@ impl TreeIndex {
         let entries: Vec<usize> = (0..records.len()).filter(|&i| !records[i].is_header()).collect();
         // One node per entry; the map from id to node keeps the last duplicate's node.
         let mut tree = Tree::default();
-        let mut node_of: IndexMap<&Key, usize> = IndexMap::new();
+        let mut node_of: IdMap<&Key, usize> = IdMap::default();
         for &i in &entries {
             tree.nodes.push(TreeNode { record: i, children: Vec::new() });
             node_of.insert(&records[i].id, tree.nodes.len() - 1);
@@ -235,8 +253,8 @@ impl TreeIndex {
     /// Tree problems a reader should know about: duplicate ids, missing parents, self-parents and cycles.
     pub fn diagnose(&self, records: &[Record]) -> Vec<Warning> {
         let mut out = Vec::new();
-        let mut first_line: IndexMap<&Key, u32> = IndexMap::new();
-        for r in records.iter().filter(|r| !r.is_header() && r.is_object) {
+        let mut first_line: IdMap<&Key, u32> = IdMap::default();
+        for r in records.iter().filter(|r| self.has_duplicates && !r.is_header() && r.is_object) {
             if let Some(&line) = first_line.get(&r.id) {
                 out.push(Warning {
                     line: r.line,
