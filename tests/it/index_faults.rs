@@ -57,10 +57,12 @@ fn lay_out(dir: &Path) {
     small("b", "bravo", 2);
     small("c", "alpha bravo", 3);
     let mut big = header("big");
-    let filler: String = (0..60_000).map(|k| format!("w{} ", k % 97)).collect();
+    let filler: String = (0..150_000).map(|k| format!("w{} ", k % 97)).collect();
     big += &message("big0", None, 10, &format!("charlie begins {filler}"));
     big += &message("big1", Some("big0"), 11, &format!("{filler} charlie ends"));
     big += &message("big2", Some("big1"), 12, "alpha after the big ones");
+    // (The index reads a file's lines a MiB at a time: this one takes two reads, and can fail between them.)
+    assert!(big.len() > 1 << 20, "the big session is over a MiB");
     fs::write(dir.join("2026-01-01T00-00-09-000Z_big.jsonl"), big).unwrap();
 }
 
