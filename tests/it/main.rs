@@ -18,6 +18,7 @@ mod fuzz_ops;
 mod hostile_dirs;
 mod hostile_files;
 mod index;
+mod index_faults;
 mod index_identity;
 mod index_processes;
 mod js_date;

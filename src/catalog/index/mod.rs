@@ -34,10 +34,16 @@
 //! Here: the index as one connection sees it ([`CatalogIndex`]: listing, usage memo). Beside it: `schema` (the
 //! file, known as ours or refused), `rows` (the `files` table's rows), `plan` (reading files for a listing, off
 //! the lock), `text` (the searchable text, FTS5, and search's reads), `shared` (a process's pool and catch-up).
+//!
+//! Session files are opened and read through the index's [`Disk`] (the real one unless a test hands another to
+//! [`CatalogIndex::open_on`]), so a read failing at any call is tested in-process. Outside that seam: `stat`,
+//! identity's known-byte reads (a failed one makes a file look changed, which reads it again), the bounded
+//! header read for session discovery (`read_header_bounded`), the damaged-index check and SQLite's own I/O
+//! (its VFS).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,7 +57,7 @@ use super::info::{Doc, InfoState, ListedSession, ReadlineLines, SessionInfo};
 use crate::session::identity::{self, now_ns, FileStamp, FileState, Known, HEAD_CHECK, TAIL_CHECK};
 use crate::session::json::{JsString, Json};
 use crate::session::store;
-use crate::session::store::{read_header_bounded, HEADER_SCAN_LIMIT};
+use crate::session::store::{read_header_bounded, real_disk, Disk, DiskFile, HEADER_SCAN_LIMIT};
 
 mod plan;
 mod rows;
@@ -156,6 +162,8 @@ pub struct CatalogIndex {
     memory: Arc<ProcessMemory>,
     /// Set once the file at `path` turned out not to be ours: nothing more is done through this connection.
     refused: bool,
+    /// What session files are opened and read through.
+    disk: Arc<dyn Disk>,
 }
 
 /// A directory's `*.jsonl` names in load order, and the directory's stamp when they were read.
@@ -372,7 +380,12 @@ impl CatalogIndex {
     /// Opens (or creates) the index at `path`. An index of ours with another schema version is rebuilt, a damaged
     /// one is reset; anything else at `path` is refused ([`IndexError::Foreign`]) and left as it is.
     pub fn open(path: &str) -> IndexResult<CatalogIndex> {
-        Self::connect(path, Arc::default())
+        Self::open_on(path, real_disk())
+    }
+
+    /// [`CatalogIndex::open`], reading session files through `disk` (a test's failing disk).
+    pub fn open_on(path: &str, disk: Arc<dyn Disk>) -> IndexResult<CatalogIndex> {
+        Self::connect(path, Arc::default(), disk)
     }
 
     /// How long a write waits for another process's write transaction before the request answers without the
@@ -387,12 +400,12 @@ impl CatalogIndex {
         &self.conn
     }
 
-    fn connect(path: &str, memory: Arc<ProcessMemory>) -> IndexResult<CatalogIndex> {
+    fn connect(path: &str, memory: Arc<ProcessMemory>, disk: Arc<dyn Disk>) -> IndexResult<CatalogIndex> {
         if let Some(dir) = Path::new(path).parent() {
             let _ = fs::create_dir_all(dir);
         }
         let conn = open_ours(path)?;
-        Ok(CatalogIndex { path: path.to_owned(), conn, memory, refused: false })
+        Ok(CatalogIndex { path: path.to_owned(), conn, memory, refused: false, disk })
     }
 
     /// The `*.jsonl` names of `dir` in pi's load order: those `read` gave when the directory last changed, while
@@ -528,7 +541,7 @@ impl CatalogIndex {
             }
             let mut writes = Vec::with_capacity(batch.len());
             let mut answered = Vec::with_capacity(batch.len());
-            for (i, version, read_at, (answer, write)) in plan_all(files, batch, with_text, cancel) {
+            for (i, version, read_at, (answer, write)) in plan_all(files, batch, with_text, &self.disk, cancel) {
                 // A cancelled read stops part-way: its answer is neither returned nor stored.
                 check(cancel)?;
                 if let Some(answer) = answer {
@@ -615,7 +628,7 @@ impl CatalogIndex {
             // (A file that is gone has no stamp; only its path is used, to forget its row.)
             let file = FileToIndex { path: path.to_owned(), dir: &dir, stamp: stamp.unwrap_or_default() };
             let write = match stamp {
-                Some(_) => plan(&file, row, false, cancel).1,
+                Some(_) => plan(&file, row, false, &index.disk, cancel).1,
                 None => Write::Forget,
             };
             check(cancel)?;
@@ -706,7 +719,7 @@ mod tests {
         f.write_all(message("b", "\"a\"", "zeppelin").as_bytes()).expect("appended");
         let grown = FileToIndex { path: path.clone(), dir: &sessions, stamp: stamp_of(&path) };
         let (basis, row) = row_of(&writer.conn, &path, true).expect("read").expect("a row");
-        let (_, write) = plan(&grown, row, true, &cancel);
+        let (_, write) = plan(&grown, row, true, &real_disk(), &cancel);
         assert!(matches!(write, Write::Store { continued: true, .. }), "the row continues");
 
         // Meanwhile a search catches the row's text up (to where the row's listing had read).

@@ -16,12 +16,13 @@ pub(super) fn plan_all(
     files: &[FileToIndex<'_>],
     batch: Vec<(usize, Option<KnownRow>)>,
     with_text: bool,
+    disk: &Arc<dyn Disk>,
     cancel: &Cancel,
 ) -> Vec<Planned> {
     let one = |(i, basis): (usize, Option<KnownRow>)| {
         let read_at = now_ns();
         let (version, row) = basis.map_or((None, None), |(v, r)| (Some(v), r));
-        (i, version, read_at, plan(&files[i], row, with_text, cancel))
+        (i, version, read_at, plan(&files[i], row, with_text, disk, cancel))
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, PLAN_THREADS);
     if threads == 1 || batch.len() < 2 {
@@ -55,7 +56,7 @@ pub(super) fn plan_all(
 }
 
 /// One file's next row and listing entry, from its row as read (`known`, with its text) and the file's bytes
-/// (read with no lock held): as `identity` judges the file against the row, answered from the row (the same),
+/// (read with no lock held, through `disk`): as `identity` judges the file against the row, answered from the row (the same),
 /// continued from where the row stopped (it grew), or read again from the start (anything else).
 /// The answer is None when the file could not be read (it vanished, or changed while read): the listing leaves it
 /// out this time, and nothing remembers that. When the process is out of descriptors, the failure is noted on
@@ -64,6 +65,7 @@ pub(super) fn plan(
     file: &FileToIndex<'_>,
     known: Option<Row>,
     with_text: bool,
+    disk: &Arc<dyn Disk>,
     cancel: &Cancel,
 ) -> (Option<Option<SessionInfo>>, Write) {
     let now = &file.stamp;
@@ -71,7 +73,7 @@ pub(super) fn plan(
     if let Some(row) = known.as_ref().filter(|r| r.answers_unread(now)) {
         return (finish(&row.state), Write::Keep);
     }
-    let f = match store::open_regular(&file.path) {
+    let f = match store::open_regular_on(disk, &file.path) {
         Ok(f) => f,
         Err(e) => {
             cancel.note_failure(&e);
@@ -80,7 +82,7 @@ pub(super) fn plan(
         }
     };
     let indexed_at_ns = now_ns();
-    let (mut row, continued) = match known.map(|r| (r.known().judge(now, &f), r)) {
+    let (mut row, continued) = match known.map(|r| (r.known().judge(now, f.file()), r)) {
         Some((FileState::Same, r)) if r.stamp == *now => {
             // Racily clean, and its bytes say it is unchanged: clean from now on if the tick has passed.
             let write = if r.stamp.settled_at(indexed_at_ns) { Write::Settle { indexed_at_ns } } else { Write::Keep };
@@ -104,7 +106,7 @@ pub(super) fn plan(
             return (None, Write::Keep);
         }
         row.offset = complete_end;
-        (row.head, row.tail) = identity::known_bytes(&f, complete_end);
+        (row.head, row.tail) = identity::known_bytes(f.file(), complete_end);
     }
     if was_short {
         // What discovery finds depends only on the first MiB: recompute it while the file is shorter than that.

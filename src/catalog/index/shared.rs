@@ -115,8 +115,14 @@ impl SharedIndex {
             pool.idle.pop()
         };
         let mut index = match idle {
-            Some(conn) => Some(CatalogIndex { path: path.clone(), conn, memory: self.memory.clone(), refused: false }),
-            None => match CatalogIndex::connect(path, self.memory.clone()) {
+            Some(conn) => Some(CatalogIndex {
+                path: path.clone(),
+                conn,
+                memory: self.memory.clone(),
+                refused: false,
+                disk: real_disk(),
+            }),
+            None => match CatalogIndex::connect(path, self.memory.clone(), real_disk()) {
                 Ok(ix) => Some(ix),
                 Err(e) => {
                     self.note_failure(path, &e);

@@ -18,7 +18,7 @@ pub(super) struct Behind {
 impl Behind {
     /// Whether the file (`f`, open at the row's path) still holds every line the listing indexed: as `identity`
     /// judges it against the row, the same or grown.
-    fn still_indexed(&self, f: &File) -> bool {
+    fn still_indexed(&self, f: &DiskFile) -> bool {
         let Ok(meta) = f.metadata() else { return false };
         let known = Known {
             stamp: &self.stamp,
@@ -27,7 +27,7 @@ impl Behind {
             tail: &self.tail,
             observed_at_ns: self.indexed_at_ns,
         };
-        matches!(known.judge(&FileStamp::of(&meta), f), FileState::Same | FileState::Grew(_))
+        matches!(known.judge(&FileStamp::of(&meta), f.file()), FileState::Same | FileState::Grew(_))
     }
 }
 
@@ -41,8 +41,32 @@ pub(super) struct DocsChunk {
 
 pub(super) const SCAN_CHUNK: u64 = 64 * 1024;
 
+/// A file read at offsets: a session file through the index's [`Disk`], or a plain `File` (the team push reads
+/// its files outside the seam). Generic rather than `dyn`, so the real disk stays a plain call.
+pub(crate) trait ReadExactAt {
+    /// Fills `buf` from `offset`; a file that ends first is `UnexpectedEof`.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+}
+
+impl ReadExactAt for File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        FileExt::read_exact_at(self, buf, offset)
+    }
+}
+
+impl ReadExactAt for DiskFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        DiskFile::read_exact_at(self, buf, offset)
+    }
+}
+
 /// Where the last `\n` of `file` lies in `[from, to)`, searching backwards (an error once cancelled).
-pub(crate) fn last_newline(file: &File, from: u64, to: u64, cancel: &Cancel) -> std::io::Result<Option<u64>> {
+pub(crate) fn last_newline(
+    file: &impl ReadExactAt,
+    from: u64,
+    to: u64,
+    cancel: &Cancel,
+) -> std::io::Result<Option<u64>> {
     let mut end = to;
     let mut buf = vec![0u8; SCAN_CHUNK as usize];
     while end > from {
@@ -61,7 +85,7 @@ pub(crate) fn last_newline(file: &File, from: u64, to: u64, cancel: &Cancel) -> 
 }
 
 /// Where the first `\n` of `file` lies in `[from, to)` (an error once cancelled).
-pub(super) fn first_newline(file: &File, from: u64, to: u64, cancel: &Cancel) -> std::io::Result<Option<u64>> {
+pub(super) fn first_newline(file: &DiskFile, from: u64, to: u64, cancel: &Cancel) -> std::io::Result<Option<u64>> {
     let mut start = from;
     let mut buf = vec![0u8; SCAN_CHUNK as usize];
     while start < to {
@@ -81,7 +105,7 @@ pub(super) fn first_newline(file: &File, from: u64, to: u64, cancel: &Cancel) ->
 
 /// Where a chunk of searchable text starting at `from` (a line start) ends: after the last `\n` within
 /// [`DOCS_CHUNK_BYTES`], else after the first one past it, else at `limit` (the listing's offset, a line end).
-pub(super) fn chunk_end(file: &File, from: u64, limit: u64, cancel: &Cancel) -> Option<u64> {
+pub(super) fn chunk_end(file: &DiskFile, from: u64, limit: u64, cancel: &Cancel) -> Option<u64> {
     if limit - from <= DOCS_CHUNK_BYTES {
         return Some(limit);
     }
@@ -95,16 +119,14 @@ pub(super) fn chunk_end(file: &File, from: u64, limit: u64, cancel: &Cancel) -> 
 /// Feeds the lines of `file` in `[from, to)` (which ends at a line boundary) to `feed`, streaming; an error once
 /// `cancel` is set.
 pub(super) fn feed_lines(
-    file: &File,
+    file: &DiskFile,
     from: u64,
     to: u64,
     cancel: &Cancel,
     mut feed: impl FnMut(&[u8]),
 ) -> std::io::Result<()> {
-    // (Each caller opened `file` itself: nobody else depends on its position.)
-    let mut reader = file;
-    reader.seek(SeekFrom::Start(from))?;
-    let mut lines = ReadlineLines::new(cancel.reader(BufReader::with_capacity(1 << 20, reader.take(to - from))));
+    let reader = file.reader_at(from).take(to - from);
+    let mut lines = ReadlineLines::new(cancel.reader(BufReader::with_capacity(1 << 20, reader)));
     let mut buf = Vec::new();
     while lines.next_line(&mut buf)? {
         feed(&buf);
@@ -113,7 +135,7 @@ pub(super) fn feed_lines(
 }
 
 /// The searchable entries of the lines of `file` in `[from, to)`; None when it cannot be read.
-pub(super) fn extract_docs(file: &File, from: u64, to: u64, cancel: &Cancel) -> Option<Vec<Doc>> {
+pub(super) fn extract_docs(file: &DiskFile, from: u64, to: u64, cancel: &Cancel) -> Option<Vec<Doc>> {
     // The state only tracks where the header is; past it, every line is an entry.
     let mut state = InfoState::default();
     if from > 0 {
@@ -155,11 +177,12 @@ pub(super) fn all_of(needles: &[String]) -> Option<String> {
 
 pub(super) fn docs_matching(
     conn: &Connection,
+    disk: &Arc<dyn Disk>,
     paths: &[String],
     needles: &[String],
     cancel: &Cancel,
 ) -> IndexResult<Vec<(String, Doc)>> {
-    let mut out = fragment_docs(conn, paths, cancel)?;
+    let mut out = fragment_docs(conn, disk, paths, cancel)?;
     for_each_doc_matching(conn, paths, needles, cancel, &mut |path, doc| out.push((path.to_owned(), doc)))?;
     Ok(out)
 }
@@ -226,7 +249,12 @@ pub(super) fn file_ids(conn: &Connection, paths: &[String]) -> IndexResult<HashM
     Ok(out)
 }
 
-pub(super) fn fragment_docs(conn: &Connection, paths: &[String], cancel: &Cancel) -> IndexResult<Vec<(String, Doc)>> {
+pub(super) fn fragment_docs(
+    conn: &Connection,
+    disk: &Arc<dyn Disk>,
+    paths: &[String],
+    cancel: &Cancel,
+) -> IndexResult<Vec<(String, Doc)>> {
     let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
     let fragments: Vec<(String, u64, u64)> = {
         let mut stmt =
@@ -241,7 +269,7 @@ pub(super) fn fragment_docs(conn: &Connection, paths: &[String], cancel: &Cancel
     let mut out = Vec::new();
     for (path, offset, size) in fragments {
         check(cancel)?;
-        let Ok(f) = store::open_regular(&path).inspect_err(|e| cancel.note_failure(e)) else { continue };
+        let Ok(f) = store::open_regular_on(disk, &path).inspect_err(|e| cancel.note_failure(e)) else { continue };
         let mut state = InfoState::default();
         if offset > 0 {
             state.header = Some(Json::Null);
@@ -335,7 +363,7 @@ impl CatalogIndex {
         let mut batch: Vec<DocsChunk> = Vec::new();
         let mut batch_bytes = 0;
         for (k, file) in behind.into_iter().enumerate() {
-            let Ok(f) = store::open_regular(&file.path).inspect_err(|e| cancel.note_failure(e)) else {
+            let Ok(f) = store::open_regular_on(&self.disk, &file.path).inspect_err(|e| cancel.note_failure(e)) else {
                 on_progress(k + 1, total);
                 continue;
             };
@@ -465,14 +493,14 @@ impl CatalogIndex {
     /// The searchable text of each file's unterminated last line, as last seen by a listing: the index stores
     /// only complete lines (the rest may be a write in progress), but a reader of the file sees that line too.
     pub fn fragment_docs(&mut self, paths: &[String], cancel: &Cancel) -> IndexResult<Vec<(String, Doc)>> {
-        self.with_recovery(|index| fragment_docs(&index.conn, paths, cancel))
+        self.with_recovery(|index| fragment_docs(&index.conn, &index.disk, paths, cancel))
     }
 
     /// The searchable entries of `paths` whose text may contain one of `needles` (case-insensitively; callers
     /// check the text themselves, the index only narrows). Every entry of `paths` when `needles` is empty or one
     /// of them is shorter than three characters (too short for the trigram index).
     pub fn docs(&mut self, paths: &[String], needles: &[String], cancel: &Cancel) -> IndexResult<Vec<(String, Doc)>> {
-        self.with_recovery(|index| docs_matching(&index.conn, paths, needles, cancel))
+        self.with_recovery(|index| docs_matching(&index.conn, &index.disk, paths, needles, cancel))
     }
 
     /// [`CatalogIndex::docs`] one at a time, without the unterminated last lines (see

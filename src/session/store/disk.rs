@@ -10,6 +10,10 @@
 //! reads as pi would. What stays outside is what the write path cannot get wrong by failing: `stat`
 //! (`metadata`), `flock`, `lseek`, `canonicalize`, listing a directory for stale temporaries, and the reads of
 //! [`identity`] (a failed one makes a file look changed, which reads it again).
+//!
+//! The catalog index opens and reads session files through a disk too (chosen when it is opened: the real one
+//! unless a test hands it another), for its listings and its catch-up of searchable text; SQLite's own I/O on the
+//! index file stays outside (its VFS), as do the team push's reads.
 
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};

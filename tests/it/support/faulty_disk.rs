@@ -1,8 +1,9 @@
 //! A [`Disk`] that fails on demand, in-process: the real file system underneath, with one planned fault at a
 //! chosen call (the N-th call of any kind, or the next call of one kind, optionally only on paths holding a
 //! string). It counts every call and keeps a log of them, so a test can fail each call of a scripted sequence in
-//! turn. The faults are what a disk does: `EIO`, `ENOSPC`, and a short write (half the bytes taken, then
-//! `ENOSPC` on the next write: a disk filling up), the same faults the `LD_PRELOAD` shim makes in the real binary.
+//! turn. The faults are what a disk does: `EIO`, `ENOSPC`, a short write (half the bytes taken, then `ENOSPC` on
+//! the next write: a disk filling up), the same faults the `LD_PRELOAD` shim makes in the real binary, and a short
+//! read (half the bytes asked for: what `pread` may give, which a reader must ask again for).
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -32,6 +33,8 @@ pub enum Fault {
     /// A write takes half its bytes (at least one) and returns; the next write fails with `ENOSPC`. On any other
     /// call: `EIO`.
     ShortWrite,
+    /// A read gives half the bytes it was asked for (at least one) and succeeds. On any other call: `EIO`.
+    ShortRead,
 }
 
 /// `EIO`, as a dying disk gives it.
@@ -153,7 +156,7 @@ impl FaultyDisk {
 fn error(fault: Fault) -> std::io::Error {
     match fault {
         Fault::Errno(code) => std::io::Error::from_raw_os_error(code),
-        Fault::ShortWrite => std::io::Error::from_raw_os_error(EIO),
+        Fault::ShortWrite | Fault::ShortRead => std::io::Error::from_raw_os_error(EIO),
     }
 }
 
@@ -177,6 +180,10 @@ impl Disk for FaultyDisk {
     fn read_at(&self, file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
         match self.on_file(Call::ReadAt, file) {
             None => RealDisk.read_at(file, buf, offset),
+            Some(Fault::ShortRead) => {
+                let half = buf.len().div_ceil(2);
+                RealDisk.read_at(file, &mut buf[..half], offset)
+            }
             Some(fault) => Err(error(fault)),
         }
     }
