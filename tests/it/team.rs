@@ -584,6 +584,7 @@ fn a_phrase_appended_on_one_machine_is_found_through_the_other_within_2_s_with_w
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
+        .map(KilledAtEnd)
         .unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watcher.stdout.take().unwrap()));
     let first = json(&lines.next().unwrap().unwrap());
@@ -729,6 +730,7 @@ fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
+        .map(KilledAtEnd)
         .unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watcher.stdout.take().unwrap()));
     assert_eq!(number(&json(&lines.next().unwrap().unwrap()), "pushed"), 1.0);
@@ -1208,6 +1210,30 @@ impl Watching {
 
     fn exited(&mut self) -> bool {
         self.child.try_wait().unwrap().is_some()
+    }
+}
+
+/// A child that is killed when the test ends, passed or failed: a `push --watch` a failing assertion left behind
+/// would go on running (and retrying its database) after the test and its PostgreSQL are gone.
+struct KilledAtEnd(std::process::Child);
+
+impl std::ops::Deref for KilledAtEnd {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KilledAtEnd {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KilledAtEnd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
