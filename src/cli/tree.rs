@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::io::Write;
 
 use crate::session::context::Bodies;
-use crate::session::describe::{Description, Scanned};
+use crate::session::describe::{one_line, Description, Scanned};
 use crate::session::entry::{EntryType, Role};
 use crate::session::js::to_js_string;
 use crate::session::json::Json;
@@ -183,8 +183,10 @@ fn entry_line(m: &SessionManager, i: usize, entry: &Description<'_>, preview_cha
     let id = style.paint("33", &r.id.display());
     let mut line = format!("{id} {}{rest}", style.paint(kind_color(&summary.what), head));
     if let Some(label) = m.label(&r.id) {
+        // On the entry's line, as the label entry's own phrase shows it: a newline in it must not break the tree.
+        let label = one_line(&to_js_string(label).to_string(), preview_chars, char_width);
         line.push(' ');
-        line.push_str(&style.paint("1;35", &format!("[{}]", to_js_string(label))));
+        line.push_str(&style.paint("1;35", &format!("[{label}]")));
     }
     line
 }

@@ -331,6 +331,18 @@ fn tree_marks_the_leaf_and_labels_and_draws_the_abandoned_branch_beside_the_acti
 }
 
 #[test]
+fn a_label_with_line_breaks_stays_on_its_entrys_line_in_the_tree() {
+    let a = agent();
+    let mut session = branched_session(APP_ID, "/work/app");
+    session.push_str(r#"{"type":"label","id":"l2","parentId":"a2","timestamp":"2026-01-01T00:00:07.000Z","targetId":"u2","label":"two\nlines\r\n and more"}"#);
+    session.push('\n');
+    std::fs::write(&a.app_session, session).unwrap();
+    let t = text(&run(&a.dir, &["tree", &s(&a.app_session)]).stdout);
+    assert!(t.contains("• u2 user: and then what [two lines and more]\n"), "{t}");
+    assert_eq!(t.lines().count(), 5, "one line per entry: {t}");
+}
+
+#[test]
 fn a_leaf_that_is_a_label_is_marked_on_the_entry_it_hangs_from_and_the_active_path_is_marked_in_a_pipe() {
     let a = agent();
     let mut session = branched_session(APP_ID, "/work/app");
