@@ -16,8 +16,9 @@
 use super::entry::EntryType;
 use super::js::to_js_string;
 use super::json::scan::{array_elements, find_member, object_members, scan_document, Block, Document, Kind};
-use super::json::string::decode_string_literal;
+use super::json::string::{decode_string_body, decode_string_literal};
 use super::json::Json;
+use std::ops::ControlFlow;
 
 /// Characters of text a skeleton's preview (and the web view's row) shows, then `…`.
 pub const PREVIEW_CHARS: usize = 160;
@@ -170,45 +171,60 @@ impl<'a> Description<'a> {
     /// [`Description::text`] with up to about `max_bytes` of each text (and of a message's content) rather than
     /// a preview's few KiB: for a view that shows a message's text whole, up to a bound.
     pub fn text_within(&self, max_bytes: usize) -> String {
+        let mut text = String::new();
+        let _ = self.text_to(max_bytes, &mut text);
+        text
+    }
+
+    /// [`Description::text_within`], its pieces handed to `sink` as they are decoded, until it wants no more.
+    fn text_to(&self, max_bytes: usize, sink: &mut dyn TextSink) -> ControlFlow<()> {
         let line = &self.line;
         let s = |v: Option<&[u8]>| v.map(value_text).unwrap_or_default();
         let raw = |name: &str| line.member(name);
         match self.kind {
             EntryType::Message => {
                 if !line.has_message() {
-                    return String::new();
+                    return ControlFlow::Continue(());
                 }
                 let msg = |name: &str| line.in_message(name);
                 let role = msg("role").and_then(string_text).unwrap_or_default();
                 match (role.as_str(), msg("content")) {
-                    ("bashExecution", _) => format!("$ {}", s(msg("command"))),
-                    (_, Some(content)) if !matches!(content, b"null") => {
-                        line.message_content().map(|c| c.text(max_bytes)).unwrap_or_default()
-                    }
-                    _ => s(msg("summary")),
+                    ("bashExecution", _) => sink.take(&format!("$ {}", s(msg("command")))),
+                    (_, Some(content)) if !matches!(content, b"null") => match line.message_content() {
+                        Some(c) => c.text_to(max_bytes, sink),
+                        None => ControlFlow::Continue(()),
+                    },
+                    _ => sink.take(&s(msg("summary"))),
                 }
             }
-            EntryType::ThinkingLevelChange => format!("thinking level → {}", s(raw("thinkingLevel"))),
-            EntryType::ModelChange => format!("model → {}/{}", s(raw("provider")), s(raw("modelId"))),
-            EntryType::Compaction | EntryType::BranchSummary => raw("summary")
-                .filter(|v| v.first() == Some(&b'"'))
-                .map(|v| string_prefix(v, max_bytes))
-                .unwrap_or_default(),
-            EntryType::CustomMessage => raw("content").map(|c| Content::found(c).text(max_bytes)).unwrap_or_default(),
-            EntryType::Custom => s(raw("customType")),
-            EntryType::Label => format!("{} → {}", s(raw("targetId")), s(raw("label"))),
-            EntryType::SessionInfo => s(raw("name")),
-            EntryType::Usage => s(raw("kind")),
-            EntryType::ContextEdit => s(raw("targetId")),
+            EntryType::ThinkingLevelChange => sink.take(&format!("thinking level → {}", s(raw("thinkingLevel")))),
+            EntryType::ModelChange => sink.take(&format!("model → {}/{}", s(raw("provider")), s(raw("modelId")))),
+            EntryType::Compaction | EntryType::BranchSummary => match raw("summary") {
+                Some(v) if v.first() == Some(&b'"') => feed_string_prefix(v, max_bytes, sink),
+                _ => ControlFlow::Continue(()),
+            },
+            EntryType::CustomMessage => match raw("content") {
+                Some(c) => Content::found(c).text_to(max_bytes, sink),
+                None => ControlFlow::Continue(()),
+            },
+            EntryType::Custom => sink.take(&s(raw("customType"))),
+            EntryType::Label => sink.take(&format!("{} → {}", s(raw("targetId")), s(raw("label")))),
+            EntryType::SessionInfo => sink.take(&s(raw("name"))),
+            EntryType::Usage => sink.take(&s(raw("kind"))),
+            EntryType::ContextEdit => sink.take(&s(raw("targetId"))),
             // Named one by one, so an entry type pi adds is a decision here.
-            EntryType::Session | EntryType::Other => String::new(),
+            EntryType::Session | EntryType::Other => ControlFlow::Continue(()),
         }
     }
 
     /// The text on one line, cut after `max` of `width` (with `…`): a skeleton's preview is
     /// `preview(PREVIEW_CHARS, chars)`.
     pub fn preview(&self, max: usize, width: Width) -> String {
-        one_line(&self.text(), max, width)
+        // Fed piece by piece, so a long text is decoded only as far as the preview shows (an open makes a
+        // preview of every entry): the same preview as `one_line(&self.text(), …)`.
+        let mut line = OneLine::new(max, width);
+        let _ = self.text_to(TEXT_SCAN_BYTES, &mut line);
+        line.out
     }
 
     /// The whole description around a `preview` of this entry, as a tree prints it after the id: `ROLE: TEXT`,
@@ -315,41 +331,47 @@ impl<'a> Content<'a> {
     }
 
     /// The text of the content: a string, or blocks of which text shows as itself, a tool call as `→ name` and
-    /// an image as `[image]`, joined by spaces; at most about `max_bytes` of it.
-    fn text(&self, max_bytes: usize) -> String {
+    /// an image as `[image]`, joined by spaces; at most about `max_bytes` of it; handed to `sink` piece by piece.
+    fn text_to(&self, max_bytes: usize, sink: &mut dyn TextSink) -> ControlFlow<()> {
         match Kind::of(self.value) {
-            Kind::String => string_prefix(self.value, max_bytes),
+            Kind::String => feed_string_prefix(self.value, max_bytes, sink),
             Kind::Array => {
-                let mut parts: Vec<String> = Vec::new();
                 let mut size = 0;
+                let mut first = true;
                 for member in self.objects() {
-                    let piece = match member("type").filter(|t| t.first() == Some(&b'"')).map(decode_string_literal) {
-                        Some(t) if t.eq_str("text") => {
-                            member("text").filter(|v| v.first() == Some(&b'"')).map(|v| string_prefix(v, max_bytes))
-                        }
+                    let mut part = Counted { sink: &mut *sink, bytes: 0, first: &mut first };
+                    match member("type").filter(|t| t.first() == Some(&b'"')).map(decode_string_literal) {
+                        Some(t) if t.eq_str("text") => match member("text").filter(|v| v.first() == Some(&b'"')) {
+                            Some(v) => {
+                                part.start()?;
+                                feed_string_prefix(v, max_bytes, &mut part)?;
+                            }
+                            None => continue,
+                        },
                         Some(t) if t.eq_str("toolCall") => {
-                            Some(format!("→ {}", member("name").map(value_text).unwrap_or_default()))
+                            part.start()?;
+                            part.take(&format!("→ {}", member("name").map(value_text).unwrap_or_default()))?;
                         }
-                        Some(t) if t.eq_str("image") => Some("[image]".to_owned()),
-                        _ => None,
-                    };
-                    if let Some(p) = piece {
-                        size += p.len();
-                        parts.push(p);
-                        if size > max_bytes {
-                            break;
+                        Some(t) if t.eq_str("image") => {
+                            part.start()?;
+                            part.take("[image]")?;
                         }
+                        _ => continue,
+                    }
+                    size += part.bytes;
+                    if size > max_bytes {
+                        break;
                     }
                 }
-                parts.join(" ")
+                ControlFlow::Continue(())
             }
-            _ => String::new(),
+            _ => ControlFlow::Continue(()),
         }
     }
 
     /// Whether the content holds text that is not all white space: a string, or a `text` block.
     fn has_text(&self) -> bool {
-        let blank = |lit: &[u8]| string_prefix(lit, TEXT_SCAN_BYTES).trim().is_empty();
+        let blank = |lit: &[u8]| feed_string_prefix(lit, TEXT_SCAN_BYTES, &mut NonSpace).is_continue();
         match Kind::of(self.value) {
             Kind::String => !blank(self.value),
             Kind::Array => self.objects().any(|member| {
@@ -382,53 +404,159 @@ fn value_text(v: &[u8]) -> String {
 /// The first `max_bytes` (about) of a valid string literal, decoded; the cut never splits an escape or a UTF-8
 /// sequence.
 pub fn string_prefix(literal: &[u8], max_bytes: usize) -> String {
+    let mut text = String::new();
+    let _ = feed_string_prefix(literal, max_bytes, &mut text);
+    text
+}
+
+/// Bytes of a string decoded at a time for a [`TextSink`]: a preview's 160 characters are usually in the first
+/// piece.
+const DECODE_STEP: usize = 256;
+
+/// Where a text goes as it is decoded, piece by piece: a preview stops taking pieces once it is full, so only as
+/// much of a long text is decoded as it shows.
+trait TextSink {
+    /// Takes the next piece; `Break` when no more is wanted.
+    fn take(&mut self, piece: &str) -> ControlFlow<()>;
+}
+
+impl TextSink for String {
+    fn take(&mut self, piece: &str) -> ControlFlow<()> {
+        self.push_str(piece);
+        ControlFlow::Continue(())
+    }
+}
+
+/// Looks for a character that is not white space (`String.prototype.trim`'s and `split_whitespace`'s: Unicode
+/// White_Space), and stops at the first.
+struct NonSpace;
+
+impl TextSink for NonSpace {
+    fn take(&mut self, piece: &str) -> ControlFlow<()> {
+        if piece.chars().all(char::is_whitespace) {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(())
+        }
+    }
+}
+
+/// One part of a content's text: a space before it unless it is the first, and the bytes it took.
+struct Counted<'s> {
+    sink: &'s mut dyn TextSink,
+    bytes: usize,
+    first: &'s mut bool,
+}
+
+impl Counted<'_> {
+    fn start(&mut self) -> ControlFlow<()> {
+        if std::mem::replace(self.first, false) {
+            ControlFlow::Continue(())
+        } else {
+            self.sink.take(" ")
+        }
+    }
+}
+
+impl TextSink for Counted<'_> {
+    fn take(&mut self, piece: &str) -> ControlFlow<()> {
+        self.bytes += piece.len();
+        self.sink.take(piece)
+    }
+}
+
+/// Hands the first `max_bytes` (about) of a valid string literal to `sink`, decoded, in pieces of about
+/// [`DECODE_STEP`] bytes. The cut never splits an escape or a UTF-8 sequence, and no piece ends inside a UTF-8
+/// sequence or between the two escapes of a surrogate pair, so the pieces together are exactly the decoded
+/// prefix.
+fn feed_string_prefix(literal: &[u8], max_bytes: usize, sink: &mut dyn TextSink) -> ControlFlow<()> {
     let body = &literal[1..literal.len() - 1];
-    if body.len() <= max_bytes {
-        return decode_string_literal(literal).to_string_lossy();
+    let end = if body.len() <= max_bytes {
+        body.len()
+    } else {
+        let mut cut = 0;
+        while cut < max_bytes {
+            cut += unit_len(body, cut);
+        }
+        while cut < body.len() && (body[cut] & 0xC0) == 0x80 {
+            cut -= 1;
+        }
+        cut
+    };
+    let mut from = 0;
+    while from < end {
+        let mut to = from;
+        let mut after_high_surrogate = false;
+        while to < end && (to - from < DECODE_STEP || after_high_surrogate || (body[to] & 0xC0) == 0x80) {
+            let len = unit_len(body, to);
+            after_high_surrogate =
+                len == 6 && matches!(&body[to + 2..to + 4], [b'd' | b'D', b'8'..=b'9' | b'a' | b'b' | b'A' | b'B']);
+            to += len;
+        }
+        sink.take(&decode_string_body(&body[from..to]).to_string_lossy())?;
+        from = to;
     }
-    let mut cut = 0;
-    while cut < max_bytes {
-        cut += match body[cut] {
-            b'\\' if body[cut + 1] == b'u' => 6,
-            b'\\' => 2,
-            _ => 1,
-        };
+    ControlFlow::Continue(())
+}
+
+/// The length of the unit of a string's inside that starts at `at`: an escape, or one byte.
+fn unit_len(body: &[u8], at: usize) -> usize {
+    match body[at] {
+        b'\\' if body[at + 1] == b'u' => 6,
+        b'\\' => 2,
+        _ => 1,
     }
-    while cut < body.len() && (body[cut] & 0xC0) == 0x80 {
-        cut -= 1;
-    }
-    let mut lit = Vec::with_capacity(cut + 2);
-    lit.push(b'"');
-    lit.extend_from_slice(&body[..cut]);
-    lit.push(b'"');
-    decode_string_literal(&lit).to_string_lossy()
 }
 
 /// `text` on one line: runs of white space made one space, ends trimmed, cut where the next character would
 /// take it past `max` of `width` (with `…`).
 pub fn one_line(text: &str, max: usize, width: Width) -> String {
-    let mut out = String::with_capacity(text.len().min(max * 4 + 4));
-    let mut used = 0;
-    for word in text.split_whitespace() {
-        if !out.is_empty() {
-            if used + 1 > max {
-                out.push('…');
-                return out;
-            }
-            out.push(' ');
-            used += 1;
-        }
-        for c in word.chars() {
-            let w = width(c);
-            if used + w > max {
-                out.push('…');
-                return out;
-            }
-            out.push(c);
-            used += w;
-        }
+    let mut line = OneLine::new(max, width);
+    let _ = line.take(text);
+    line.out
+}
+
+/// [`one_line`] made as the text comes, piece by piece; it wants no more once it is cut.
+struct OneLine {
+    out: String,
+    used: usize,
+    max: usize,
+    width: Width,
+    /// White space was seen since the last character written.
+    space: bool,
+}
+
+impl OneLine {
+    fn new(max: usize, width: Width) -> OneLine {
+        OneLine { out: String::new(), used: 0, max, width, space: false }
     }
-    out
+}
+
+impl TextSink for OneLine {
+    fn take(&mut self, piece: &str) -> ControlFlow<()> {
+        for c in piece.chars() {
+            if c.is_whitespace() {
+                self.space = true;
+                continue;
+            }
+            if std::mem::replace(&mut self.space, false) && !self.out.is_empty() {
+                if self.used + 1 > self.max {
+                    self.out.push('…');
+                    return ControlFlow::Break(());
+                }
+                self.out.push(' ');
+                self.used += 1;
+            }
+            let w = (self.width)(c);
+            if self.used + w > self.max {
+                self.out.push('…');
+                return ControlFlow::Break(());
+            }
+            self.out.push(c);
+            self.used += w;
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 #[cfg(test)]
@@ -437,6 +565,124 @@ mod tests {
 
     fn described(line: &str) -> Summary {
         Scanned::of_bytes(line.as_bytes().to_vec()).expect("JSON").describe().summary(PREVIEW_CHARS, chars)
+    }
+
+    /// The decoded prefix as it was made before texts were fed in pieces: the whole prefix cut, then decoded.
+    fn whole_prefix(literal: &[u8], max_bytes: usize) -> String {
+        let body = &literal[1..literal.len() - 1];
+        if body.len() <= max_bytes {
+            return decode_string_literal(literal).to_string_lossy();
+        }
+        let mut cut = 0;
+        while cut < max_bytes {
+            cut += unit_len(body, cut);
+        }
+        while cut < body.len() && (body[cut] & 0xC0) == 0x80 {
+            cut -= 1;
+        }
+        decode_string_body(&body[..cut]).to_string_lossy()
+    }
+
+    /// Literals of every kind of unit a piece could be cut at: escapes, surrogate pairs (escaped and lone),
+    /// multi-byte and broken UTF-8, runs of white space; long enough for several pieces.
+    fn awkward_literals() -> Vec<Vec<u8>> {
+        let units: [&[u8]; 14] = [
+            b"a",
+            b" ",
+            b"\\n",
+            b"\\t",
+            b"\\u0041",
+            b"\\ud83d\\ude00",
+            b"\\uD83D",
+            b"\\udE00",
+            "é".as_bytes(),
+            "😀".as_bytes(),
+            b"\xe2\x82",
+            b"\xff",
+            "\u{3000}".as_bytes(),
+            b"\\u2028",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        (0..400)
+            .map(|_| {
+                let len = (next() % 1400) as usize;
+                let mut lit = b"\"".to_vec();
+                while lit.len() < len {
+                    let unit = units[(next() % units.len() as u64) as usize];
+                    for _ in 0..=(next() % 40) {
+                        lit.extend_from_slice(unit);
+                    }
+                }
+                lit.push(b'"');
+                lit
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_text_fed_in_pieces_is_the_same_text_as_its_whole_prefix_decoded() {
+        // A piece that would end between the halves of a pair, and one that would end inside a character.
+        let pair = format!("\"{}\\ud83d\\ude00{}\"", "a".repeat(DECODE_STEP - 6), "b".repeat(DECODE_STEP));
+        let wide = format!("\"{}😀{}\"", "a".repeat(DECODE_STEP - 2), "b".repeat(DECODE_STEP));
+        for lit in awkward_literals().into_iter().chain([pair.into_bytes(), wide.into_bytes()]) {
+            for max in [0, 1, 5, 100, 255, 256, 257, 300, 511, 1000, TEXT_SCAN_BYTES] {
+                assert_eq!(
+                    string_prefix(&lit, max),
+                    whole_prefix(&lit, max),
+                    "{max} of {:?}",
+                    String::from_utf8_lossy(&lit)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_preview_fed_in_pieces_is_the_one_line_of_the_whole_text() {
+        for lit in awkward_literals() {
+            let text = whole_prefix(&lit, TEXT_SCAN_BYTES);
+            let line = format!(
+                r#"{{"type":"message","message":{{"role":"user","content":[{{"type":"text","text":{lit}}},{{"type":"image"}},{{"type":"text","text":{lit}}}]}}}}"#,
+                lit = String::from_utf8_lossy(&lit)
+            );
+            let Some(scanned) = Scanned::of_bytes(line.into_bytes()) else { continue };
+            let whole = format!("{text} [image] {text}");
+            for max in [1, 3, 40, PREVIEW_CHARS, 600] {
+                assert_eq!(scanned.describe().preview(max, chars), one_line_whole(&whole, max, chars));
+            }
+            assert_eq!(scanned.describe().has_text(), !text.trim().is_empty());
+        }
+    }
+
+    /// `one_line` as it was written before it could take a text in pieces.
+    fn one_line_whole(text: &str, max: usize, width: Width) -> String {
+        let mut out = String::new();
+        let mut used = 0;
+        for word in text.split_whitespace() {
+            if !out.is_empty() {
+                if used + 1 > max {
+                    out.push('…');
+                    return out;
+                }
+                out.push(' ');
+                used += 1;
+            }
+            for c in word.chars() {
+                let w = width(c);
+                if used + w > max {
+                    out.push('…');
+                    return out;
+                }
+                out.push(c);
+                used += w;
+            }
+        }
+        out
     }
 
     fn phrase(line: &str) -> String {

@@ -339,7 +339,11 @@ fn is_wtf8(bytes: &[u8]) -> bool {
 
 /// Decodes a validated string literal (quotes included).
 pub fn decode_string_literal(lit: &[u8]) -> JsString {
-    let body = &lit[1..lit.len() - 1];
+    decode_string_body(&lit[1..lit.len() - 1])
+}
+
+/// Decodes the inside of a validated string literal (no quotes), or a piece of it that splits no escape.
+pub fn decode_string_body(body: &[u8]) -> JsString {
     let mut out = JsString::new();
     let mut i = 0;
     let mut start = 0;
