@@ -274,7 +274,8 @@ pub struct Record {
     /// The entry at skeleton detail (`super::skeleton`), made in the same pass that read the line, so a skeleton
     /// snapshot reads nothing again; None for headers. It describes the bytes as read, so it is dropped when the
     /// entry is patched (migration, re-chaining), and the entry is described from its patched bytes instead.
-    pub skeleton: Option<Box<[u8]>>,
+    /// Shared bytes, so records read from a kept file point into its buffer instead of each holding a copy.
+    pub skeleton: Option<bytes::Bytes>,
 }
 
 impl Record {

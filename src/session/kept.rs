@@ -19,6 +19,7 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use sha2::Digest;
 
 use super::entry::{Body, BodySource, Detail, EntryType, MessageShape, Record, Role};
@@ -122,14 +123,18 @@ fn keepable(loaded: &LoadedFile) -> bool {
 }
 
 fn read_kept(disk: &Arc<dyn Disk>, kept_at: &str, path: &str) -> Option<Kept> {
-    let mut bytes = Vec::new();
     let file = DiskFile::open(disk, kept_at, OpenOptions::new().read(true)).ok()?;
+    // Read at its size in one buffer (one more byte to see it did not grow meanwhile), which the records'
+    // skeletons then point into rather than each being copied out.
+    let size = usize::try_from(file.metadata().ok()?.len()).ok()?;
+    let mut bytes = Vec::with_capacity(size + 1);
     file.reader_at(0).read_to_end(&mut bytes).ok()?;
+    let bytes = Bytes::from(bytes);
     let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
     if crc32fast::hash(body).to_le_bytes() != sum {
         return None;
     }
-    let mut r = Reader { bytes: body, at: 0 };
+    let mut r = Reader { bytes: body, at: 0, shared: &bytes };
     if r.take(MAGIC.len())? != MAGIC.as_bytes() || r.bytes_field()? != path.as_bytes() {
         return None;
     }
@@ -203,6 +208,8 @@ fn put_opt(w: &mut Vec<u8>, v: Option<u64>) {
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// The buffer `bytes` lies in, for fields kept as slices of it.
+    shared: &'a Bytes,
 }
 
 impl<'a> Reader<'a> {
@@ -228,6 +235,13 @@ impl<'a> Reader<'a> {
     fn bytes_field(&mut self) -> Option<&'a [u8]> {
         let n = self.len()?;
         self.take(n)
+    }
+
+    /// A length-prefixed field as a slice of the shared buffer, not a copy.
+    fn shared_field(&mut self) -> Option<Bytes> {
+        let start = self.at + 8;
+        let field = self.bytes_field()?;
+        Some(self.shared.slice(start..start + field.len()))
     }
 
     fn opt(&mut self) -> Option<Option<u64>> {
@@ -395,7 +409,7 @@ fn record(r: &mut Reader<'_>) -> Option<Record> {
     };
     let skeleton = match r.u8()? {
         0 => None,
-        1 => Some(r.bytes_field()?.into()),
+        1 => Some(r.shared_field()?),
         _ => return None,
     };
     let long_strings = match r.u8()? {

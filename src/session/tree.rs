@@ -265,14 +265,25 @@ impl TreeIndex {
                 first_line.insert(&r.id, r.line);
             }
         }
-        for r in records.iter().filter(|r| !r.is_header() && r.is_object) {
+        // Each entry's parent, looked up once for both checks below (None: no parent, itself, or missing).
+        let parent_of: Vec<Option<usize>> = records
+            .iter()
+            .map(|r| {
+                if r.is_header() || !r.parent.truthy() || r.parent == r.id {
+                    None
+                } else {
+                    self.by_id.get(&r.parent).copied()
+                }
+            })
+            .collect();
+        for (r, parent) in records.iter().zip(&parent_of).filter(|(r, _)| !r.is_header() && r.is_object) {
             if r.parent == r.id && r.parent.truthy() {
                 out.push(Warning {
                     line: r.line,
                     kind: WarningKind::SelfParent,
                     message: "entry is its own parent; it is shown as a root".to_owned(),
                 });
-            } else if r.parent.truthy() && !self.by_id.contains_key(&r.parent) {
+            } else if r.parent.truthy() && parent.is_none() {
                 out.push(Warning {
                     line: r.line,
                     kind: WarningKind::MissingParent,
@@ -282,18 +293,14 @@ impl TreeIndex {
         }
         // Cycles through two or more entries: colour the parent graph in one linear pass.
         let mut state = vec![0u8; records.len()];
+        let mut walk = Vec::new();
         for start in self.values() {
-            let mut walk = Vec::new();
             let mut current = start;
             while state[current] == 0 {
                 state[current] = 1;
                 walk.push(current);
-                let parent = &records[current].parent;
-                if !parent.truthy() || *parent == records[current].id {
-                    break;
-                }
-                match self.by_id.get(parent) {
-                    Some(&p) if state[p] == 1 => {
+                match parent_of[current] {
+                    Some(p) if state[p] == 1 => {
                         out.push(Warning {
                             line: records[current].line,
                             kind: WarningKind::ParentCycle,
@@ -302,11 +309,11 @@ impl TreeIndex {
                         });
                         break;
                     }
-                    Some(&p) => current = p,
+                    Some(p) => current = p,
                     None => break,
                 }
             }
-            for i in walk {
+            for i in walk.drain(..) {
                 state[i] = 2;
             }
         }
