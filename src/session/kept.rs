@@ -305,7 +305,7 @@ fn key(r: &mut Reader<'_>) -> Option<Key> {
         2 => Key::Bool(false),
         3 => Key::Bool(true),
         4 => Key::Number(r.u64()?),
-        5 => Key::Str(JsString::from_wtf8(r.bytes_field()?.to_vec())),
+        5 => Key::Str(JsString::from_wtf8_slice(r.bytes_field()?)),
         6 => Key::fresh_object(),
         _ => return None,
     })

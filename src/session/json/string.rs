@@ -9,19 +9,34 @@ use std::fmt;
 
 /// A JavaScript string value: UTF-8, except that lone surrogates are kept (as WTF-8) instead of being lost.
 #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct JsString(Vec<u8>);
+pub struct JsString(Bytes16);
+
+/// A string's bytes, held inline up to 16 (every pi id, most keys, roles and names): an open makes two or three
+/// of them per entry, and each would otherwise be an allocation.
+type Bytes16 = smallvec::SmallVec<[u8; 16]>;
 
 impl JsString {
     /// The empty string.
     pub fn new() -> Self {
-        JsString(Vec::new())
+        JsString(Bytes16::new())
+    }
+
+    /// [`JsString::from_wtf8`] of borrowed bytes: a short string is not allocated at all.
+    pub fn from_wtf8_slice(bytes: &[u8]) -> Self {
+        if std::str::from_utf8(bytes).is_ok() || is_wtf8(bytes) {
+            JsString(Bytes16::from_slice(bytes))
+        } else {
+            let mut s = JsString::new();
+            s.push_bytes_lossy(bytes);
+            s
+        }
     }
 
     /// A string from WTF-8 bytes previously taken from [`JsString::as_bytes`] (e.g. stored in the catalog index).
     /// Bytes that are not WTF-8 are decoded lossily, so a damaged store cannot produce an invalid string.
     pub fn from_wtf8(bytes: Vec<u8>) -> Self {
         if std::str::from_utf8(&bytes).is_ok() || is_wtf8(&bytes) {
-            JsString(bytes)
+            JsString(Bytes16::from_vec(bytes))
         } else {
             let mut s = JsString::new();
             s.push_bytes_lossy(&bytes);
@@ -46,7 +61,7 @@ impl JsString {
 
     /// True when the string equals `s` exactly.
     pub fn eq_str(&self, s: &str) -> bool {
-        self.0 == s.as_bytes()
+        self.0.as_slice() == s.as_bytes()
     }
 
     /// Appends a Unicode scalar value.
@@ -145,7 +160,7 @@ impl JsString {
             }
             end = b;
         }
-        JsString(self.0[start..end].to_vec())
+        JsString(Bytes16::from_slice(&self.0[start..end]))
     }
 
     /// `s.replace(/[\r\n]+/g, " ")`: every run of CR/LF becomes one space.
@@ -163,7 +178,7 @@ impl JsString {
                 out.push(b);
             }
         }
-        JsString(out)
+        JsString(Bytes16::from_vec(out))
     }
 
     /// Writes the string as `JSON.stringify` would quote it.
@@ -181,13 +196,13 @@ impl JsString {
 
 impl From<&str> for JsString {
     fn from(s: &str) -> Self {
-        JsString(s.as_bytes().to_vec())
+        JsString(Bytes16::from_slice(s.as_bytes()))
     }
 }
 
 impl From<String> for JsString {
     fn from(s: String) -> Self {
-        JsString(s.into_bytes())
+        JsString(Bytes16::from_vec(s.into_bytes()))
     }
 }
 
