@@ -75,7 +75,7 @@ impl SessionFile {
         let observed_at_ns = now_ns();
         let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
         let loaded = match known(reader.file(), &FileStamp::of(&meta)).filter(LoadedFile::ends_a_line) {
-            None => load_from(reader.reader_at(0), path, Start::default(), Body::file)?,
+            None => load_file(&reader, path, meta.len(), SPLIT_FROM_BYTES, Body::file)?,
             Some(mut loaded) => {
                 let start = Start {
                     offset: loaded.len,

@@ -227,6 +227,7 @@ pub(super) fn parse_lines(
     batch: &LineBatch<'_>,
     first_line_no: u32,
     body_at: &(impl Fn(u64, u64) -> Body + Sync),
+    parallel: bool,
 ) -> Vec<LineOutcome> {
     let parse = |range: std::ops::Range<usize>| -> Vec<LineOutcome> {
         batch.lines[range.clone()]
@@ -244,7 +245,7 @@ pub(super) fn parse_lines(
             .collect()
     };
     let n = batch.lines.len();
-    if n < 256 || batch.bytes.len() < (1 << 20) || parallelism() < 2 {
+    if !parallel || n < 256 || batch.bytes.len() < (1 << 20) || parallelism() < 2 {
         return parse(0..n);
     }
     // Split by bytes, not lines: one huge line must not leave a thread idle.
@@ -270,13 +271,83 @@ pub fn load_from(
     start: Start,
     body_at: impl Fn(u64, u64) -> Body + Sync,
 ) -> Result<LoadedFile> {
+    load_lines(reader, path, start, &body_at, true)
+}
+
+/// Files at least this large are read as two halves at once by [`load_file`].
+pub const SPLIT_FROM_BYTES: u64 = 8 << 20;
+
+/// How far past the middle [`load_file`] looks for the newline it splits at: a line longer than this around
+/// the middle leaves the file read in one piece.
+const SPLIT_SEARCH_BYTES: u64 = 1 << 20;
+
+/// Reads a whole session file as [`load_from`] reads it from its start, giving the same [`LoadedFile`]. A
+/// file of at least `split_from` bytes is cut after the first newline past its middle, and each thread reads
+/// and parses its own half (one pass over the bytes each, the copy out of the page cache included, where one
+/// thread reading for two parsers left the second core idle while it read); the second half's lines are then
+/// numbered after the first's. Each half's reader bounds its memory as the one reader does, so two lines over
+/// its buffer, one in each half, are held at once.
+pub fn load_file(
+    file: &DiskFile,
+    path: &str,
+    size: u64,
+    split_from: u64,
+    body_at: impl Fn(u64, u64) -> Body + Sync,
+) -> Result<LoadedFile> {
+    let split = if size >= split_from && parallelism() >= 2 { newline_past(file, path, size / 2)? } else { None };
+    let split = split.filter(|&at| at < size);
+    let Some(split) = split else { return load_lines(file.reader_at(0), path, Start::default(), &body_at, true) };
+    let (first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| {
+            // Numbered from 1 and counted as after a header; both are put right once the first half is known.
+            let start = Start { offset: split, line: 0, seen_header: true, hold_back_partial: false };
+            load_lines(file.reader_at(split), path, start, &body_at, false)
+        });
+        let first = load_lines(file.reader_at(0).take(split), path, Start::default(), &body_at, false);
+        (first, second.join().expect("loading lines does not panic"))
+    });
+    let mut loaded = first?;
+    let mut second = second?;
+    let lines_before = loaded.lines.len() as u32;
+    for record in &mut second.records {
+        record.line += lines_before;
+    }
+    for warning in &mut second.warnings {
+        warning.line += lines_before;
+    }
+    if !loaded.records.iter().any(Record::is_header) {
+        // The second half's first header is the file's first: not the extra header it was counted as.
+        if let Some(i) = second.warnings.iter().position(|w| w.kind == WarningKind::ExtraHeader) {
+            second.warnings.remove(i);
+        }
+    }
+    loaded.extend(second);
+    Ok(loaded)
+}
+
+/// The offset just past the first newline at or after `from`, looking at most [`SPLIT_SEARCH_BYTES`]; None
+/// when there is none there.
+fn newline_past(file: &DiskFile, path: &str, from: u64) -> Result<Option<u64>> {
+    let mut buf = vec![0; SPLIT_SEARCH_BYTES as usize];
+    let n = super::read_up_to(file, &mut buf, from).map_err(|e| Error::io("read", path, e))?;
+    Ok(memchr::memchr(b'\n', &buf[..n]).map(|i| from + i as u64 + 1))
+}
+
+/// [`load_from`], its batches parsed on two threads when `parallel`.
+fn load_lines(
+    reader: impl Read,
+    path: &str,
+    start: Start,
+    body_at: &(impl Fn(u64, u64) -> Body + Sync),
+    parallel: bool,
+) -> Result<LoadedFile> {
     let mut out = LoadedFile { len: start.offset, ..LoadedFile::default() };
     let mut lines = LineReader::new(reader);
     lines.offset = start.offset;
     let mut line_no = start.line;
     let mut seen_header = start.seen_header;
     while let Some(batch) = lines.next_batch().map_err(|e| Error::io("read", path, e))? {
-        let outcomes = parse_lines(&batch, line_no + 1, &body_at);
+        let outcomes = parse_lines(&batch, line_no + 1, body_at, parallel);
         for (line, outcome) in batch.lines.iter().zip(outcomes) {
             let BatchLine { offset, len, terminated, .. } = *line;
             let content = &batch.bytes[line.range.clone()];
@@ -373,4 +444,87 @@ pub fn load_from(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loads `bytes` as a file both ways: in one piece, and split in two halves.
+    fn both_ways(bytes: &[u8]) -> (String, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, bytes).unwrap();
+        let path = path.to_str().unwrap();
+        let file = DiskFile::open(&real_disk(), path, std::fs::OpenOptions::new().read(true)).unwrap();
+        let size = bytes.len() as u64;
+        let whole = load_file(&file, path, size, u64::MAX, Body::file).unwrap();
+        let halves = load_file(&file, path, size, 0, Body::file).unwrap();
+        (format!("{whole:#?}"), format!("{halves:#?}"))
+    }
+
+    #[test]
+    fn a_file_read_in_two_halves_gives_what_reading_it_in_one_piece_gives_wherever_the_middle_falls() {
+        let odd = [
+            r#"{"type":"message","id":"b1","parentId":"a1","timestamp":"2025-01-01T00:00:00.000Z","message":{"role":"user","content":"hello"}}"#,
+            "not json at all",
+            "",
+            "   ",
+            "0",
+            "[1,2]",
+            r#"{"type":"session","version":3,"id":"second-header","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"}"#,
+            r#"{"type":"label","id":"l1","parentId":"b1","targetId":"b1","label":"here"}"#,
+            "\u{feff}{\"type\":\"custom\"}",
+            r#"{"type":"message","id":"c1","parentId":"b1","message":null}"#,
+        ];
+        let header = r#"{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"}"#;
+        let mut tried = 0;
+        for with_header in [true, false] {
+            for pad in 0..40 {
+                let mut file = String::new();
+                if with_header {
+                    file.push_str(header);
+                    file.push('\n');
+                }
+                for (i, line) in odd.iter().enumerate() {
+                    // Lines of varying length, so the middle falls on each kind of line in turn.
+                    file.push_str(&format!(r#"{{"type":"custom","id":"p{i}","pad":"{}"}}"#, "x".repeat(pad * 7 + i)));
+                    file.push('\n');
+                    file.push_str(line);
+                    file.push('\n');
+                }
+                for torn_tail in [false, true] {
+                    let mut bytes = file.clone().into_bytes();
+                    if torn_tail {
+                        bytes.extend_from_slice(br#"{"type":"message","id":"torn"#);
+                    }
+                    let (whole, halves) = both_ways(&bytes);
+                    assert_eq!(whole, halves, "header {with_header}, pad {pad}, torn {torn_tail}");
+                    tried += 1;
+                }
+            }
+        }
+        assert_eq!(tried, 160);
+    }
+
+    #[test]
+    fn the_halves_are_numbered_as_one_file_and_only_a_second_header_is_extra() {
+        let header = r#"{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"}"#;
+        let entry = |i: usize| format!(r#"{{"type":"custom","id":"e{i}","parentId":null}}"#);
+        // No header in the first half, one in the second: that one is the file's first.
+        let mut bytes: Vec<String> = (0..50).map(entry).collect();
+        bytes.push(header.to_owned());
+        bytes.extend((50..60).map(entry));
+        let text = bytes.join("\n") + "\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, &text).unwrap();
+        let path = path.to_str().unwrap();
+        let file = DiskFile::open(&real_disk(), path, std::fs::OpenOptions::new().read(true)).unwrap();
+        let halves = load_file(&file, path, text.len() as u64, 0, Body::file).unwrap();
+        assert!(halves.warnings.iter().all(|w| w.kind != WarningKind::ExtraHeader), "{:?}", halves.warnings);
+        let header_record = halves.records.iter().find(|r| r.is_header()).unwrap();
+        assert_eq!(header_record.line, 51);
+        assert_eq!(halves.records.last().unwrap().line, 61);
+    }
 }
