@@ -89,7 +89,7 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
         skeleton: None,
     };
     if Kind::of(value) != Kind::Object {
-        record.skeleton = Some(skeleton::of_line(EntryType::Other, bytes, &doc).into());
+        record.skeleton = Some(skeleton_bytes(skeleton::of_line(EntryType::Other, bytes, &doc)));
         // `42.id`, `"x".type`, `[1].parentId` are all undefined to pi, and `new Date(undefined)` is invalid.
         return LineOutcome::Record(Box::new(record));
     }
@@ -155,7 +155,7 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
         | EntryType::CustomMessage
         | EntryType::Other => {}
     }
-    record.skeleton = Some(skeleton::of_line(record.kind, bytes, &doc).into());
+    record.skeleton = Some(skeleton_bytes(skeleton::of_line(record.kind, bytes, &doc)));
     LineOutcome::Record(Box::new(record))
 }
 
@@ -215,6 +215,12 @@ pub fn new_date_ms(value: Option<&Json>) -> f64 {
         Some(v @ Json::Array(_)) => date::parse_date(&super::js::to_js_string(v).to_string_lossy()),
         Some(Json::Object(_)) => f64::NAN,
     }
+}
+
+/// A skeleton as a record keeps it: exactly its length, in one allocation (a `Vec` made into `Bytes` keeps its
+/// spare capacity and adds a second allocation to share it; a boxed slice does neither).
+fn skeleton_bytes(skeleton: Vec<u8>) -> bytes::Bytes {
+    bytes::Bytes::from(skeleton.into_boxed_slice())
 }
 
 #[cfg(test)]
