@@ -59,13 +59,18 @@ const pick = (xs, k) => median(xs.map((x) => x[k]));
  * of the page cache (dd, or cat for many files), median of `n`. */
 const copyMs = (path, n = reps) => {
   const cmd = path.endsWith(".jsonl") ? `dd if='${path}' of=/dev/null bs=4M status=none` : `find '${path}' -name '*.jsonl' -exec cat {} + > /dev/null`;
-  const runs = [];
-  for (let r = 0; r < n; r++) {
-    const t = performance.now();
-    execFileSync("sh", ["-c", cmd]);
-    runs.push(performance.now() - t);
-  }
-  return median(runs);
+  return median(Array.from({ length: n }, () => shellMs(cmd)));
+};
+const shellMs = (cmd) => {
+  const t = performance.now();
+  execFileSync("sh", ["-c", cmd]);
+  return performance.now() - t;
+};
+/** `dd` of a file as a row's note, with how much of it is only starting `sh` and `dd` (a `dd` of nothing): for a
+ * file of tens of MB that is most of it, and the copy itself is the rest. */
+const ddNote = (path) => {
+  const spawn = median(Array.from({ length: reps }, () => shellMs("dd if=/dev/null of=/dev/null status=none")));
+  return `dd of the file: ${fmt(copyMs(path), "ms")}, of which ${fmt(spawn, "ms")} starting sh and dd`;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -141,7 +146,7 @@ if (wanted("open")) {
       callAlone(["--agent-dir", keptAgent], { snapshot: "skeleton" }),
     ],
   );
-  const dd = `dd of the file: ${fmt(copyMs(session40), "ms")}`;
+  const dd = ddNote(session40);
   row("open", "open 40 MB in a new process (page cache warm): pi open() vs spawn → session/open answered", pick(piCold, "openMs"), pick(cold, "ms"), "ms", `${dd}; ours includes starting the process, pi's does not`);
   row("open", "open 40 MB cold (no kept skeletons), the call alone: pi open() vs session/open", pick(piCold, "openMs"), pick(plain, "ms"), "ms", dd);
   row("open", "open 40 MB with a skeleton snapshot: pi open() vs session/open {snapshot: skeleton}", pick(piCold, "openMs"), pick(skeleton, "ms"), "ms", `${dd}; ${(pick(skeleton, "ms") / pick(plain, "ms")).toFixed(2)}× the plain open; one read of the file; the host's JSON.parse included`);
