@@ -23,23 +23,23 @@ impl JsString {
 
     /// [`JsString::from_wtf8`] of borrowed bytes: a short string is not allocated at all.
     pub fn from_wtf8_slice(bytes: &[u8]) -> Self {
-        if std::str::from_utf8(bytes).is_ok() || is_wtf8(bytes) {
-            JsString(Bytes16::from_slice(bytes))
-        } else {
-            let mut s = JsString::new();
-            s.push_bytes_lossy(bytes);
-            s
-        }
+        Self::wtf8_or_lossy(bytes, Bytes16::from_slice)
     }
 
     /// A string from WTF-8 bytes previously taken from [`JsString::as_bytes`] (e.g. stored in the catalog index).
     /// Bytes that are not WTF-8 are decoded lossily, so a damaged store cannot produce an invalid string.
     pub fn from_wtf8(bytes: Vec<u8>) -> Self {
-        if std::str::from_utf8(&bytes).is_ok() || is_wtf8(&bytes) {
-            JsString(Bytes16::from_vec(bytes))
+        Self::wtf8_or_lossy(bytes, Bytes16::from_vec)
+    }
+
+    /// `bytes` kept as they are (through `keep`, owned or copied) when they are WTF-8, else decoded lossily.
+    fn wtf8_or_lossy<B: AsRef<[u8]>>(bytes: B, keep: impl FnOnce(B) -> Bytes16) -> Self {
+        let b = bytes.as_ref();
+        if std::str::from_utf8(b).is_ok() || is_wtf8(b) {
+            JsString(keep(bytes))
         } else {
             let mut s = JsString::new();
-            s.push_bytes_lossy(&bytes);
+            s.push_bytes_lossy(b);
             s
         }
     }
