@@ -124,7 +124,7 @@ fn keepable(loaded: &LoadedFile) -> bool {
 
 fn read_kept(disk: &Arc<dyn Disk>, kept_at: &str, path: &str) -> Option<Kept> {
     let file = DiskFile::open(disk, kept_at, OpenOptions::new().read(true)).ok()?;
-    // Read at its size in one buffer (one more byte to see it did not grow meanwhile), which the records'
+    // Read at its size in one buffer (a byte more, so the read that finds the end needs no room), which the records'
     // skeletons then point into rather than each being copied out.
     let size = usize::try_from(file.metadata().ok()?.len()).ok()?;
     let mut bytes = Vec::with_capacity(size + 1);
