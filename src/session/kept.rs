@@ -22,7 +22,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sha2::Digest;
 
-use super::entry::{Body, BodySource, Detail, EntryType, MessageShape, Record, Role};
+use super::entry::{Body, BodySource, Detail, EntryType, LabelDetail, MessageShape, Record, Role};
 use super::error::Result;
 use super::identity::{now_ns, FileStamp, FileState, Known};
 use super::json::{JsString, Json};
@@ -346,7 +346,8 @@ fn put_record(w: &mut Vec<u8>, rec: &Record) {
             w.push(1);
             put_json(w, Some(h));
         }
-        Detail::Label { target, label, timestamp } => {
+        Detail::Label(label_detail) => {
+            let LabelDetail { target, label, timestamp } = &**label_detail;
             w.push(2);
             put_key(w, target);
             put_json(w, label.as_ref());
@@ -401,7 +402,7 @@ fn record(r: &mut Reader<'_>) -> Option<Record> {
     let detail = match r.u8()? {
         0 => Detail::None,
         1 => Detail::Header(Box::new(json(r)??)),
-        2 => Detail::Label { target: key(r)?, label: json(r)?, timestamp: json(r)? },
+        2 => Detail::Label(Box::new(LabelDetail { target: key(r)?, label: json(r)?, timestamp: json(r)? })),
         3 => Detail::SessionInfo(json(r)?),
         4 => Detail::Compaction { first_kept: key(r)?, first_kept_index: r.opt()?.map(f64::from_bits) },
         5 => Detail::ContextEdit { target: key(r)?, has_replacement: r.u8()? == 1 },

@@ -5,9 +5,9 @@
 //! same way ([`LineOutcome`]) so the entries agree with pi's, and keep the non-entries so they can be reported and
 //! preserved rather than dropped.
 
-use super::entry::{Body, Detail, EntryType, MessageShape, Record, Role};
+use super::entry::{Body, Detail, EntryType, LabelDetail, MessageShape, Record, Role};
 use super::js::date;
-use super::json::scan::{find_member, scan_document, Kind, Member, SyntaxError};
+use super::json::scan::{find_member, Document, DocumentScanner, Kind, Member, SyntaxError};
 use super::json::string::decode_string_literal;
 use super::json::string::is_js_whitespace;
 use super::json::value::number_value;
@@ -16,6 +16,9 @@ use super::key::Key;
 use super::skeleton;
 
 /// What one physical line is, to pi.
+// An entry's record is not boxed: outcomes are made and consumed a batch at a time, and a box was one more
+// allocation and copy for every line of every open.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum LineOutcome {
     /// Empty or only white space (JavaScript's `trim()` leaves nothing): skipped, harmless.
@@ -28,7 +31,7 @@ pub enum LineOutcome {
     /// Valid JSON whose value is falsy (`null`, `false`, `0`, `""`): pi skips it.
     Falsy,
     /// An entry or header.
-    Record(Box<Record>),
+    Record(Record),
 }
 
 /// True when `bytes`, decoded as pi decodes them, is empty after JavaScript's `trim()`.
@@ -60,10 +63,29 @@ pub fn is_falsy(value: &[u8]) -> bool {
 
 /// Classifies one line (without its `\n`) and, for entries, extracts the skeleton.
 pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
+    parse_line_with(&mut LineScanner::default(), bytes, line, body)
+}
+
+/// What [`parse_line_with`] reuses from line to line: the scanner's lists and the buffer skeletons are written
+/// in before each is copied out at its size.
+#[derive(Debug, Default)]
+pub struct LineScanner {
+    scanner: DocumentScanner,
+    skeleton: Vec<u8>,
+}
+
+/// [`parse_line`] reusing `scanner`, as a thread reading many lines does.
+pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body: Body) -> LineOutcome {
     if is_blank(bytes) {
         return LineOutcome::Blank;
     }
-    let doc = match scan_document(bytes) {
+    let LineScanner { scanner, skeleton: skeleton_buffer } = scanner;
+    let mut skeleton_of = |kind: EntryType, doc: &Document| {
+        skeleton_buffer.clear();
+        skeleton::write_line(kind, bytes, doc, skeleton_buffer);
+        bytes::Bytes::copy_from_slice(skeleton_buffer)
+    };
+    let doc = match scanner.scan(bytes) {
         Ok(doc) => doc,
         Err(e) => return LineOutcome::Malformed(e),
     };
@@ -89,9 +111,9 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
         skeleton: None,
     };
     if Kind::of(value) != Kind::Object {
-        record.skeleton = Some(skeleton_bytes(skeleton::of_line(EntryType::Other, bytes, &doc)));
+        record.skeleton = Some(skeleton_of(EntryType::Other, doc));
         // `42.id`, `"x".type`, `[1].parentId` are all undefined to pi, and `new Date(undefined)` is invalid.
-        return LineOutcome::Record(Box::new(record));
+        return LineOutcome::Record(record);
     }
     record.is_object = true;
     if !doc.long_strings.is_empty() && u32::try_from(bytes.len()).is_ok() {
@@ -109,7 +131,7 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
         record.parent = Key::from_json(header.get("parentId"));
         record.time_ms = new_date_ms(header.get("timestamp"));
         record.detail = Detail::Header(Box::new(header));
-        return LineOutcome::Record(Box::new(record));
+        return LineOutcome::Record(record);
     }
     record.id = member("id").map(Key::from_raw).unwrap_or(Key::Undefined);
     record.parent = member("parentId").map(Key::from_raw).unwrap_or(Key::Undefined);
@@ -124,11 +146,11 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
                 && find_member(bytes, &doc.message_members, "content").is_none_or(|r| &bytes[r] == b"null");
         }
         EntryType::Label => {
-            record.detail = Detail::Label {
+            record.detail = Detail::Label(Box::new(LabelDetail {
                 target: member("targetId").map(Key::from_raw).unwrap_or(Key::Undefined),
                 label: member("label").map(parse_small),
                 timestamp,
-            }
+            }))
         }
         EntryType::SessionInfo => record.detail = Detail::SessionInfo(member("name").map(parse_small)),
         EntryType::Compaction => {
@@ -155,8 +177,8 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
         | EntryType::CustomMessage
         | EntryType::Other => {}
     }
-    record.skeleton = Some(skeleton_bytes(skeleton::of_line(record.kind, bytes, &doc)));
-    LineOutcome::Record(Box::new(record))
+    record.skeleton = Some(skeleton_of(record.kind, doc));
+    LineOutcome::Record(record)
 }
 
 /// What is wrong with an entry that pi loads but some of whose reads throw on it (a `TypeError` in pi 1.6.0), for
@@ -217,19 +239,13 @@ pub fn new_date_ms(value: Option<&Json>) -> f64 {
     }
 }
 
-/// A skeleton as a record keeps it: exactly its length, in one allocation (a `Vec` made into `Bytes` keeps its
-/// spare capacity and adds a second allocation to share it; a boxed slice does neither).
-fn skeleton_bytes(skeleton: Vec<u8>) -> bytes::Bytes {
-    bytes::Bytes::from(skeleton.into_boxed_slice())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn record(s: &str) -> Record {
         match parse_line(s.as_bytes(), 1, Body::memory(s.as_bytes().to_vec())) {
-            LineOutcome::Record(r) => *r,
+            LineOutcome::Record(r) => r,
             other => panic!("{other:?}"),
         }
     }

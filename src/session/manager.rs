@@ -188,7 +188,7 @@ fn body_error(path: &str, r: &Record, e: std::io::Error) -> Error {
 
 fn record_from_bytes(bytes: Vec<u8>) -> Record {
     match parse_line(&bytes, 0, Body::memory(bytes.clone())) {
-        LineOutcome::Record(r) => *r,
+        LineOutcome::Record(r) => r,
         other => unreachable!("entries we build are objects: {other:?}"),
     }
 }
@@ -327,7 +327,7 @@ impl SessionManager {
             let mut loaded = LoadedFile::default();
             for (i, bytes) in lines.into_iter().enumerate() {
                 if let LineOutcome::Record(r) = parse_line(&bytes, i as u32 + 1, Body::memory(bytes.clone())) {
-                    loaded.records.push(*r);
+                    loaded.records.push(r);
                 }
             }
             Preloaded::Entries(loaded)

@@ -14,11 +14,19 @@ use super::describe::{chars, Description, PREVIEW_CHARS};
 use super::entry::EntryType;
 use super::json::scan::{Document, Kind};
 use super::json::string::write_json_string_bytes;
+use std::io::Write as _;
 
 /// The skeleton of one line, scanned as `doc` (ranges into `bytes`), whose `type` is `kind`.
 pub fn of_line(kind: EntryType, bytes: &[u8], doc: &Document) -> Vec<u8> {
+    let mut out = Vec::with_capacity(160);
+    write_line(kind, bytes, doc, &mut out);
+    out
+}
+
+/// [`of_line`] written to the end of `out`, so a thread making many skeletons reuses one buffer.
+pub fn write_line(kind: EntryType, bytes: &[u8], doc: &Document, out: &mut Vec<u8>) {
     let value = &bytes[doc.value.clone()];
-    let mut o = Writer { out: Vec::with_capacity(160), first: true };
+    let mut o = Writer { out, first: true };
     o.out.push(b'{');
     if Kind::of(value) == Kind::Object {
         let entry = Description::of_line(kind, bytes, doc);
@@ -52,29 +60,32 @@ pub fn of_line(kind: EntryType, bytes: &[u8], doc: &Document) -> Vec<u8> {
         let preview = entry.preview(PREVIEW_CHARS, chars);
         if !preview.is_empty() {
             o.key("preview");
-            write_json_string_bytes(preview.as_bytes(), &mut o.out);
+            write_json_string_bytes(preview.as_bytes(), o.out);
         }
     }
     o.key("bytes");
-    o.out.extend_from_slice(value.len().to_string().as_bytes());
+    // Written as digits directly: `to_string` was an allocation per line of every open.
+    let _ = write!(o.out, "{}", value.len());
     o.out.push(b'}');
-    o.out
 }
 
 /// An object being written: its bytes and whether a member was written yet.
-struct Writer {
-    out: Vec<u8>,
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
     first: bool,
 }
 
-impl Writer {
+impl Writer<'_> {
+    /// Writes a member's key: one of the names above, which JSON quotes as they are.
     fn key(&mut self, name: &str) {
+        debug_assert!(name.bytes().all(|b| b.is_ascii_alphabetic()), "{name} needs no escaping");
         if !self.first {
             self.out.push(b',');
         }
         self.first = false;
-        write_json_string_bytes(name.as_bytes(), &mut self.out);
-        self.out.push(b':');
+        self.out.push(b'"');
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(b"\":");
     }
 
     /// Writes `name: value` when the entry has the member (its stored bytes, with bytes that are not UTF-8

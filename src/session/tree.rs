@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 /// time (ids come from files anyone may write, so the seed stays random: a crafted file cannot choose collisions).
 type IdMap<K, V> = IndexMap<K, V, foldhash::fast::RandomState>;
 
-use super::entry::{Detail, Record};
+use super::entry::{Detail, LabelDetail, Record};
 use super::js::sort::sort_like_v8;
 use super::json::Json;
 use super::key::Key;
@@ -65,6 +65,8 @@ impl TreeIndex {
     /// pi's `_buildIndex` over `records` (headers are skipped).
     pub fn build(records: &[Record]) -> TreeIndex {
         let mut index = TreeIndex::default();
+        // One allocation of the right size, not a rehash of every id at each doubling.
+        index.by_id.reserve(records.len());
         let mut last = None;
         for (i, r) in records.iter().enumerate() {
             if !r.is_header() {
@@ -95,7 +97,8 @@ impl TreeIndex {
 
     /// Applies a label record to the resolved labels (a truthy label sets, anything else clears).
     pub fn apply_label(&mut self, r: &Record) {
-        if let Detail::Label { target, label, timestamp } = &r.detail {
+        if let Detail::Label(label_detail) = &r.detail {
+            let LabelDetail { target, label, timestamp } = &**label_detail;
             match label {
                 Some(l) if l.truthy() => {
                     let resolved = ResolvedLabel { label: l.clone(), timestamp: timestamp.clone() };

@@ -36,19 +36,19 @@ pub struct Member {
     pub key: Range<usize>,
     /// The value, without surrounding white space.
     pub value: Range<usize>,
+    /// Whether the key's literal holds an escape (so its bytes are not its text).
+    pub key_escaped: bool,
 }
 
 impl Member {
     /// True when the key decodes to `name`.
     pub fn key_is(&self, bytes: &[u8], name: &str) -> bool {
         let raw = &bytes[self.key.start + 1..self.key.end - 1];
-        // Names asked for never contain a backslash, so an exact match needs no decoding; this runs for every
-        // member of every line on open, so the common mismatch must stay cheap.
-        if raw == name.as_bytes() {
-            return true;
-        }
-        if !raw.contains(&b'\\') {
-            return false;
+        // Names asked for never contain a backslash, so a key without escapes matches only byte for byte. This
+        // runs for every member of every line on open, several names per line, so a mismatch must cost no more
+        // than comparing lengths: the scan that found the key noted whether it had escapes.
+        if !self.key_escaped {
+            return raw == name.as_bytes();
         }
         super::string::decode_string_literal(&bytes[self.key.clone()]).eq_str(name)
     }
@@ -102,7 +102,7 @@ pub fn validate_document(bytes: &[u8]) -> Result<Range<usize>, SyntaxError> {
 
 /// A validated line whose top-level value's members (and, for pi's `message` entries, the message object's
 /// members) were found in the same pass, so a multi-megabyte tool result is read exactly once.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Document {
     /// The value's range, without surrounding white space.
     pub value: Range<usize>,
@@ -143,30 +143,65 @@ pub const LONG_STRING: usize = 1024;
 
 /// Validates `bytes` as one JSON value (as [`validate_document`]) and collects its top-level members.
 pub fn scan_document(bytes: &[u8]) -> Result<Document, SyntaxError> {
-    let mut s = Scanner::new(bytes);
-    s.long = Some(Vec::new());
+    let mut scanner = DocumentScanner::default();
+    scanner.scan(bytes)?;
+    Ok(scanner.doc)
+}
+
+/// [`scan_document`] for many lines in turn: each scan fills the same [`Document`] and nesting stack in place,
+/// so a thread reading a session allocates its member lists once rather than a few times per line (on a
+/// session of short lines that allocation was a quarter of an open's time).
+#[derive(Debug, Default)]
+pub struct DocumentScanner {
+    doc: Document,
+    stack: Vec<u8>,
+    /// Member lists of content blocks from earlier scans, for the next scan's blocks.
+    spare: Vec<Vec<Member>>,
+}
+
+impl DocumentScanner {
+    /// Validates `bytes` as [`scan_document`] does and gives what it gives, in place of the previous scan's.
+    pub fn scan(&mut self, bytes: &[u8]) -> Result<&Document, SyntaxError> {
+        let doc = &mut self.doc;
+        doc.members.clear();
+        doc.message_members.clear();
+        recycle(&mut doc.content_blocks, &mut self.spare);
+        doc.long_strings.clear();
+        let mut s = Scanner::new(bytes);
+        s.stack = std::mem::take(&mut self.stack);
+        s.long = Some(std::mem::take(&mut doc.long_strings));
+        let scanned = scan_into(&mut s, doc, &mut self.spare);
+        self.stack = std::mem::take(&mut s.stack);
+        doc.long_strings = s.long.take().unwrap_or_default();
+        scanned?;
+        Ok(doc)
+    }
+}
+
+fn scan_into(s: &mut Scanner<'_>, doc: &mut Document, spare: &mut Vec<Vec<Member>>) -> Result<(), SyntaxError> {
     s.skip_ws();
     let start = s.pos;
-    let mut doc = Document {
-        value: start..start,
-        members: Vec::new(),
-        message_members: Vec::new(),
-        long_strings: Vec::new(),
-        content_blocks: Vec::new(),
-    };
     if s.peek() == Some(b'{') {
-        let mut found = Found { message_members: &mut doc.message_members, content_blocks: &mut doc.content_blocks };
-        doc.members = s.scan_object_members(Level::Top, &mut found)?;
+        let mut found =
+            Found { message_members: &mut doc.message_members, content_blocks: &mut doc.content_blocks, spare };
+        s.scan_object_members(Level::Top, &mut found, &mut doc.members)?;
     } else {
         s.skip_value()?;
     }
     doc.value = start..s.pos;
     s.skip_ws();
-    if s.pos != bytes.len() {
+    if s.pos != s.bytes.len() {
         return Err(s.err("unexpected text after the JSON value"));
     }
-    doc.long_strings = s.long.take().unwrap_or_default();
-    Ok(doc)
+    Ok(())
+}
+
+/// Empties `blocks`, keeping their member lists' memory in `spare`.
+fn recycle(blocks: &mut Vec<Block>, spare: &mut Vec<Vec<Member>>) {
+    spare.extend(blocks.drain(..).map(|mut block| {
+        block.members.clear();
+        block.members
+    }));
 }
 
 /// The members of the object at `range` (which must be a valid object, e.g. from [`validate_document`]), in
@@ -184,12 +219,13 @@ pub fn object_members(bytes: &[u8], range: Range<usize>) -> Vec<Member> {
         let key_start = s.pos;
         s.scan_string().expect("object_members on a validated object");
         let key = key_start..s.pos;
+        let key_escaped = s.string_escaped;
         s.skip_ws();
         s.pos += 1; // ':'
         s.skip_ws();
         let value_start = s.pos;
         s.skip_value().expect("object_members on a validated object");
-        members.push(Member { key, value: value_start..s.pos });
+        members.push(Member { key, value: value_start..s.pos, key_escaped });
         s.skip_ws();
         match s.peek() {
             Some(b',') => s.pos += 1,
@@ -225,10 +261,11 @@ pub fn find_member(bytes: &[u8], members: &[Member], name: &str) -> Option<Range
     members.iter().rev().find(|m| m.key_is(bytes, name)).map(|m| m.value.clone())
 }
 
-/// What a scan collects beside an object's own members (see [`Document`]).
+/// What a scan collects beside an object's own members (see [`Document`]), and member lists to reuse.
 struct Found<'a> {
     message_members: &'a mut Vec<Member>,
     content_blocks: &'a mut Vec<Block>,
+    spare: &'a mut Vec<Vec<Member>>,
 }
 
 /// A cursor over bytes that validates as it skips.
@@ -238,6 +275,10 @@ pub struct Scanner<'a> {
     pub pos: usize,
     stack: Vec<u8>,
     key_end: usize,
+    /// Whether the last key scanned held an escape.
+    key_escaped: bool,
+    /// Whether the last string scanned held an escape.
+    string_escaped: bool,
     /// When collecting: the string values longer than [`LONG_STRING`] skipped so far.
     long: Option<Vec<Range<usize>>>,
 }
@@ -245,7 +286,7 @@ pub struct Scanner<'a> {
 impl<'a> Scanner<'a> {
     /// A scanner at the start of `bytes`.
     pub fn new(bytes: &'a [u8]) -> Self {
-        Scanner { bytes, pos: 0, stack: Vec::new(), key_end: 0, long: None }
+        Scanner { bytes, pos: 0, stack: Vec::new(), key_end: 0, key_escaped: false, string_escaped: false, long: None }
     }
 
     fn err(&self, message: &'static str) -> SyntaxError {
@@ -333,13 +374,17 @@ impl<'a> Scanner<'a> {
     /// Scans the object at the current `{`, validating it, and returns its members. At [`Level::Top`], the members
     /// of each `message` member's object value go to `found` (the last one wins), and at [`Level::Message`] the
     /// elements of its `content` array (the last `content` wins; one that is not an array leaves none).
-    fn scan_object_members(&mut self, level: Level, found: &mut Found<'_>) -> Result<Vec<Member>, SyntaxError> {
-        let mut members = Vec::new();
+    fn scan_object_members(
+        &mut self,
+        level: Level,
+        found: &mut Found<'_>,
+        members: &mut Vec<Member>,
+    ) -> Result<(), SyntaxError> {
         self.pos += 1;
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(members);
+            return Ok(());
         }
         loop {
             self.skip_ws();
@@ -353,29 +398,31 @@ impl<'a> Scanner<'a> {
             match level {
                 Level::Top if key == b"\"message\"" => {
                     found.message_members.clear();
-                    found.content_blocks.clear();
+                    recycle(found.content_blocks, found.spare);
                     if self.peek() == Some(b'{') {
-                        let mut blocks = Vec::new();
-                        let mut inner = Found { message_members: &mut Vec::new(), content_blocks: &mut blocks };
-                        *found.message_members = self.scan_object_members(Level::Message, &mut inner)?;
-                        *found.content_blocks = blocks;
+                        let mut inner = Found {
+                            message_members: &mut Vec::new(),
+                            content_blocks: found.content_blocks,
+                            spare: found.spare,
+                        };
+                        self.scan_object_members(Level::Message, &mut inner, found.message_members)?;
                     } else {
                         self.skip_value()?;
                     }
                 }
                 Level::Message if key == b"\"content\"" => {
-                    found.content_blocks.clear();
+                    recycle(found.content_blocks, found.spare);
                     if self.peek() == Some(b'[') {
-                        *found.content_blocks = self.scan_blocks()?;
+                        self.scan_blocks(found.content_blocks, found.spare)?;
                     } else {
                         self.skip_value()?;
                     }
                 }
                 _ => self.skip_value()?,
             }
-            members.push(Member { key: member_key, value: value_start..self.pos });
+            members.push(Member { key: member_key, value: value_start..self.pos, key_escaped: self.key_escaped });
             if self.closed_after_element(b'}')? {
-                return Ok(members);
+                return Ok(());
             }
         }
     }
@@ -400,27 +447,27 @@ impl<'a> Scanner<'a> {
 
     /// Scans the array at the current `[`, validating it as [`Scanner::skip_value`] would (the same errors at
     /// the same places), and returns its elements with each object's members.
-    fn scan_blocks(&mut self) -> Result<Vec<Block>, SyntaxError> {
-        let mut blocks = Vec::new();
+    fn scan_blocks(&mut self, blocks: &mut Vec<Block>, spare: &mut Vec<Vec<Member>>) -> Result<(), SyntaxError> {
         self.pos += 1;
         self.skip_ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
-            return Ok(blocks);
+            return Ok(());
         }
         loop {
             self.skip_ws();
             let start = self.pos;
-            let members = if self.peek() == Some(b'{') {
-                let mut nothing = Found { message_members: &mut Vec::new(), content_blocks: &mut Vec::new() };
-                self.scan_object_members(Level::Other, &mut nothing)?
+            let mut members = spare.pop().unwrap_or_default();
+            if self.peek() == Some(b'{') {
+                let mut nothing =
+                    Found { message_members: &mut Vec::new(), content_blocks: &mut Vec::new(), spare: &mut Vec::new() };
+                self.scan_object_members(Level::Other, &mut nothing, &mut members)?;
             } else {
                 self.skip_value()?;
-                Vec::new()
-            };
+            }
             blocks.push(Block { value: start..self.pos, members });
             if self.closed_after_element(b']')? {
-                return Ok(blocks);
+                return Ok(());
             }
         }
     }
@@ -432,6 +479,7 @@ impl<'a> Scanner<'a> {
         }
         self.scan_string()?;
         self.key_end = self.pos;
+        self.key_escaped = self.string_escaped;
         self.skip_ws();
         if self.peek() != Some(b':') {
             return Err(self.err("expected ':' after a key"));
@@ -443,6 +491,7 @@ impl<'a> Scanner<'a> {
     /// Skips a string literal starting at the current `"`.
     pub fn scan_string(&mut self) -> Result<(), SyntaxError> {
         self.pos += 1;
+        self.string_escaped = false;
         loop {
             let rest = &self.bytes[self.pos..];
             let Some(i) = find_string_special(rest) else {
@@ -457,6 +506,7 @@ impl<'a> Scanner<'a> {
                 return Ok(());
             }
             // An escape.
+            self.string_escaped = true;
             match self.bytes.get(self.pos + 1) {
                 Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.pos += 2,
                 Some(b'u') => {
@@ -600,6 +650,52 @@ mod tests {
     fn deep_nesting_does_not_overflow_the_stack() {
         let s = "[".repeat(200_000) + &"]".repeat(200_000);
         assert!(valid(&s));
+    }
+
+    #[test]
+    fn one_scanner_reused_across_lines_gives_what_a_fresh_scan_of_each_gives() {
+        let long = "L".repeat(LONG_STRING + 10);
+        let lines = [
+            format!(r#"{{"type":"message","message":{{"role":"user","content":[{{"type":"text","text":"{long}"}},{{"type":"image","data":"x"}},3]}}}}"#),
+            r#"{"type":"message","message":{"role":"assistant","content":"plain"}}"#.to_owned(),
+            r#"{"type":"message","message":{"role":"toolResult","content":[{"a":1},{"b":2},{"c":3},{"d":4}]},"message":null}"#.to_owned(),
+            r#"{"type":"message","message":{"content":[{"x":1}],"content":[{"y":2}]}}"#.to_owned(),
+            format!(r#"{{"type":"message","message":{{"content":[{{"t":"{long}"}}]}},"k":[[[[1]]]]}}"#),
+            r#"{"type":"message","message":{"content":[{"x":1},"#.to_owned(),
+            r#"{"type":"custom"} trailing"#.to_owned(),
+            "[1,{\"a\":2}]".to_owned(),
+            "\"just a string\"".to_owned(),
+            "{}".to_owned(),
+            r#"{"message":{"content":[]}}"#.to_owned(),
+            format!(r#"{{"id":"{long}","message":{{"content":[{{"a":"{long}"}},{{}}]}}}}"#),
+        ];
+        let mut scanner = DocumentScanner::default();
+        // Every order of neighbours: each line after each other one, errors included.
+        for first in &lines {
+            for second in &lines {
+                let _ = scanner.scan(first.as_bytes());
+                let reused = scanner.scan(second.as_bytes()).cloned();
+                assert_eq!(reused, scan_document(second.as_bytes()), "{second} after {first}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_is_found_by_its_text_whether_or_not_it_is_written_with_escapes() {
+        let line = br#"{"a":"x\ny","\u0074ype":"m","id":"\u0041","p\u0061rentId":{"i\u0064":1},"t\\":2,"typ":3}"#;
+        let doc = scan_document(line).unwrap();
+        let by_object = object_members(line, doc.value.clone());
+        for members in [&doc.members, &by_object] {
+            let value = |name: &str| find_member(line, members, name).map(|r| &line[r]);
+            assert_eq!(value("type"), Some(&br#""m""#[..]));
+            assert_eq!(value("id"), Some(&br#""\u0041""#[..]), "an escape in the value does not touch the key");
+            assert_eq!(value("parentId"), Some(&br#"{"i\u0064":1}"#[..]));
+            assert_eq!(value("t\\"), Some(&b"2"[..]), "the key decodes to t and a backslash");
+            assert_eq!(value("a"), Some(&br#""x\ny""#[..]));
+            assert_eq!(value("i"), None);
+            let escaped: Vec<bool> = members.iter().map(|m| m.key_escaped).collect();
+            assert_eq!(escaped, [false, true, false, true, true, false]);
+        }
     }
 
     #[test]

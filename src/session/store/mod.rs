@@ -27,7 +27,7 @@ use super::identity::{self, now_ns, FileStamp, FileState, Known, TAIL_CHECK};
 use super::json::patch;
 use super::json::scan::{scan_document, SyntaxError};
 use super::json::Json;
-use crate::session::line::{is_blank, is_falsy, parse_line, LineOutcome};
+use crate::session::line::{is_blank, is_falsy, parse_line_with, LineOutcome};
 
 mod bodies;
 mod commit;

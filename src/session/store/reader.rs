@@ -2,6 +2,7 @@
 //! parallel batches, and the load that makes a [`LoadedFile`] of it.
 
 use super::*;
+use crate::session::line::LineScanner;
 
 /// Where a load starts: the beginning of a file, or (when following a file another process appends to) the end
 /// of what was already read.
@@ -233,15 +234,17 @@ pub(super) fn parse_lines(
     first_line_no: u32,
     body_at: &(impl Fn(u64, u64) -> Body + Sync),
     parallel: bool,
+    scanner: &mut LineScanner,
 ) -> Vec<LineOutcome> {
-    let parse = |range: std::ops::Range<usize>| -> Vec<LineOutcome> {
+    let parse = |range: std::ops::Range<usize>, scanner: &mut LineScanner| -> Vec<LineOutcome> {
         batch.lines[range.clone()]
             .iter()
             .zip(range)
             .map(|(line, i)| match &line.skipped {
                 Some(Skipped::TooLong) => LineOutcome::TooLong,
                 Some(Skipped::NotJson(e)) => LineOutcome::Malformed(e.clone()),
-                None => parse_line(
+                None => parse_line_with(
+                    scanner,
                     &batch.bytes[line.range.clone()],
                     first_line_no + i as u32,
                     body_at(line.offset, line.len),
@@ -251,14 +254,14 @@ pub(super) fn parse_lines(
     };
     let n = batch.lines.len();
     if !parallel || n < 256 || batch.bytes.len() < (1 << 20) || parallelism() < 2 {
-        return parse(0..n);
+        return parse(0..n, scanner);
     }
     // Split by bytes, not lines: one huge line must not leave a thread idle.
     let half_bytes = batch.bytes.len() / 2;
     let split = batch.lines.partition_point(|l| l.range.start < half_bytes).clamp(1, n - 1);
     std::thread::scope(|scope| {
-        let second = scope.spawn(|| parse(split..n));
-        let mut out = parse(0..split);
+        let second = scope.spawn(|| parse(split..n, &mut LineScanner::default()));
+        let mut out = parse(0..split, scanner);
         out.extend(second.join().expect("line parsing does not panic"));
         out
     })
@@ -381,11 +384,12 @@ fn load_lines(
     let mut out = LoadedFile { len: start.offset, ..LoadedFile::default() };
     let buffer = if pass == Pass::Half { HALF_READ_BUFFER } else { READ_BUFFER };
     let mut lines = LineReader::with_buffer(reader, buffer, MAX_LINE_BYTES);
+    let mut scanner = LineScanner::default();
     lines.offset = start.offset;
     let mut line_no = start.line;
     let mut seen_header = start.seen_header;
     while let Some(batch) = lines.next_batch().map_err(|e| Error::io("read", path, e))? {
-        let outcomes = parse_lines(&batch, line_no + 1, body_at, pass == Pass::Whole);
+        let outcomes = parse_lines(&batch, line_no + 1, body_at, pass == Pass::Whole, &mut scanner);
         for (line, outcome) in batch.lines.iter().zip(outcomes) {
             let BatchLine { offset, len, terminated, .. } = *line;
             let content = &batch.bytes[line.range.clone()];
@@ -455,7 +459,7 @@ fn load_lines(
                         seen_header = true;
                     }
                     slot.record = Some(out.records.len());
-                    out.records.push(*record);
+                    out.records.push(record);
                 }
             }
             out.lines.push(slot);
