@@ -15,7 +15,6 @@
 //! engine's JavaScript-valued keys and values, which already have exact writers and parsers.
 
 use std::fs::OpenOptions;
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -124,12 +123,11 @@ fn keepable(loaded: &LoadedFile) -> bool {
 
 fn read_kept(disk: &Arc<dyn Disk>, kept_at: &str, path: &str) -> Option<Kept> {
     let file = DiskFile::open(disk, kept_at, OpenOptions::new().read(true)).ok()?;
-    // Read at its size in one buffer (a byte more, so the read that finds the end needs no room), which the records'
-    // skeletons then point into rather than each being copied out.
-    let size = usize::try_from(file.metadata().ok()?.len()).ok()?;
-    let mut bytes = Vec::with_capacity(size + 1);
-    file.reader_at(0).read_to_end(&mut bytes).ok()?;
-    let bytes = Bytes::from(bytes);
+    // Mapped, not read: the records' skeletons point into the mapping rather than each being copied out, and the
+    // pages are the page cache's own, where a read copied them into as many fresh pages of this process (a third
+    // of the faults of a kept open, 670 for the 40 MB session; 4.7 against 5.5 ms). Kept files are only ever
+    // replaced by a rename (`write_kept`), so a mapping keeps the bytes it was made of.
+    let bytes = Bytes::from_owner(file.map().ok()?);
     let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
     if crc32fast::hash(body).to_le_bytes() != sum {
         return None;

@@ -13,7 +13,7 @@ use pi_sessiond::session::json::Json;
 use pi_sessiond::session::store::{Disk, Durability};
 use pi_sessiond::session::{Env, Error, NewSessionOptions, Op, SessionManager};
 
-use crate::support::faulty_disk::{Call, Fault, FaultyDisk, EIO, ENOSPC};
+use crate::support::faulty_disk::{Call, Fault, FaultyDisk, EIO, ENOMEM, ENOSPC};
 use crate::support::{s, temp_dir, user_message, write_v1_session};
 
 fn env(disk: &Arc<FaultyDisk>) -> Env {
@@ -378,5 +378,33 @@ fn a_failing_kept_skeleton_write_leaves_no_trusted_damaged_file() {
                 .unwrap_or_default();
             assert!(left.iter().all(|n| n.ends_with(".skel")), "call {n} ({fault:?}): no temporary left: {left:?}");
         }
+    }
+}
+
+#[test]
+fn a_kept_skeleton_file_that_cannot_be_mapped_or_read_is_passed_over_for_the_session_file() {
+    use pi_sessiond::session::kept::Keep;
+    use pi_sessiond::session::store::SessionFile;
+    let dir = temp_dir();
+    let path = crate::support::big_session(dir.path(), 300, 1000, "end");
+    let (_, fresh) = SessionFile::open(&path, Durability::None).unwrap();
+    let keep = Keep::in_dir(&s(&dir.path().join("kept")));
+    keep.open(&path, Durability::None).unwrap();
+    // The kept file is there now; the next open maps it, unless the map or the open of it fails.
+    let disk = FaultyDisk::new();
+    keep.open_on(&(disk.clone() as Arc<dyn Disk>), &path, Durability::None).unwrap();
+    let mapped: Vec<_> = disk.log().into_iter().filter(|(call, _)| *call == Call::Map).collect();
+    assert_eq!(mapped.len(), 1, "a kept open maps the kept file once: {mapped:?}");
+    assert!(mapped[0].1.to_string_lossy().ends_with(".skel"), "{mapped:?}");
+    for (call, fault) in
+        [(Call::Map, Fault::Errno(ENOMEM)), (Call::Map, Fault::Errno(EIO)), (Call::Open, Fault::Errno(EIO))]
+    {
+        let disk = FaultyDisk::new();
+        disk.fail_next(call, ".skel", fault);
+        let (_, loaded) = keep.open_on(&(disk.clone() as Arc<dyn Disk>), &path, Durability::None).unwrap();
+        assert!(disk.hit().is_some(), "{call:?} of the kept file was failed");
+        assert_eq!(shape(&loaded), shape(&fresh), "{call:?} failing ({fault:?}): the open reads the session file");
+        let read_session = disk.log().iter().any(|(c, p)| *c == Call::ReadAt && p.to_string_lossy() == path);
+        assert!(read_session, "{call:?} failing: the session file itself was read");
     }
 }

@@ -48,6 +48,10 @@ pub trait Disk: Debug + Send + Sync {
     fn remove_file(&self, path: &Path) -> std::io::Result<()>;
     /// fsync of the directory `dir`, so a name created or renamed in it survives a power loss.
     fn sync_dir(&self, dir: &Path) -> std::io::Result<()>;
+    /// `mmap(2)` of the whole of `file`, read-only, its pages mapped at once (`MAP_POPULATE`). Only for files
+    /// pi-sessiond itself replaces by renaming a new one over them and never changes in place (its kept
+    /// skeletons): a file cut shorter while mapped would fault the process on the next read of its lost end.
+    fn map(&self, file: &File) -> std::io::Result<memmap2::Mmap>;
 }
 
 /// The file system as it is: each method is the system call its doc names.
@@ -55,6 +59,12 @@ pub trait Disk: Debug + Send + Sync {
 pub struct RealDisk;
 
 impl Disk for RealDisk {
+    fn map(&self, file: &File) -> std::io::Result<memmap2::Mmap> {
+        // SAFETY: callers map only files that are replaced by rename and never truncated or written in place
+        // (see the trait), so the mapping's bytes stay as they were for as long as it lives.
+        unsafe { memmap2::MmapOptions::new().populate().map(file) }
+    }
+
     fn open(&self, path: &Path, options: &OpenOptions) -> std::io::Result<File> {
         options.open(path)
     }
@@ -120,6 +130,11 @@ impl DiskFile {
     /// The file, no longer used through the seam (for a caller outside the store).
     pub fn into_file(self) -> File {
         self.file
+    }
+
+    /// The whole file mapped read-only ([`Disk::map`]: only for files that are never changed in place).
+    pub fn map(&self) -> std::io::Result<memmap2::Mmap> {
+        self.disk.map(&self.file)
     }
 
     /// The file itself, for what is outside the seam (`stat`, `flock`, `lseek`, identity's reads).

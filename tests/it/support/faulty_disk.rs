@@ -23,6 +23,7 @@ pub enum Call {
     Rename,
     Remove,
     SyncDir,
+    Map,
 }
 
 /// What a planned fault does to the call it hits.
@@ -41,6 +42,8 @@ pub enum Fault {
 pub const EIO: i32 = 5;
 /// `ENOSPC`, as a full disk gives it.
 pub const ENOSPC: i32 = 28;
+/// `ENOMEM`: what `mmap` gives when the address space is full.
+pub const ENOMEM: i32 = 12;
 
 /// Which call a planned fault hits.
 #[derive(Clone, Debug)]
@@ -226,6 +229,13 @@ impl Disk for FaultyDisk {
     fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
         match self.enter(Call::SyncDir, dir.to_owned()) {
             None => RealDisk.sync_dir(dir),
+            Some(fault) => Err(error(fault)),
+        }
+    }
+
+    fn map(&self, file: &File) -> std::io::Result<memmap2::Mmap> {
+        match self.on_file(Call::Map, file) {
+            None => RealDisk.map(file),
             Some(fault) => Err(error(fault)),
         }
     }
