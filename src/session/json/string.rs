@@ -8,8 +8,16 @@
 use std::fmt;
 
 /// A JavaScript string value: UTF-8, except that lone surrogates are kept (as WTF-8) instead of being lost.
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JsString(Bytes16);
+
+impl Clone for JsString {
+    /// One copy of the bytes: smallvec's own `clone` pushes them one at a time, and every id an open indexes
+    /// is cloned into the index.
+    fn clone(&self) -> Self {
+        JsString(Bytes16::from_slice(&self.0))
+    }
+}
 
 /// A string's bytes, held inline up to 16 (every pi id, most keys, roles and names): an open makes two or three
 /// of them per entry, and each would otherwise be an allocation.
