@@ -135,8 +135,8 @@ pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body:
     }
     record.id = member("id").map(Key::from_raw).unwrap_or(Key::Undefined);
     record.parent = member("parentId").map(Key::from_raw).unwrap_or(Key::Undefined);
-    let timestamp = member("timestamp").map(parse_small);
-    record.time_ms = new_date_ms(timestamp.as_ref());
+    let timestamp = member("timestamp");
+    record.time_ms = date_ms_of_raw(timestamp);
     match record.kind {
         EntryType::Message => {
             let (shape, role) = message_shape(bytes, member("message"), &doc.message_members);
@@ -149,7 +149,7 @@ pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body:
             record.detail = Detail::Label(Box::new(LabelDetail {
                 target: member("targetId").map(Key::from_raw).unwrap_or(Key::Undefined),
                 label: member("label").map(parse_small),
-                timestamp,
+                timestamp: timestamp.map(parse_small),
             }))
         }
         EntryType::SessionInfo => record.detail = Detail::SessionInfo(member("name").map(parse_small)),
@@ -225,6 +225,16 @@ fn parse_small(raw: &[u8]) -> Json {
     Json::parse(raw).expect("validated member")
 }
 
+/// [`new_date_ms`] of a member's raw JSON value. A string literal without escapes (every timestamp pi writes) is
+/// parsed where it lies: making a value of it first was an allocation for every line of every open.
+fn date_ms_of_raw(raw: Option<&[u8]>) -> f64 {
+    let literal = raw.and_then(|r| r.strip_prefix(b"\"")).and_then(|r| r.strip_suffix(b"\""));
+    if let Some(text) = literal.filter(|t| !t.contains(&b'\\')).and_then(|t| std::str::from_utf8(t).ok()) {
+        return date::parse_date(text);
+    }
+    new_date_ms(raw.map(parse_small).as_ref())
+}
+
 /// `new Date(value).getTime()` for a JSON value (`undefined` when None).
 pub fn new_date_ms(value: Option<&Json>) -> f64 {
     match value {
@@ -248,6 +258,39 @@ mod tests {
             LineOutcome::Record(r) => r,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_timestamp_read_where_it_lies_is_the_date_its_value_gives() {
+        let raws: [&[u8]; 16] = [
+            br#""2025-10-09T08:53:21.500Z""#,
+            br#""2025-10-09T08:53:21.500+02:00""#,
+            br#""2025\u002d10-09T08:53:21.500Z""#,
+            br#""Thu, 09 Oct 2025 08:53:21 GMT""#,
+            br#""2025-10-09""#,
+            br#""not a date""#,
+            br#""""#,
+            br#"" 2025-10-09T08:53:21Z ""#,
+            br#""\ud800""#,
+            b"\"2025-10-09T08:53:21.500Z\xff\"",
+            b"1760000001500",
+            b"-0",
+            b"null",
+            b"true",
+            b"[2025,10]",
+            br#"{"a":1}"#,
+        ];
+        for raw in raws {
+            let by_value = new_date_ms(Some(&parse_small(raw)));
+            let in_place = date_ms_of_raw(Some(raw));
+            assert!(
+                by_value.to_bits() == in_place.to_bits(),
+                "{}: {by_value} by value, {in_place} in place",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        assert!(date_ms_of_raw(None).is_nan());
+        assert_eq!(date_ms_of_raw(Some(br#""2025-10-09T08:53:21.500Z""#)), 1_760_000_001_500.0);
     }
 
     #[test]
