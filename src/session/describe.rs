@@ -187,9 +187,13 @@ impl<'a> Description<'a> {
                     return ControlFlow::Continue(());
                 }
                 let msg = |name: &str| line.in_message(name);
-                let role = msg("role").and_then(string_text).unwrap_or_default();
-                match (role.as_str(), msg("content")) {
-                    ("bashExecution", _) => sink.take(&format!("$ {}", s(msg("command")))),
+                // Compared where it lies (no string made for every message of an open): a literal spelling
+                // "bashExecution" with every character escaped is 80 bytes.
+                let bash = msg("role").is_some_and(|v| {
+                    v.first() == Some(&b'"') && v.len() <= 80 && decode_string_literal(v).eq_str("bashExecution")
+                });
+                match (bash, msg("content")) {
+                    (true, _) => sink.take(&format!("$ {}", s(msg("command")))),
                     (_, Some(content)) if !matches!(content, b"null") => match line.message_content() {
                         Some(c) => c.text_to(max_bytes, sink),
                         None => ControlFlow::Continue(()),
@@ -528,7 +532,10 @@ struct OneLine {
 
 impl OneLine {
     fn new(max: usize, width: Width) -> OneLine {
-        OneLine { out: String::new(), used: 0, max, width, space: false }
+        // Room for a skeleton's preview of ASCII and the `…`, so it is one allocation, not six as the string
+        // grows (a caller's `max` may be any width a terminal asks for: past this the string grows as it must).
+        let room = max.min(PREVIEW_CHARS) + '…'.len_utf8();
+        OneLine { out: String::with_capacity(room), used: 0, max, width, space: false }
     }
 }
 
@@ -693,6 +700,14 @@ mod tests {
     fn a_bash_execution_is_its_command_and_a_summary_message_its_summary() {
         let bash = r#"{"type":"message","message":{"role":"bashExecution","command":"ls  -la\n","output":"x"}}"#;
         assert_eq!(phrase(bash), "bashExecution: $ ls -la");
+        // The role as pi reads it, however it is written.
+        let escaped = r#"{"type":"message","message":{"role":"b\u0061shExecution","command":"ls","content":"c"}}"#;
+        assert_eq!(phrase(escaped), "bashExecution: $ ls");
+        let every = r#"\u0062\u0061\u0073\u0068\u0045\u0078\u0065\u0063\u0075\u0074\u0069\u006f\u006e"#;
+        let escaped = format!(r#"{{"type":"message","message":{{"role":"{every}","command":"ls","content":"c"}}}}"#);
+        assert_eq!(phrase(&escaped), "bashExecution: $ ls");
+        let other = r#"{"type":"message","message":{"role":"bashExecutio","command":"ls","content":"c"}}"#;
+        assert_eq!(phrase(other), "bashExecutio: c");
         let summary = r#"{"type":"message","message":{"role":"branchSummary","summary":"went\nelsewhere"}}"#;
         assert_eq!(phrase(summary), "branchSummary: went elsewhere");
         // Content wins over a summary, unless it is null.
