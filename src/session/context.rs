@@ -142,7 +142,7 @@ fn entries_for_path(
     let has_tail = options.honour_retained_tail && retained_tail(bodies, compaction)?.is_some();
     if !has_tail {
         let first_kept = match &c.detail {
-            Detail::Compaction { first_kept, .. } => first_kept.clone(),
+            Detail::Compaction(c) => c.first_kept.clone(),
             _ => Key::Undefined,
         };
         let mut found = false;
@@ -185,8 +185,8 @@ pub fn projection(
     let entries = entries_for_path(records, &path, bodies, options)?;
     let mut edits: IndexMap<Key, usize> = IndexMap::new();
     for &i in &entries {
-        if let Detail::ContextEdit { target, .. } = &records[i].detail {
-            edits.insert(target.clone(), i);
+        if let Detail::ContextEdit(e) = &records[i].detail {
+            edits.insert(e.target.clone(), i);
         }
     }
     let mut projected = Vec::with_capacity(entries.len());

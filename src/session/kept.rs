@@ -21,7 +21,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sha2::Digest;
 
-use super::entry::{Body, BodySource, Detail, EntryType, LabelDetail, MessageShape, Record, Role};
+use super::entry::{
+    Body, BodySource, CompactionDetail, ContextEditDetail, Detail, EntryType, LabelDetail, MessageShape, Record, Role,
+};
 use super::error::Result;
 use super::identity::{now_ns, FileStamp, FileState, Known};
 use super::json::{JsString, Json};
@@ -353,17 +355,17 @@ fn put_record(w: &mut Vec<u8>, rec: &Record) {
         }
         Detail::SessionInfo(name) => {
             w.push(3);
-            put_json(w, name.as_ref());
+            put_json(w, name.as_deref());
         }
-        Detail::Compaction { first_kept, first_kept_index } => {
+        Detail::Compaction(c) => {
             w.push(4);
-            put_key(w, first_kept);
-            put_opt(w, first_kept_index.map(f64::to_bits));
+            put_key(w, &c.first_kept);
+            put_opt(w, c.first_kept_index.map(f64::to_bits));
         }
-        Detail::ContextEdit { target, has_replacement } => {
+        Detail::ContextEdit(e) => {
             w.push(5);
-            put_key(w, target);
-            w.push(u8::from(*has_replacement));
+            put_key(w, &e.target);
+            w.push(u8::from(e.has_replacement));
         }
     }
     match &rec.skeleton {
@@ -401,9 +403,12 @@ fn record(r: &mut Reader<'_>) -> Option<Record> {
         0 => Detail::None,
         1 => Detail::Header(Box::new(json(r)??)),
         2 => Detail::Label(Box::new(LabelDetail { target: key(r)?, label: json(r)?, timestamp: json(r)? })),
-        3 => Detail::SessionInfo(json(r)?),
-        4 => Detail::Compaction { first_kept: key(r)?, first_kept_index: r.opt()?.map(f64::from_bits) },
-        5 => Detail::ContextEdit { target: key(r)?, has_replacement: r.u8()? == 1 },
+        3 => Detail::SessionInfo(json(r)?.map(Box::new)),
+        4 => Detail::Compaction(Box::new(CompactionDetail {
+            first_kept: key(r)?,
+            first_kept_index: r.opt()?.map(f64::from_bits),
+        })),
+        5 => Detail::ContextEdit(Box::new(ContextEditDetail { target: key(r)?, has_replacement: r.u8()? == 1 })),
         _ => return None,
     };
     let skeleton = match r.u8()? {

@@ -5,7 +5,9 @@
 //! same way ([`LineOutcome`]) so the entries agree with pi's, and keep the non-entries so they can be reported and
 //! preserved rather than dropped.
 
-use super::entry::{Body, Detail, EntryType, LabelDetail, MessageShape, Record, Role};
+use super::entry::{
+    Body, CompactionDetail, ContextEditDetail, Detail, EntryType, LabelDetail, MessageShape, Record, Role,
+};
 use super::js::date;
 use super::json::scan::{find_member, Document, DocumentScanner, Kind, Member, SyntaxError};
 use super::json::string::decode_string_literal;
@@ -152,20 +154,20 @@ pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body:
                 timestamp: timestamp.map(parse_small),
             }))
         }
-        EntryType::SessionInfo => record.detail = Detail::SessionInfo(member("name").map(parse_small)),
+        EntryType::SessionInfo => record.detail = Detail::SessionInfo(member("name").map(|v| Box::new(parse_small(v)))),
         EntryType::Compaction => {
-            record.detail = Detail::Compaction {
+            record.detail = Detail::Compaction(Box::new(CompactionDetail {
                 first_kept: member("firstKeptEntryId").map(Key::from_raw).unwrap_or(Key::Undefined),
                 first_kept_index: member("firstKeptEntryIndex")
                     .filter(|v| Kind::of(v) == Kind::Number)
                     .map(|v| number_value(std::str::from_utf8(v).unwrap_or("NaN"))),
-            }
+            }))
         }
         EntryType::ContextEdit => {
-            record.detail = Detail::ContextEdit {
+            record.detail = Detail::ContextEdit(Box::new(ContextEditDetail {
                 target: member("targetId").map(Key::from_raw).unwrap_or(Key::Undefined),
                 has_replacement: member("replacement").is_some(),
-            }
+            }))
         }
         // Named one by one, so an entry type pi adds is a decision about what its record keeps.
         EntryType::Session
@@ -191,11 +193,13 @@ pub fn unusable_entry(record: &Record) -> Option<&'static str> {
              buildContextEntries after a compaction) throw while it is on the active path, and so does the first \
              write of a session holding it; those fail here with an error naming it",
         ),
-        (EntryType::ContextEdit, Detail::ContextEdit { has_replacement: false, .. }) => Some(
+        (EntryType::ContextEdit, Detail::ContextEdit(e)) if !e.has_replacement => Some(
             "context edit has no replacement: pi 1.6.0's buildSessionProjection and buildSessionContext throw while \
              it applies to a message on the active path; those fail here with an error naming it",
         ),
-        (EntryType::SessionInfo, Detail::SessionInfo(Some(name))) if !matches!(name, Json::Null | Json::String(_)) => {
+        (EntryType::SessionInfo, Detail::SessionInfo(Some(name)))
+            if !matches!(**name, Json::Null | Json::String(_)) =>
+        {
             Some(
                 "session_info name is not a string: pi 1.6.0's getSessionName throws while it is the latest \
                  session_info; it fails here with an error naming it",

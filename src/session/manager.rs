@@ -532,20 +532,20 @@ fn source_span(source: &super::entry::BodySource) -> Option<(u64, u64)> {
 
 /// The name a `session_info` record sets: `name?.trim() || undefined`.
 pub fn session_info_name(r: &Record) -> Result<Option<JsString>> {
-    match &r.detail {
-        Detail::SessionInfo(None | Some(Json::Null)) => Ok(None),
-        Detail::SessionInfo(Some(Json::String(s))) => {
+    let Detail::SessionInfo(name) = &r.detail else { return Ok(None) };
+    match name.as_deref() {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::String(s)) => {
             let t = s.trim();
             Ok((!t.is_empty()).then_some(t))
         }
-        Detail::SessionInfo(Some(_)) => Err(Error::InvalidEntry {
+        Some(_) => Err(Error::InvalidEntry {
             line: r.line,
             message: format!(
                 "{}: session_info name is not a string (pi 1.6.0 throws a TypeError here)",
                 context::entry_name(r)
             ),
         }),
-        _ => Ok(None),
     }
 }
 

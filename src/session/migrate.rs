@@ -7,7 +7,7 @@
 //! version that is not a number at all makes pi "migrate" without changing anything). Changes are recorded as
 //! [`Patch`](super::json::patch::Patch)es on each body, so bytes pi would not change stay as they are.
 
-use super::entry::{Detail, EntryType, MessageShape, Record, Role};
+use super::entry::{CompactionDetail, Detail, EntryType, MessageShape, Record, Role};
 use super::error::{Error, Result};
 use super::ids::{generate_entry_id, IdSource};
 use super::js::to_number;
@@ -84,7 +84,10 @@ fn v1_to_v2(records: &mut [Record], ids: &mut dyn IdSource) -> Result<()> {
         record.parent = prev.clone();
         prev = record.id.clone();
         if record.kind == EntryType::Compaction {
-            if let Detail::Compaction { first_kept_index: Some(index), .. } = record.detail {
+            if let Some(index) = match &record.detail {
+                Detail::Compaction(c) => c.first_kept_index,
+                _ => None,
+            } {
                 let target = (index >= 0.0 && index.fract() == 0.0 && (index as usize) < records.len())
                     .then(|| &records[index as usize])
                     .filter(|t| !t.is_header())
@@ -98,9 +101,10 @@ fn v1_to_v2(records: &mut [Record], ids: &mut dyn IdSource) -> Result<()> {
                         Some(text) => patch.set("firstKeptEntryId", text),
                         None => patch.remove("firstKeptEntryId"),
                     }
-                    record.detail = Detail::Compaction { first_kept: target, first_kept_index: None };
-                } else if let Detail::Compaction { first_kept, .. } = &record.detail {
-                    record.detail = Detail::Compaction { first_kept: first_kept.clone(), first_kept_index: None };
+                    record.detail =
+                        Detail::Compaction(Box::new(CompactionDetail { first_kept: target, first_kept_index: None }));
+                } else if let Detail::Compaction(c) = &mut record.detail {
+                    c.first_kept_index = None;
                 }
             }
         }

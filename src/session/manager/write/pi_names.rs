@@ -2,6 +2,7 @@
 //! following the file first, as pi's own `SessionManager` does not.
 
 use super::*;
+use crate::session::entry::CompactionDetail;
 
 impl SessionManager {
     // ----------------------------------------------------------------------------------------------------------
@@ -173,11 +174,11 @@ impl SessionManager {
                 replacement_by_label.insert(l, r.id.clone());
             }
             let first_kept = match &r.detail {
-                Detail::Compaction { first_kept, .. } if r.kind == EntryType::Compaction => {
-                    if *first_kept == r.id {
+                Detail::Compaction(c) if r.kind == EntryType::Compaction => {
+                    if c.first_kept == r.id {
                         None
                     } else {
-                        replacement_by_label.get(first_kept).cloned()
+                        replacement_by_label.get(&c.first_kept).cloned()
                     }
                 }
                 _ => None,
@@ -213,8 +214,11 @@ impl SessionManager {
                 }
             }
             nr.parent = new_parent.clone();
-            if let (Some(fk), Detail::Compaction { first_kept_index, .. }) = (first_kept, &r.detail) {
-                nr.detail = Detail::Compaction { first_kept: fk.clone(), first_kept_index: *first_kept_index };
+            if let (Some(fk), Detail::Compaction(c)) = (first_kept, &r.detail) {
+                nr.detail = Detail::Compaction(Box::new(CompactionDetail {
+                    first_kept: fk.clone(),
+                    first_kept_index: c.first_kept_index,
+                }));
             }
             path_ids.insert(r.id.clone());
             new_records.push(nr);
