@@ -276,8 +276,6 @@ pub struct Scanner<'a> {
     pub pos: usize,
     stack: Vec<u8>,
     key_end: usize,
-    /// Whether the last key scanned held an escape.
-    key_escaped: bool,
     /// Whether the last string scanned held an escape.
     string_escaped: bool,
     /// When collecting: the string values longer than [`LONG_STRING`] skipped so far.
@@ -287,7 +285,7 @@ pub struct Scanner<'a> {
 impl<'a> Scanner<'a> {
     /// A scanner at the start of `bytes`.
     pub fn new(bytes: &'a [u8]) -> Self {
-        Scanner { bytes, pos: 0, stack: Vec::new(), key_end: 0, key_escaped: false, string_escaped: false, long: None }
+        Scanner { bytes, pos: 0, stack: Vec::new(), key_end: 0, string_escaped: false, long: None }
     }
 
     fn err(&self, message: &'static str) -> SyntaxError {
@@ -392,6 +390,8 @@ impl<'a> Scanner<'a> {
             let key_start = self.pos;
             self.member_key()?;
             let key_end = self.key_end;
+            // Noted before the value's own strings are scanned.
+            let key_escaped = self.string_escaped;
             self.skip_ws();
             let value_start = self.pos;
             let member_key = key_start..key_end;
@@ -421,7 +421,7 @@ impl<'a> Scanner<'a> {
                 }
                 _ => self.skip_value()?,
             }
-            members.push(Member { key: member_key, value: value_start..self.pos, key_escaped: self.key_escaped });
+            members.push(Member { key: member_key, value: value_start..self.pos, key_escaped });
             if self.closed_after_element(b'}')? {
                 return Ok(());
             }
@@ -480,7 +480,6 @@ impl<'a> Scanner<'a> {
         }
         self.scan_string()?;
         self.key_end = self.pos;
-        self.key_escaped = self.string_escaped;
         self.skip_ws();
         if self.peek() != Some(b':') {
             return Err(self.err("expected ':' after a key"));
