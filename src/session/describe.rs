@@ -187,12 +187,8 @@ impl<'a> Description<'a> {
                     return ControlFlow::Continue(());
                 }
                 let msg = |name: &str| line.in_message(name);
-                // Compared where it lies (no string made for every message of an open): a literal spelling
-                // "bashExecution" with every character escaped is 80 bytes.
-                let bash = msg("role").is_some_and(|v| {
-                    v.first() == Some(&b'"') && v.len() <= 80 && decode_string_literal(v).eq_str("bashExecution")
-                });
-                match (bash, msg("content")) {
+                // Compared where it lies: no string made for every message of an open.
+                match (msg("role").is_some_and(|v| literal_is(v, "bashExecution")), msg("content")) {
                     (true, _) => sink.take(&format!("$ {}", s(msg("command")))),
                     (_, Some(content)) if !matches!(content, b"null") => match line.message_content() {
                         Some(c) => c.text_to(max_bytes, sink),
@@ -379,13 +375,19 @@ impl<'a> Content<'a> {
         match Kind::of(self.value) {
             Kind::String => !blank(self.value),
             Kind::Array => self.objects().any(|member| {
-                let is_text =
-                    member("type").is_some_and(|t| t.first() == Some(&b'"') && decode_string_literal(t).eq_str("text"));
-                is_text && member("text").is_some_and(|t| t.first() == Some(&b'"') && !blank(t))
+                member("type").is_some_and(|t| literal_is(t, "text"))
+                    && member("text").is_some_and(|t| t.first() == Some(&b'"') && !blank(t))
             }),
             _ => false,
         }
     }
+}
+
+/// True when the stored value `v` is a string whose text is `name` (ASCII), however it is escaped. A literal
+/// longer than `name` with every character escaped (six bytes each, and the quotes) cannot be it, so it is not
+/// decoded.
+fn literal_is(v: &[u8], name: &str) -> bool {
+    v.first() == Some(&b'"') && v.len() <= name.len() * 6 + 2 && decode_string_literal(v).eq_str(name)
 }
 
 /// A stored value's text when it is a string (its first [`TEXT_SCAN_BYTES`] or so), else None.
