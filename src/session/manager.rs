@@ -422,7 +422,7 @@ impl SessionManager {
     /// Makes `loaded` this session's records. A failure (a file pi cannot migrate, an invalid session id in
     /// `options`) leaves the session as it was.
     fn load_records(&mut self, loaded: LoadedFile, options: NewSessionOptions) -> Result<()> {
-        let LoadedFile { mut records, lines, warnings, needs_final_newline, .. } = loaded;
+        let LoadedFile { mut records, lines, warnings, needs_final_newline, tree_warnings, .. } = loaded;
         let session_id = records.iter().find(|r| r.is_header()).and_then(Record::header).map(|h| h.get("id").cloned());
         let version = migrate::file_version(&records);
         let migrated = session_id.is_some() && migrate::migrate(&mut records, self.env.ids.as_mut())?;
@@ -440,6 +440,7 @@ impl SessionManager {
             _ => None,
         };
         self.warnings = warnings;
+        let as_read = session_id.is_some() && !migrated;
         match session_id {
             Some(id) => {
                 self.session_id = id.unwrap_or(Json::Null);
@@ -463,7 +464,11 @@ impl SessionManager {
             None => self.records.extend(records),
         }
         self.index = TreeIndex::build(&self.records);
-        let tree_warnings = self.index.diagnose(&self.records);
+        // Warnings kept with the records are over these very records only when nothing changed them here.
+        let tree_warnings = match tree_warnings {
+            Some(kept) if as_read => kept,
+            _ => self.index.diagnose(&self.records),
+        };
         self.warnings.extend(tree_warnings);
         self.warnings.sort_by_key(|w| w.line);
         Ok(())

@@ -323,6 +323,86 @@ not json at all
 }
 
 #[test]
+fn the_tree_warnings_kept_with_the_skeletons_are_the_walks_own_and_are_found_again_once_the_file_changes_issue_21() {
+    use pi_sessiond::session::kept::{Keep, KEEP_FROM_BYTES};
+    let tmp = temp_dir();
+    let keep = Keep::in_dir(&s(&tmp.path().join("kept")));
+    let warnings = |path: &str, keep: Option<&std::sync::Arc<Keep>>| {
+        let env = Env { keep: keep.cloned(), ..Env::system() };
+        let m = SessionManager::open(path, None, None, env).unwrap();
+        m.warnings().iter().map(|w| format!("{} {:?} {}", w.line, w.kind, w.message)).collect::<Vec<_>>()
+    };
+    let line = |id: &str, parent: &str| {
+        format!(
+            r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":"{}"}}}}"#,
+            "w".repeat(3000)
+        ) + "\n"
+    };
+    for version in [3, 2] {
+        let path = s(&tmp.path().join(format!("tree-v{version}.jsonl")));
+        let mut text = format!(
+            r#"{{"type":"session","version":{version},"id":"h{version}","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}}"#
+        ) + "\n";
+        // Every problem the walk reports: a missing parent, a self-parent, a cycle of two, a repeated id.
+        for l in
+            [line("a", "null"), line("b", r#""gone""#), line("c", r#""c""#), line("d", r#""e""#), line("e", r#""d""#)]
+        {
+            text.push_str(&l);
+        }
+        let mut n = 0;
+        while (text.len() as u64) < KEEP_FROM_BYTES + 4096 {
+            text.push_str(&line(
+                &format!("m{n}"),
+                &format!(r#""{}""#, if n == 0 { "a".to_owned() } else { format!("m{}", n - 1) }),
+            ));
+            n += 1;
+        }
+        text.push_str(&line("a", r#""m0""#));
+        std::fs::write(&path, &text).unwrap();
+        let fresh = warnings(&path, None);
+        for kind in ["MissingParent", "SelfParent", "ParentCycle", "DuplicateId"] {
+            assert!(fresh.iter().any(|w| w.contains(kind)), "v{version}: no {kind} in {fresh:?}");
+        }
+        assert_eq!(warnings(&path, Some(&keep)), fresh, "v{version}: the open that keeps");
+        assert_eq!(warnings(&path, Some(&keep)), fresh, "v{version}: the open from the kept file");
+
+        // A mark only the kept file holds (its checksum made again): the next open must show it for a file at
+        // pi's version, whose warnings are kept, and must not for an older one, which is migrated and walked again.
+        let kept_at = keep.file_for(&path);
+        let mut kept = std::fs::read(&kept_at).unwrap();
+        let marks = kept.windows(5).filter(|w| w == b"shown").count();
+        for at in (0..kept.len() - 5).filter(|&at| &kept[at..at + 5] == b"shown").collect::<Vec<_>>() {
+            kept[at..at + 5].copy_from_slice(b"SHOWN");
+        }
+        let body = kept.len() - 4;
+        let sum = crc32fast::hash(&kept[..body]).to_le_bytes();
+        kept[body..].copy_from_slice(&sum);
+        std::fs::write(&kept_at, &kept).unwrap();
+        let marked = warnings(&path, Some(&keep));
+        if version == 3 {
+            assert!(marks >= 2, "the missing and the self-parent are kept: {marks}");
+            assert!(marked.iter().any(|w| w.contains("SHOWN")), "v3 comes from the kept file: {marked:?}");
+        } else {
+            assert_eq!(marks, 0, "nothing is kept of an older file's tree");
+            assert_eq!(marked, fresh);
+        }
+
+        // Grown: a new problem, and the kept ones are not believed any more.
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(line("z", r#""nowhere""#).as_bytes())
+            .unwrap();
+        let grown = warnings(&path, None);
+        assert!(grown.iter().any(|w| w.contains("nowhere")));
+        assert_eq!(warnings(&path, Some(&keep)), grown, "v{version}: grown");
+        assert_eq!(warnings(&path, Some(&keep)), grown, "v{version}: grown, opened again");
+    }
+}
+
+#[test]
 fn a_message_contents_blocks_found_in_the_opens_pass_are_its_last_contents_and_fail_as_any_value_fails() {
     use pi_sessiond::session::json::scan::{scan_document, validate_document};
     fn blocks(line: &str) -> Vec<&str> {

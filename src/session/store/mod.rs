@@ -125,6 +125,10 @@ pub struct LoadedFile {
     pub len: u64,
     /// True when the file is non-empty and does not end in `\n` (pi appends one on load).
     pub needs_final_newline: bool,
+    /// The tree's warnings over exactly these records as read (duplicate ids, missing parents, self-parents,
+    /// cycles), when already known: kept beside the records by the open that kept them, so an open of the
+    /// unchanged file does not walk the tree again. None when they are still to be found.
+    pub tree_warnings: Option<Vec<Warning>>,
 }
 
 impl LoadedFile {
@@ -144,6 +148,8 @@ impl LoadedFile {
         self.records.extend(more.records);
         self.lines.extend(more.lines.into_iter().map(|l| LineSlot { record: l.record.map(|r| r + first), ..l }));
         self.warnings.extend(more.warnings);
+        // Lines added may name parents, repeat ids or close cycles: the tree is looked at again.
+        self.tree_warnings = None;
         self.len = more.len;
         self.needs_final_newline = more.needs_final_newline;
     }
