@@ -9,6 +9,8 @@
 
 pub mod catalog;
 pub mod cli;
+#[cfg(target_os = "linux")]
+pub mod memory;
 pub mod rpc;
 pub mod session;
 pub mod team;

@@ -6,6 +6,11 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+/// Big blocks in huge pages, small ones the system's (`memory.rs` says why).
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: pi_sessiond::memory::HugeBlocks = pi_sessiond::memory::HugeBlocks;
+
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use pi_sessiond::catalog::index::{default_index_path, SharedIndex};
 use pi_sessiond::cli::output::{describe_io, ColorChoice, Failure, Screen, Style, EXIT_OK};
