@@ -22,6 +22,8 @@ export class Sidecar {
     this.next = 1;
     /** Bytes received from the sidecar so far (frames and their newlines). */
     this.bytesIn = 0;
+    /** When the last frame's last byte arrived (`performance.now()`), before it was parsed. */
+    this.frameEndAt = 0;
     let chunks = [];
     this.child.stdout.on("data", (chunk) => {
       this.bytesIn += chunk.length;
@@ -29,6 +31,7 @@ export class Sidecar {
       let nl;
       while ((nl = chunk.indexOf(10, start)) !== -1) {
         chunks.push(chunk.subarray(start, nl));
+        this.frameEndAt = performance.now();
         const frame = Buffer.concat(chunks);
         this.onMessage(JSON.parse(frame.toString("utf8")), frame.length + 1);
         chunks = [];
