@@ -340,23 +340,21 @@ impl<'a> Content<'a> {
                 let mut first = true;
                 for member in self.objects() {
                     let mut part = Counted { sink: &mut *sink, bytes: 0, first: &mut first };
-                    match member("type").filter(|t| t.first() == Some(&b'"')).map(decode_string_literal) {
-                        Some(t) if t.eq_str("text") => match member("text").filter(|v| v.first() == Some(&b'"')) {
-                            Some(v) => {
-                                part.start()?;
-                                feed_string_prefix(v, max_bytes, &mut part)?;
-                            }
-                            None => continue,
-                        },
-                        Some(t) if t.eq_str("toolCall") => {
-                            part.start()?;
-                            part.take(&format!("→ {}", member("name").map(value_text).unwrap_or_default()))?;
-                        }
-                        Some(t) if t.eq_str("image") => {
-                            part.start()?;
-                            part.take("[image]")?;
-                        }
-                        _ => continue,
+                    // Compared where it lies: no string made for every block of an open.
+                    let block_type = member("type");
+                    let is = |name: &str| block_type.is_some_and(|t| literal_is(t, name));
+                    if is("text") {
+                        let Some(v) = member("text").filter(|v| v.first() == Some(&b'"')) else { continue };
+                        part.start()?;
+                        feed_string_prefix(v, max_bytes, &mut part)?;
+                    } else if is("toolCall") {
+                        part.start()?;
+                        part.take(&format!("→ {}", member("name").map(value_text).unwrap_or_default()))?;
+                    } else if is("image") {
+                        part.start()?;
+                        part.take("[image]")?;
+                    } else {
+                        continue;
                     }
                     size += part.bytes;
                     if size > max_bytes {

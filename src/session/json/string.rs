@@ -370,11 +370,9 @@ pub fn decode_string_body(body: &[u8]) -> JsString {
     let mut out = JsString::new();
     let mut i = 0;
     let mut start = 0;
-    while i < body.len() {
-        if body[i] != b'\\' {
-            i += 1;
-            continue;
-        }
+    // From escape to escape: the bytes between are copied as they are.
+    while let Some(plain) = memchr::memchr(b'\\', &body[i..]) {
+        i += plain;
         out.push_bytes_lossy(&body[start..i]);
         let c = body[i + 1];
         i += 2;
