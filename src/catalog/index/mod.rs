@@ -98,6 +98,11 @@ const DOCS_CHUNK_BYTES: u64 = 32 << 20;
 /// How long a writer waits for another process's write transaction before this request does without the index.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many times [`CatalogIndex::refresh_known_file`] reads a file's row again when another process stored its
+/// own between our read and our write: each round is one more read of the file, so a file that two processes
+/// keep writing is left to the next listing rather than read without end.
+const REFRESH_ROUNDS: usize = 3;
+
 /// Why the index could not answer. The catalog treats every one but `Cancelled` as "answer without the index".
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -584,20 +589,22 @@ impl CatalogIndex {
         &mut self,
         files: &[FileToIndex<'_>],
         writes: Vec<(usize, Option<Version>, Write)>,
-    ) -> IndexResult<()> {
+    ) -> IndexResult<bool> {
         if writes.iter().all(|(_, _, w)| matches!(w, Write::Keep)) {
-            return Ok(());
+            return Ok(true);
         }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let gen = next_generation(&tx)?;
         // Each statement applies only where the row still has the version the change was computed from (another
         // process's newer row is left as it is).
+        let mut all_applied = true;
         for (i, basis, write) in writes {
-            match (write, basis) {
-                (Write::Keep, _) | (Write::Forget | Write::Settle { .. }, None) => {}
+            let applied = match (write, basis) {
+                (Write::Keep, _) | (Write::Forget | Write::Settle { .. }, None) => true,
                 (Write::Settle { indexed_at_ns }, Some(b)) => {
                     tx.prepare_cached(&format!("UPDATE files SET indexed_at_ns = ?1 WHERE id = ?2 AND {GEN_IS}?3"))?
-                        .execute(params![indexed_at_ns, b.id, b.gen])?;
+                        .execute(params![indexed_at_ns, b.id, b.gen])?
+                        == 1
                 }
                 (Write::Forget, Some(b)) => forget_if(&tx, b)?,
                 (Write::Store { row, continued }, basis) => {
@@ -605,11 +612,13 @@ impl CatalogIndex {
                     if let (true, Some(b), false) = (stored, basis, continued) {
                         forget_docs(&tx, b.id)?;
                     }
+                    stored
                 }
-            }
+            };
+            all_applied &= applied;
         }
         tx.commit()?;
-        Ok(())
+        Ok(all_applied)
     }
 
     /// Brings one file up to date, listing and searchable text both (after a write through this process), if the
@@ -617,22 +626,28 @@ impl CatalogIndex {
     pub fn refresh_known_file(&mut self, path: &str, cancel: &Cancel) -> IndexResult<()> {
         self.with_recovery(|index| {
             let dir = crate::session::paths::parent_dir(path);
-            let known = row_of(&index.conn, path, true)?;
-            let dir_known = known.is_some()
-                || index.conn.prepare_cached("SELECT 1 FROM files WHERE dir = ?1 LIMIT 1")?.exists([&dir])?;
-            if !dir_known {
-                return Ok(());
+            // Another process may store its row between our read of the row and our write (ours is then left
+            // out); theirs may describe the file before our write, so the row is read and judged again.
+            for _ in 0..REFRESH_ROUNDS {
+                let known = row_of(&index.conn, path, true)?;
+                let dir_known = known.is_some()
+                    || index.conn.prepare_cached("SELECT 1 FROM files WHERE dir = ?1 LIMIT 1")?.exists([&dir])?;
+                if !dir_known {
+                    return Ok(());
+                }
+                let (version, row) = known.map_or((None, None), |(v, r)| (Some(v), r));
+                let stamp = FileStamp::of_path(path).ok().flatten().filter(|s| s.regular);
+                // (A file that is gone has no stamp; only its path is used, to forget its row.)
+                let file = FileToIndex { path: path.to_owned(), dir: &dir, stamp: stamp.unwrap_or_default() };
+                let write = match stamp {
+                    Some(_) => plan(&file, row, false, &index.disk, cancel).1,
+                    None => Write::Forget,
+                };
+                check(cancel)?;
+                if index.write_rows(std::slice::from_ref(&file), vec![(0, version, write)])? {
+                    break;
+                }
             }
-            let (version, row) = known.map_or((None, None), |(v, r)| (Some(v), r));
-            let stamp = FileStamp::of_path(path).ok().flatten().filter(|s| s.regular);
-            // (A file that is gone has no stamp; only its path is used, to forget its row.)
-            let file = FileToIndex { path: path.to_owned(), dir: &dir, stamp: stamp.unwrap_or_default() };
-            let write = match stamp {
-                Some(_) => plan(&file, row, false, &index.disk, cancel).1,
-                None => Write::Forget,
-            };
-            check(cancel)?;
-            index.write_rows(std::slice::from_ref(&file), vec![(0, version, write)])?;
             index.catch_up_docs_inner(&[path.to_owned()], cancel, &mut |_, _| {})
         })
     }
@@ -681,6 +696,7 @@ impl CachedHeader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::store::RealDisk;
     use std::io::Write as _;
 
     fn message(id: &str, parent: &str, text: &str) -> String {
@@ -688,6 +704,11 @@ mod tests {
             "{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:01.000Z\",\
              \"message\":{{\"role\":\"user\",\"content\":\"{text}\",\"timestamp\":1}}}}\n"
         )
+    }
+
+    fn searchable_texts(index: &mut CatalogIndex, path: &str) -> Vec<String> {
+        let docs = index.docs(&[path.to_owned()], &[], &Cancel::default()).expect("the searchable text");
+        docs.into_iter().map(|(_, d)| d.text).collect()
     }
 
     fn stamp_of(path: &str) -> FileStamp {
@@ -731,13 +752,98 @@ mod tests {
         assert_eq!(stored.offset, grown.stamp.size, "the writer's listing of its append landed");
 
         searcher.catch_up_docs(std::slice::from_ref(&path), &cancel, &mut |_, _| {}).expect("caught up");
-        let texts: Vec<String> = writer
-            .docs(std::slice::from_ref(&path), &[], &cancel)
-            .expect("the searchable text")
-            .into_iter()
-            .map(|(_, d)| d.text)
-            .collect();
+        let texts = searchable_texts(&mut writer, &path);
         assert_eq!(texts.iter().filter(|t| t.contains("zeppelin")).count(), 1, "{texts:?}");
         assert_eq!(texts.iter().filter(|t| t.contains("alpha")).count(), 1, "no text counted twice: {texts:?}");
+    }
+
+    /// A disk that runs a step of another process once, the first time a session file is opened through it:
+    /// the moment between a refresh's read of the row and its write.
+    struct InterruptedOnce(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+    impl std::fmt::Debug for InterruptedOnce {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("InterruptedOnce")
+        }
+    }
+
+    impl Disk for InterruptedOnce {
+        fn open(&self, path: &Path, options: &fs::OpenOptions) -> std::io::Result<fs::File> {
+            let step = lock(&self.0).take();
+            if let Some(step) = step {
+                step();
+            }
+            RealDisk.open(path, options)
+        }
+        fn write(&self, file: &fs::File, bytes: &[u8]) -> std::io::Result<usize> {
+            RealDisk.write(file, bytes)
+        }
+        fn read_at(&self, file: &fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+            RealDisk.read_at(file, buf, offset)
+        }
+        fn set_len(&self, file: &fs::File, len: u64) -> std::io::Result<()> {
+            RealDisk.set_len(file, len)
+        }
+        fn sync_data(&self, file: &fs::File) -> std::io::Result<()> {
+            RealDisk.sync_data(file)
+        }
+        fn sync_all(&self, file: &fs::File) -> std::io::Result<()> {
+            RealDisk.sync_all(file)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            RealDisk.rename(from, to)
+        }
+        fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+            RealDisk.remove_file(path)
+        }
+        fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            RealDisk.sync_dir(dir)
+        }
+        fn map(&self, file: &fs::File) -> std::io::Result<memmap2::Mmap> {
+            RealDisk.map(file)
+        }
+    }
+
+    // The flake of `rpc_search::a_search_finds_a_phrase_written_moments_ago_by_another_process`: another process
+    // stores its row for a file (read before our append) between our refresh's read of the row and its write, so
+    // our write is left out, and the index kept their older row: the append's text waited for the next listing.
+    #[test]
+    fn a_refresh_whose_write_lost_to_an_older_row_of_another_process_reads_the_file_again() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let sessions = dir.path().to_string_lossy().into_owned();
+        let header = "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n";
+        let other = format!("{sessions}/other.jsonl");
+        std::fs::write(&other, header).expect("written");
+        let path = format!("{sessions}/s.jsonl");
+        std::fs::write(&path, format!("{header}{}", message("a", "null", "alpha words"))).expect("written");
+        let index_path = format!("{sessions}/index.sqlite");
+        let cancel = Cancel::default();
+
+        // The other process knows the directory (not yet this file) and plans this file's row before our append.
+        let mut lister = CatalogIndex::open(&index_path).expect("the other process's connection");
+        let known = FileToIndex { path: other.clone(), dir: &sessions, stamp: stamp_of(&other) };
+        lister
+            .refresh(std::slice::from_ref(&sessions), std::slice::from_ref(&known), true, &cancel, &mut |_, _| {})
+            .expect("listed");
+        let before = FileToIndex { path: path.clone(), dir: &sessions, stamp: stamp_of(&path) };
+        let (_, their_write) = plan(&before, None, true, &real_disk(), &cancel);
+        assert!(matches!(their_write, Write::Store { .. }), "they store a row for the file as it was");
+
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).expect("opened for appending");
+        f.write_all(message("b", "\"a\"", "zeppelin").as_bytes()).expect("appended");
+        let their_path = path.clone();
+        let their_dir = sessions.clone();
+        let their_stamp = before.stamp;
+        let interrupted = InterruptedOnce(Mutex::new(Some(Box::new(move || {
+            let before = FileToIndex { path: their_path, dir: &their_dir, stamp: their_stamp };
+            assert!(lister.write_rows(std::slice::from_ref(&before), vec![(0, None, their_write)]).expect("stored"));
+        }))));
+        let mut writer = CatalogIndex::open_on(&index_path, Arc::new(interrupted)).expect("our connection");
+        writer.refresh_known_file(&path, &cancel).expect("refreshed");
+
+        let (_, stored) = row_of(&writer.conn, &path, true).expect("read").expect("a row");
+        assert_eq!(stored.expect("the row decodes").offset, stamp_of(&path).size, "our append is in the row");
+        let texts = searchable_texts(&mut writer, &path);
+        assert_eq!(texts.iter().filter(|t| t.contains("zeppelin")).count(), 1, "{texts:?}");
     }
 }

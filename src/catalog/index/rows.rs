@@ -157,7 +157,7 @@ pub(super) fn forget_docs(conn: &Connection, file_id: i64) -> IndexResult<()> {
 }
 
 /// Drops the row (and its text and searchable text) if it is still `version`.
-pub(super) fn forget_if(conn: &Connection, version: Version) -> IndexResult<()> {
+pub(super) fn forget_if(conn: &Connection, version: Version) -> IndexResult<bool> {
     let deleted = conn
         .prepare_cached(&format!("DELETE FROM files WHERE id = ?1 AND {GEN_IS}?2"))?
         .execute(params![version.id, version.gen])?;
@@ -165,5 +165,5 @@ pub(super) fn forget_if(conn: &Connection, version: Version) -> IndexResult<()> 
         forget_docs(conn, version.id)?;
         conn.prepare_cached("DELETE FROM texts WHERE id = ?1")?.execute([version.id])?;
     }
-    Ok(())
+    Ok(deleted == 1)
 }

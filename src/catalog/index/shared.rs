@@ -33,6 +33,12 @@ pub(super) struct Pool {
     pub(super) last_failure: Option<String>,
 }
 
+/// How many times [`SharedIndex::catch_up_written`] tries a file before leaving it to the next listing.
+pub(super) const CATCH_UP_TRIES: u32 = 5;
+
+/// The first pause before a failed catch-up is tried again; each later one is twice as long (0.1 to 0.8 s).
+pub(super) const CATCH_UP_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Idle connections kept for reuse (more requests at once each open their own).
 pub(super) const IDLE_CONNECTIONS: usize = 4;
 
@@ -76,7 +82,10 @@ impl SharedIndex {
     /// Brings the index up to date on every file noted by [`SharedIndex::note_written`] (only files the index
     /// follows: those of directories it has listed) and extracts the text of those noted by
     /// [`SharedIndex::note_unindexed`], until none is left. Blocks while it reads and writes.
+    /// A file whose catch-up failed (the index busy past its timeout, a connection that could not be opened) is
+    /// tried again after a pause, up to [`CATCH_UP_TRIES`] times, before it is left to the next listing.
     pub fn catch_up_written(&self) {
+        let mut failures = 0;
         loop {
             let (paths, mut unindexed) = {
                 let mut written = lock(&self.written);
@@ -88,17 +97,34 @@ impl SharedIndex {
             };
             unindexed.sort();
             unindexed.dedup();
-            self.with(|ix| {
-                let Some(ix) = ix else { return };
+            let (failed, failed_text) = self.with(|ix| {
+                let Some(ix) = ix else { return (paths.into_iter().collect(), unindexed) };
+                let mut failed = Vec::new();
                 for p in paths {
                     if let Err(e) = ix.refresh_known_file(&p, &Cancel::new()) {
                         tracing::warn!("catalog index: cannot follow {p}: {e}");
+                        failed.push(p);
                     }
                 }
                 if let Err(e) = ix.catch_up_docs(&unindexed, &Cancel::new(), &mut |_, _| {}) {
                     tracing::warn!("catalog index: the searchable text was not stored ({e})");
+                    return (failed, unindexed);
                 }
+                (failed, Vec::new())
             });
+            if failed.is_empty() && failed_text.is_empty() {
+                failures = 0;
+                continue;
+            }
+            failures += 1;
+            if failures >= CATCH_UP_TRIES || lock(&self.pool).refused {
+                tracing::warn!("catalog index: {} files left for the next listing to catch up", failed.len());
+                continue;
+            }
+            std::thread::sleep(CATCH_UP_PAUSE * (1 << failures));
+            let mut written = lock(&self.written);
+            written.paths.extend(failed);
+            written.unindexed.extend(failed_text);
         }
     }
 
