@@ -12,7 +12,9 @@ use crate::catalog::listing::Catalog;
 use crate::session::describe::one_line;
 use crate::session::paths;
 
-use super::output::{char_width, cut_start_to_width, emit, visible_len, Failure, Style};
+use super::output::{
+    char_width, cut_start_to_width, emit, terminal_safe, terminal_safe_output, visible_len, Failure, Style,
+};
 
 /// The widest a cwd is shown in the table, in terminal columns.
 const CWD_COLUMNS: usize = 60;
@@ -60,7 +62,7 @@ pub fn print(listing: &[Arc<ListedSession>], json: bool, style: &Style, out: &mu
         bytes.push(b'\n');
         return emit(out, &String::from_utf8_lossy(&bytes));
     }
-    emit(out, &table(listing, style, now_ms()))
+    emit(out, &terminal_safe_output(&table(listing, style, now_ms())))
 }
 
 fn now_ms() -> f64 {
@@ -102,12 +104,12 @@ fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
                 _ => i.first_message.to_string_lossy(),
             };
             [
-                one_line(&title, 60, char_width),
+                terminal_safe(&one_line(&title, 60, char_width)).into_owned(),
                 i.message_count.to_string(),
                 ago(i.modified, now),
                 // A cwd can be any length (one of a megabyte was seen): every row is padded to the widest, so
                 // the column keeps the end of each, as a title keeps its start.
-                cut_start_to_width(&tilde(&i.cwd.to_string_lossy()), CWD_COLUMNS),
+                cut_start_to_width(&terminal_safe(&tilde(&i.cwd.to_string_lossy())), CWD_COLUMNS),
                 crate::session::js::to_js_string(&i.id).to_string_lossy(),
             ]
         })

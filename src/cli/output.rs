@@ -347,6 +347,59 @@ pub fn write_failed(e: std::io::Error) -> Result<u8, Failure> {
     }
 }
 
+/// `text` from a session (a preview, a title, a body, a snippet) as it may be shown on a terminal: every control
+/// character but a newline and a tab is replaced by its visible picture (`␛` for ESC, `␇` for BEL, `␡` for DEL,
+/// `�` for a C1 control), so a tool's output cannot clear the screen, retitle the window, write the clipboard
+/// (OSC 52) or move the cursor when `tree`, `show`, `ls` or `search` prints it. A `\r` before a `\n` is dropped
+/// (text from Windows tools). Written here rather than taken from a crate: the crates that strip ANSI sequences
+/// drop what they recognise and pass what they do not, where this must show every byte and pass none.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    safe_for_terminal(text, false)
+}
+
+/// A whole human-readable output as [`terminal_safe`] makes session text, except for the colour sequences
+/// (`ESC [ digits ; m`) [`Style::paint`] writes: the last guard, at the point of writing, for any session text a
+/// command did not pass through [`terminal_safe`] (a colour is then all it can change).
+pub fn terminal_safe_output(text: &str) -> std::borrow::Cow<'_, str> {
+    safe_for_terminal(text, true)
+}
+
+fn safe_for_terminal(text: &str, keep_colours: bool) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| (c < ' ' && c != '\n' && c != '\t') || ('\u{7f}'..='\u{9f}').contains(&c);
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if keep_colours && c == '\x1b' {
+            if let Some(len) = colour_sequence_len(rest) {
+                out.push_str(&rest[..len]);
+                rest = &rest[len..];
+                continue;
+            }
+        }
+        rest = &rest[c.len_utf8()..];
+        match c {
+            '\r' if rest.starts_with('\n') => {}
+            c if c < ' ' && c != '\n' && c != '\t' => {
+                out.push(char::from_u32(0x2400 + c as u32).expect("a control picture"))
+            }
+            '\u{7f}' => out.push('\u{2421}'),
+            '\u{80}'..='\u{9f}' => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The length of the SGR sequence (`ESC [ [0-9;]* m`) `text` starts with, if it starts with one.
+fn colour_sequence_len(text: &str) -> Option<usize> {
+    let params = text.strip_prefix("\x1b[")?;
+    let digits = params.bytes().take_while(|b| b.is_ascii_digit() || *b == b';').count();
+    (params.as_bytes().get(digits) == Some(&b'm')).then_some(2 + digits + 1)
+}
+
 /// Writes all of `text` to `out`; a closed pipe is a normal end.
 pub fn emit(out: &mut dyn Write, text: &str) -> Result<u8, Failure> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -421,6 +474,24 @@ pub fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]], style: &S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_control_character_but_newline_and_tab_is_shown_as_its_picture() {
+        assert_eq!(terminal_safe("plain text, unchanged"), std::borrow::Cow::Borrowed("plain text, unchanged"));
+        assert_eq!(terminal_safe("a\tb\nc"), "a\tb\nc");
+        assert_eq!(terminal_safe("\x00\x07\x08\x1b[2J\x7f"), "␀␇␈␛[2J␡");
+        assert_eq!(terminal_safe("csi \u{9b}2J, nel \u{85}"), "csi �2J, nel �");
+        assert_eq!(terminal_safe("dos\r\nline\rback"), "dos\nline␍back");
+        assert_eq!(terminal_safe("é 日本 \u{a0}"), "é 日本 \u{a0}", "text beyond C1 is left alone");
+    }
+
+    #[test]
+    fn a_whole_output_keeps_its_colours_and_nothing_else_that_a_terminal_acts_on() {
+        assert_eq!(terminal_safe_output("\x1b[1;32mleaf\x1b[0m"), "\x1b[1;32mleaf\x1b[0m");
+        assert_eq!(terminal_safe_output("\x1b]0;title\x07 \x1b[2J \x1b[m"), "␛]0;title␇ ␛[2J \x1b[m");
+        assert_eq!(terminal_safe_output("cut \x1b["), "cut ␛[");
+        assert_eq!(terminal_safe("\x1b[1;32mleaf"), "␛[1;32mleaf", "session text keeps no colour of its own");
+    }
 
     #[test]
     fn a_line_longer_than_the_width_is_cut_with_an_ellipsis() {

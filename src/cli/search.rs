@@ -14,7 +14,7 @@ use crate::session::json::Json;
 use crate::session::paths;
 
 use super::ls::tilde;
-use super::output::{count, emit, Failure, Style, EXIT_NO_MATCH, EXIT_OK};
+use super::output::{count, emit, terminal_safe, terminal_safe_output, Failure, Style, EXIT_NO_MATCH, EXIT_OK};
 
 /// The roles `--role` accepts (what `sessions/search` reports).
 pub const ROLES: [&str; 9] =
@@ -87,7 +87,7 @@ pub fn search(
         Ok(status)
     } else {
         let counted = Counted { total, sessions, offset: request.offset, limit: request.limit };
-        emit(out, &grouped(&hits, &query, style, &counted)).map(|s| s.max(status))
+        emit(out, &terminal_safe_output(&grouped(&hits, &query, style, &counted))).map(|s| s.max(status))
     };
     // The answer is out; the text the search read goes into the index for the next search.
     if let (Some(ix), false) = (index, unindexed.is_empty()) {
@@ -134,7 +134,7 @@ fn grouped(hits: &[Hit], query: &Query, style: &Style, counted: &Counted) -> Str
             let head = format!("  {}  {:<13} {}", style.paint("2", &when), h.role, style.paint("33", &entry));
             text.push_str(&style.fit(head.trim_end()));
             text.push('\n');
-            let snippet = highlight(&h.snippet, query, style);
+            let snippet = highlight(&terminal_safe(&h.snippet), query, style);
             text.push_str(&style.fit(&format!("      {snippet}")));
             text.push('\n');
         }

@@ -11,7 +11,7 @@ use crate::session::js::to_js_string;
 use crate::session::json::Json;
 use crate::session::{Env, ErrorKind, SessionManager};
 
-use super::output::{emit, Failure, FailureKind, Style};
+use super::output::{emit, terminal_safe, terminal_safe_output, Failure, FailureKind, Style};
 use super::pretty::Pretty;
 
 /// Opens `path`, finds the entry `id` names and prints it.
@@ -71,14 +71,15 @@ pub fn show(path: &str, id: &str, json: bool, style: &Style, out: &mut dyn Write
     }
     t.push('\n');
     body_text(&entry, style, &mut t);
-    emit(out, &t)
+    emit(out, &terminal_safe_output(&t))
 }
 
 /// The readable text of an entry.
 fn body_text(entry: &Json, style: &Style, t: &mut String) {
-    let text_of = |v: Option<&Json>| v.and_then(Json::as_js_str).map(|s| s.to_string_lossy());
+    let text_of =
+        |v: Option<&Json>| v.and_then(Json::as_js_str).map(|s| terminal_safe(&s.to_string_lossy()).into_owned());
     let blocks = |content: Option<&Json>, t: &mut String| match content {
-        Some(Json::String(s)) => t.push_str(&format!("{}\n", s.to_string_lossy())),
+        Some(Json::String(s)) => t.push_str(&format!("{}\n", terminal_safe(&s.to_string_lossy()))),
         Some(Json::Array(items)) => {
             for b in items {
                 match text_of(b.get("type")).as_deref() {

@@ -13,7 +13,7 @@ use crate::session::json::{Json, Object};
 use crate::session::render::{self, JsonOut};
 use crate::session::{Env, SessionManager};
 
-use super::output::{emit, human_bytes, thousands, Failure, Style};
+use super::output::{emit, human_bytes, terminal_safe_output, thousands, Failure, Style};
 
 /// A sum as `stats` prints it: the cost to the micro-dollar, so a sum of decimal prices reads as one.
 fn usage_json(u: &Usage) -> Object {
@@ -95,7 +95,7 @@ pub fn stats(path: &str, options: StatsOptions, json: bool, style: &Style, out: 
             text.push_str(&format!("  {k:<13} {}\n", v.to_canonical_string()));
         }
     }
-    emit(out, &text)
+    emit(out, &terminal_safe_output(&text))
 }
 
 /// What a session holds.

@@ -14,7 +14,7 @@ use crate::session::json::Json;
 use crate::session::tree::Tree;
 use crate::session::{Env, SessionManager};
 
-use super::output::{char_width, emit, Failure, Style};
+use super::output::{char_width, emit, terminal_safe, terminal_safe_output, Failure, Style};
 
 /// pi's `/tree` filter modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -45,7 +45,7 @@ pub struct TreeOptions {
 pub fn tree(path: &str, options: &TreeOptions, style: &Style, out: &mut dyn Write) -> Result<u8, Failure> {
     let m = SessionManager::open(path, None, None, Env::system())?;
     let text = draw(&m, options, style)?;
-    emit(out, &text)
+    emit(out, &terminal_safe_output(&text))
 }
 
 /// Whether the filter shows record `i` (pi's `applyFilter`, without its search box), described as `entry`.
@@ -181,10 +181,11 @@ fn entry_line(m: &SessionManager, i: usize, entry: &Description<'_>, preview_cha
     let head_len = if r.kind == EntryType::Message { summary.what.len() } else { summary.phrase.len() };
     let (head, rest) = summary.phrase.split_at(head_len.min(summary.phrase.len()));
     let id = style.paint("33", &r.id.display());
-    let mut line = format!("{id} {}{rest}", style.paint(kind_color(&summary.what), head));
+    let (head, rest) = (terminal_safe(head), terminal_safe(rest));
+    let mut line = format!("{id} {}{rest}", style.paint(kind_color(&summary.what), &head));
     if let Some(label) = m.label(&r.id) {
         // On the entry's line, as the label entry's own phrase shows it: a newline in it must not break the tree.
-        let label = one_line(&to_js_string(label).to_string(), preview_chars, char_width);
+        let label = terminal_safe(&one_line(&to_js_string(label).to_string(), preview_chars, char_width)).into_owned();
         line.push(' ');
         line.push_str(&style.paint("1;35", &format!("[{label}]")));
     }

@@ -13,7 +13,7 @@ use crate::catalog::Cancel;
 use crate::session::js::date::parse_date;
 use crate::session::json::{Json, Object};
 
-use super::output::{emit, thousands, Failure, Style};
+use super::output::{emit, terminal_safe_output, thousands, Failure, Style};
 
 /// How `usage` groups.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -150,5 +150,5 @@ pub fn print(o: &Overview<String>, by: GroupBy, json: bool, style: &Style, out: 
     if !o.unreadable.is_empty() {
         t.push_str(&format!("{} sessions could not be read and are not counted\n", o.unreadable.len()));
     }
-    emit(out, &t)
+    emit(out, &terminal_safe_output(&t))
 }

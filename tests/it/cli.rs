@@ -760,3 +760,67 @@ fn a_search_cut_at_its_limit_says_how_many_matches_there_are_and_which_it_shows(
         "exactly the limit: {limited}"
     );
 }
+
+/// Text a session holds as its author wrote it: a tool's output with a screen clear, a window title, a bell, a
+/// clipboard write (OSC 52), a colour, a C1 control sequence introducer and a DEL.
+const HOSTILE: &str = r"hi \u001b[31mRED\u001b]0;pwned\u0007 \u001b]52;c;c2VjcmV0\u0007 \u009b2J \u007f end";
+
+/// The controls of [`HOSTILE`] as the command line shows them.
+const HOSTILE_SHOWN: &str = "hi ␛[31mRED␛]0;pwned␇ ␛]52;c;c2VjcmV0␇ �2J ␡ end";
+
+/// Every byte that a terminal acts on, other than line breaks, tabs and the command line's own colours.
+fn terminal_controls(screen: &str) -> Vec<char> {
+    let mut rest = screen;
+    let mut found = Vec::new();
+    while let Some(c) = rest.chars().next() {
+        if c == '\x1b' {
+            let params = &rest[2.min(rest.len())..];
+            let digits = params.bytes().take_while(|b| b.is_ascii_digit() || *b == b';').count();
+            if rest.as_bytes().get(1) == Some(&b'[') && params.as_bytes().get(digits) == Some(&b'm') {
+                rest = &params[digits + 1..];
+                continue;
+            }
+        }
+        if (c < ' ' && !matches!(c, '\n' | '\t' | '\r')) || ('\u{7f}'..='\u{9f}').contains(&c) {
+            found.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    found
+}
+
+#[test]
+fn control_sequences_in_session_text_are_shown_as_pictures_by_every_command_never_sent_to_the_terminal() {
+    let tmp = temp_dir();
+    let dir = tmp.path().join("agent");
+    let project = project_dir(&dir, "/work/app");
+    std::fs::create_dir_all(&project).unwrap();
+    let id = "0193cccc-4444-7000-8000-000000000004";
+    let file = project.join(format!("2026-01-01T00-00-00-000Z_{id}.jsonl"));
+    let lines = [
+        header(id, "/work/app"),
+        message("u1", None, 1, &user(HOSTILE)),
+        message("a1", Some("u1"), 2, &assistant(HOSTILE, "small", 1, 1, 0.0)),
+        r#"{"type":"label","id":"l1","parentId":"a1","timestamp":"2026-01-01T00:00:03.000Z","targetId":"a1","label":"\u001b[2Jlabel"}"#.to_owned(),
+    ];
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let commands: [&[&str]; 5] =
+        [&["tree", id], &["show", id, "u1"], &["show", id, "a1"], &["ls", "--all"], &["search", "RED"]];
+    for args in commands {
+        let piped = run(&dir, args);
+        assert_eq!(piped.status.code(), Some(0), "{args:?}: {}", text(&piped.stderr));
+        let piped = text(&piped.stdout);
+        assert_eq!(terminal_controls(&piped), Vec::<char>::new(), "{args:?} in a pipe: {piped:?}");
+        let mut with_no_pager = args.to_vec();
+        with_no_pager.push("--no-pager");
+        let screen = run_on_terminal(cmd(&dir).args(&with_no_pager), 200, 40, b"");
+        assert_eq!(terminal_controls(&screen.text), Vec::<char>::new(), "{args:?} on a terminal: {:?}", screen.text);
+        assert!(screen.text.contains("\x1b[0m"), "{args:?}: still coloured on a terminal: {:?}", screen.text);
+        if args[0] != "ls" {
+            // (ls cuts its titles to 60 columns.)
+            assert!(strip_ansi(&screen.text).contains(HOSTILE_SHOWN), "{args:?}: {:?}", screen.text);
+        }
+    }
+    let json = text(&run(&dir, &["show", id, "u1", "--json"]).stdout);
+    assert!(json.contains(r"\u001b[31mRED"), "--json keeps the text exactly, escaped as JSON: {json}");
+}
