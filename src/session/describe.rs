@@ -28,6 +28,7 @@ pub const PREVIEW_CHARS: usize = 160;
 pub const TEXT_SCAN_BYTES: usize = 4096;
 
 /// How much room a character takes in a preview: [`chars`] counts characters, the command line terminal columns.
+/// A printable ASCII character takes one in every measure (previews copy runs of them without asking).
 pub type Width = fn(char) -> usize;
 
 /// Every character counts one: the measure of skeletons' and the web view's previews.
@@ -477,28 +478,28 @@ fn feed_string_prefix(literal: &[u8], max_bytes: usize, sink: &mut dyn TextSink)
     let body = &literal[1..literal.len() - 1];
     // Units are one byte but for escapes, so the walks below leap from escape to escape (memchr) and step unit by
     // unit only over escapes: a preview reads a few KiB of every long text in an open, and stepping each byte
-    // of those was a fifth of a cold open.
-    let end = if body.len() <= max_bytes {
-        body.len()
-    } else {
-        let mut cut = 0;
-        while cut < max_bytes {
-            match memchr::memchr(b'\\', &body[cut..max_bytes]) {
-                None => cut = max_bytes,
-                Some(plain) => cut += plain + unit_len(body, cut + plain),
-            }
-        }
-        while cut < body.len() && (body[cut] & 0xC0) == 0x80 {
-            cut -= 1;
-        }
-        cut
-    };
+    // of those was a fifth of a cold open. Where the prefix is cut is found only once a piece could reach it:
+    // most sinks want a hundred characters or one, and finding the cut first read the whole prefix.
+    let mut cut = (body.len() <= max_bytes).then_some(body.len());
     let mut from = 0;
-    while from < end {
+    loop {
+        if cut.is_none() && from + DECODE_STEP + PIECE_OVERRUN >= max_bytes {
+            cut = Some(prefix_cut(body, max_bytes));
+        }
+        // Until the cut is known, pieces end well before `max_bytes`, where any end past it bounds them alike.
+        let mut end = cut.unwrap_or(body.len());
+        if from >= end {
+            break;
+        }
         let mut to = from;
         let mut after_high_surrogate = false;
         let mut escaped = false;
         while to < end && (to - from < DECODE_STEP || after_high_surrogate || (body[to] & 0xC0) == 0x80) {
+            if cut.is_none() && to + PIECE_OVERRUN >= max_bytes {
+                // A piece that runs on (over lone high surrogates, each waiting for its pair) nears the cut.
+                end = *cut.insert(prefix_cut(body, max_bytes));
+                continue;
+            }
             if to - from < DECODE_STEP && !after_high_surrogate {
                 let limit = (from + DECODE_STEP).min(end);
                 let plain = memchr::memchr(b'\\', &body[to..limit]).unwrap_or(limit - to);
@@ -521,6 +522,26 @@ fn feed_string_prefix(literal: &[u8], max_bytes: usize, sink: &mut dyn TextSink)
         from = to;
     }
     ControlFlow::Continue(())
+}
+
+/// How close to `max_bytes` [`feed_string_prefix`] walks before it finds where the prefix is cut: more than the
+/// longest unit (an escape, 6 bytes) plus the UTF-8 sequence the cut may back off over.
+const PIECE_OVERRUN: usize = 16;
+
+/// Where [`feed_string_prefix`] cuts `body` (a string's inside, longer than `max_bytes`): after the unit that
+/// reaches `max_bytes`, backed off to the start of a UTF-8 sequence it would split.
+fn prefix_cut(body: &[u8], max_bytes: usize) -> usize {
+    let mut cut = 0;
+    while cut < max_bytes {
+        match memchr::memchr(b'\\', &body[cut..max_bytes]) {
+            None => cut = max_bytes,
+            Some(plain) => cut += plain + unit_len(body, cut + plain),
+        }
+    }
+    while cut < body.len() && (body[cut] & 0xC0) == 0x80 {
+        cut -= 1;
+    }
+    cut
 }
 
 /// The length of the unit of a string's inside that starts at `at`: an escape, or one byte.
@@ -559,21 +580,49 @@ impl OneLine {
     }
 }
 
+impl OneLine {
+    /// Writes the space that stands for the white space seen before the next character, if any is due.
+    fn space_before_next(&mut self) -> ControlFlow<()> {
+        if std::mem::replace(&mut self.space, false) && !self.out.is_empty() {
+            if self.used + 1 > self.max {
+                self.out.push('…');
+                return ControlFlow::Break(());
+            }
+            self.out.push(' ');
+            self.used += 1;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 impl TextSink for OneLine {
     fn take(&mut self, piece: &str) -> ControlFlow<()> {
-        for c in piece.chars() {
+        let bytes = piece.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            // A run of printable ASCII (one column each, whatever the width) is copied whole: previews of every
+            // long text are made on each open, and going character by character was most of their cost.
+            let run = bytes[at..].iter().take_while(|b| b.is_ascii_graphic()).count();
+            if run > 0 {
+                self.space_before_next()?;
+                let room = self.max.saturating_sub(self.used);
+                if run > room {
+                    self.out.push_str(&piece[at..at + room]);
+                    self.out.push('…');
+                    return ControlFlow::Break(());
+                }
+                self.out.push_str(&piece[at..at + run]);
+                self.used += run;
+                at += run;
+                continue;
+            }
+            let c = piece[at..].chars().next().expect("a character starts here");
+            at += c.len_utf8();
             if c.is_whitespace() {
                 self.space = true;
                 continue;
             }
-            if std::mem::replace(&mut self.space, false) && !self.out.is_empty() {
-                if self.used + 1 > self.max {
-                    self.out.push('…');
-                    return ControlFlow::Break(());
-                }
-                self.out.push(' ');
-                self.used += 1;
-            }
+            self.space_before_next()?;
             let w = (self.width)(c);
             if self.used + w > self.max {
                 self.out.push('…');
@@ -679,8 +728,12 @@ mod tests {
             );
             let Some(scanned) = Scanned::of_bytes(line.into_bytes()) else { continue };
             let whole = format!("{text} [image] {text}");
+            // Characters counted, and columns as a terminal counts them (what is not ASCII taking two).
+            let columns: Width = |c| if c.is_ascii() { 1 } else { 2 };
             for max in [1, 3, 40, PREVIEW_CHARS, 600] {
-                assert_eq!(scanned.describe().preview(max, chars), one_line_whole(&whole, max, chars));
+                for width in [chars, columns] {
+                    assert_eq!(scanned.describe().preview(max, width), one_line_whole(&whole, max, width));
+                }
             }
             assert_eq!(scanned.describe().has_text(), !text.trim().is_empty());
         }
