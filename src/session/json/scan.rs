@@ -631,7 +631,8 @@ mod tests {
 
     #[test]
     fn string_special_search_finds_the_first_quote_backslash_or_control_byte() {
-        for len in 0..70 {
+        // Past 16 + 64 + 32 bytes: the first 16 looked at alone, then rounds of 64 and 32, then the rest.
+        for len in 0..200 {
             for special in [b'"', b'\\', 0x00, 0x1f] {
                 for at in 0..len {
                     let mut v = vec![b'a'; len];

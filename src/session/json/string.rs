@@ -422,22 +422,25 @@ fn find_special<const EXTRA: u8>(bytes: &[u8]) -> Option<usize> {
     let special = |b: u8| b == b'"' || b == b'\\' || b < 0x20 || b == EXTRA;
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::*;
-        let mut chunks = bytes.chunks_exact(16);
-        let mut base = 0;
+        // Most strings (keys, ids, short values) end within their first 16 bytes: those are looked at here, in
+        // line, and only a longer run goes to the wider loop (a call, as it is compiled for AVX2).
+        if let Some(first) = bytes.get(..16) {
+            // SAFETY: SSE2 is part of the x86-64 baseline.
+            let mask = unsafe { special_mask_sse2::<EXTRA>(first) };
+            if mask != 0 {
+                return Some(mask.trailing_zeros() as usize);
+            }
+            if bytes.len() >= 16 + 64 && std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 was just detected.
+                return unsafe { find_special_avx2::<EXTRA>(bytes, 16) };
+            }
+        }
+        // (Shorter than 16 bytes: all of it is the remainder below.)
+        let mut base = if bytes.len() >= 16 { 16 } else { 0 };
+        let mut chunks = bytes[base..].chunks_exact(16);
         for chunk in &mut chunks {
-            // SAFETY: SSE2 is part of the x86-64 baseline, and `chunk` holds exactly the 16 bytes loaded.
-            let mask = unsafe {
-                let v = _mm_loadu_si128(chunk.as_ptr().cast());
-                let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
-                let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-                let extra = _mm_cmpeq_epi8(v, _mm_set1_epi8(EXTRA as i8));
-                // Unsigned v <= 0x1f, as max(v, 0x1f) == 0x1f.
-                let limit = _mm_set1_epi8(0x1f);
-                let control = _mm_cmpeq_epi8(_mm_max_epu8(v, limit), limit);
-                let any = _mm_or_si128(_mm_or_si128(quote, backslash), _mm_or_si128(control, extra));
-                _mm_movemask_epi8(any) as u32
-            };
+            // SAFETY: SSE2 is part of the x86-64 baseline.
+            let mask = unsafe { special_mask_sse2::<EXTRA>(chunk) };
             if mask != 0 {
                 return Some(base + mask.trailing_zeros() as usize);
             }
@@ -451,9 +454,88 @@ fn find_special<const EXTRA: u8>(bytes: &[u8]) -> Option<usize> {
     }
 }
 
+/// A bit for each of the first 16 bytes of `chunk` that is `"`, `\\`, a control character or `EXTRA`.
+///
+/// # Safety
+/// `chunk` holds at least 16 bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn special_mask_sse2<const EXTRA: u8>(chunk: &[u8]) -> u32 {
+    use std::arch::x86_64::*;
+    debug_assert!(chunk.len() >= 16);
+    let v = _mm_loadu_si128(chunk.as_ptr().cast());
+    let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+    let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+    let extra = _mm_cmpeq_epi8(v, _mm_set1_epi8(EXTRA as i8));
+    // Unsigned v <= 0x1f, as max(v, 0x1f) == 0x1f.
+    let limit = _mm_set1_epi8(0x1f);
+    let control = _mm_cmpeq_epi8(_mm_max_epu8(v, limit), limit);
+    let any = _mm_or_si128(_mm_or_si128(quote, backslash), _mm_or_si128(control, extra));
+    _mm_movemask_epi8(any) as u32
+}
+
+/// [`find_special`] from `start` on, 64 bytes a round with AVX2: the long strings of a session (tool output,
+/// file contents, base64 images) are most of its bytes, and this is the one pass over them an open makes.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn find_special_avx2<const EXTRA: u8>(bytes: &[u8], start: usize) -> Option<usize> {
+    use std::arch::x86_64::*;
+    let quote = _mm256_set1_epi8(b'"' as i8);
+    let backslash = _mm256_set1_epi8(b'\\' as i8);
+    let extra = _mm256_set1_epi8(EXTRA as i8);
+    let limit = _mm256_set1_epi8(0x1f);
+    let mask_of = |at: usize| {
+        // SAFETY: callers pass `at` with 32 bytes after it in `bytes`.
+        let v = unsafe { _mm256_loadu_si256(bytes.as_ptr().add(at).cast()) };
+        let control = _mm256_cmpeq_epi8(_mm256_max_epu8(v, limit), limit);
+        let any = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, backslash)),
+            _mm256_or_si256(control, _mm256_cmpeq_epi8(v, extra)),
+        );
+        _mm256_movemask_epi8(any) as u32 as u64
+    };
+    let mut at = start;
+    while at + 64 <= bytes.len() {
+        let mask = mask_of(at) | (mask_of(at + 32) << 32);
+        if mask != 0 {
+            return Some(at + mask.trailing_zeros() as usize);
+        }
+        at += 64;
+    }
+    if at + 32 <= bytes.len() {
+        let mask = mask_of(at);
+        if mask != 0 {
+            return Some(at + mask.trailing_zeros() as usize);
+        }
+        at += 32;
+    }
+    let special = |b: u8| b == b'"' || b == b'\\' || b < 0x20 || b == EXTRA;
+    bytes[at..].iter().position(|&b| special(b)).map(|i| at + i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_escape_candidate_is_found_at_any_place_in_any_length() {
+        for len in 0..200 {
+            for special in [b'"', b'\\', 0x00, 0x1f, 0xED] {
+                for at in 0..len {
+                    let mut v = vec![b'a'; len];
+                    v[at] = special;
+                    if at + 1 < len {
+                        v[at + 1] = 0xED;
+                    }
+                    assert_eq!(find_escape_candidate(&v), Some(at), "len {len} at {at} byte {special}");
+                }
+            }
+            assert_eq!(find_escape_candidate(&vec![0xEEu8; len]), None);
+        }
+    }
 
     #[test]
     fn surrogate_halves_pair_up_when_concatenated() {
