@@ -21,24 +21,44 @@ use super::store::{self, read_header_bounded};
 /// The stamp ([`FileStamp`]: identity, size, `mtime`, `ctime`, regular or not) of each of `names` in `dir`, in
 /// order, following symlinks as pi's `statSync` does; None where it failed. Fails when `dir` cannot be opened (the
 /// caller tells a vanished directory from a process out of descriptors).
+///
+/// Many names are stat'ed on two threads: a warm listing is these system calls and little else (the kernel's
+/// path lookup of each name), and they take no lock that the other thread would wait on.
+pub fn stamp_names<S: AsRef<str> + Sync>(dir: &str, names: &[S]) -> std::io::Result<Vec<Option<FileStamp>>> {
+    let fd = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let stamp_all = |names: &[S]| names.iter().map(|name| stamp_at(&fd, name.as_ref())).collect::<Vec<_>>();
+    if names.len() < PARALLEL_STATS_FROM || store::parallelism() < 2 {
+        return Ok(stamp_all(names));
+    }
+    let (first, second) = names.split_at(names.len() / 2);
+    Ok(std::thread::scope(|s| {
+        let later = std::thread::Builder::new().spawn_scoped(s, || stamp_all(second));
+        let mut stamps = stamp_all(first);
+        match later {
+            Ok(later) => stamps.extend(later.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))),
+            // No thread to be had: this one does the rest.
+            Err(_) => stamps.extend(stamp_all(second)),
+        }
+        stamps
+    }))
+}
+
+/// How many names make [`stamp_names`] use a second thread: below this, starting it costs more than it saves.
+const PARALLEL_STATS_FROM: usize = 128;
+
+/// The stamp of `name` in the directory `dir`, following symlinks; None when it cannot be stat'ed.
 // The casts are no-ops on Linux; `struct stat`'s fields are narrower or signed elsewhere (macOS).
 #[allow(clippy::unnecessary_cast)]
-pub fn stamp_names<S: AsRef<str>>(dir: &str, names: &[S]) -> std::io::Result<Vec<Option<FileStamp>>> {
-    let fd = rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-    Ok(names
-        .iter()
-        .map(|name| {
-            let st = rustix::fs::statat(&fd, name.as_ref(), AtFlags::empty()).ok()?;
-            Some(FileStamp {
-                dev: st.st_dev as u64,
-                ino: st.st_ino as u64,
-                size: st.st_size as u64,
-                mtime_ns: epoch_ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
-                ctime_ns: epoch_ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
-                regular: FileType::from_raw_mode(st.st_mode as _) == FileType::RegularFile,
-            })
-        })
-        .collect())
+fn stamp_at(dir: &rustix::fd::OwnedFd, name: &str) -> Option<FileStamp> {
+    let st = rustix::fs::statat(dir, name, AtFlags::empty()).ok()?;
+    Some(FileStamp {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        size: st.st_size as u64,
+        mtime_ns: epoch_ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
+        ctime_ns: epoch_ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
+        regular: FileType::from_raw_mode(st.st_mode as _) == FileType::RegularFile,
+    })
 }
 
 /// The directories in `dir` (and symbolic links, which may name one), as paths: the project directories of a
@@ -156,5 +176,36 @@ mod tests {
             .collect();
         assert_eq!(got, vec![false, false, true]);
         assert!(!FileStamp::of_path(&format!("{d}/pipe.jsonl")).unwrap().unwrap().regular);
+    }
+
+    #[test]
+    fn many_names_are_stamped_in_their_order_on_two_threads_each_with_its_own_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_string_lossy().into_owned();
+        // Sizes tell the files apart; a missing name and a directory sit among them, in both halves.
+        let mut names = Vec::new();
+        for i in 0..(PARALLEL_STATS_FROM * 3) {
+            let name = match i {
+                7 | 300 => format!("missing-{i}.jsonl"),
+                200 => {
+                    std::fs::create_dir(format!("{d}/dir-{i}.jsonl")).unwrap();
+                    format!("dir-{i}.jsonl")
+                }
+                _ => {
+                    std::fs::write(format!("{d}/{i}.jsonl"), vec![b'x'; i]).unwrap();
+                    format!("{i}.jsonl")
+                }
+            };
+            names.push(name);
+        }
+        let stamps = stamp_names(&d, &names).unwrap();
+        assert_eq!(stamps.len(), names.len());
+        for (i, stamp) in stamps.iter().enumerate() {
+            match i {
+                7 | 300 => assert!(stamp.is_none(), "{i}"),
+                200 => assert!(!stamp.unwrap().regular, "{i}"),
+                _ => assert_eq!(stamp.map(|s| (s.size, s.regular)), Some((i as u64, true)), "{i}"),
+            }
+        }
     }
 }

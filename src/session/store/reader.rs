@@ -267,7 +267,7 @@ pub(super) fn parse_lines(
     })
 }
 
-pub(super) fn parallelism() -> usize {
+pub(crate) fn parallelism() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
