@@ -1,8 +1,8 @@
 """Draw a session tree (``session.get_tree_flat()`` or ``session.get_tree()``) for a person.
 
 The drawing is the one ``pi-sessiond tree FILE`` prints (the same connectors, one line per entry, labels in
-brackets, the leaf marked), so a script and the command line show a session the same way; a test checks that they
-agree on the same file.
+brackets, the leaf marked, control characters in the text shown as pictures), so a script and the command line
+show a session the same way; a test checks that they agree on the same file.
 """
 
 import json
@@ -15,6 +15,10 @@ _PREVIEW_CHARS = 72
 # How much of a custom message's type the phrase shows, as the server's (`PREVIEW_CHARS`).
 _CUSTOM_TYPE_CHARS = 160
 _MISSING = object()
+# Control characters as ``pi-sessiond tree`` shows them (its ``terminal_safe``): C0 as their pictures (``␛`` for
+# ESC), DEL as ``␡``, C1 as ``�``; newlines and tabs never reach a line (previews are one line already).
+_TERMINAL_SAFE = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
+_TERMINAL_SAFE.update({0x7F: 0x2421, **{c: 0xFFFD for c in range(0x80, 0xA0)}})
 
 
 def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeNode]],
@@ -50,7 +54,9 @@ def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeN
         is_leaf = leaf_id is not None and entry.get("id") == leaf_id
         marker = " ◀ leaf" if is_leaf else ""
         bullet = "• " if entry.get("id") in active else ""
-        lines.append(f"{prefix}{connector}{bullet}{describe_entry(entry)}{label_text}{marker}")
+        # A tool's output in a preview must not clear the screen or retitle the window of whoever prints this.
+        text = f"{describe_entry(entry)}{label_text}".replace("\r\n", "\n").translate(_TERMINAL_SAFE)
+        lines.append(f"{prefix}{connector}{bullet}{text}{marker}")
         child_prefix = prefix if bare else prefix + ("   " if last else "│  ")
         kids = children(node)
         # A single child continues the line of conversation without another level of indentation.

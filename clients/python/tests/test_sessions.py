@@ -283,6 +283,28 @@ def test_format_tree_draws_the_servers_skeletons_as_it_draws_full_entries_and_as
     assert cli == "two   words\n" + full + "\n"
 
 
+def test_format_tree_shows_control_characters_as_pictures_as_the_cli_does(client, tmp_path, binary):
+    hostile = "hi \u001b[31mRED\u001b]0;pwned\u0007 \u009b2J \u007f end"
+    path = tmp_path / "hostile.jsonl"
+    write_session(path, [
+        {"type": "message", "id": "h0", "parentId": None, "timestamp": "2025-01-01T00:00:00.000Z",
+         "message": {"role": "user", "content": hostile, "timestamp": 1}},
+        {"type": "custom_message", "id": "h1", "parentId": "h0", "timestamp": "2025-01-01T00:00:01.000Z",
+         "customType": "\u001b[2Jext", "content": hostile, "display": True},
+        {"type": "label", "id": "h2", "parentId": "h1", "timestamp": "2025-01-01T00:00:02.000Z",
+         "targetId": "h0", "label": "\u0007bell"},
+    ])
+    with client.open(str(path)) as session:
+        leaf = session.get_leaf_id()
+        full = format_tree(session.get_tree_flat(), leaf)
+        assert format_tree(session.get_tree_flat_page(detail="skeleton"), leaf) == full
+    assert "hi ␛[31mRED␛]0;pwned␇ �2J ␡ end" in full
+    assert not any(c < " " and c != "\n" or "\x7f" <= c <= "\x9f" for c in full), repr(full)
+    cli = subprocess.run([binary, "tree", "--filter", "all", str(path)], capture_output=True,
+                         check=True).stdout.decode("utf-8")
+    assert cli == full + "\n"
+
+
 def _preorder(tree: List[Any]) -> List[Any]:
     """The nested tree as getTreeFlat shapes it, walked without recursion (the nesting can be thousands deep)."""
     flat: List[Any] = []
