@@ -419,7 +419,6 @@ pub fn find_escape_candidate(bytes: &[u8]) -> Option<usize> {
 /// The first `"`, `\\`, control character or `EXTRA`.
 #[inline]
 fn find_special<const EXTRA: u8>(bytes: &[u8]) -> Option<usize> {
-    let special = |b: u8| b == b'"' || b == b'\\' || b < 0x20 || b == EXTRA;
     #[cfg(target_arch = "x86_64")]
     {
         // Most strings (keys, ids, short values) end within their first 16 bytes: those are looked at here, in
@@ -435,23 +434,36 @@ fn find_special<const EXTRA: u8>(bytes: &[u8]) -> Option<usize> {
                 return unsafe { find_special_avx2::<EXTRA>(bytes, 16) };
             }
         }
-        // (Shorter than 16 bytes: all of it is the remainder below.)
-        let mut base = if bytes.len() >= 16 { 16 } else { 0 };
-        let mut chunks = bytes[base..].chunks_exact(16);
-        for chunk in &mut chunks {
-            // SAFETY: SSE2 is part of the x86-64 baseline.
-            let mask = unsafe { special_mask_sse2::<EXTRA>(chunk) };
-            if mask != 0 {
-                return Some(base + mask.trailing_zeros() as usize);
-            }
-            base += 16;
-        }
-        chunks.remainder().iter().position(|&b| special(b)).map(|i| base + i)
+        // (Shorter than 16 bytes: all of it is looked at byte by byte.)
+        find_special_sse2::<EXTRA>(bytes, if bytes.len() >= 16 { 16 } else { 0 })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        bytes.iter().position(|&b| special(b))
+        bytes.iter().position(|&b| is_special::<EXTRA>(b))
     }
+}
+
+/// Whether `b` is `"`, `\\`, a control character or `EXTRA`: what the searches below look for, a byte at a time.
+#[inline(always)]
+fn is_special<const EXTRA: u8>(b: u8) -> bool {
+    b == b'"' || b == b'\\' || b < 0x20 || b == EXTRA
+}
+
+/// [`find_special`] from `start` on, 16 bytes a round with SSE2: where AVX2 is missing, and for runs too short
+/// for it.
+#[cfg(target_arch = "x86_64")]
+fn find_special_sse2<const EXTRA: u8>(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut base = start;
+    let mut chunks = bytes[start..].chunks_exact(16);
+    for chunk in &mut chunks {
+        // SAFETY: SSE2 is part of the x86-64 baseline.
+        let mask = unsafe { special_mask_sse2::<EXTRA>(chunk) };
+        if mask != 0 {
+            return Some(base + mask.trailing_zeros() as usize);
+        }
+        base += 16;
+    }
+    chunks.remainder().iter().position(|&b| is_special::<EXTRA>(b)).map(|i| base + i)
 }
 
 /// A bit for each of the first 16 bytes of `chunk` that is `"`, `\\`, a control character or `EXTRA`.
@@ -512,13 +524,37 @@ unsafe fn find_special_avx2<const EXTRA: u8>(bytes: &[u8], start: usize) -> Opti
         }
         at += 32;
     }
-    let special = |b: u8| b == b'"' || b == b'\\' || b < 0x20 || b == EXTRA;
-    bytes[at..].iter().position(|&b| special(b)).map(|i| at + i)
+    bytes[at..].iter().position(|&b| is_special::<EXTRA>(b)).map(|i| at + i)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Each of the ways the search can go, whatever this machine's CPU would choose: the SSE2 rounds and the
+    // AVX2 ones (when the CPU has AVX2), from the start and from 16.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn every_way_of_searching_a_string_finds_the_same_first_special_byte() {
+        let naive = |v: &[u8], start: usize| v[start..].iter().position(|&b| is_special::<0xED>(b)).map(|i| start + i);
+        for len in 0..200 {
+            for at in 0..len {
+                for special in [b'"', b'\\', 0x00, 0x1f, 0xED] {
+                    let mut v = vec![b'a'; len];
+                    v[at] = special;
+                    for start in [0, 16.min(len)] {
+                        let want = naive(&v, start);
+                        assert_eq!(find_special_sse2::<0xED>(&v, start), want, "SSE2 len {len} at {at} from {start}");
+                        if std::is_x86_feature_detected!("avx2") {
+                            // SAFETY: AVX2 was just detected.
+                            let avx2 = unsafe { find_special_avx2::<0xED>(&v, start) };
+                            assert_eq!(avx2, want, "AVX2 len {len} at {at} from {start}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn an_escape_candidate_is_found_at_any_place_in_any_length() {
