@@ -279,7 +279,7 @@ pub fn load_from(
     start: Start,
     body_at: impl Fn(u64, u64) -> Body + Sync,
 ) -> Result<LoadedFile> {
-    load_lines(reader, path, start, &body_at, Pass::Whole)
+    load_lines(reader, path, start, &body_at, Pass::Whole, None)
 }
 
 /// Files at least this large are read as two halves at once by [`load_file`]. From here on the second thread
@@ -300,6 +300,11 @@ const SPLIT_PROBE_BYTES: usize = 64 << 10;
 /// 33–36 ms with 128 KiB, 43–47 ms with 4 MiB (the whole-file buffer, [`READ_BUFFER`]); 32 KiB and 64 KiB were
 /// slower again (more reads), 256 KiB to 1 MiB in between.
 const HALF_READ_BUFFER: usize = 128 << 10;
+
+/// The most lines [`load_lines`] makes room for before it reads them, from the first batch's lengths: a file
+/// whose first lines are short and the rest long (images) would otherwise reserve room for millions. Room never
+/// touched costs address space, not memory.
+const RESERVE_LINES_MOST: usize = 1 << 16;
 
 /// How [`load_lines`] reads: the whole input with one reader whose batches are parsed on two threads, or one
 /// half of a file on the thread that reads it.
@@ -325,15 +330,16 @@ pub fn load_file(
     let split = if size >= split_from && parallelism() >= 2 { newline_past(file, path, size / 2)? } else { None };
     let split = split.filter(|&at| at < size);
     let Some(split) = split else {
-        return load_lines(file.reader_at(0), path, Start::default(), &body_at, Pass::Whole);
+        return load_lines(file.reader_at(0), path, Start::default(), &body_at, Pass::Whole, Some(size));
     };
     let (first, second) = std::thread::scope(|scope| {
         let second = scope.spawn(|| {
             // Numbered from 1 and counted as after a header; both are put right once the first half is known.
             let start = Start { offset: split, line: 0, seen_header: true, hold_back_partial: false };
-            load_lines(file.reader_at(split), path, start, &body_at, Pass::Half)
+            load_lines(file.reader_at(split), path, start, &body_at, Pass::Half, Some(size - split))
         });
-        let first = load_lines(file.reader_at(0).take(split), path, Start::default(), &body_at, Pass::Half);
+        let first =
+            load_lines(file.reader_at(0).take(split), path, Start::default(), &body_at, Pass::Half, Some(split));
         (first, second.join().expect("loading lines does not panic"))
     });
     let mut loaded = first?;
@@ -373,13 +379,15 @@ fn newline_past(file: &DiskFile, path: &str, from: u64) -> Result<Option<u64>> {
     Ok(None)
 }
 
-/// [`load_from`], read as `pass` says.
+/// [`load_from`], read as `pass` says; `expected_bytes`, when known, is how much it will read (room for the
+/// lines is made from it).
 fn load_lines(
     reader: impl Read,
     path: &str,
     start: Start,
     body_at: &(impl Fn(u64, u64) -> Body + Sync),
     pass: Pass,
+    expected_bytes: Option<u64>,
 ) -> Result<LoadedFile> {
     let mut out = LoadedFile { len: start.offset, ..LoadedFile::default() };
     let buffer = if pass == Pass::Half { HALF_READ_BUFFER } else { READ_BUFFER };
@@ -388,7 +396,20 @@ fn load_lines(
     lines.offset = start.offset;
     let mut line_no = start.line;
     let mut seen_header = start.seen_header;
+    let mut sized = false;
     while let Some(batch) = lines.next_batch().map_err(|e| Error::io("read", path, e))? {
+        // Room for the lines to come, guessed from the first batch's: growing the lists as they fill copied them
+        // into fresh memory again and again (a new process's first touch of each page is a fault).
+        if !sized && !batch.lines.is_empty() {
+            sized = true;
+            if let Some(expected) = expected_bytes {
+                let read: u64 = batch.lines.iter().map(|l| l.len + 1).sum();
+                let estimate = expected / (read / batch.lines.len() as u64).max(1);
+                let estimate = usize::try_from(estimate.saturating_add(estimate / 4)).unwrap_or(usize::MAX);
+                out.lines.reserve(estimate.min(RESERVE_LINES_MOST));
+                out.records.reserve(estimate.min(RESERVE_LINES_MOST));
+            }
+        }
         let outcomes = parse_lines(&batch, line_no + 1, body_at, pass == Pass::Whole, &mut scanner);
         for (line, outcome) in batch.lines.iter().zip(outcomes) {
             let BatchLine { offset, len, terminated, .. } = *line;
