@@ -301,10 +301,14 @@ const SPLIT_PROBE_BYTES: usize = 64 << 10;
 /// slower again (more reads), 256 KiB to 1 MiB in between.
 const HALF_READ_BUFFER: usize = 128 << 10;
 
-/// The most lines [`load_lines`] makes room for before it reads them, from the first batch's lengths: a file
-/// whose first lines are short and the rest long (images) would otherwise reserve room for millions. Room never
-/// touched costs address space, not memory.
-const RESERVE_LINES_MOST: usize = 1 << 16;
+/// The most lines [`load_lines`] makes room for before it reads them, from the first batch's lengths. The room is
+/// also never more than a quarter of the bytes the pass reads: a file whose first lines are short and the rest
+/// long (images) must not reserve room for millions, as a process under an address-space limit (`ulimit -v`)
+/// pays for room it never touches.
+const RESERVE_LINES_MOST: usize = 16 << 10;
+
+/// How many lines the first batch must hold for [`load_lines`] to guess the rest from them.
+const RESERVE_SAMPLE_LINES: usize = 16;
 
 /// How [`load_lines`] reads: the whole input with one reader whose batches are parsed on two threads, or one
 /// half of a file on the thread that reads it.
@@ -402,12 +406,18 @@ fn load_lines(
         // into fresh memory again and again (a new process's first touch of each page is a fault).
         if !sized && !batch.lines.is_empty() {
             sized = true;
-            if let Some(expected) = expected_bytes {
-                let read: u64 = batch.lines.iter().map(|l| l.len + 1).sum();
-                let estimate = expected / (read / batch.lines.len() as u64).max(1);
-                let estimate = usize::try_from(estimate.saturating_add(estimate / 4)).unwrap_or(usize::MAX);
-                out.lines.reserve(estimate.min(RESERVE_LINES_MOST));
-                out.records.reserve(estimate.min(RESERVE_LINES_MOST));
+            match expected_bytes {
+                // Too few lines to say what the rest are like (a header, then images): grown as they come.
+                Some(expected) if batch.lines.len() >= RESERVE_SAMPLE_LINES => {
+                    let read: u64 = batch.lines.iter().map(|l| l.len + 1).sum();
+                    let estimate = expected / (read / batch.lines.len() as u64).max(1);
+                    let room_per_line = (size_of::<Record>() + size_of::<LineSlot>()) as u64;
+                    let estimate = estimate.saturating_add(estimate / 4).min(expected / 4 / room_per_line);
+                    let estimate = usize::try_from(estimate).unwrap_or(usize::MAX).min(RESERVE_LINES_MOST);
+                    out.lines.reserve(estimate);
+                    out.records.reserve(estimate);
+                }
+                _ => {}
             }
         }
         let outcomes = parse_lines(&batch, line_no + 1, body_at, pass == Pass::Whole, &mut scanner);
