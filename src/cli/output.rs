@@ -365,8 +365,7 @@ pub fn terminal_safe_output(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 fn safe_for_terminal(text: &str, keep_colours: bool) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| (c < ' ' && c != '\n' && c != '\t') || ('\u{7f}'..='\u{9f}').contains(&c);
-    if !text.chars().any(unsafe_char) {
+    if !text.chars().any(|c| control_picture(c).is_some()) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -380,17 +379,25 @@ fn safe_for_terminal(text: &str, keep_colours: bool) -> std::borrow::Cow<'_, str
             }
         }
         rest = &rest[c.len_utf8()..];
-        match c {
-            '\r' if rest.starts_with('\n') => {}
-            c if c < ' ' && c != '\n' && c != '\t' => {
-                out.push(char::from_u32(0x2400 + c as u32).expect("a control picture"))
-            }
-            '\u{7f}' => out.push('\u{2421}'),
-            '\u{80}'..='\u{9f}' => out.push('\u{fffd}'),
-            c => out.push(c),
+        match control_picture(c) {
+            Some(_) if c == '\r' && rest.starts_with('\n') => {}
+            Some(picture) => out.push(picture),
+            None => out.push(c),
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// What a terminal is shown in place of `c` when `c` is a character it would act on: a C0 control's picture
+/// (newline and tab excepted), `␡` for DEL, `�` for a C1 control; None for every other character.
+fn control_picture(c: char) -> Option<char> {
+    match c {
+        '\n' | '\t' => None,
+        c if c < ' ' => char::from_u32(0x2400 + c as u32),
+        '\u{7f}' => Some('\u{2421}'),
+        '\u{80}'..='\u{9f}' => Some('\u{fffd}'),
+        _ => None,
+    }
 }
 
 /// The length of the SGR sequence (`ESC [ [0-9;]* m`) `text` starts with, if it starts with one.

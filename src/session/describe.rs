@@ -578,9 +578,7 @@ impl OneLine {
         let room = max.min(PREVIEW_CHARS) + '…'.len_utf8();
         OneLine { out: String::with_capacity(room), used: 0, max, width, space: false }
     }
-}
 
-impl OneLine {
     /// Writes the space that stands for the white space seen before the next character, if any is due.
     fn space_before_next(&mut self) -> ControlFlow<()> {
         if std::mem::replace(&mut self.space, false) && !self.out.is_empty() {
