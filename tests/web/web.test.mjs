@@ -215,6 +215,16 @@ test("the tree takes pi's /tree filters, folds at a branch point and dims entrie
   await page.click(".row .fold");
   assert.equal(await lineCount(), all, "unfolding shows it again");
 
+  // Scrolled to the leaf at the bottom, a filter that shortens the tree draws its rows at once: not an empty
+  // tree until the browser's next scroll event.
+  await page.click("#to-leaf");
+  const drawnAtOnce = await page.evaluate(() => {
+    const filter = document.getElementById("filter");
+    filter.value = "user-only";
+    filter.dispatchEvent(new Event("change"));
+    return document.querySelectorAll("#tree-inner .row").length;
+  });
+  assert.ok(drawnAtOnce > 0, "the filtered tree is drawn in the same turn as the change");
   await page.selectOption("#filter", "user-only");
   await page.waitForFunction((n) => parseInt(document.getElementById("tree-inner").style.height, 10) < n, all);
   const kinds = await page.$$eval(".row .kind", (es) => es.map((e) => e.textContent));

@@ -503,7 +503,11 @@
   function drawRows(force) {
     const scroll = $("tree-scroll");
     const inner = $("tree-inner");
-    const first = Math.max(0, Math.floor(scroll.scrollTop / ROW) - 20);
+    // A relayout that shortened the tree (a filter, a fold) leaves scrollTop past the new end until the browser's
+    // next layout clamps it; drawing from it would draw no row at all until a scroll event came.
+    const most = Math.max(0, state.lines.length * ROW - scroll.clientHeight);
+    if (scroll.scrollTop > most) scroll.scrollTop = most;
+    const first = Math.max(0, Math.floor(Math.min(scroll.scrollTop, most) / ROW) - 20);
     const last = Math.min(state.lines.length, first + Math.ceil(scroll.clientHeight / ROW) + 40);
     if (!force && inner.dataset.first === String(first) && inner.dataset.last === String(last)) return;
     inner.dataset.first = String(first);
