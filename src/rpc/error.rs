@@ -182,6 +182,7 @@ pub fn from_session(e: Error) -> ErrorObjectOwned {
         Error::NotOnActiveBranch { .. } | Error::NotEditable { .. } => json!({ "path": "targetId" }),
         Error::InvalidReplacement => json!({ "path": "replacement" }),
         Error::InvalidQuery { .. } => json!({ "path": "query" }),
+        Error::IdTaken { .. } => json!({ "path": "id" }),
         Error::NotBatchable { .. } | Error::InvalidReference { .. } => json!({ "path": "ops" }),
         Error::Locked { path, pid } => json!({ "path": path, "pid": pid }),
         Error::Conflict { path: Some(path), leaf, .. } => json!({ "leafId": leaf, "path": path }),

@@ -164,6 +164,15 @@ pub enum Op {
         /// The file.
         path: String,
     },
+    /// An append whose new entry takes the id and timestamp its host chose, rather than new ones. A host that
+    /// goes on before the answer comes (pi's drop-in, which must return the id pi asks for at once) knows the
+    /// entry it will find in the file. Refused when the session already has an entry with that id.
+    WithIdentity {
+        /// The id and timestamp.
+        identity: EntryIdentity,
+        /// The append (one that appends exactly one entry).
+        op: Box<Op>,
+    },
     /// Appends, leaf moves and branch summaries applied in order as one write (one `write`, one fsync under
     /// `Durability::Entry`), all or nothing: if any op, the write or the fsync fails, neither memory nor file
     /// changes. A later op sees what earlier ones did (a label on an entry the batch appended, a branch to it).
@@ -184,6 +193,16 @@ impl From<Key> for EntryRef {
     fn from(id: Key) -> Self {
         EntryRef::Id(id)
     }
+}
+
+/// A new entry's id and timestamp as its host chose them ([`Op::WithIdentity`]); None: made here, as pi makes
+/// them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EntryIdentity {
+    /// The id.
+    pub id: Option<String>,
+    /// The timestamp, as JavaScript's `toISOString` writes it.
+    pub timestamp: Option<String>,
 }
 
 /// The arguments of [`Op::AppendCompaction`].
@@ -228,6 +247,7 @@ impl Op {
             Op::NewSession(_) => "newSession",
             Op::SetSessionFile { .. } => "setSessionFile",
             Op::Batch(_) => "batch",
+            Op::WithIdentity { op, .. } => op.name(),
         }
     }
 

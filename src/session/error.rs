@@ -110,6 +110,13 @@ pub enum Error {
         /// The operation's pi name.
         op: &'static str,
     },
+    /// A host chose the id of a new entry ([`Op::WithIdentity`](super::change::Op::WithIdentity)) that an
+    /// entry of the session already has.
+    #[error("an entry with id {id} exists: a new entry needs an id of its own")]
+    IdTaken {
+        /// The id.
+        id: String,
+    },
     /// A search query that cannot be run (an empty or invalid `re:` pattern).
     #[error("invalid search query: {message}")]
     InvalidQuery {
@@ -140,7 +147,8 @@ impl Error {
             | Error::InvalidReplacement
             | Error::InvalidQuery { .. }
             | Error::NotBatchable { .. }
-            | Error::InvalidReference { .. } => ErrorKind::InvalidParams,
+            | Error::InvalidReference { .. }
+            | Error::IdTaken { .. } => ErrorKind::InvalidParams,
             Error::InvalidSessionId => ErrorKind::InvalidSessionId,
             Error::InvalidEntry { .. } => ErrorKind::InvalidEntry,
             Error::Locked { .. } => ErrorKind::SessionLocked,

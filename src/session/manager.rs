@@ -15,7 +15,7 @@ mod write;
 
 use std::sync::{Arc, Mutex};
 
-use super::change::{Change, NewSessionOptions, Origin};
+use super::change::{Change, EntryIdentity, NewSessionOptions, Origin};
 use super::context::{self, Bodies, ContextOptions, Projection};
 use super::entry::{Body, BodySource, Detail, EntryType, Record};
 use super::error::{Error, Result};
@@ -137,6 +137,9 @@ pub struct SessionManager {
     /// What the latest [`SessionManager::refresh`] found the file to be, for the write that follows it (so a
     /// write after a follow costs no second `stat`).
     last_seen: Option<identity::FileState>,
+    /// The id and timestamp the host chose for the entry being staged ([`Op::WithIdentity`]), taken by the one
+    /// entry that op stages.
+    chosen: Option<EntryIdentity>,
 }
 
 struct RecordBodies<'a> {
@@ -225,6 +228,7 @@ impl SessionManager {
             context_options: ContextOptions::default(),
             env,
             last_seen: None,
+            chosen: None,
         };
         if persist && !m.session_dir.is_empty() {
             store::ensure_dir(&m.session_dir)?;

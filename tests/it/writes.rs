@@ -283,3 +283,54 @@ fn the_cli_and_the_sidecar_name_an_entry_pi_cannot_read_with_the_same_kind_from_
     let listed = errors.iter().find(|x| x.get("kind") == Some(&Json::str(&rpc_kind))).expect("listed");
     assert_eq!(listed.get("code"), e.get("code"));
 }
+
+#[test]
+fn an_append_with_the_id_and_timestamp_its_host_chose_writes_exactly_them_and_a_taken_id_writes_nothing() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let h = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    let chosen = r#""id":"c0ffee01","timestamp":"2026-01-02T03:04:05.678Z""#;
+    let msg = r#""message":{"role":"user","content":"hi","timestamp":1}"#;
+    let r = sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}",{chosen},{msg}}}"#)));
+    assert_eq!(r.get("id"), Some(&Json::str("c0ffee01")));
+    // An op inside a batch chooses its entry's id too, and a later op may still name it by `{"op": n}`.
+    let label = r#"{"method":"session/appendLabelChange","params":{"targetId":{"op":0},"label":"x","id":"b0000002"}}"#;
+    let ops = format!(r#"[{{"method":"session/appendMessage","params":{{{msg},"id":"b0000001"}}}},{label}]"#);
+    let r = sc.call("session/appendBatch", json(&format!(r#"{{"handle":"{h}","ops":{ops}}}"#)));
+    assert_eq!(r.to_canonical_string(), r#"{"results":[{"id":"b0000001"},{"id":"b0000002"}]}"#);
+    let lines = |file: &str| -> Vec<Json> {
+        std::fs::read_to_string(file).unwrap().lines().map(|l| Json::parse(l.as_bytes()).unwrap()).collect()
+    };
+    let written = lines(&file);
+    let first = &written[1];
+    assert_eq!(
+        (first.get("id"), first.get("parentId"), first.get("timestamp")),
+        (Some(&Json::str("c0ffee01")), Some(&Json::Null), Some(&Json::str("2026-01-02T03:04:05.678Z")))
+    );
+    assert_eq!(written[2].get("parentId"), Some(&Json::str("c0ffee01")));
+    assert_eq!(written[3].get("targetId"), Some(&Json::str("b0000001")));
+
+    // Refused, each naming its param, and nothing reaches the file or moves the leaf.
+    let before = std::fs::read(&file).unwrap();
+    for (params, path) in [
+        (format!(r#""id":"c0ffee01",{msg}"#), "id"),
+        (format!(r#""id":"b0000002",{msg}"#), "id"),
+        (format!(r#""id":"",{msg}"#), "id"),
+        (format!(r#""timestamp":"yesterday",{msg}"#), "timestamp"),
+        (format!(r#""timestamp":"2026-01-02T03:04:05Z",{msg}"#), "timestamp"),
+    ] {
+        let e = sc.call_err("session/appendMessage", json(&format!(r#"{{"handle":"{h}",{params}}}"#)));
+        let data = e.get("data").unwrap();
+        assert_eq!(
+            (data.get("kind"), data.get("path")),
+            (Some(&Json::str("invalid_params")), Some(&Json::str(path))),
+            "{params}: {}",
+            e.to_canonical_string()
+        );
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    let leaf = sc.call("session/getLeafId", json(&format!(r#"{{"handle":"{h}"}}"#)));
+    assert_eq!(leaf, Json::str("b0000002"));
+}

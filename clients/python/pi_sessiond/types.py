@@ -151,10 +151,15 @@ class AppendCompactionParams(_AppendCompactionParamsRequired, total=False):
     firstKeptEntryId: Optional[str]
     #: True for extension-made compactions.
     fromHook: Any
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
     #: The complete post-compaction messages (the seed's checkpoint); `firstKeptEntryId` is written too.
     retainedTail: Optional[List[Any]]
     #: The checkpoint system message; default: pi's replay of the current system messages.
     systemMessage: Any
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
     #: Usage of the summarising call.
     usage: Any
 
@@ -174,6 +179,11 @@ class AppendContextEditParams(_AppendContextEditParamsRequired, total=False):
 
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
 
 
 class _AppendCustomEntryParamsRequired(TypedDict):
@@ -190,6 +200,11 @@ class AppendCustomEntryParams(_AppendCustomEntryParamsRequired, total=False):
     data: Any
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
 
 
 class _AppendCustomMessageEntryParamsRequired(TypedDict):
@@ -210,6 +225,11 @@ class AppendCustomMessageEntryParams(_AppendCustomMessageEntryParamsRequired, to
     details: Any
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
 
 
 class _AppendLabelChangeParamsRequired(TypedDict):
@@ -224,8 +244,13 @@ class AppendLabelChangeParams(_AppendLabelChangeParamsRequired, total=False):
 
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
     #: The label; missing or empty clears.
     label: Any
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
 
 
 class _AppendMessageParamsRequired(TypedDict):
@@ -240,6 +265,11 @@ class AppendMessageParams(_AppendMessageParamsRequired, total=False):
 
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
 
 
 class _AppendModelChangeParamsRequired(TypedDict):
@@ -256,6 +286,11 @@ class AppendModelChangeParams(_AppendModelChangeParamsRequired, total=False):
 
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
 
 
 class _AppendSessionInfoParamsRequired(TypedDict):
@@ -270,6 +305,11 @@ class AppendSessionInfoParams(_AppendSessionInfoParamsRequired, total=False):
 
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
 
 
 class _AppendThinkingLevelChangeParamsRequired(TypedDict):
@@ -284,6 +324,11 @@ class AppendThinkingLevelChangeParams(_AppendThinkingLevelChangeParamsRequired, 
 
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
 
 
 class _AppendUsageParamsRequired(TypedDict):
@@ -304,8 +349,13 @@ class AppendUsageParams(_AppendUsageParamsRequired, total=False):
 
     #: Fail with ContentModified unless the leaf is this id.
     expectedLeafId: Optional[str]
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
     #: A qualifier (omitted when empty).
     note: Optional[str]
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
 
 
 class _BatchOpRequired(TypedDict):
@@ -366,6 +416,11 @@ class BranchWithSummaryParams(_BranchWithSummaryParamsRequired, total=False):
     expectedLeafId: Optional[str]
     #: True for extension-made summaries.
     fromHook: Any
+    #: The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    #: as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    id: Optional[str]
+    #: The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    timestamp: Optional[str]
     #: Usage of the summarising call.
     usage: Any
 

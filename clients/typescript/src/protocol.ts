@@ -731,6 +731,11 @@ export interface AppendCompactionParams {
 	 */
 	handle: string;
 	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
 	 * The complete post-compaction messages (the seed's checkpoint); `firstKeptEntryId` is written too.
 	 */
 	retainedTail?: unknown[] | null;
@@ -742,6 +747,10 @@ export interface AppendCompactionParams {
 	 * The checkpoint system message; default: pi's replay of the current system messages.
 	 */
 	systemMessage?: PiSystemMessage;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	/**
 	 * Tokens before compaction.
 	 */
@@ -781,6 +790,11 @@ export interface AppendContextEditParams {
 	 */
 	handle: string;
 	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
 	 * Required, and may be `null`: `null` omits the target from context; `{content: string | array}` replaces its
 	 * content.
 	 */
@@ -789,6 +803,10 @@ export interface AppendContextEditParams {
 	 * The entry to edit (on the active branch).
 	 */
 	targetId: string;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	[k: string]: unknown;
 }
 /**
@@ -814,6 +832,15 @@ export interface AppendCustomEntryParams {
 	 * The handle.
 	 */
 	handle: string;
+	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	[k: string]: unknown;
 }
 /**
@@ -847,6 +874,15 @@ export interface AppendCustomMessageEntryParams {
 	 * The handle.
 	 */
 	handle: string;
+	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	[k: string]: unknown;
 }
 /**
@@ -865,6 +901,11 @@ export interface AppendLabelChangeParams {
 	 */
 	handle: string;
 	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
 	 * The label; missing or empty clears.
 	 */
 	label?: unknown;
@@ -872,6 +913,10 @@ export interface AppendLabelChangeParams {
 	 * The entry to label.
 	 */
 	targetId: string;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	[k: string]: unknown;
 }
 /**
@@ -890,9 +935,18 @@ export interface AppendMessageParams {
 	 */
 	handle: string;
 	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
 	 * The message (pi's AgentMessage: an object with a `role`).
 	 */
 	message: PiAgentMessage;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	[k: string]: unknown;
 }
 /**
@@ -911,6 +965,11 @@ export interface AppendModelChangeParams {
 	 */
 	handle: string;
 	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
 	 * Model id.
 	 */
 	modelId: string;
@@ -918,6 +977,10 @@ export interface AppendModelChangeParams {
 	 * Provider.
 	 */
 	provider: string;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	[k: string]: unknown;
 }
 /**
@@ -936,9 +999,18 @@ export interface AppendSessionInfoParams {
 	 */
 	handle: string;
 	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
 	 * The name (line breaks become spaces, ends trimmed; empty clears).
 	 */
 	name: string;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	[k: string]: unknown;
 }
 /**
@@ -957,9 +1029,18 @@ export interface AppendThinkingLevelChangeParams {
 	 */
 	handle: string;
 	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
 	 * The thinking level (`off`, `low`, `high`, …).
 	 */
 	thinkingLevel: string;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	[k: string]: unknown;
 }
 /**
@@ -978,6 +1059,11 @@ export interface AppendUsageParams {
 	 */
 	handle: string;
 	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
 	 * Usage category, e.g. `cache_warm`.
 	 */
 	kind: string;
@@ -993,6 +1079,10 @@ export interface AppendUsageParams {
 	 * Provider.
 	 */
 	provider: string;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	/**
 	 * pi's Usage object.
 	 */
@@ -1077,9 +1167,18 @@ export interface BranchWithSummaryParams {
 	 */
 	handle: string;
 	/**
+	 * The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+	 * as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+	 */
+	id?: string | null;
+	/**
 	 * The summary of the abandoned branch.
 	 */
 	summary: string;
+	/**
+	 * The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+	 */
+	timestamp?: string | null;
 	/**
 	 * Usage of the summarising call.
 	 */

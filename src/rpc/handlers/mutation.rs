@@ -14,7 +14,8 @@ use super::{key, registered_path, Res, WriteCx};
 use crate::rpc::error::{self, from_session, invalid_params};
 use crate::rpc::proto::*;
 use crate::rpc::reply::Out;
-use crate::session::change::{Change, Compaction, EntryRef, Op, OpValue};
+use crate::session::change::{Change, Compaction, EntryIdentity, EntryRef, Op, OpValue};
+use crate::session::js::date::{parse_date, to_iso_string};
 use crate::session::json::Json;
 use crate::session::{paths, NewSessionOptions};
 
@@ -77,24 +78,45 @@ fn planned(op: Op, expected_leaf: Option<String>, answer: Answer) -> Result<Plan
     Ok(Planned { op, expected_leaf, answer })
 }
 
+/// An append's op with the id and timestamp its host chose, when it chose any; a timestamp must read back as
+/// itself through JavaScript's `Date` (what `toISOString` writes), so what pi reads is what was sent.
+fn chosen(op: Op, id: Option<String>, timestamp: Option<String>) -> Result<Op, ErrorObjectOwned> {
+    if id.as_deref() == Some("") {
+        return Err(invalid_params("id", "id must not be empty"));
+    }
+    if let Some(t) = &timestamp {
+        let reads_back = to_iso_string(parse_date(t)).is_some_and(|iso| iso == *t);
+        if !reads_back {
+            return Err(invalid_params(
+                "timestamp",
+                format!("timestamp must be written as toISOString writes it (2026-01-02T03:04:05.678Z), not {t:?}"),
+            ));
+        }
+    }
+    if id.is_none() && timestamp.is_none() {
+        return Ok(op);
+    }
+    Ok(Op::WithIdentity { identity: EntryIdentity { id, timestamp }, op: Box::new(op) })
+}
+
 /// `session/appendMessage`'s op.
 pub fn message_op(p: AppendMessageParams) -> Result<Planned, ErrorObjectOwned> {
     if !matches!(&p.message.0, Json::Object(o) if matches!(o.get("role"), Some(Json::String(_)))) {
         return Err(invalid_params("message.role", "message must be an object with a string role"));
     }
-    planned(Op::AppendMessage { message: p.message.0 }, p.expected_leaf_id, Answer::Id)
+    planned(chosen(Op::AppendMessage { message: p.message.0 }, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// `session/appendThinkingLevelChange`'s op.
 pub fn thinking_level_change_op(p: AppendThinkingLevelChangeParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendThinkingLevelChange { thinking_level: Json::String(p.thinking_level.0) };
-    planned(op, p.expected_leaf_id, Answer::Id)
+    planned(chosen(op, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// `session/appendModelChange`'s op.
 pub fn model_change_op(p: AppendModelChangeParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendModelChange { provider: Json::String(p.provider.0), model_id: Json::String(p.model_id.0) };
-    planned(op, p.expected_leaf_id, Answer::Id)
+    planned(chosen(op, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// `session/appendUsage`'s op.
@@ -106,7 +128,7 @@ pub fn usage_op(p: AppendUsageParams) -> Result<Planned, ErrorObjectOwned> {
         usage: p.usage.0,
         note: p.note.map(|n| Json::String(n.0)),
     };
-    planned(op, p.expected_leaf_id, Answer::Entry)
+    planned(chosen(op, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Entry)
 }
 
 /// `session/appendCompaction`'s op.
@@ -121,18 +143,18 @@ pub fn compaction_op(p: AppendCompactionParams) -> Result<Planned, ErrorObjectOw
         system_message: p.system_message.map(|v| v.0),
         retained_tail: p.retained_tail.map(|t| Json::Array(t.into_iter().map(|v| v.0).collect())),
     }));
-    planned(op, p.expected_leaf_id, Answer::Id)
+    planned(chosen(op, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// `session/appendCustomEntry`'s op.
 pub fn custom_entry_op(p: AppendCustomEntryParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendCustomEntry { custom_type: Json::String(p.custom_type.0), data: p.data.map(|d| d.0) };
-    planned(op, p.expected_leaf_id, Answer::Id)
+    planned(chosen(op, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// `session/appendSessionInfo`'s op.
 pub fn session_info_op(p: AppendSessionInfoParams) -> Result<Planned, ErrorObjectOwned> {
-    planned(Op::AppendSessionInfo { name: p.name.0 }, p.expected_leaf_id, Answer::Id)
+    planned(chosen(Op::AppendSessionInfo { name: p.name.0 }, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// `session/appendCustomMessageEntry`'s op.
@@ -143,19 +165,19 @@ pub fn custom_message_entry_op(p: AppendCustomMessageEntryParams) -> Result<Plan
         display: p.display.0,
         details: p.details.map(|d| d.0),
     };
-    planned(op, p.expected_leaf_id, Answer::Id)
+    planned(chosen(op, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// `session/appendContextEdit`'s op.
 pub fn context_edit_op(p: AppendContextEditParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendContextEdit { target_id: key(&p.target_id).into(), replacement: Some(p.replacement.0) };
-    planned(op, p.expected_leaf_id, Answer::Id)
+    planned(chosen(op, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// `session/appendLabelChange`'s op.
 pub fn label_change_op(p: AppendLabelChangeParams) -> Result<Planned, ErrorObjectOwned> {
     let op = Op::AppendLabelChange { target_id: key(&p.target_id).into(), label: p.label.map(|l| l.0) };
-    planned(op, p.expected_leaf_id, Answer::Id)
+    planned(chosen(op, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// `session/branch`'s op.
@@ -177,7 +199,7 @@ pub fn branch_with_summary_op(p: BranchWithSummaryParams) -> Result<Planned, Err
         from_hook: p.from_hook.map(|v| v.0),
         usage: p.usage.map(|v| v.0),
     };
-    planned(op, p.expected_leaf_id, Answer::Id)
+    planned(chosen(op, p.id, p.timestamp)?, p.expected_leaf_id, Answer::Id)
 }
 
 /// Points an op's `field` (`targetId`, `entryId`) at the entry that op `n` of its batch appends; false when the
@@ -185,6 +207,7 @@ pub fn branch_with_summary_op(p: BranchWithSummaryParams) -> Result<Planned, Err
 pub fn point_at_earlier(op: &mut Op, field: &str, n: usize) -> bool {
     let earlier = EntryRef::Earlier(n);
     match (op, field) {
+        (Op::WithIdentity { op, .. }, _) => return point_at_earlier(op, field, n),
         (Op::AppendLabelChange { target_id, .. } | Op::AppendContextEdit { target_id, .. }, "targetId") => {
             *target_id = earlier
         }

@@ -18,6 +18,11 @@ pub struct AppendMessageParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// The message (pi's AgentMessage: an object with a `role`).
     pub message: PiValue,
 }
@@ -31,6 +36,11 @@ pub struct AppendThinkingLevelChangeParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// The thinking level (`off`, `low`, `high`, …).
     pub thinking_level: PiString,
 }
@@ -44,6 +54,11 @@ pub struct AppendModelChangeParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// Provider.
     pub provider: PiString,
     /// Model id.
@@ -59,6 +74,11 @@ pub struct AppendUsageParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// Usage category, e.g. `cache_warm`.
     pub kind: PiString,
     /// Provider.
@@ -80,6 +100,11 @@ pub struct AppendCompactionParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// The summary.
     pub summary: PiString,
     /// The first entry kept before the compaction; `null` keeps none (the entry's own id is stored).
@@ -113,6 +138,11 @@ pub struct AppendCustomEntryParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// The extension's type name.
     pub custom_type: PiString,
     /// The extension's data.
@@ -130,6 +160,11 @@ pub struct AppendSessionInfoParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// The name (line breaks become spaces, ends trimmed; empty clears).
     pub name: PiString,
 }
@@ -143,6 +178,11 @@ pub struct AppendCustomMessageEntryParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// The extension's type name.
     pub custom_type: PiString,
     /// A string or text/image blocks.
@@ -164,6 +204,11 @@ pub struct AppendContextEditParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// The entry to edit (on the active branch).
     pub target_id: String,
     /// Required, and may be `null`: `null` omits the target from context; `{content: string | array}` replaces its
@@ -180,6 +225,11 @@ pub struct AppendLabelChangeParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// The entry to label.
     pub target_id: String,
     /// The label; missing or empty clears.
@@ -221,6 +271,11 @@ pub struct BranchWithSummaryParams {
     pub handle: Option<String>,
     /// Fail with ContentModified unless the leaf is this id.
     pub expected_leaf_id: Option<String>,
+    /// The new entry's id, chosen by the host so it knows the entry before the answer comes (default: a new one,
+    /// as pi makes them). Refused (`invalid_params`) when an entry of the session has this id.
+    pub id: Option<String>,
+    /// The new entry's timestamp, as JavaScript's `toISOString` writes it (default: now).
+    pub timestamp: Option<String>,
     /// The entry to continue from (`null`: a new root).
     pub entry_id: Option<String>,
     /// The summary of the abandoned branch.

@@ -13,8 +13,9 @@ impl SessionManager {
 
     /// The common fields of a new entry, in pi's order: type, id, parentId, timestamp.
     pub(super) fn base_entry(&mut self, kind: &str) -> (Object, String) {
-        let (_, timestamp) = self.env.now_iso();
-        let id = self.new_entry_id();
+        let chosen = self.chosen.take().unwrap_or_default();
+        let timestamp = chosen.timestamp.unwrap_or_else(|| self.env.now_iso().1);
+        let id = chosen.id.unwrap_or_else(|| self.new_entry_id());
         let mut o = Object::new();
         o.insert("type", Json::str(kind));
         o.insert("id", Json::str(&id));
@@ -157,6 +158,16 @@ impl SessionManager {
                     }
                 }
                 self.stage_entry(o, id)
+            }
+            Op::WithIdentity { identity, op } => {
+                if let Some(id) = identity.id.as_deref().filter(|id| self.index.has_str(id)) {
+                    return Err(Error::IdTaken { id: id.to_owned() });
+                }
+                self.chosen = Some(identity);
+                let staged = self.stage(*op, earlier);
+                // An op that staged no entry (a refused one) must not hand its identity to the next.
+                self.chosen = None;
+                staged?
             }
             Op::Batch(ops) => {
                 let mut values = Vec::with_capacity(ops.len());
