@@ -3,7 +3,7 @@
 // instance value for value (undefined members included: entries are rebuilt in pi's in-memory shape), and listings
 // of one directory are identical, Dates and all; and the module has every export and public method of pi's.
 import { deepStrictEqual, equal, ok, throws } from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -185,4 +185,95 @@ test("a drop-in whose session file was replaced since it opened still reads each
 	renameSync(moved, file);
 	deepStrictEqual(readsOfManager(drop), pi);
 	drop.close();
+});
+
+// pi's command runs the drop-in with appends that do not wait for the sidecar (the register hook sets the flag).
+const WITHOUT_WAITING = Symbol.for("pi-sessiond-client.appendsWithoutWaiting");
+/** Runs `f` with appends that do not wait, as in pi's own process. */
+async function withoutWaiting(f) {
+	globalThis[WITHOUT_WAITING] = true;
+	try {
+		return await f();
+	} finally {
+		delete globalThis[WITHOUT_WAITING];
+	}
+}
+/** The session file's entries (the header left out). */
+const entriesIn = (file) =>
+	readFileSync(file, "utf8")
+		.split("\n")
+		.filter(Boolean)
+		.map((l) => JSON.parse(l))
+		.filter((e) => e.type !== "session");
+
+test("appends that do not wait return and read what pi's return and read, and the file ends as the one waiting appends write", async () => {
+	const pi = scenario(PiSessionManager, mkdtempSync(join(tmpdir(), "dropin-nowait-pi-")));
+	const waitedDir = mkdtempSync(join(tmpdir(), "dropin-waited-"));
+	scenario(DropIn, waitedDir);
+	const dir = mkdtempSync(join(tmpdir(), "dropin-nowait-"));
+	const ours = await withoutWaiting(() => scenario(DropIn, dir));
+	equal(ours.length, pi.length);
+	for (let i = 0; i < pi.length; i++) deepStrictEqual(normalise(ours[i]), normalise(pi[i]), pi[i].name);
+	// The scenario's sessions (the first, the branched one, the new one), each as the waiting drop-in wrote it.
+	await new Promise((resolve) => setTimeout(resolve, 200));
+	const files = (d) => readdirSync(d).filter((f) => f.endsWith(".jsonl")).sort();
+	equal(files(dir).length, files(waitedDir).length);
+	for (const [i, name] of files(dir).entries()) {
+		deepStrictEqual(normalise(entriesIn(join(dir, name))), normalise(entriesIn(join(waitedDir, files(waitedDir)[i]))), name);
+	}
+});
+
+test("an append that does not wait and cannot be written is reported at the next write and leaves the session as it was", async () => {
+	await withoutWaiting(async () => {
+		const dir = mkdtempSync(join(tmpdir(), "dropin-nowait-fails-"));
+		const m2 = DropIn.create("/work/project", dir);
+		// The first append on a handle waits (it takes the lock); the later ones do not.
+		m2.appendMessage(user("hello"));
+		const answer = m2.appendMessage(assistant("hi"));
+		await m2.landed();
+		const file = m2.getSessionFile();
+		const written = readFileSync(file, "utf8");
+		renameSync(file, `${file}.aside`);
+		mkdirSync(file);
+		const lost = m2.appendMessage(user("this one cannot be written"));
+		ok(m2.getEntry(lost), "pi is answered at once, the entry in its session");
+		// The refusal is taken on the event loop; pi's next write throws it.
+		await new Promise((resolve) => setTimeout(resolve, 200));
+		throws(() => m2.appendMessage(user("next")), (e) => e.message.includes(lost) && e.message.includes(file));
+		rmdirSync(file);
+		renameSync(`${file}.aside`, file);
+		equal(m2.getEntry(lost), undefined, "what was not written left the session");
+		equal(m2.getLeafId(), answer);
+		equal(readFileSync(file, "utf8"), written);
+		m2.appendMessage(user("written again"));
+		m2.close();
+		deepStrictEqual(
+			entriesIn(file).map((e) => e.message.content),
+			["hello", [{ type: "text", text: "hi" }], "written again"],
+		);
+	});
+});
+
+test("appends that did not wait and were refused after another process's appends continue after them, in one line", async () => {
+	await withoutWaiting(async () => {
+		const dir = mkdtempSync(join(tmpdir(), "dropin-nowait-other-"));
+		const ours = DropIn.create("/work/project", dir);
+		ours.appendMessage(user("mine"));
+		ours.appendMessage(assistant("answer"));
+		await ours.landed();
+		const file = ours.getSessionFile();
+		const other = PiSessionManager.open(file, dir);
+		other.appendMessage(user("pi, without the sidecar"));
+		const two = ours.appendMessage(user("two"));
+		const three = ours.appendMessage(assistant("three"));
+		await ours.landed();
+		const entries = entriesIn(file);
+		entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `entry ${i} continues the one before it`));
+		deepStrictEqual(entries.map((e) => e.id).slice(-2), [two, three], "written with the ids pi was given");
+		deepStrictEqual(
+			entries.map((e) => (typeof e.message.content === "string" ? e.message.content : e.message.content[0].text)),
+			["mine", "answer", "pi, without the sidecar", "two", "three"],
+		);
+		deepStrictEqual(ours.getEntries().map((e) => e.id), entries.map((e) => e.id), "the mirror holds what the file holds, in its order");
+	});
 });

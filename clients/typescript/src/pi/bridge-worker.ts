@@ -5,7 +5,10 @@
  * `{"jsonrpc":"2.0","method":…`), and hands lines to the main thread, large ones as transferred bytes.
  *
  * For a synchronous call every `session/changed` line received since the previous answer travels with the answer,
- * in order, so the main thread applies a mutation's notifications before it returns the mutation's value.
+ * in order, so the main thread applies a mutation's notifications before it returns the mutation's value. A call
+ * posted without waiting (`later`: an append the drop-in has already answered pi for) is answered the same way on
+ * the asynchronous port, and counted in slot 1 of the shared flag, so a main thread that must have every such
+ * answer before it goes on can wait for them.
  */
 
 import { spawn } from "node:child_process";
@@ -17,7 +20,7 @@ export interface BridgeWorkerData {
 	args: string[];
 	cwd: string;
 	env: NodeJS.ProcessEnv;
-	/** Int32Array slot 0: 0 waiting, 1 answered, 2 the worker itself failed. */
+	/** Int32Array slot 0: 0 waiting, 1 answered, 2 the worker itself failed; slot 1: later calls answered so far. */
 	signal: SharedArrayBuffer;
 	syncPort: MessagePort;
 	asyncPort: MessagePort;
@@ -34,6 +37,7 @@ const TRANSFER_ABOVE = 64 * 1024;
 const STDERR_TAIL = 8192;
 
 let pendingSync: number | undefined;
+const pendingLater = new Set<number>();
 let changedSinceAnswer: Frame[] = [];
 const pendingAsync = new Set<number>();
 let stderrTail = "";
@@ -44,6 +48,13 @@ const child = spawn(data.binary, data.args, { cwd: data.cwd, env: data.env, stdi
 function wake(state: 1 | 2): void {
 	Atomics.store(flag, 0, state);
 	Atomics.notify(flag, 0);
+}
+
+/** Hands the answer of a call posted without waiting to the main thread, and counts it. */
+function answerLater(id: number, frames: Frame[]): void {
+	post(data.asyncPort, { id, later: true, frames });
+	Atomics.add(flag, 1, 1);
+	Atomics.notify(flag, 1);
 }
 
 function frameOf(line: Buffer): Frame {
@@ -74,6 +85,8 @@ function fail(why: string): void {
 		post(data.syncPort, { id, frames: deadAnswer(id) });
 		wake(1);
 	}
+	for (const id of pendingLater) answerLater(id, deadAnswer(id));
+	pendingLater.clear();
 	for (const id of pendingAsync) post(data.asyncPort, { id, frames: deadAnswer(id) });
 	pendingAsync.clear();
 }
@@ -108,6 +121,10 @@ function route(line: Buffer): void {
 			changedSinceAnswer = [];
 			post(data.syncPort, { id, frames });
 			wake(1);
+		} else if (pendingLater.delete(id)) {
+			const frames = [...changedSinceAnswer, frameOf(line)];
+			changedSinceAnswer = [];
+			answerLater(id, frames);
 		} else if (pendingAsync.delete(id)) {
 			post(data.asyncPort, { id, frames: [frameOf(line)] });
 		}
@@ -138,7 +155,15 @@ child.on("error", (error) => fail(`could not be started: ${error.message}`));
 child.on("close", (code, signal) => fail(signal ? `was killed by ${signal}` : `exited with status ${code}`));
 child.stdin.on("error", () => undefined);
 
-data.syncPort.on("message", (message: { id: number; line: string }) => {
+data.syncPort.on("message", (message: { id: number; line: string; later?: boolean }) => {
+	if (message.later) {
+		if (dead) answerLater(message.id, deadAnswer(message.id));
+		else {
+			pendingLater.add(message.id);
+			child.stdin.write(`${message.line}\n`);
+		}
+		return;
+	}
 	if (dead) {
 		post(data.syncPort, { id: message.id, frames: deadAnswer(message.id) });
 		wake(1);

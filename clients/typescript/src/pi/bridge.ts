@@ -10,6 +10,11 @@
  *
  * Listings (`list`, `listAll`) are asynchronous in pi and stay so: they go through a second port and resolve on
  * the event loop, with `$/progress` reported as they load.
+ *
+ * Appends need not wait either (`postLater`): the drop-in chooses the entry's id and timestamp, answers pi at once
+ * and learns on the event loop whether the append landed. Their requests share the synchronous calls' order on
+ * the wire, and every synchronous call first takes all their answers (`settle`), so what it answers comes after
+ * theirs, as it was sent.
  */
 
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
@@ -74,6 +79,8 @@ export class SyncBridge {
 	private readonly syncPort: MessagePort;
 	private readonly asyncPort: MessagePort;
 	private nextId = 0;
+	/** Calls posted without waiting whose answers have not been taken, by request id. */
+	private readonly later = new Map<number, (outcome: CallOutcome<unknown>) => void>();
 	private readonly asyncCalls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 	private readonly progress = new Map<string, (value: { loaded: number; total: number }) => void>();
 	/** The `initialize` request while its answer is still owed (it is waited for at the first call). */
@@ -88,7 +95,7 @@ export class SyncBridge {
 		this.binary = resolveBinary();
 		this.agentDir = getAgentDir();
 		const extra = (process.env[ARGS_ENV_VAR] ?? "").split(/\s+/).filter((a) => a !== "");
-		const signal = new SharedArrayBuffer(4);
+		const signal = new SharedArrayBuffer(8);
 		this.flag = new Int32Array(signal);
 		const sync = new MessageChannel();
 		const async = new MessageChannel();
@@ -114,7 +121,7 @@ export class SyncBridge {
 		// sees the end of its input and shuts down in order (every answered write is already durable).
 		this.worker.unref();
 		this.syncPort.unref();
-		this.asyncPort.on("message", (message: { id?: number; progress?: boolean; frames: Frame[] }) => this.onAsync(message));
+		this.asyncPort.on("message", (message: { id?: number; progress?: boolean; later?: boolean; frames: Frame[] }) => this.onAsync(message));
 		this.asyncPort.unref();
 		this.initializing = this.post("initialize", { clientInfo: { name: "pi-sessiond-client/pi" } });
 	}
@@ -128,10 +135,45 @@ export class SyncBridge {
 		if (init.error) throw new Error(init.error.message);
 	}
 
-	/** Sends one request and blocks until it is answered. */
+	/** Sends one request and blocks until it is answered (after the answers of the calls posted before it). */
 	call<T>(method: string, params: object): CallOutcome<T> {
 		this.initialized();
+		this.settle();
 		return this.wait<T>(this.post(method, params));
+	}
+
+	/**
+	 * Sends one request in the synchronous calls' order without waiting: `onAnswer` receives its outcome on the
+	 * event loop, or in `settle`, whichever comes first.
+	 */
+	postLater(method: string, params: object, onAnswer: (outcome: CallOutcome<unknown>) => void): void {
+		this.initialized();
+		const id = ++this.nextId;
+		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
+		this.later.set(id, onAnswer);
+		this.keepAlive();
+		this.syncPort.postMessage({ id, line, later: true });
+	}
+
+	/** The answers still owed keep the process alive (a listing pi awaits, an append not yet known to have landed). */
+	private keepAlive(): void {
+		if (this.asyncCalls.size + this.later.size > 0) this.asyncPort.ref();
+		else this.asyncPort.unref();
+	}
+
+	/** True while calls posted without waiting are unanswered. */
+	get unsettled(): boolean {
+		return this.later.size > 0;
+	}
+
+	/** Blocks until every call posted without waiting is answered, and hands each its outcome. */
+	settle(): void {
+		while (this.later.size > 0) {
+			// The count is read before the port, so an answer that arrives in between ends the wait at once.
+			const counted = Atomics.load(this.flag, 1);
+			for (let m = receiveMessageOnPort(this.asyncPort); m; m = receiveMessageOnPort(this.asyncPort)) this.onAsync(m.message);
+			if (this.later.size > 0) Atomics.wait(this.flag, 1, counted, 10_000);
+		}
 	}
 
 	/** Posts one synchronous request to the worker (one at a time: the worker waits for one answer at once). */
@@ -199,12 +241,24 @@ export class SyncBridge {
 					reject(e);
 				},
 			});
-			if (this.asyncCalls.size === 1) this.asyncPort.ref();
+			this.keepAlive();
 			this.asyncPort.postMessage({ id, line });
 		});
 	}
 
-	private onAsync(message: { id?: number; progress?: boolean; frames: Frame[] }): void {
+	private onAsync(message: { id?: number; progress?: boolean; later?: boolean; frames: Frame[] }): void {
+		if (message.later) {
+			const onAnswer = message.id !== undefined ? this.later.get(message.id) : undefined;
+			if (!onAnswer || message.id === undefined) return;
+			this.later.delete(message.id);
+			this.keepAlive();
+			const frames = message.frames.map(parseFrame) as { result?: unknown; error?: RpcError; params?: Changed }[];
+			const answer = frames.pop() ?? {};
+			if (answer.error?.data?.kind === "sidecar_exited") this.dead = true;
+			const changes = frames.map((f) => f.params as Changed);
+			onAnswer(answer.error ? { error: answer.error, changes } : { result: answer.result, changes });
+			return;
+		}
 		for (const frame of message.frames) {
 			const parsed = parseFrame(frame) as { id?: number; result?: unknown; error?: RpcError; params?: { token: string; value: { loaded: number; total: number } } };
 			if (message.progress) {
@@ -215,7 +269,7 @@ export class SyncBridge {
 			const call = message.id !== undefined ? this.asyncCalls.get(message.id) : undefined;
 			if (!call || message.id === undefined) continue;
 			this.asyncCalls.delete(message.id);
-			if (this.asyncCalls.size === 0) this.asyncPort.unref();
+			this.keepAlive();
 			if (parsed.error) call.reject(new Error(parsed.error.message));
 			else call.resolve(parsed.result);
 		}

@@ -13,6 +13,8 @@
  *   and pi takes an entry back when it throws). `/clone` continues in a new session, which is not held.
  * - pi on pi-sessiond reads the session, and its first prompt continues in a new session forked from it (the
  *   drop-in does that; this extension only tells the user, before and when it happens).
+ * - pi on pi-sessiond says it is done with a prompt (`agent_settled`) once the appends the drop-in made without
+ *   waiting are in the file, so whoever reads the file then reads the whole turn.
  */
 
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
@@ -86,6 +88,12 @@ export default function lockExtension(pi: ExtensionAPI): void {
 		} else {
 			say(ctx, refusal(file, holder), "warning");
 		}
+	});
+
+	pi.on("agent_settled", async (_event, ctx) => {
+		if (!firstToHandle(ctx)) return;
+		const manager = ctx.sessionManager as { landed?: () => Promise<void> };
+		if (typeof manager.landed === "function") await manager.landed();
 	});
 
 	pi.on("input", (_event, ctx) => {

@@ -52,6 +52,8 @@ if (process.argv.length >= 2 && !PACKAGE_COMMANDS.has(process.argv[2] ?? "")) {
 	// Tells the lock extension that this pi is meant to be on pi-sessiond, so it can say so if pi's bundle was not
 	// bound to the drop-in (a pi whose bundle declares its SessionManager otherwise).
 	(globalThis as Record<symbol, unknown>)[Symbol.for("pi-sessiond-client.registered")] = true;
+	// pi's appends go on before the sidecar answers (`APPENDS_WITHOUT_WAITING` in session-manager.ts says why).
+	(globalThis as Record<symbol, unknown>)[Symbol.for("pi-sessiond-client.appendsWithoutWaiting")] = true;
 }
 
 registerHooks({

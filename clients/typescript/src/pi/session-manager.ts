@@ -7,9 +7,15 @@
  *   large session. The mirror is read in pages with every long string left in the file (`lazy.ts`): pi's objects,
  *   whose image data and long texts are read from the file only when pi touches them, so no message from the
  *   sidecar is ever the whole session and memory follows what pi reads.
- * - Writes of a persisted session go to pi-sessiond through the blocking `SyncBridge`, so they take its
- *   single-writer lock and its durability mode; the entry the server wrote comes back (ids and timestamps are the
- *   server's) and is added to the mirror in pi's in-memory shape (the caller's objects, pi's keys and order).
+ * - Writes of a persisted session go to pi-sessiond, so they take its single-writer lock and its durability
+ *   mode. In pi's own process (`pi-sessiond-client/register` sets `APPENDS_WITHOUT_WAITING`) the common appends
+ *   (messages, model and thinking-level changes, custom entries, labels, names, usage) do not wait: the entry is built here with an id and timestamp chosen here, as pi's own would be, added to the
+ *   mirror, and posted; pi has its id at once, as from pi's `appendFileSync`. An append the server refuses is
+ *   mended on the event loop, or before this process's next call to the server, or at exit (`mend`): written
+ *   again after another process's appends, into the new session forked from a held file, or to a restarted
+ *   sidecar; what cannot be written is reported. Other writes wait for the server's answer, and the entry it
+ *   wrote (its id and timestamp) is added to the mirror in pi's in-memory shape (the caller's objects, pi's
+ *   keys and order).
  *   Everything pi checks before writing (unknown entries, invalid ids, context-edit rules) is checked here first,
  *   with pi's messages.
  * - In-memory sessions never touch the disk, so they never go to the server: pi builds them per turn (a preview
@@ -23,7 +29,7 @@
 
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { bridge, type Changed, type CallOutcome, closeHandle, type RpcError } from "./bridge.js";
+import { bridge, type Changed, type CallOutcome, closeHandle, type RpcError, type SyncBridge } from "./bridge.js";
 import { type Entry, getCurrentSystemMessage, type Message } from "./context.js";
 import {
 	assertValidSessionId,
@@ -73,6 +79,56 @@ interface HandleState {
 }
 
 const handles = new Map<string, HandleState>();
+
+/** An append posted without waiting: the entry pi was given, and how to post it again. */
+interface Posted {
+	entry: Entry;
+	method: string;
+	/** The method's params, with the entry's id and timestamp, without `handle` and `expectedLeafId`. */
+	params: object;
+	/** The server's refusal, once it answered with one. */
+	error?: RpcError;
+}
+
+/**
+ * The appends whose entry is built here exactly as the server writes it, so pi need not wait for them. The others
+ * (compactions, whose checkpoint the server may build; context edits; branch summaries) wait for the entry the
+ * server wrote.
+ */
+const POSTED_WITHOUT_WAITING = new Set([
+	"session/appendMessage",
+	"session/appendThinkingLevelChange",
+	"session/appendModelChange",
+	"session/appendUsage",
+	"session/appendCustomEntry",
+	"session/appendSessionInfo",
+	"session/appendCustomMessageEntry",
+	"session/appendLabelChange",
+]);
+
+/**
+ * Set to `true` on `globalThis` to let the common appends go on before the server answers. pi's command sets it
+ * (through the register hook): pi never reads its session file back, and an append that throws leaves its agent
+ * loop on "Working", so a refused append mended afterwards serves it better than one that blocks every time.
+ * Without it the drop-in keeps the contract of pi's module: when an append returns, the file has the entry, and
+ * an append that cannot be written throws.
+ */
+export const APPENDS_WITHOUT_WAITING = Symbol.for("pi-sessiond-client.appendsWithoutWaiting");
+
+/** Instances with appends posted and not yet answered, or refused and not yet mended. */
+const unsettled = new Set<SessionManager>();
+let exiting = false;
+// pi exits when it is done: what it was told was appended is in the file first, or reported here.
+process.on("exit", () => {
+	exiting = true;
+	for (const manager of unsettled) {
+		try {
+			manager.settle();
+		} catch (error) {
+			process.stderr.write(`pi-sessiond: ${(error as Error).message}\n`);
+		}
+	}
+});
 
 /** Entries per `session/getEntries` page when reading a session into the mirror. */
 const ENTRIES_PAGE = 1000;
@@ -156,6 +212,22 @@ export class SessionManager extends SessionView {
 	/** The server handle of a persisted session (undefined in memory). */
 	private handle: string | undefined;
 	private readonly held: { handle: string | undefined; generation: number } = { handle: undefined, generation: 0 };
+	/** Appends posted without waiting and not yet known to have landed, oldest first. */
+	private posted: Posted[] = [];
+	/** The sidecar they were posted to. */
+	private postedTo: SyncBridge | undefined;
+	/**
+	 * The handle (and its sidecar's generation) that a waiting append of this instance wrote through last. The
+	 * first append on a handle waits: it takes the file's write lock, or learns that another pi holds it and
+	 * forks away, before pi goes on; later ones need not.
+	 */
+	private wroteThrough: string | undefined;
+	/** Who awaits `landed`. */
+	private landedWaiters: (() => void)[] = [];
+	/** True while a mend is scheduled on the event loop. */
+	private mendScheduled = false;
+	/** A failure found while mending on the event loop, thrown at pi's next write. */
+	private failure: Error | undefined;
 
 	private constructor(cwd: string, sessionDir: string, persist: boolean) {
 		super();
@@ -518,6 +590,7 @@ export class SessionManager extends SessionView {
 		if (path.length === 0) throw new Error(`Entry ${leafId} not found`);
 		if (!this.persist) return this.branchLocal(path);
 		const previousFile = this.sessionFile;
+		this.settle();
 		const handle = this.ensureHandle();
 		const outcome = bridge().call<{ path: string | null }>("session/createBranchedSession", { handle, leafId });
 		const changes = this.track(handle, outcome.changes);
@@ -543,6 +616,7 @@ export class SessionManager extends SessionView {
 	 */
 	close(): void {
 		if (this.handle === undefined) return;
+		this.settle();
 		const sidecar = bridge();
 		if (sidecar.generation === this.held.generation) sidecar.call("session/close", { handle: this.handle });
 		this.handle = undefined;
@@ -665,6 +739,11 @@ export class SessionManager extends SessionView {
 			this.pushEntry(entry);
 			return entry.id;
 		}
+		this.throwFailure();
+		this.mend();
+		if (POSTED_WITHOUT_WAITING.has(method) && leafBefore === undefined && this.mayPostWithoutWaiting()) {
+			return this.postWithoutWaiting(build, method, params);
+		}
 		const changes = this.write(method, params);
 		const own = changes.filter((c) => c.origin !== "external" && c.change.kind === "append");
 		const written = own[own.length - 1]?.change.entries?.[0] as Entry | undefined;
@@ -672,7 +751,162 @@ export class SessionManager extends SessionView {
 		const entry = build(written.id, written.parentId, written.timestamp, written);
 		this.pushEntry(entry);
 		this.flushed = true;
+		this.wroteThrough = `${bridge().generation}:${this.handle}`;
 		return entry.id;
+	}
+
+	/** True when an append can be posted without waiting: the server's handle holds this session at this leaf. */
+	private mayPostWithoutWaiting(): boolean {
+		if ((globalThis as Record<symbol, unknown>)[APPENDS_WITHOUT_WAITING] !== true) return false;
+		if (this.handle === undefined || !this.flushed || this.posted.some((p) => p.error) || !this.ownsHandle()) return false;
+		const sidecar = bridge();
+		if (this.wroteThrough !== `${sidecar.generation}:${this.handle}`) return false;
+		if (sidecar.dead || (this.postedTo !== undefined && this.postedTo !== sidecar && this.posted.length > 0)) return false;
+		return handles.get(this.handle)?.leafId === this.leafId;
+	}
+
+	/** Builds the entry with an id and timestamp chosen here, adds it to the mirror, posts it, and returns its id. */
+	private postWithoutWaiting(build: (id: string, parentId: string | null, timestamp: string) => Entry, method: string, params: object): string {
+		const handle = this.handle as string;
+		const sidecar = bridge();
+		const id = generateId(this.byId);
+		const timestamp = new Date().toISOString();
+		const entry = build(id, this.leafId, timestamp);
+		const posted: Posted = { entry, method, params: { ...params, id, timestamp } };
+		const expected = this.leafId === null ? {} : { expectedLeafId: this.leafId };
+		this.posted.push(posted);
+		this.postedTo = sidecar;
+		unsettled.add(this);
+		sidecar.postLater(method, { handle, ...expected, ...posted.params }, (outcome) => this.answered(handle, posted, outcome));
+		this.pushEntry(entry);
+		const state = handles.get(handle);
+		if (state) state.leafId = id;
+		return id;
+	}
+
+	/** What the server answered to an append posted without waiting. */
+	private answered(handle: string, posted: Posted, outcome: CallOutcome<unknown>): void {
+		this.track(handle, outcome.changes);
+		if (outcome.error) {
+			posted.error = outcome.error;
+			if (!this.mendScheduled) {
+				this.mendScheduled = true;
+				setImmediate(() => {
+					this.mendScheduled = false;
+					try {
+						this.mend();
+					} catch (error) {
+						this.failure = error as Error;
+						notice((error as Error).message);
+					}
+				});
+			}
+			return;
+		}
+		const at = this.posted.indexOf(posted);
+		if (at >= 0) this.posted.splice(at, 1);
+		if (this.posted.length === 0) unsettled.delete(this);
+		this.wakeLanded();
+		// The server's leaf, once the appends still in flight land (track set it to this one's).
+		const last = this.posted.at(-1);
+		const state = handles.get(handle);
+		if (last !== undefined && state && !this.posted.some((p) => p.error)) state.leafId = last.entry.id;
+	}
+
+	/**
+	 * Resolves once every append posted without waiting has landed, or was mended, or reported (the lock extension
+	 * awaits it at `agent_settled`, so pi says it is done when its file is). Not in pi's class.
+	 */
+	landed(): Promise<void> {
+		if (this.posted.length === 0) return Promise.resolve();
+		return new Promise((resolve) => this.landedWaiters.push(resolve));
+	}
+
+	/** Resolves `landed` once nothing is posted. */
+	private wakeLanded(): void {
+		if (this.posted.length === 0) for (const resolve of this.landedWaiters.splice(0)) resolve();
+	}
+
+	/** Waits for the answers to this instance's appends posted without waiting, and mends the refused ones. */
+	settle(): void {
+		if (this.posted.length === 0) return;
+		this.postedTo?.settle();
+		this.mend();
+	}
+
+	/** Throws, once, what mending on the event loop could not do. */
+	private throwFailure(): void {
+		const failure = this.failure;
+		this.failure = undefined;
+		if (failure) throw failure;
+	}
+
+	/**
+	 * Once an append posted without waiting was refused: takes every answer, takes the appends that did not land
+	 * out of the mirror and writes them again, in order, with their ids and timestamps, so the file ends as pi was
+	 * told. After another process's appends they continue after them (pi was told nothing was lost, and the
+	 * session does not fork); a held file or a dead sidecar is handled by `write` as for any write. What cannot
+	 * be written is thrown, and stays out of the mirror.
+	 */
+	private mend(): void {
+		if (!this.posted.some((p) => p.error)) return;
+		try {
+			this.mendRefused();
+		} finally {
+			this.wakeLanded();
+		}
+	}
+
+	private mendRefused(): void {
+		if (exiting && this.postedTo?.dead) {
+			const ids = this.posted.map((p) => p.entry.id).join(", ");
+			this.posted = [];
+			unsettled.delete(this);
+			throw new Error(`the sidecar died as pi exited: entries ${ids} of ${this.sessionFile} were not written`);
+		}
+		this.postedTo?.settle();
+		const unlanded = this.posted;
+		this.posted = [];
+		unsettled.delete(this);
+		const refusal = unlanded.find((p) => p.error)?.error as RpcError;
+		const ids = new Set(unlanded.map((p) => p.entry.id));
+		const parent = unlanded[0]?.entry.parentId ?? null;
+		this.fileEntries = this.fileEntries.filter((e) => e.type === "session" || !ids.has(e.id));
+		this._buildIndex();
+		this.leafId = parent;
+		const serverLeaf = this.handle === undefined ? undefined : handles.get(this.handle)?.leafId;
+		if (refusal.data?.kind === "content_modified" && typeof serverLeaf === "string" && serverLeaf !== parent && this.descendsFrom(serverLeaf, parent)) {
+			this.leafId = serverLeaf;
+			notice(`Session file ${this.sessionFile} was appended to by another process; this pi's last ${unlanded.length} entries continue after them.`);
+		}
+		for (const [n, p] of unlanded.entries()) {
+			p.entry.parentId = this.leafId;
+			try {
+				this.write(p.method, p.params);
+			} catch (error) {
+				// The file has it already: an append the dead sidecar wrote before it could answer.
+				const e = error as SessiondSessionError;
+				if (!(e.kind === "invalid_params" && e.data.path === "id")) {
+					const lost = unlanded.slice(n).map((q) => q.entry.id).join(", ");
+					throw new SessiondSessionError(
+						{ code: e.code, message: e.message, data: e.data },
+						`${e.message} (entries ${lost}, appended without waiting, are not in ${this.sessionFile})`,
+					);
+				}
+			}
+			this.pushEntry(p.entry);
+		}
+	}
+
+	/** True when `id` is `ancestor` or below it. */
+	private descendsFrom(id: string, ancestor: string | null): boolean {
+		if (ancestor === null) return true;
+		const seen = new Set<string>();
+		for (let at: string | null | undefined = id; typeof at === "string" && !seen.has(at); at = this.byId.get(at)?.parentId) {
+			if (at === ancestor) return true;
+			seen.add(at);
+		}
+		return false;
 	}
 
 	/**
@@ -682,6 +916,7 @@ export class SessionManager extends SessionView {
 	 * another pi holds is left as it is and the write goes to a new session forked from it.
 	 */
 	private write(method: string, params: object): Changed[] {
+		this.settle();
 		for (let attempt = 0; ; attempt++) {
 			const handle = this.ensureHandle();
 			const state = handles.get(handle);
@@ -748,6 +983,7 @@ export class SessionManager extends SessionView {
 
 	/** Calls a method on this instance's handle and applies what it reports. */
 	private callOnHandle<T>(method: string, params: object): T {
+		this.settle();
 		const handle = this.ensureHandle();
 		const outcome = bridge().call<T>(method, { handle, ...params });
 		this.track(handle, outcome.changes);
