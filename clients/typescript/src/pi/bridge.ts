@@ -171,9 +171,17 @@ export class SyncBridge {
 		while (this.later.size > 0) {
 			// The count is read before the port, so an answer that arrives in between ends the wait at once.
 			const counted = Atomics.load(this.flag, 1);
-			for (let m = receiveMessageOnPort(this.asyncPort); m; m = receiveMessageOnPort(this.asyncPort)) this.onAsync(m.message);
+			this.takeArrived();
 			if (this.later.size > 0) Atomics.wait(this.flag, 1, counted, 10_000);
 		}
+	}
+
+	/**
+	 * Hands out the answers that have reached this thread, without waiting for more or for the event loop (which
+	 * delivers them only when pi's work yields to I/O).
+	 */
+	takeArrived(): void {
+		for (let m = receiveMessageOnPort(this.asyncPort); m; m = receiveMessageOnPort(this.asyncPort)) this.onAsync(m.message);
 	}
 
 	/** Posts one synchronous request to the worker (one at a time: the worker waits for one answer at once). */

@@ -818,6 +818,7 @@ export class SessionManager extends SessionView {
 	 * awaits it at `agent_settled`, so pi says it is done when its file is). Not in pi's class.
 	 */
 	landed(): Promise<void> {
+		this.postedTo?.takeArrived();
 		if (this.posted.length === 0) return Promise.resolve();
 		return new Promise((resolve) => this.landedWaiters.push(resolve));
 	}
