@@ -108,8 +108,8 @@ struct ServeArgs {
     /// The largest frame accepted from the host, in bytes [default: 1073741824].
     #[arg(long, value_name = "BYTES")]
     max_frame_bytes: Option<usize>,
-    /// fsync policy for appends: none (like pi), entry (every entry before its response), batch (group commit)
-    /// [default: entry].
+    /// fsync policy for appends: none (like pi), entry (every entry before its response), batch (group commit),
+    /// after (answered when written, fsynced right after) [default: entry].
     #[arg(long, value_enum)]
     durability: Option<DurabilityArg>,
     /// How often watched files are checked even without a file-system notification, in milliseconds
@@ -142,6 +142,7 @@ enum DurabilityArg {
     None,
     Entry,
     Batch,
+    After,
 }
 
 /// `team` subcommands.
@@ -405,6 +406,7 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> i32 {
     let durability = match args.durability {
         Some(DurabilityArg::None) => Durability::None,
         Some(DurabilityArg::Batch) => Durability::Batch,
+        Some(DurabilityArg::After) => Durability::After,
         Some(DurabilityArg::Entry) | None => Durability::Entry,
     };
     if std::io::stdin().is_terminal() {

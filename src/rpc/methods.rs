@@ -599,6 +599,12 @@ where
                     Err(e) => reply.error(&error::fsync_failed(e)),
                 }) as Ack);
             }
+            if wrote && outcome.is_ok() && job_server.durability == Durability::After {
+                // Answered now; the worker fsyncs once the answers of the burst are out. A failed fsync has
+                // poisoned the session by then, so the next write is refused saying why.
+                reply.answer(outcome);
+                return Some(Box::new(|_: &crate::session::Result<()>| {}) as Ack);
+            }
             reply.answer(outcome);
             None
         })),

@@ -316,3 +316,34 @@ fn an_append_batch_under_entry_durability_is_one_write_and_one_fsync() {
     faults.set("fsync-eio", false);
     assert_eq!(entry_count(&mut sc, &h), Json::number(502.0), "a batch whose fsync failed is not in memory");
 }
+
+#[test]
+fn under_after_durability_a_write_is_answered_before_its_fsync_which_follows_at_once_and_a_failed_one_refuses_the_next()
+{
+    let dir = temp_dir();
+    let path = session_file(dir.path());
+    let faults = Faults::new();
+    let mut sc = faults.sidecar(&["--durability", "after"], &s(dir.path()));
+    let h = open(&mut sc, &path);
+    let leaf = |sc: &mut Sidecar| sc.call("session/getLeafId", json(&format!(r#"{{"handle":"{h}"}}"#)));
+    assert!(append(&mut sc, &h, "first").get("result").is_some());
+    leaf(&mut sc);
+    let before = faults.fsyncs();
+    // Each write alone is fsynced before the handle's next request runs (a read waits for it): one each.
+    for n in 0..3 {
+        assert!(append(&mut sc, &h, &format!("alone {n}")).get("result").is_some());
+        leaf(&mut sc);
+        assert_eq!(faults.fsyncs() - before, n + 1, "write {n} was fsynced before the read after it");
+    }
+    // A failing fsync comes after the answer: the write is acknowledged (it is in the file, as pi's would be),
+    // and the session is poisoned, so the next write is refused and says so.
+    faults.set("fsync-eio", true);
+    assert!(append(&mut sc, &h, "answered before its fsync").get("result").is_some());
+    leaf(&mut sc);
+    faults.set("fsync-eio", false);
+    assert_eq!(error_kind(&append(&mut sc, &h, "after the failure")), "session_poisoned");
+    let m = SessionManager::open(&path, None, None, Env::system()).unwrap();
+    assert_eq!(m.entry_count(), 6, "every acknowledged write is in the file (after the one it opened with)");
+    let h = reopen(&mut sc, &h, &path);
+    assert!(append(&mut sc, &h, "reopened").get("result").is_some(), "a reopened session writes again");
+}

@@ -15,6 +15,11 @@ pub enum Durability {
     /// Group commit: writes are made at once and acknowledged once one fsync covers them ([`Commit::wait`]), so
     /// a burst of writers shares one fsync.
     Batch,
+    /// Acknowledged once written, as `None`, and fsynced right after: the sidecar's worker makes one fsync for the
+    /// writes of a burst as soon as their answers are out, before it runs the handle's next request. For a host
+    /// that must not wait for the disk but wants what it wrote on the disk within moments (pi's drop-in, whose
+    /// plain pi never fsyncs). A failed fsync poisons the session, so the next write is refused and says why.
+    After,
 }
 
 /// What [`SessionFile::beyond`] found past the bytes we know.

@@ -393,7 +393,7 @@ impl SessionFile {
                     return Err(Error::io("sync", &path, e));
                 }
             },
-            Durability::Batch => Commit::pending(point.clone(), point.wrote()),
+            Durability::Batch | Durability::After => Commit::pending(point.clone(), point.wrote()),
         };
         let contiguous = start == self.len;
         self.len = start + bytes.len() as u64;

@@ -95,6 +95,10 @@ export class SyncBridge {
 		this.binary = resolveBinary();
 		this.agentDir = getAgentDir();
 		const extra = (process.env[ARGS_ENV_VAR] ?? "").split(/\s+/).filter((a) => a !== "");
+		// Appends that do not wait (pi's process) are fsynced right after they are answered, unless asked otherwise:
+		// pi then waits for the write alone at the end of a turn, as for its own appendFileSync.
+		const withoutWaiting = (globalThis as Record<symbol, unknown>)[Symbol.for("pi-sessiond-client.appendsWithoutWaiting")] === true;
+		if (withoutWaiting && !extra.some((a) => a === "--durability" || a.startsWith("--durability="))) extra.unshift("--durability", "after");
 		const signal = new SharedArrayBuffer(8);
 		this.flag = new Int32Array(signal);
 		const sync = new MessageChannel();

@@ -47,13 +47,14 @@ const dropIn = new URL("./index.js", import.meta.url).href;
 const PACKAGE_COMMANDS = new Set(["install", "remove", "update", "list", "config"]);
 if (process.argv.length >= 2 && !PACKAGE_COMMANDS.has(process.argv[2] ?? "")) {
 	process.argv.push("--extension", fileURLToPath(new URL("./extension.js", import.meta.url)));
+	// pi's appends go on before the sidecar answers (`APPENDS_WITHOUT_WAITING` in session-manager.ts says why);
+	// set before the sidecar starts, which then fsyncs each append right after answering it.
+	(globalThis as Record<symbol, unknown>)[Symbol.for("pi-sessiond-client.appendsWithoutWaiting")] = true;
 	// The sidecar starts now, beside pi's own start-up, rather than when pi first opens a session.
 	prestartBridge();
 	// Tells the lock extension that this pi is meant to be on pi-sessiond, so it can say so if pi's bundle was not
 	// bound to the drop-in (a pi whose bundle declares its SessionManager otherwise).
 	(globalThis as Record<symbol, unknown>)[Symbol.for("pi-sessiond-client.registered")] = true;
-	// pi's appends go on before the sidecar answers (`APPENDS_WITHOUT_WAITING` in session-manager.ts says why).
-	(globalThis as Record<symbol, unknown>)[Symbol.for("pi-sessiond-client.appendsWithoutWaiting")] = true;
 }
 
 registerHooks({
