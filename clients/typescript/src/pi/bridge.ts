@@ -172,12 +172,25 @@ export class SyncBridge {
 
 	/** Blocks until every call posted without waiting is answered, and hands each its outcome. */
 	settle(): void {
+		this.settleWithin(Number.POSITIVE_INFINITY);
+	}
+
+	/**
+	 * `settle`, blocking at most `ms` milliseconds; true when every call posted without waiting is answered. A
+	 * short block wakes on the worker's notify, where waiting on the event loop waits until pi's work yields to it.
+	 */
+	settleWithin(ms: number): boolean {
+		const until = performance.now() + ms;
 		while (this.later.size > 0) {
 			// The count is read before the port, so an answer that arrives in between ends the wait at once.
 			const counted = Atomics.load(this.flag, 1);
 			this.takeArrived();
-			if (this.later.size > 0) Atomics.wait(this.flag, 1, counted, 10_000);
+			if (this.later.size === 0) break;
+			const left = until - performance.now();
+			if (left <= 0) return false;
+			Atomics.wait(this.flag, 1, counted, Math.min(left, 10_000));
 		}
+		return true;
 	}
 
 	/**

@@ -115,6 +115,9 @@ const POSTED_WITHOUT_WAITING = new Set([
  */
 export const APPENDS_WITHOUT_WAITING = Symbol.for("pi-sessiond-client.appendsWithoutWaiting");
 
+/** How long `landed` blocks pi's thread for the answers still owed before it waits on the event loop. */
+const LANDED_BLOCK_MS = 20;
+
 /** Instances with appends posted and not yet answered, or refused and not yet mended. */
 const unsettled = new Set<SessionManager>();
 let exiting = false;
@@ -818,7 +821,9 @@ export class SessionManager extends SessionView {
 	 * awaits it at `agent_settled`, so pi says it is done when its file is). Not in pi's class.
 	 */
 	landed(): Promise<void> {
-		this.postedTo?.takeArrived();
+		// The turn's last append is usually a round trip from its answer: blocking that long (a few hundred µs)
+		// ends the turn sooner than waiting for the event loop; a sidecar slower than that is waited for there.
+		this.postedTo?.settleWithin(LANDED_BLOCK_MS);
 		if (this.posted.length === 0) return Promise.resolve();
 		return new Promise((resolve) => this.landedWaiters.push(resolve));
 	}
