@@ -9,8 +9,9 @@
  *   sidecar is ever the whole session and memory follows what pi reads.
  * - Writes of a persisted session go to pi-sessiond, so they take its single-writer lock and its durability
  *   mode. In pi's own process (`pi-sessiond-client/register` sets `APPENDS_WITHOUT_WAITING`) the common appends
- *   (messages, model and thinking-level changes, custom entries, labels, names, usage) do not wait: the entry is built here with an id and timestamp chosen here, as pi's own would be, added to the
- *   mirror, and posted; pi has its id at once, as from pi's `appendFileSync`. An append the server refuses is
+ *   (messages, model and thinking-level changes, custom entries, labels, names, usage) do not wait: the entry
+ *   is built here with an id and timestamp chosen here, as pi's own would be, added to the mirror, and posted;
+ *   pi has its id at once, as from pi's `appendFileSync`. An append the server refuses is
  *   mended on the event loop, or before this process's next call to the server, or at exit (`mend`): written
  *   again after another process's appends, into the new session forked from a held file, or to a restarted
  *   sidecar; what cannot be written is reported. Other writes wait for the server's answer, and the entry it
@@ -833,7 +834,10 @@ export class SessionManager extends SessionView {
 		if (this.posted.length === 0) for (const resolve of this.landedWaiters.splice(0)) resolve();
 	}
 
-	/** Waits for the answers to this instance's appends posted without waiting, and mends the refused ones. */
+	/**
+	 * Waits for the answers to this instance's appends posted without waiting, and mends the refused ones (pi's
+	 * exit calls it). Not in pi's class.
+	 */
 	settle(): void {
 		if (this.posted.length === 0) return;
 		this.postedTo?.settle();
