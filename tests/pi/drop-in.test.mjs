@@ -277,3 +277,32 @@ test("appends that did not wait and were refused after another process's appends
 		deepStrictEqual(ours.getEntries().map((e) => e.id), entries.map((e) => e.id), "the mirror holds what the file holds, in its order");
 	});
 });
+
+test("appends that did not wait and were refused in the middle of a tool call stay on their branch, the result after its call", async () => {
+	await withoutWaiting(async () => {
+		const dir = mkdtempSync(join(tmpdir(), "dropin-nowait-midturn-"));
+		const ours = DropIn.create("/work/project", dir);
+		ours.appendMessage(user("mine"));
+		ours.appendMessage(assistant("answer"));
+		ours.appendMessage(user("run echo hi"));
+		const call = ours.appendMessage({ ...assistant(""), content: [{ type: "toolCall", id: "call-1", name: "bash", arguments: { command: "echo hi" } }], stopReason: "toolUse" });
+		await ours.landed();
+		const file = ours.getSessionFile();
+		// Another process (a pi without the sidecar) writes while the tool runs.
+		const other = PiSessionManager.open(file, dir);
+		const theirs = other.appendMessage(user("pi, without the sidecar"));
+		const result = ours.appendMessage({ role: "toolResult", toolCallId: "call-1", toolName: "bash", content: [{ type: "text", text: "hi" }], isError: false, timestamp: 3 });
+		const done = ours.appendMessage(assistant("done"));
+		await ours.landed();
+		const written = new Map(entriesIn(file).map((e) => [e.id, e]));
+		equal(written.get(result)?.parentId, call, "the tool result follows its call");
+		equal(written.get(done)?.parentId, result);
+		equal(written.get(theirs)?.parentId, call, "the other process's entry is a branch of its own");
+		equal(ours.getLeafId(), done);
+		deepStrictEqual(
+			ours.getBranch().map((e) => e.id).slice(-3),
+			[call, result, done],
+			"the context pi rebuilds has the call and its result together",
+		);
+	});
+});

@@ -886,8 +886,15 @@ export class SessionManager extends SessionView {
 		this.leafId = parent;
 		const serverLeaf = this.handle === undefined ? undefined : handles.get(this.handle)?.leafId;
 		if (refusal.data?.kind === "content_modified" && typeof serverLeaf === "string" && serverLeaf !== parent && this.descendsFrom(serverLeaf, parent)) {
-			this.leafId = serverLeaf;
-			notice(`Session file ${this.sessionFile} was appended to by another process; this pi's last ${unlanded.length} entries continue after them.`);
+			const what = `Session file ${this.sessionFile} was appended to by another process; this pi's last ${unlanded.length} entries`;
+			if (this.startsTurn(unlanded[0]?.entry, parent)) {
+				this.leafId = serverLeaf;
+				notice(`${what} continue after them.`);
+			} else {
+				// Moved after them, a tool call would lose its result (providers refuse a result that does not follow
+				// its call): the rest of the turn stays on its own branch, beside the other process's entries.
+				notice(`${what} finish a turn begun before them, so they stay on their own branch beside them.`);
+			}
 		}
 		for (const [n, p] of unlanded.entries()) {
 			p.entry.parentId = this.leafId;
@@ -906,6 +913,25 @@ export class SessionManager extends SessionView {
 			}
 			this.pushEntry(p.entry);
 		}
+	}
+
+	/**
+	 * True when `entry`, appended under `parent`, begins a turn (a user message, or a setting, a label or a name
+	 * between turns), so it can follow another process's entries without cutting an exchange in two: the last
+	 * message before it is an assistant's reply with no tool call awaiting its result.
+	 */
+	private startsTurn(entry: Entry | undefined, parent: string | null): boolean {
+		if (entry === undefined || (entry.type === "message" && entry.message?.role !== "user")) return false;
+		const seen = new Set<string>();
+		for (let at: string | null | undefined = parent; typeof at === "string" && !seen.has(at); at = this.byId.get(at)?.parentId) {
+			seen.add(at);
+			const before = this.byId.get(at);
+			if (before === undefined) return false;
+			if (before.type !== "message") continue;
+			const content = before.message?.role === "assistant" ? before.message.content : undefined;
+			return Array.isArray(content) && !content.some((c: { type?: string }) => c?.type === "toolCall");
+		}
+		return true;
 	}
 
 	/** True when `id` is `ancestor` or below it. */
