@@ -237,8 +237,9 @@ test("an append that does not wait and cannot be written is reported at the next
 		mkdirSync(file);
 		const lost = m2.appendMessage(user("this one cannot be written"));
 		ok(m2.getEntry(lost), "pi is answered at once, the entry in its session");
-		// The refusal is taken on the event loop; pi's next write throws it.
-		await new Promise((resolve) => setTimeout(resolve, 200));
+		// The refusal is taken on the event loop (`landed` resolves once it was mended or found unmendable); pi's
+		// next write throws it.
+		await m2.landed();
 		throws(() => m2.appendMessage(user("next")), (e) => e.message.includes(lost) && e.message.includes(file));
 		rmdirSync(file);
 		renameSync(`${file}.aside`, file);
