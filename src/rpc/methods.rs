@@ -599,14 +599,11 @@ where
                     Err(e) => reply.error(&error::fsync_failed(e)),
                 }) as Ack);
             }
-            if wrote && outcome.is_ok() && job_server.durability == Durability::After {
-                // Answered now; the worker fsyncs once the answers of the burst are out. A failed fsync has
-                // poisoned the session by then, so the next write is refused saying why.
-                reply.answer(outcome);
-                return Some(Box::new(|_: &crate::session::Result<()>| {}) as Ack);
-            }
+            let fsync_after = wrote && outcome.is_ok() && job_server.durability == Durability::After;
             reply.answer(outcome);
-            None
+            // Under `after` the answer is out; the ack only makes the worker fsync once the burst's answers are.
+            // A failed fsync has poisoned the session by then, so the next write is refused saying why.
+            fsync_after.then(|| Box::new(|_: &crate::session::Result<()>| {}) as Ack)
         })),
     );
     Routed::Dispatched

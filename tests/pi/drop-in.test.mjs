@@ -198,6 +198,19 @@ async function withoutWaiting(f) {
 		delete globalThis[WITHOUT_WAITING];
 	}
 }
+/**
+ * A new session in a directory of its own, with a user message and a reply that have landed (the first waits,
+ * the second does not), as in pi's process after its first prompt.
+ */
+async function answeredOnce(name) {
+	const dir = mkdtempSync(join(tmpdir(), `dropin-nowait-${name}-`));
+	const manager = DropIn.create("/work/project", dir);
+	manager.appendMessage(user("mine"));
+	const answer = manager.appendMessage(assistant("answer"));
+	await manager.landed();
+	return { dir, manager, answer, file: manager.getSessionFile() };
+}
+
 /** The session file's entries (the header left out). */
 const entriesIn = (file) =>
 	readFileSync(file, "utf8")
@@ -225,13 +238,8 @@ test("appends that do not wait return and read what pi's return and read, and th
 
 test("an append that does not wait and cannot be written is reported at the next write and leaves the session as it was", async () => {
 	await withoutWaiting(async () => {
-		const dir = mkdtempSync(join(tmpdir(), "dropin-nowait-fails-"));
-		const m2 = DropIn.create("/work/project", dir);
 		// The first append on a handle waits (it takes the lock); the later ones do not.
-		m2.appendMessage(user("hello"));
-		const answer = m2.appendMessage(assistant("hi"));
-		await m2.landed();
-		const file = m2.getSessionFile();
+		const { manager: m2, answer, file } = await answeredOnce("fails");
 		const written = readFileSync(file, "utf8");
 		renameSync(file, `${file}.aside`);
 		mkdirSync(file);
@@ -250,19 +258,14 @@ test("an append that does not wait and cannot be written is reported at the next
 		m2.close();
 		deepStrictEqual(
 			entriesIn(file).map((e) => e.message.content),
-			["hello", [{ type: "text", text: "hi" }], "written again"],
+			["mine", [{ type: "text", text: "answer" }], "written again"],
 		);
 	});
 });
 
 test("appends that did not wait and were refused after another process's appends continue after them, in one line", async () => {
 	await withoutWaiting(async () => {
-		const dir = mkdtempSync(join(tmpdir(), "dropin-nowait-other-"));
-		const ours = DropIn.create("/work/project", dir);
-		ours.appendMessage(user("mine"));
-		ours.appendMessage(assistant("answer"));
-		await ours.landed();
-		const file = ours.getSessionFile();
+		const { manager: ours, dir, file } = await answeredOnce("other");
 		const other = PiSessionManager.open(file, dir);
 		other.appendMessage(user("pi, without the sidecar"));
 		const two = ours.appendMessage(user("two"));
@@ -281,14 +284,10 @@ test("appends that did not wait and were refused after another process's appends
 
 test("appends that did not wait and were refused in the middle of a tool call stay on their branch, the result after its call", async () => {
 	await withoutWaiting(async () => {
-		const dir = mkdtempSync(join(tmpdir(), "dropin-nowait-midturn-"));
-		const ours = DropIn.create("/work/project", dir);
-		ours.appendMessage(user("mine"));
-		ours.appendMessage(assistant("answer"));
+		const { manager: ours, dir, file } = await answeredOnce("midturn");
 		ours.appendMessage(user("run echo hi"));
 		const call = ours.appendMessage({ ...assistant(""), content: [{ type: "toolCall", id: "call-1", name: "bash", arguments: { command: "echo hi" } }], stopReason: "toolUse" });
 		await ours.landed();
-		const file = ours.getSessionFile();
 		// Another process (a pi without the sidecar) writes while the tool runs.
 		const other = PiSessionManager.open(file, dir);
 		const theirs = other.appendMessage(user("pi, without the sidecar"));

@@ -54,6 +54,20 @@ function parseFrame(frame: Frame): unknown {
 	return JSON.parse(typeof frame === "string" ? frame : decoder.decode(frame));
 }
 
+/**
+ * Set to `true` on `globalThis` to let the drop-in's common appends go on before the server answers. pi's command
+ * sets it (through the register hook): pi never reads its session file back, and an append that throws leaves its
+ * agent loop on "Working", so a refused append mended afterwards serves it better than one that blocks every
+ * time. Without it the drop-in keeps the contract of pi's module: when an append returns, the file has the entry,
+ * and an append that cannot be written throws.
+ */
+export const APPENDS_WITHOUT_WAITING = Symbol.for("pi-sessiond-client.appendsWithoutWaiting");
+
+/** True when `APPENDS_WITHOUT_WAITING` is set. */
+export function appendsWithoutWaiting(): boolean {
+	return (globalThis as Record<symbol, unknown>)[APPENDS_WITHOUT_WAITING] === true;
+}
+
 /** The environment variable with extra pi-sessiond arguments (`--durability batch`, `--log-level debug`, …). */
 export const ARGS_ENV_VAR = "PI_SESSIOND_ARGS";
 
@@ -97,8 +111,7 @@ export class SyncBridge {
 		const extra = (process.env[ARGS_ENV_VAR] ?? "").split(/\s+/).filter((a) => a !== "");
 		// Appends that do not wait (pi's process) are fsynced right after they are answered, unless asked otherwise:
 		// pi then waits for the write alone at the end of a turn, as for its own appendFileSync.
-		const withoutWaiting = (globalThis as Record<symbol, unknown>)[Symbol.for("pi-sessiond-client.appendsWithoutWaiting")] === true;
-		if (withoutWaiting && !extra.some((a) => a === "--durability" || a.startsWith("--durability="))) extra.unshift("--durability", "after");
+		if (appendsWithoutWaiting() && !extra.some((a) => a === "--durability" || a.startsWith("--durability="))) extra.unshift("--durability", "after");
 		const signal = new SharedArrayBuffer(8);
 		this.flag = new Int32Array(signal);
 		const sync = new MessageChannel();
@@ -165,11 +178,6 @@ export class SyncBridge {
 		else this.asyncPort.unref();
 	}
 
-	/** True while calls posted without waiting are unanswered. */
-	get unsettled(): boolean {
-		return this.later.size > 0;
-	}
-
 	/** Blocks until every call posted without waiting is answered, and hands each its outcome. */
 	settle(): void {
 		this.settleWithin(Number.POSITIVE_INFINITY);
@@ -224,15 +232,21 @@ export class SyncBridge {
 			this.dead = true;
 			return { error: { code: -32099, message: `pi-sessiond bridge failed while ${method} was pending`, data: { kind: "sidecar_exited" } }, changes: [] };
 		}
-		const message = received.message as { id: number; frames: Frame[] };
-		const frames = message.frames.map(parseFrame) as { id?: number; result?: T; error?: RpcError; params?: Changed }[];
-		const answer = frames.pop() ?? {};
-		if (answer.error?.data?.kind === "sidecar_exited") this.dead = true;
-		const changes = frames.map((f) => f.params as Changed);
+		const outcome = this.outcomeOf<T>((received.message as { frames: Frame[] }).frames);
 		if (trace) {
 			const ms = (performance.now() - started).toFixed(1);
-			trace(`${line.slice(0, 300)}\n  <- ${JSON.stringify(answer).slice(0, 300)} after ${changes.length} change(s), ${ms} ms\n`);
+			const answer = JSON.stringify(outcome.error ? { error: outcome.error } : { result: outcome.result });
+			trace(`${line.slice(0, 300)}\n  <- ${answer.slice(0, 300)} after ${outcome.changes.length} change(s), ${ms} ms\n`);
 		}
+		return outcome;
+	}
+
+	/** An answer's frames (the `session/changed` lines before it, then the response) as its outcome. */
+	private outcomeOf<T>(frames: Frame[]): CallOutcome<T> {
+		const parsed = frames.map(parseFrame) as { result?: T; error?: RpcError; params?: Changed }[];
+		const answer = parsed.pop() ?? {};
+		if (answer.error?.data?.kind === "sidecar_exited") this.dead = true;
+		const changes = parsed.map((f) => f.params as Changed);
 		return answer.error ? { error: answer.error, changes } : { result: answer.result as T, changes };
 	}
 
@@ -277,11 +291,7 @@ export class SyncBridge {
 			if (!onAnswer || message.id === undefined) return;
 			this.later.delete(message.id);
 			this.keepAlive();
-			const frames = message.frames.map(parseFrame) as { result?: unknown; error?: RpcError; params?: Changed }[];
-			const answer = frames.pop() ?? {};
-			if (answer.error?.data?.kind === "sidecar_exited") this.dead = true;
-			const changes = frames.map((f) => f.params as Changed);
-			onAnswer(answer.error ? { error: answer.error, changes } : { result: answer.result, changes });
+			onAnswer(this.outcomeOf(message.frames));
 			return;
 		}
 		for (const frame of message.frames) {

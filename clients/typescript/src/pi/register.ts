@@ -13,7 +13,7 @@ import * as nodeModule from "node:module";
 import { fileURLToPath } from "node:url";
 import { resolveBinary } from "../binary.js";
 import { SessiondBinaryNotFoundError } from "../errors.js";
-import { prestartBridge } from "./bridge.js";
+import { APPENDS_WITHOUT_WAITING, prestartBridge } from "./bridge.js";
 import { isBundleChunk, mayDeclareSessionManager, patchBundleChunk, redirect } from "./redirect.js";
 
 type LoadResult = { format?: string | null; source?: string | ArrayBuffer | ArrayBufferView | null; shortCircuit?: boolean };
@@ -47,9 +47,9 @@ const dropIn = new URL("./index.js", import.meta.url).href;
 const PACKAGE_COMMANDS = new Set(["install", "remove", "update", "list", "config"]);
 if (process.argv.length >= 2 && !PACKAGE_COMMANDS.has(process.argv[2] ?? "")) {
 	process.argv.push("--extension", fileURLToPath(new URL("./extension.js", import.meta.url)));
-	// pi's appends go on before the sidecar answers (`APPENDS_WITHOUT_WAITING` in session-manager.ts says why);
+	// pi's appends go on before the sidecar answers (`APPENDS_WITHOUT_WAITING` in bridge.ts says why);
 	// set before the sidecar starts, which then fsyncs each append right after answering it.
-	(globalThis as Record<symbol, unknown>)[Symbol.for("pi-sessiond-client.appendsWithoutWaiting")] = true;
+	(globalThis as Record<symbol, unknown>)[APPENDS_WITHOUT_WAITING] = true;
 	// The sidecar starts now, beside pi's own start-up, rather than when pi first opens a session.
 	prestartBridge();
 	// Tells the lock extension that this pi is meant to be on pi-sessiond, so it can say so if pi's bundle was not

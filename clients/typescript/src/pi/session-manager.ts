@@ -8,10 +8,10 @@
  *   whose image data and long texts are read from the file only when pi touches them, so no message from the
  *   sidecar is ever the whole session and memory follows what pi reads.
  * - Writes of a persisted session go to pi-sessiond, so they take its single-writer lock and its durability
- *   mode. In pi's own process (`pi-sessiond-client/register` sets `APPENDS_WITHOUT_WAITING`) the common appends
- *   (messages, model and thinking-level changes, custom entries, labels, names, usage) do not wait: the entry
- *   is built here with an id and timestamp chosen here, as pi's own would be, added to the mirror, and posted;
- *   pi has its id at once, as from pi's `appendFileSync`. An append the server refuses is
+ *   mode. In pi's own process (`pi-sessiond-client/register` sets bridge.ts's `APPENDS_WITHOUT_WAITING`) the
+ *   common appends (messages, model and thinking-level changes, custom entries, labels, names, usage) do not
+ *   wait: the entry is built here with an id and timestamp chosen here, as pi's own would be, added to the
+ *   mirror, and posted; pi has its id at once, as from pi's `appendFileSync`. An append the server refuses is
  *   mended on the event loop, or before this process's next call to the server, or at exit (`mend`): written
  *   again after another process's appends, into the new session forked from a held file, or to a restarted
  *   sidecar; what cannot be written is reported. Other writes wait for the server's answer, and the entry it
@@ -30,7 +30,7 @@
 
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { bridge, type Changed, type CallOutcome, closeHandle, type RpcError, type SyncBridge } from "./bridge.js";
+import { appendsWithoutWaiting, bridge, type Changed, type CallOutcome, closeHandle, type RpcError, type SyncBridge } from "./bridge.js";
 import { type Entry, getCurrentSystemMessage, type Message } from "./context.js";
 import {
 	assertValidSessionId,
@@ -106,15 +106,6 @@ const POSTED_WITHOUT_WAITING = new Set([
 	"session/appendCustomMessageEntry",
 	"session/appendLabelChange",
 ]);
-
-/**
- * Set to `true` on `globalThis` to let the common appends go on before the server answers. pi's command sets it
- * (through the register hook): pi never reads its session file back, and an append that throws leaves its agent
- * loop on "Working", so a refused append mended afterwards serves it better than one that blocks every time.
- * Without it the drop-in keeps the contract of pi's module: when an append returns, the file has the entry, and
- * an append that cannot be written throws.
- */
-export const APPENDS_WITHOUT_WAITING = Symbol.for("pi-sessiond-client.appendsWithoutWaiting");
 
 /** How long `landed` blocks pi's thread for the answers still owed before it waits on the event loop. */
 const LANDED_BLOCK_MS = 20;
@@ -761,7 +752,7 @@ export class SessionManager extends SessionView {
 
 	/** True when an append can be posted without waiting: the server's handle holds this session at this leaf. */
 	private mayPostWithoutWaiting(): boolean {
-		if ((globalThis as Record<symbol, unknown>)[APPENDS_WITHOUT_WAITING] !== true) return false;
+		if (!appendsWithoutWaiting()) return false;
 		if (this.handle === undefined || !this.flushed || this.posted.some((p) => p.error) || !this.ownsHandle()) return false;
 		const sidecar = bridge();
 		if (this.wroteThrough !== `${sidecar.generation}:${this.handle}`) return false;
