@@ -18,6 +18,24 @@ use super::framing::{
     encode, escape_line_separators, needs_escaping, Frame, FrameReader, Framing, Message, StreamEscaper,
 };
 
+/// How deep the pipe to the host is made: the most an unprivileged process may ask for by default
+/// (`/proc/sys/fs/pipe-max-size`).
+const PIPE_DEPTH: usize = 1 << 20;
+
+/// Makes the pipe to the host [`PIPE_DEPTH`] deep where it is one. The kernel makes pipes 64 KiB deep, so a result of
+/// megabytes (a skeleton snapshot of a 40 MB session is 1.7 MiB) went out in 27 rounds of the writer filling the pipe
+/// and waiting for the host to wake and drain it: measured from a reader in Python, 6.5 ms for 1.7 MiB against
+/// 3.4 ms through a 1 MiB pipe. Best effort: output that is not a pipe, or a user over the kernel's limit on pipe
+/// memory, keeps what it has.
+fn deepen_pipe(out: &impl std::os::fd::AsFd) {
+    #[cfg(target_os = "linux")]
+    if let Ok(depth) = rustix::pipe::fcntl_getpipe_size(out) {
+        if depth < PIPE_DEPTH {
+            let _ = rustix::pipe::fcntl_setpipe_size(out, PIPE_DEPTH);
+        }
+    }
+}
+
 /// Where the server's bytes come from and go to.
 pub struct Connection {
     input: Box<dyn Read + Send>,
@@ -27,6 +45,7 @@ pub struct Connection {
 impl Connection {
     /// The process's stdin and stdout: the real server.
     pub fn stdio() -> Connection {
+        deepen_pipe(&io::stdout());
         Connection::new(io::stdin(), io::stdout())
     }
 

@@ -186,3 +186,31 @@ fn at_the_descriptor_limit_list_all_and_search_answer_an_io_error_never_an_empty
     assert!(matches!(&all, Json::Array(a) if a.len() == 200), "{}", all.to_canonical_string());
     assert_eq!(sc.finish(), 0);
 }
+
+#[test]
+fn the_pipe_to_the_host_is_made_a_megabyte_deep_so_a_snapshot_goes_out_in_few_rounds() {
+    // The kernel's limit for an unprivileged process (1 MiB unless the machine lowered it).
+    let limit: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .expect("/proc/sys/fs/pipe-max-size");
+    let mut child = Command::new(binary())
+        .arg("--no-index")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pi-sessiond");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let before = rustix::pipe::fcntl_getpipe_size(stdout.get_ref()).expect("a pipe");
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n")
+        .unwrap();
+    let mut answer = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut answer).unwrap();
+    assert!(answer.contains("\"result\""), "{answer}");
+    let after = rustix::pipe::fcntl_getpipe_size(stdout.get_ref()).expect("a pipe");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(before, 64 << 10, "the kernel's default depth, before the sidecar started");
+    assert_eq!(after, limit.min(1 << 20), "the depth the sidecar asked for");
+}

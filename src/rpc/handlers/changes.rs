@@ -221,7 +221,7 @@ pub fn changes_since(p: ChangesSinceParams, cx: &ReadCx<'_>) -> Res<ChangesSince
     };
     let state = state_of(cx.slot, cx.m)?;
     let m = cx.m;
-    cx.reply.rendered(true, &|out| {
+    cx.reply.rendered(detail.copies_file_bytes(), &|out| {
         out.raw(br#"{"state":"#)?;
         out.raw(&serde_json::to_vec(&state).expect("states serialize"))?;
         out.raw(b",\"snapshot\":")?;

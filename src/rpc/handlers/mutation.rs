@@ -304,7 +304,7 @@ pub fn create_branched_session(p: CreateBranchedSessionParams, cx: &mut WriteCx<
         Some(detail @ (Detail::Skeleton | Detail::Full)) => {
             let (m, seq) = (&*cx.m, cx.slot.current_seq());
             let head = serde_json::to_vec(&PathResult { path, snapshot: None }).expect("JSON");
-            cx.reply.rendered(true, &|out| {
+            cx.reply.rendered(detail.copies_file_bytes(), &|out| {
                 out.raw(&head[..head.len() - 1])?;
                 out.raw(b",\"snapshot\":")?;
                 super::snapshot::snapshot(m, seq, detail, out)?;

@@ -100,7 +100,9 @@ pub fn answer_state(
 ) -> Result<(), ErrorObjectOwned> {
     match snapshot {
         Some(detail @ (Detail::Skeleton | Detail::Full)) => {
-            match reply.render(true, &|out| super::snapshot::state_with_snapshot(m, state, detail, out)) {
+            match reply
+                .render(detail.copies_file_bytes(), &|out| super::snapshot::state_with_snapshot(m, state, detail, out))
+            {
                 Ok(Rendered::Json(bytes)) => reply.result_json(bytes),
                 Ok(Rendered::Sent) => {}
                 Err(e) => {
@@ -357,9 +359,8 @@ pub fn state_with(
     let mut state = state_of(slot, m)?;
     state.machine = machine;
     match snapshot {
-        Some(detail @ (Detail::Skeleton | Detail::Full)) => {
-            reply.rendered(true, &|out| super::snapshot::state_with_snapshot(m, &state, detail, out))
-        }
+        Some(detail @ (Detail::Skeleton | Detail::Full)) => reply
+            .rendered(detail.copies_file_bytes(), &|out| super::snapshot::state_with_snapshot(m, &state, detail, out)),
         _ => Ok(Out::Value(state)),
     }
 }

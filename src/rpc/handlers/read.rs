@@ -88,7 +88,7 @@ pub fn get_entries(p: EntriesParams, cx: &ReadCx<'_>) -> Res<Vec<Option<EntryAtD
             return Err(invalid_params("lazyOver", "lazyOver pages entries with offset and limit, not by ids"));
         }
         let found: Vec<Option<usize>> = ids.iter().map(|id| m.entry(&key(id))).collect();
-        return cx.reply.rendered(true, &|out| {
+        return cx.reply.rendered(detail.copies_file_bytes(), &|out| {
             out.raw(b"[")?;
             for (n, i) in found.iter().enumerate() {
                 if n > 0 {
@@ -107,7 +107,7 @@ pub fn get_entries(p: EntriesParams, cx: &ReadCx<'_>) -> Res<Vec<Option<EntryAtD
     if let Some(over) = p.lazy_over {
         return cx.reply.rendered(true, &|out| lazy::entries(m, page, over, out));
     }
-    cx.reply.rendered(true, &|out| snapshot::entries(m, page, detail, out))
+    cx.reply.rendered(detail.copies_file_bytes(), &|out| snapshot::entries(m, page, detail, out))
 }
 
 /// The positions `offset`/`limit` select among `len`.

@@ -393,6 +393,14 @@ impl Detail {
             Detail::Full => "full",
         }
     }
+
+    /// Whether entries at this detail copy bytes out of the session file, which another process may have rewritten
+    /// since they were read, so a result made of them is checked to be JSON before it goes out. Skeletons are this
+    /// process's own JSON (made from a line as it was scanned, or kept under a CRC): checking their megabytes again
+    /// was a fifth of a skeleton snapshot's cost.
+    pub fn copies_file_bytes(self) -> bool {
+        self != Detail::Skeleton
+    }
 }
 
 pi_shape!(
