@@ -48,11 +48,18 @@ const interleaved = async (n, piRun, ourRuns) => {
   for (let r = 0; r < n; r++) {
     const order = r % 2 === 0 ? ["pi", "ours"] : ["ours", "pi"];
     for (const side of order) {
-      if (side === "pi") pi.push(await piRun());
-      else for (const [i, f] of ourRuns.entries()) ours[i].push(await f());
+      if (side === "pi") pi.push(await cleanHeap(piRun));
+      else for (const [i, f] of ourRuns.entries()) ours[i].push(await cleanHeap(f));
     }
   }
   return [pi, ours];
+};
+/** Runs `f` after a full collection of this process's heap (bench/run passes --expose-gc), so that neither side
+ * pays for the other's garbage: pi's `list()` of 1,000 sessions leaves tens of MB of strings, and the collection
+ * of them had fallen inside whichever timed run came next (a host's 2 ms listing measured at 3-5 ms). */
+const cleanHeap = (f) => {
+  globalThis.gc?.();
+  return f();
 };
 const pick = (xs, k) => median(xs.map((x) => x[k]));
 /** The physical limit of reading `path` once (a file, or every session file under a directory): copying it out
