@@ -1,6 +1,6 @@
 // Faults that cost nothing (issue 20), each with real pi 1.6.0 in RPC or print mode: a second pi told at open who
 // holds the session and moved to a fork of it instead of hanging; a sidecar killed with SIGKILL during a tool call,
-// or while a write is in flight, restarted with no entry lost or doubled; the write after a plain pi's appends
+// or while a write is in flight, or stopped (SIGSTOP: hung, not dead), replaced with no entry lost or doubled; the write after a plain pi's appends
 // continuing after them (pi #8177, #8300: the silent fork); and a plain pi with the package installed (`pi install`)
 // refusing to write a session a pi on pi-sessiond holds.
 import { execFileSync } from "node:child_process";
@@ -150,6 +150,35 @@ test("a sidecar killed with SIGKILL during a tool call costs no entry and no han
 		delegated.reads.entries.map((e) => (e.type === "message" ? e.message.role : e.type)),
 		["model_change", "thinking_level_change", "system", "user", "assistant", "user", "assistant", "toolResult", "assistant", "user", "assistant"],
 		"every entry of the run, the tool result written after the kill included",
+	);
+});
+
+test("a sidecar that stops answering without dying (SIGSTOP) during a tool call is killed and replaced: no entry lost, no hang", async () => {
+	const cwd = mkdtempSync(join(tmpdir(), "pi-real-stop-cwd-"));
+	const plain = await toolCallRun("stop-plain", cwd, false);
+	let stopped;
+	const started = Date.now();
+	const delegated = await toolCallRun("stop-sessiond", cwd, true, async (pi) => {
+		const sidecars = sidecarsOf(pi.pid);
+		equal(sidecars.length, 1, "pi runs one sidecar");
+		stopped = sidecars[0];
+		process.kill(stopped, "SIGSTOP");
+		// Were the drop-in to wait on it for good, this ends the wait, so the test fails below instead of hanging.
+		setTimeout(() => {
+			try {
+				process.kill(stopped, "SIGKILL");
+			} catch {}
+		}, 60_000).unref();
+	});
+	ok(stopped !== undefined);
+	await eventually(() => !existsSync(`/proc/${stopped}`), "the stopped sidecar was killed and reaped");
+	// Found hung after a probe goes unanswered (2 s of silence, then 5 s), not after pi's own timeouts.
+	ok(Date.now() - started < 50_000, "the drop-in found the sidecar hung itself, before the test's own kill at 60 s");
+	deepStrictEqual(delegated.reads, plain.reads);
+	deepStrictEqual(
+		delegated.reads.entries.map((e) => (e.type === "message" ? e.message.role : e.type)),
+		["model_change", "thinking_level_change", "system", "user", "assistant", "user", "assistant", "toolResult", "assistant", "user", "assistant"],
+		"every entry of the run, those written after the sidecar stopped included",
 	);
 });
 

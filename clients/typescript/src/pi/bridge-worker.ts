@@ -9,6 +9,12 @@
  * posted without waiting (`later`: an append the drop-in has already answered pi for) is answered the same way on
  * the asynchronous port, and counted in slot 1 of the shared flag, so a main thread that must have every such
  * answer before it goes on can wait for them.
+ *
+ * A sidecar that stops answering without exiting (stopped, deadlocked) would leave pi blocked at its next call
+ * for good. So while calls are pending and nothing has come from the process for `PROBE_AFTER_MS`, the worker asks
+ * it something every live server answers at once (`initialize`, answered off its event loop whatever a handle is
+ * doing); when nothing at all comes within `PROBE_ANSWER_MS` after that, the process is killed and handled as one
+ * that died: its calls are answered with `sidecar_exited`, and the drop-in starts another and mends.
  */
 
 import { spawn } from "node:child_process";
@@ -42,6 +48,15 @@ let changedSinceAnswer: Frame[] = [];
 const pendingAsync = new Set<number>();
 let stderrTail = "";
 let dead: string | undefined;
+
+/** Nothing heard for this long while calls are pending: the process is probed. */
+const PROBE_AFTER_MS = 2_000;
+/** Nothing heard for this long after the probe: the process is taken for hung and killed. */
+const PROBE_ANSWER_MS = 5_000;
+/** Probes' ids, far above the main thread's, which count from 1. */
+let nextProbeId = 2 ** 40;
+let lastHeard = Date.now();
+let probeSentAt: number | undefined;
 
 const child = spawn(data.binary, data.args, { cwd: data.cwd, env: data.env, stdio: ["pipe", "pipe", "pipe"], windowsHide: true });
 
@@ -136,6 +151,8 @@ function route(line: Buffer): void {
 
 let partial: Buffer[] = [];
 child.stdout.on("data", (chunk: Buffer) => {
+	lastHeard = Date.now();
+	probeSentAt = undefined;
 	let start = 0;
 	for (let nl = chunk.indexOf(10, start); nl !== -1; nl = chunk.indexOf(10, start)) {
 		const piece = chunk.subarray(start, nl);
@@ -180,6 +197,22 @@ data.asyncPort.on("message", (message: { id?: number; line: string }) => {
 	if (message.id !== undefined) pendingAsync.add(message.id);
 	child.stdin.write(`${message.line}\n`);
 });
+
+const watchdog = setInterval(() => {
+	if (dead) return clearInterval(watchdog);
+	const waiting = pendingSync !== undefined || pendingLater.size > 0 || pendingAsync.size > 0;
+	const now = Date.now();
+	if (!waiting || now - lastHeard < PROBE_AFTER_MS) return;
+	if (probeSentAt === undefined) {
+		probeSentAt = now;
+		child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: nextProbeId++, method: "initialize", params: {} })}\n`);
+	} else if (now - probeSentAt >= PROBE_ANSWER_MS) {
+		const silent = ((now - lastHeard) / 1000).toFixed(0);
+		fail(`stopped answering (nothing for ${silent} s, not even to a probe) and was killed`);
+		child.kill("SIGKILL");
+	}
+}, 500);
+watchdog.unref();
 
 // A bug here must not leave the main thread waiting forever.
 process.on("uncaughtException", (error) => {
