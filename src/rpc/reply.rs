@@ -24,6 +24,12 @@ use crate::session::render::JsonOut;
 /// A rendered result longer than this is streamed rather than sent as one message.
 pub const STREAM_AT: usize = 4 << 20;
 
+/// [`STREAM_AT`] for a result that need not be checked, in line framing: collecting it gains nothing, and growing
+/// the buffer it is collected in touches and copies megabytes of fresh memory before the first byte goes out (a
+/// skeleton snapshot of the 40 MB session is 1.7 MiB). In LSP framing a streamed result is rendered twice (its
+/// length first), so there results stream from [`STREAM_AT`] on as before.
+const STREAM_UNCHECKED_AT: usize = PIECE;
+
 /// The size of the pieces a streamed result travels to the writer in.
 const PIECE: usize = 256 << 10;
 
@@ -223,9 +229,9 @@ impl Reply {
         self.state.deliver(error_message(&self.state.id, e), true);
     }
 
-    /// Renders a result with `render`. A result under [`STREAM_AT`] is collected and, when `check` is set (text
-    /// copied from a session file, which another process may have rewritten), checked to be JSON before it is
-    /// returned. A longer one is streamed to the host as it is rendered: in LSP framing `render` runs once more
+    /// Renders a result with `render`. A result under [`STREAM_AT`] (under a piece when unchecked in line framing)
+    /// is collected and, when `check` is set (text copied from a session file, which another process may have
+    /// rewritten), checked to be JSON before it is returned. A longer one is streamed to the host as it is rendered: in LSP framing `render` runs once more
     /// first, to count the length the header announces. If rendering fails after streaming began, the frame is cut
     /// off and an error response with the request's id follows it; the error is returned too (the request is
     /// answered already, so answering it again does nothing).
@@ -291,9 +297,9 @@ pub struct Streamed<'a> {
 }
 
 impl Streamed<'_> {
-    /// Renders the message's last part with `render`: under [`STREAM_AT`] it is returned (checked to be JSON
-    /// when `check` is set) for the caller to send; longer, it is streamed to `outbox` (in LSP framing after
-    /// rendering it once to count its length). A render that fails after streaming began cuts the frame off,
+    /// Renders the message's last part with `render`: under [`STREAM_AT`] (under a piece when unchecked in line
+    /// framing) it is returned, checked to be JSON when `check` is set, for the caller to send; longer, it is
+    /// streamed to `outbox` (in LSP framing after rendering it once to count its length). A render that fails after streaming began cuts the frame off,
     /// sends `failed`'s message, and returns the error.
     pub fn render(
         &self,
@@ -302,7 +308,9 @@ impl Streamed<'_> {
         render: &dyn Fn(&mut JsonOut<'_>) -> crate::session::Result<()>,
     ) -> Result<Rendered, ErrorObjectOwned> {
         let framing = outbox.framing();
-        let mut sink = ResultSink { state: SinkState::Collecting(Vec::new()), message: self, outbox, framing };
+        let stream_at = if check || framing == Framing::Lsp { STREAM_AT } else { STREAM_UNCHECKED_AT };
+        let mut sink =
+            ResultSink { state: SinkState::Collecting(Vec::new()), message: self, outbox, framing, stream_at };
         let outcome = {
             let mut out = JsonOut::streaming(&mut sink);
             out.flush_at = PIECE;
@@ -411,13 +419,15 @@ struct ResultSink<'a> {
     message: &'a Streamed<'a>,
     outbox: &'a Outbox,
     framing: Framing,
+    /// Collected bytes past which the result is streamed.
+    stream_at: usize,
 }
 
 impl std::io::Write for ResultSink<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let stop = || std::io::Error::other("result not collected");
         match &mut self.state {
-            SinkState::Collecting(bytes) if bytes.len() + buf.len() <= STREAM_AT => bytes.extend_from_slice(buf),
+            SinkState::Collecting(bytes) if bytes.len() + buf.len() <= self.stream_at => bytes.extend_from_slice(buf),
             SinkState::Collecting(bytes) => {
                 if self.framing == Framing::Lsp {
                     self.state = SinkState::NeedsLength;
