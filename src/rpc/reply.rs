@@ -231,8 +231,8 @@ impl Reply {
 
     /// Renders a result with `render`. A result under [`STREAM_AT`] (under a piece when unchecked in line framing)
     /// is collected and, when `check` is set (text copied from a session file, which another process may have
-    /// rewritten), checked to be JSON before it is returned. A longer one is streamed to the host as it is rendered: in LSP framing `render` runs once more
-    /// first, to count the length the header announces. If rendering fails after streaming began, the frame is cut
+    /// rewritten), checked to be JSON before it is returned. A longer one is streamed to the host as it is
+    /// rendered: in LSP framing `render` runs once more first, to count the length the header announces. If rendering fails after streaming began, the frame is cut
     /// off and an error response with the request's id follows it; the error is returned too (the request is
     /// answered already, so answering it again does nothing).
     pub fn render(
@@ -299,8 +299,8 @@ pub struct Streamed<'a> {
 impl Streamed<'_> {
     /// Renders the message's last part with `render`: under [`STREAM_AT`] (under a piece when unchecked in line
     /// framing) it is returned, checked to be JSON when `check` is set, for the caller to send; longer, it is
-    /// streamed to `outbox` (in LSP framing after rendering it once to count its length). A render that fails after streaming began cuts the frame off,
-    /// sends `failed`'s message, and returns the error.
+    /// streamed to `outbox` (in LSP framing after rendering it once to count its length). A render that fails
+    /// after streaming began cuts the frame off, sends `failed`'s message, and returns the error.
     pub fn render(
         &self,
         outbox: &Outbox,

@@ -20,6 +20,7 @@ use super::framing::{
 
 /// How deep the pipe to the host is made: the most an unprivileged process may ask for by default
 /// (`/proc/sys/fs/pipe-max-size`).
+#[cfg(target_os = "linux")]
 const PIPE_DEPTH: usize = 1 << 20;
 
 /// Makes the pipe to the host [`PIPE_DEPTH`] deep where it is one. The kernel makes pipes 64 KiB deep, so a result of
@@ -27,14 +28,18 @@ const PIPE_DEPTH: usize = 1 << 20;
 /// and waiting for the host to wake and drain it: measured from a reader in Python, 6.5 ms for 1.7 MiB against
 /// 3.4 ms through a 1 MiB pipe. Best effort: output that is not a pipe, or a user over the kernel's limit on pipe
 /// memory, keeps what it has.
+#[cfg(target_os = "linux")]
 fn deepen_pipe(out: &impl std::os::fd::AsFd) {
-    #[cfg(target_os = "linux")]
     if let Ok(depth) = rustix::pipe::fcntl_getpipe_size(out) {
         if depth < PIPE_DEPTH {
             let _ = rustix::pipe::fcntl_setpipe_size(out, PIPE_DEPTH);
         }
     }
 }
+
+/// Pipes elsewhere have no depth to ask for.
+#[cfg(not(target_os = "linux"))]
+fn deepen_pipe(_out: &impl std::os::fd::AsFd) {}
 
 /// Where the server's bytes come from and go to.
 pub struct Connection {
