@@ -55,8 +55,20 @@ const PROBE_AFTER_MS = 2_000;
 const PROBE_ANSWER_MS = 5_000;
 /** Probes' ids, far above the main thread's, which count from 1. */
 let nextProbeId = 2 ** 40;
+/** When the process last wrote anything, or when a call was sent while none was pending: the silence clock. */
 let lastHeard = Date.now();
 let probeSentAt: number | undefined;
+
+/** True while a call sent to the process is unanswered. */
+function waiting(): boolean {
+	return pendingSync !== undefined || pendingLater.size > 0 || pendingAsync.size > 0;
+}
+
+/** Writes a request. A call sent after a quiet spell starts the silence clock from now, not from the last output. */
+function send(line: string): void {
+	if (!waiting()) lastHeard = Date.now();
+	child.stdin.write(`${line}\n`);
+}
 
 const child = spawn(data.binary, data.args, { cwd: data.cwd, env: data.env, stdio: ["pipe", "pipe", "pipe"], windowsHide: true });
 
@@ -176,8 +188,8 @@ data.syncPort.on("message", (message: { id: number; line: string; later?: boolea
 	if (message.later) {
 		if (dead) answerLater(message.id, deadAnswer(message.id));
 		else {
+			send(message.line);
 			pendingLater.add(message.id);
-			child.stdin.write(`${message.line}\n`);
 		}
 		return;
 	}
@@ -186,23 +198,22 @@ data.syncPort.on("message", (message: { id: number; line: string; later?: boolea
 		wake(1);
 		return;
 	}
+	send(message.line);
 	pendingSync = message.id;
-	child.stdin.write(`${message.line}\n`);
 });
 data.asyncPort.on("message", (message: { id?: number; line: string }) => {
 	if (dead) {
 		if (message.id !== undefined) post(data.asyncPort, { id: message.id, frames: deadAnswer(message.id) });
 		return;
 	}
+	send(message.line);
 	if (message.id !== undefined) pendingAsync.add(message.id);
-	child.stdin.write(`${message.line}\n`);
 });
 
 const watchdog = setInterval(() => {
 	if (dead) return clearInterval(watchdog);
-	const waiting = pendingSync !== undefined || pendingLater.size > 0 || pendingAsync.size > 0;
 	const now = Date.now();
-	if (!waiting || now - lastHeard < PROBE_AFTER_MS) return;
+	if (!waiting() || now - lastHeard < PROBE_AFTER_MS) return;
 	if (probeSentAt === undefined) {
 		probeSentAt = now;
 		child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: nextProbeId++, method: "initialize", params: {} })}\n`);
