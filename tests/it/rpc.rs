@@ -759,6 +759,30 @@ fn a_lazy_page_leaves_long_strings_in_the_file_where_it_says_and_sends_migrated_
 }
 
 #[test]
+fn a_lazy_page_of_a_file_rewritten_under_the_handle_is_an_error_not_strings_from_the_wrong_place() {
+    let dir = temp_dir();
+    let path = dir.path().join("s.jsonl");
+    let text = "word ".repeat(400);
+    let head = r#"{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#;
+    let entry = |id: &str, parent: &str| {
+        format!(
+            r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2025-01-01T00:00:01.000Z","message":{{"role":"user","content":"{text}","timestamp":1}}}}"#
+        )
+    };
+    let (a, b) = (entry("a", "null"), entry("b", r#""a""#));
+    std::fs::write(&path, format!("{head}\n{a}\n{b}\n")).unwrap();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&path))));
+    let h = str_of(st.get("handle").unwrap());
+    // Another program rewrites the file in place, every line one byte later.
+    std::fs::write(&path, format!("{head}\n {a}\n{b}\n")).unwrap();
+    let e = sc
+        .call_err("session/getEntries", json(&format!(r#"{{"handle":"{h}","offset":0,"limit":10,"lazyOver":1024}}"#)));
+    let message = e.get("message").map(Json::to_canonical_string).unwrap_or_default();
+    assert!(message.contains("no longer") || message.contains("changed on disk"), "{e:?}");
+}
+
+#[test]
 fn a_lazy_page_at_the_opens_own_threshold_reads_around_the_long_strings_and_gives_the_same_entries() {
     let dir = temp_dir();
     let (image, text) = ("QUFB".repeat(2000), "t\\\"e\\u00e9xt ".repeat(300));
@@ -773,6 +797,11 @@ fn a_lazy_page_at_the_opens_own_threshold_reads_around_the_long_strings_and_give
         ),
         format!(
             r#"{{"type":"custom","id":"c","parentId":"b","timestamp":"2025-01-01T00:00:03.000Z","customType":"x","data":[[["{image}"]],"short"]}}"#
+        ),
+        // Longer than a line the page reads whole (READ_AROUND_FROM): only the bytes around its strings are read.
+        format!(
+            r#"{{"type":"custom","id":"d","parentId":"c","timestamp":"2025-01-01T00:00:04.000Z","customType":"x","data":{{"big":"{}","small":"{text}"}}}}"#,
+            image.repeat(12)
         ),
     ];
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
@@ -791,9 +820,11 @@ fn a_lazy_page_at_the_opens_own_threshold_reads_around_the_long_strings_and_give
         Some(Json::Array(l)) => l.len(),
         _ => 0,
     };
-    assert_eq!(entries.iter().map(lazy_count).collect::<Vec<_>>(), [2, 0, 1], "a repeated key comes whole");
+    assert_eq!(entries.iter().map(lazy_count).collect::<Vec<_>>(), [2, 0, 1, 2], "a repeated key comes whole");
     let file = std::fs::read(&path).unwrap();
-    let Some(Json::Array(line)) = entries[0].get("line") else { panic!() };
-    let (at, len) = (num_of(&line[0]) as usize, num_of(&line[1]) as usize);
-    assert_eq!(&file[at..at + len], lines[1].trim().as_bytes());
+    for (entry, line_text) in [(&entries[0], &lines[1]), (&entries[3], &lines[4])] {
+        let Some(Json::Array(line)) = entry.get("line") else { panic!() };
+        let (at, len) = (num_of(&line[0]) as usize, num_of(&line[1]) as usize);
+        assert_eq!(&file[at..at + len], line_text.trim().as_bytes());
+    }
 }

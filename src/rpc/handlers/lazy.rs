@@ -44,7 +44,7 @@ pub fn entries(m: &SessionManager, list: &[usize], over: usize, out: &mut JsonOu
             out.raw(b",")?;
         }
         if over == LONG_STRING {
-            if let Some((at, text)) = m.line_around_long_strings(i, b"null")? {
+            if let Some((at, text)) = m.line_around_long_strings(i, b"null", &bodies)? {
                 if around(m, i, at, &text, out)? {
                     continue;
                 }

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Lines from this long on are read around their long strings ([`SessionManager::line_around_long_strings`]).
+pub const READ_AROUND_FROM: u64 = 64 << 10;
+
 impl SessionManager {
     /// Entry bodies of this session.
     pub fn bodies(&self) -> impl Bodies + '_ {
@@ -15,10 +18,17 @@ impl SessionManager {
     }
 
     /// Record `i`'s line as it lies in the file, with each string the open found longer than
-    /// [`LONG_STRING`](super::json::scan::LONG_STRING) bytes replaced by `fill`, read without those strings'
-    /// bytes; with the line's offset. `None` when the record has no such strings or is not the file's line as
-    /// read (migrated, re-chained, not written yet).
-    pub fn line_around_long_strings(&self, i: usize, fill: &[u8]) -> Result<Option<(u64, Vec<u8>)>> {
+    /// [`LONG_STRING`](super::json::scan::LONG_STRING) bytes replaced by `fill`; with the line's offset. `None`
+    /// when the record has no such strings or is not the file's line as read (migrated, re-chained, not written
+    /// yet). A line of at least [`READ_AROUND_FROM`] bytes is read without those strings' bytes (a screenshot's
+    /// base64 is never read); a shorter one is taken whole from `in_order` (bodies read in file order, through
+    /// one large window), as one read per piece of every line of a text session cost more than its bytes.
+    pub fn line_around_long_strings(
+        &self,
+        i: usize,
+        fill: &[u8],
+        in_order: &impl Bodies,
+    ) -> Result<Option<(u64, Vec<u8>)>> {
         let r = &self.records[i];
         let (Some(holes), BodySource::File { offset, len }, None, Some(file)) =
             (&r.long_strings, &r.body.source, &r.body.patch, self.file.as_ref())
@@ -26,8 +36,12 @@ impl SessionManager {
             return Ok(None);
         };
         let path = self.session_file.as_deref().unwrap_or("session file");
-        let line = file.read_around(*offset, *len, holes, fill).map_err(|e| body_error(path, r, e))?;
-        Ok(Some((*offset, line)))
+        let line = if *len < READ_AROUND_FROM {
+            store::fill_holes(&in_order.bytes(i)?, holes, fill)
+        } else {
+            file.read_around(*offset, *len, holes, fill)
+        };
+        Ok(Some((*offset, line.map_err(|e| body_error(path, r, e))?)))
     }
 
     /// Entry bodies for a caller that reads many of them in file order (a snapshot, every entry): read through

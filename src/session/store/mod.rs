@@ -326,7 +326,7 @@ mod tests {
     }
 
     #[test]
-    fn a_line_read_around_its_strings_is_checked_against_the_quotes_and_the_lines_end() {
+    fn a_line_read_around_its_strings_or_whole_is_checked_against_the_quotes_and_the_lines_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl").to_str().unwrap().to_owned();
         let line = br#"{"a":"LONG","b":["MORE"],"c":1}"#;
@@ -347,5 +347,11 @@ mod tests {
         // A line that no longer ends where it did.
         let short = file.read_around(at, line.len() as u64 - 1, &holes, b"null").unwrap_err();
         assert_eq!(short.to_string(), MOVED);
+        // A line read whole gives what reading around its strings gives, with the same check of the quotes.
+        assert_eq!(fill_holes(line, &holes, b"null").unwrap(), read);
+        let shifted = [&b" "[..], &line[..line.len() - 1]].concat();
+        assert_eq!(fill_holes(&shifted, &holes, b"null").unwrap_err().to_string(), MOVED);
+        let cut = &line[..holes[1].1 as usize - 1];
+        assert_eq!(fill_holes(cut, &holes, b"null").unwrap_err().to_string(), MOVED);
     }
 }
