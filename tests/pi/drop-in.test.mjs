@@ -172,6 +172,27 @@ test("a session with long strings opened by the drop-in reads as pi's, strings, 
 	drop.close();
 });
 
+test("a session of several pages opened by the drop-in reads as pi's, whether its last page is full or not (issue 20)", () => {
+	// The drop-in reads entries a thousand to a page, two pages asked for ahead of the one it takes.
+	for (const count of [1999, 2000, 3001]) {
+		const dir = mkdtempSync(join(tmpdir(), "drop-in-pages-"));
+		const m = PiSessionManager.create("/work/project", dir);
+		let root;
+		for (let i = 0; i < count; i++) {
+			// Back to the first entry every 40: a tree of short branches, which the reads' deep comparison can walk.
+			if (i % 40 === 39) m.branch(root);
+			const id = i % 500 === 7 ? m.appendMessage(user(`long ${i} ${"x".repeat(3000)}`)) : m.appendMessage(i % 2 ? assistant(`reply ${i}`) : user(`ask ${i}`));
+			root ??= id;
+		}
+		const file = m.getSessionFile();
+		const pi = readsOfManager(PiSessionManager.open(file));
+		const drop = DropIn.open(file);
+		equal(drop.getEntries().length, count);
+		deepStrictEqual(readsOfManager(drop), pi);
+		drop.close();
+	}
+});
+
 test("a drop-in whose session file was replaced since it opened still reads each entry's strings as they were (issue 20)", () => {
 	const dir = mkdtempSync(join(tmpdir(), "drop-in-lazy-"));
 	const file = longStringsSession(dir);

@@ -188,17 +188,29 @@ export class SyncBridge {
 	 * short block wakes on the worker's notify, where waiting on the event loop waits until pi's work yields to it.
 	 */
 	settleWithin(ms: number): boolean {
-		const until = performance.now() + ms;
-		while (this.later.size > 0) {
+		return this.settleWhile(performance.now() + ms, () => true);
+	}
+
+	/**
+	 * Blocks until `done()` holds (checked as each answer is handed out) or every call posted without waiting is
+	 * answered: a caller that keeps several reads in flight takes each as it comes.
+	 */
+	settleUntil(done: () => boolean): void {
+		this.settleWhile(Number.POSITIVE_INFINITY, () => !done());
+	}
+
+	/** Hands out answers until none is owed, `more()` is false, or `until` (a `performance.now()`) has passed. */
+	private settleWhile(until: number, more: () => boolean): boolean {
+		while (this.later.size > 0 && more()) {
 			// The count is read before the port, so an answer that arrives in between ends the wait at once.
 			const counted = Atomics.load(this.flag, 1);
 			this.takeArrived();
-			if (this.later.size === 0) break;
+			if (this.later.size === 0 || !more()) break;
 			const left = until - performance.now();
 			if (left <= 0) return false;
 			Atomics.wait(this.flag, 1, counted, Math.min(left, 10_000));
 		}
-		return true;
+		return this.later.size === 0;
 	}
 
 	/**
