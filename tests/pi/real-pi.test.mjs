@@ -135,3 +135,23 @@ test("pi-sessiond-pi killed with SIGKILL leaves no pi and no sidecar behind (iss
 		for (const pid of below.filter(running)) process.kill(pid, "SIGKILL");
 	}
 });
+
+test("pi 1.6.0's bundle holds what the register hook binds: SessionManager once, and the inline extensions once", async () => {
+	const { isBundleChunk, mayNeedChange, patchBundleChunk } = await import(new URL("../../clients/typescript/dist/pi/redirect.js", import.meta.url).href);
+	const chunks = new URL("./node_modules/@earendil-works/pi-coding-agent/dist/bundle/chunks/", import.meta.url);
+	const { readdirSync } = await import("node:fs");
+	const changed = [];
+	for (const name of readdirSync(chunks).filter((n) => n.endsWith(".js"))) {
+		const url = new URL(name, chunks).href;
+		ok(isBundleChunk(url), url);
+		const source = readFileSync(new URL(name, chunks), "utf8");
+		if (!mayNeedChange(source)) continue;
+		const patched = patchBundleChunk(source, "file:///drop-in.js", "file:///extension.js");
+		if (patched) changed.push({ sessionManager: patched.source.includes("var SessionManager=__piSessiondSessionManager;"), lock: patched.lockExtensionInline });
+	}
+	// Without the inline extension pi would load it by path, through its TypeScript loader (a tenth of a start).
+	deepStrictEqual(
+		{ sessionManager: changed.filter((c) => c.sessionManager).length, lock: changed.filter((c) => c.lock).length },
+		{ sessionManager: 1, lock: 1 },
+	);
+});

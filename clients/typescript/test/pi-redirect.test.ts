@@ -6,10 +6,13 @@
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { isBundleChunk, mayDeclareSessionManager, patchBundleChunk, redirect } from "../src/pi/redirect.js";
+import { isBundleChunk, LOCK_EXTENSION_NAME, mayNeedChange, patchBundleChunk, redirect } from "../src/pi/redirect.js";
 
 const pkg = "file:///usr/lib/node_modules/@earendil-works/pi-coding-agent/dist";
 const dropIn = "file:///opt/pi-sessiond-client/dist/pi/index.js";
+const lockExtension = "file:///opt/pi-sessiond-client/dist/pi/extension.js";
+/** How pi 1.6.0's bundle gathers its inline extensions in `main`. */
+const mainChunk = 'var builtInExtensions=[{name:"mcp",factory:mcp,builtin:!0}];async function main(args,options){let extensionFactories=[...builtInExtensions,...options?.extensionFactories??[]],offline=!1}export{main};';
 
 describe("the register hook's redirects", () => {
 	it("sends pi's unbundled session manager to the drop-in", () => {
@@ -27,7 +30,7 @@ describe("the register hook's change to pi's bundle", () => {
 	const chunk = 'import{x}from"./chunk-A.js";var other=1;var SessionManager=class _SessionManager{static create(){return new _SessionManager}};export{SessionManager,other};';
 
 	it("binds the chunk's SessionManager to the drop-in and keeps pi's class under another name", async () => {
-		const patched = patchBundleChunk(chunk, dropIn);
+		const patched = patchBundleChunk(chunk, dropIn, lockExtension)?.source;
 		assert.ok(patched);
 		assert.ok(patched.startsWith(`import { SessionManager as __piSessiondSessionManager } from "${dropIn}";import{x}from"./chunk-A.js";`), patched);
 		assert.ok(patched.includes("var SessionManager=__piSessiondSessionManager;var __piSessiondPiSessionManager=class _SessionManager{static create(){return new _SessionManager}};"), patched);
@@ -35,16 +38,39 @@ describe("the register hook's change to pi's bundle", () => {
 	});
 
 	it("keeps a #! line first", () => {
-		const patched = patchBundleChunk(`#!/usr/bin/env node\n${chunk}`, dropIn);
+		const patched = patchBundleChunk(`#!/usr/bin/env node\n${chunk}`, dropIn)?.source;
 		assert.ok(patched?.startsWith("#!/usr/bin/env node\nimport { SessionManager as __piSessiondSessionManager }"), patched);
 	});
 
 	it("leaves a chunk without pi's SessionManager as it is, and looks only at chunks of pi's bundle", () => {
-		assert.equal(patchBundleChunk('var SessionManagerLike=class{};export{SessionManagerLike};', dropIn), undefined);
-		assert.equal(mayDeclareSessionManager(new TextEncoder().encode("var SessionManagerLike=class{};")), false);
-		assert.equal(mayDeclareSessionManager(new TextEncoder().encode(chunk)), true);
-		assert.equal(mayDeclareSessionManager(Buffer.from(`xx${chunk}`).subarray(2)), true);
+		assert.equal(patchBundleChunk('var SessionManagerLike=class{};export{SessionManagerLike};', dropIn, lockExtension), undefined);
+		assert.equal(mayNeedChange(new TextEncoder().encode("var SessionManagerLike=class{};")), false);
+		assert.equal(mayNeedChange(new TextEncoder().encode(chunk)), true);
+		assert.equal(mayNeedChange(Buffer.from(`xx${chunk}`).subarray(2)), true);
+		assert.equal(mayNeedChange(new TextEncoder().encode(mainChunk)), true);
 		assert.ok(isBundleChunk(`${pkg}/bundle/chunks/chunk-KSDI5FD4.js`));
 		for (const url of [`${pkg}/bundle/cli-runtime.js`, `${pkg}/core/session-manager.js`, "file:///x/bundle/chunks/chunk-A.js"]) assert.equal(isBundleChunk(url), false, url);
+	});
+});
+
+describe("the register hook's inline lock extension", () => {
+	it("adds the lock extension to pi's inline extensions, after the built-ins, hidden as they are", () => {
+		const patched = patchBundleChunk(mainChunk, dropIn, lockExtension);
+		assert.equal(patched?.lockExtensionInline, true);
+		assert.ok(patched?.source.startsWith(`import __piSessiondLockExtension from "${lockExtension}";var builtInExtensions=`), patched?.source);
+		assert.ok(
+			patched?.source.includes(`let extensionFactories=[...builtInExtensions,{name:"${LOCK_EXTENSION_NAME}",factory:__piSessiondLockExtension,hidden:!0},...options?.extensionFactories??[]]`),
+			patched?.source,
+		);
+	});
+
+	it("leaves pi's extensions alone when the extension is not wanted (pi's package commands)", () => {
+		assert.equal(patchBundleChunk(mainChunk, dropIn), undefined);
+	});
+
+	it("binds both in one chunk that holds both", () => {
+		const patched = patchBundleChunk(`${mainChunk}var SessionManager=class _SessionManager{};`, dropIn, lockExtension);
+		assert.equal(patched?.lockExtensionInline, true);
+		assert.ok(patched?.source.startsWith(`import { SessionManager as __piSessiondSessionManager } from "${dropIn}";import __piSessiondLockExtension from "${lockExtension}";`), patched?.source);
 	});
 });

@@ -8,6 +8,10 @@
  * the hook keeps the bundle and changes that one binding in the chunk's text: it names the drop-in's class, and
  * pi's class stays in the chunk under another name, unused. The unbundled session-manager module (pi's SDK, `dist/index.js`) is sent to
  * the drop-in as a whole.
+ *
+ * The lock extension is bound the same way, as one of the inline extensions pi's `main` gathers: loaded by path
+ * (`--extension`), pi brings in its TypeScript loader (jiti) to transpile it, about 60 ms of a 2 MB session's
+ * start here, a tenth of it, which plain pi without extensions never pays.
  */
 
 const SESSION_MANAGER = /\/pi-coding-agent\/dist\/core\/session-manager\.js$/;
@@ -16,6 +20,12 @@ const BUNDLE_CHUNK = /\/pi-coding-agent\/dist\/bundle\/chunks\/[^/]+\.js$/;
 const CLASS_IN_BUNDLE = "var SessionManager=class _SessionManager{";
 /** The drop-in's class, imported into the chunk under a name no bundle uses. */
 const DROP_IN_BINDING = "__piSessiondSessionManager";
+/** How pi 1.6.0's `main` gathers its inline extensions (built-ins first). */
+const FACTORIES_IN_BUNDLE = "let extensionFactories=[...builtInExtensions,";
+/** The lock extension's factory, imported into the chunk under a name no bundle uses. */
+const LOCK_BINDING = "__piSessiondLockExtension";
+/** The name pi knows the lock extension by when it is inline (hidden from its list of loaded extensions, as its own built-ins are). */
+export const LOCK_EXTENSION_NAME = "pi-sessiond-lock";
 
 /** The URL to load instead of `url`, or undefined to load `url` itself. */
 export function redirect(url: string, dropInUrl: string): string | undefined {
@@ -29,26 +39,45 @@ export function isBundleChunk(url: string): boolean {
 }
 
 /**
- * True when a chunk's bytes may declare pi's `SessionManager`: searched as bytes, so the other chunks of the bundle
- * (about 8 MB in all) are never decoded into strings on the way to a start.
+ * True when a chunk's bytes may declare pi's `SessionManager` or gather its inline extensions: searched as bytes,
+ * so the other chunks of the bundle (about 8 MB in all) are never decoded into strings on the way to a start.
  */
-export function mayDeclareSessionManager(source: string | ArrayBuffer | ArrayBufferView): boolean {
-	if (typeof source === "string") return source.includes(CLASS_IN_BUNDLE);
+export function mayNeedChange(source: string | ArrayBuffer | ArrayBufferView): boolean {
+	if (typeof source === "string") return source.includes(CLASS_IN_BUNDLE) || source.includes(FACTORIES_IN_BUNDLE);
 	const bytes = ArrayBuffer.isView(source) ? Buffer.from(source.buffer, source.byteOffset, source.byteLength) : Buffer.from(source);
-	return bytes.includes(CLASS_IN_BUNDLE);
+	return bytes.includes(CLASS_IN_BUNDLE) || bytes.includes(FACTORIES_IN_BUNDLE);
+}
+
+/** A chunk's changed text, and whether the lock extension is now among pi's inline extensions. */
+export interface PatchedChunk {
+	source: string;
+	lockExtensionInline: boolean;
 }
 
 /**
- * The text of a chunk of pi's bundle with its `SessionManager` bound to the drop-in (`dropInUrl`), or undefined for
- * a chunk that does not declare it (left as it is).
+ * The text of a chunk of pi's bundle with its `SessionManager` bound to the drop-in (`dropInUrl`) and, when
+ * `lockExtensionUrl` is given, the lock extension added to pi's inline extensions; undefined for a chunk that does
+ * neither (left as it is).
  */
-export function patchBundleChunk(source: string, dropInUrl: string): string | undefined {
-	const at = source.indexOf(CLASS_IN_BUNDLE);
-	if (at === -1) return undefined;
+export function patchBundleChunk(source: string, dropInUrl: string, lockExtensionUrl?: string): PatchedChunk | undefined {
+	const imports: string[] = [];
+	let text = source;
+	const at = text.indexOf(CLASS_IN_BUNDLE);
+	if (at !== -1) {
+		imports.push(`import { SessionManager as ${DROP_IN_BINDING} } from ${JSON.stringify(dropInUrl)};`);
+		const declaration = `var SessionManager=${DROP_IN_BINDING};var __piSessiondPiSessionManager=class _SessionManager{`;
+		text = text.slice(0, at) + declaration + text.slice(at + CLASS_IN_BUNDLE.length);
+	}
+	const gathered = lockExtensionUrl === undefined ? -1 : text.indexOf(FACTORIES_IN_BUNDLE);
+	if (gathered !== -1) {
+		imports.push(`import ${LOCK_BINDING} from ${JSON.stringify(lockExtensionUrl)};`);
+		const lock = `{name:${JSON.stringify(LOCK_EXTENSION_NAME)},factory:${LOCK_BINDING},hidden:!0},`;
+		const after = gathered + FACTORIES_IN_BUNDLE.length;
+		text = text.slice(0, after) + lock + text.slice(after);
+	}
+	if (imports.length === 0) return undefined;
 	// An import is valid anywhere at a module's top level, the class perhaps not (esbuild may wrap it in a function):
-	// so the import goes first (after a `#!` line, which must stay first).
-	const start = source.startsWith("#!") ? source.indexOf("\n") + 1 : 0;
-	const head = `import { SessionManager as ${DROP_IN_BINDING} } from ${JSON.stringify(dropInUrl)};`;
-	const declaration = `var SessionManager=${DROP_IN_BINDING};var __piSessiondPiSessionManager=class _SessionManager{`;
-	return source.slice(0, start) + head + source.slice(start, at) + declaration + source.slice(at + CLASS_IN_BUNDLE.length);
+	// so the imports go first (after a `#!` line, which must stay first).
+	const start = text.startsWith("#!") ? text.indexOf("\n") + 1 : 0;
+	return { source: text.slice(0, start) + imports.join("") + text.slice(start), lockExtensionInline: gathered !== -1 };
 }

@@ -5,7 +5,8 @@
  * pi's command (`dist/bundle/cli.js`) loads a bundle in which `SessionManager` is inlined into a chunk, so this
  * hook, for this thread only, binds that chunk's `SessionManager` to the drop-in (`pi-sessiond-client/pi`) as the
  * chunk is loaded, and resolves pi's unbundled `core/session-manager.js` (pi's SDK) to the drop-in
- * (`redirect.ts`). Nothing in pi's files changes, and a `pi` started without the hook runs as before on the same
+ * (`redirect.ts`); where pi's `main` gathers its inline extensions, it adds the lock extension. Nothing in pi's
+ * files changes, and a `pi` started without the hook runs as before on the same
  * session files.
  */
 
@@ -14,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { resolveBinary } from "../binary.js";
 import { SessiondBinaryNotFoundError } from "../errors.js";
 import { APPENDS_WITHOUT_WAITING, prestartBridge } from "./bridge.js";
-import { isBundleChunk, mayDeclareSessionManager, patchBundleChunk, redirect } from "./redirect.js";
+import { isBundleChunk, mayNeedChange, patchBundleChunk, redirect } from "./redirect.js";
 
 type LoadResult = { format?: string | null; source?: string | ArrayBuffer | ArrayBufferView | null; shortCircuit?: boolean };
 type LoadHook = (url: string, context: unknown, nextLoad: (url: string, context?: unknown) => LoadResult) => LoadResult;
@@ -41,12 +42,19 @@ try {
 }
 
 const dropIn = new URL("./index.js", import.meta.url).href;
+const lockExtensionUrl = new URL("./extension.js", import.meta.url);
+const lockExtensionPath = fileURLToPath(lockExtensionUrl);
+/** Set when the lock extension rides along: then the hook makes it one of pi's inline extensions if it can. */
+let lockExtensionWanted = false;
 
-// The lock extension rides along (`-e`, which pi honours even with --no-extensions), so a pi on pi-sessiond tells its
+// The lock extension rides along (inline or `-e`, both of which pi honours even with --no-extensions), so a pi on pi-sessiond tells its
 // user at once when another pi holds the session. Not for pi's package commands, which take no extension flags.
 const PACKAGE_COMMANDS = new Set(["install", "remove", "update", "list", "config"]);
 if (process.argv.length >= 2 && !PACKAGE_COMMANDS.has(process.argv[2] ?? "")) {
-	process.argv.push("--extension", fileURLToPath(new URL("./extension.js", import.meta.url)));
+	// By path for now: the hook below takes the path out again once pi's bundle has the extension inline (no
+	// TypeScript loader for it), so a pi whose bundle it cannot change still loads it.
+	process.argv.push("--extension", lockExtensionPath);
+	lockExtensionWanted = true;
 	// pi's appends go on before the sidecar answers (`APPENDS_WITHOUT_WAITING` in bridge.ts says why);
 	// set before the sidecar starts, which then fsyncs each append right after answering it.
 	(globalThis as Record<symbol, unknown>)[APPENDS_WITHOUT_WAITING] = true;
@@ -65,9 +73,22 @@ registerHooks({
 	},
 	load(url, context, nextLoad) {
 		const loaded = nextLoad(url, context);
-		if (!isBundleChunk(url) || loaded.source == null || !mayDeclareSessionManager(loaded.source)) return loaded;
+		if (!isBundleChunk(url) || loaded.source == null || !mayNeedChange(loaded.source)) return loaded;
 		const source = typeof loaded.source === "string" ? loaded.source : Buffer.from(loaded.source as Uint8Array).toString("utf8");
-		const patched = patchBundleChunk(source, dropIn);
-		return patched === undefined ? loaded : { format: "module", source: patched, shortCircuit: true };
+		const patched = patchBundleChunk(source, dropIn, lockExtensionWanted ? lockExtensionUrl.href : undefined);
+		if (patched === undefined) return loaded;
+		// Chunks load before pi's command reads its arguments, so the extension is not loaded twice.
+		if (patched.lockExtensionInline) dropArgument("--extension", lockExtensionPath);
+		return { format: "module", source: patched.source, shortCircuit: true };
 	},
 });
+
+/** Takes `flag value` out of pi's arguments. */
+function dropArgument(flag: string, value: string): void {
+	for (let i = 2; i + 1 < process.argv.length; i++) {
+		if (process.argv[i] === flag && process.argv[i + 1] === value) {
+			process.argv.splice(i, 2);
+			return;
+		}
+	}
+}
