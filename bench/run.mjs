@@ -624,7 +624,7 @@ if (wanted("pi")) {
 // A start as fast as pi's (issue 20): real pi 1.6.0 (Node 22, the faux provider, RPC mode) resuming a 2 MB session
 // (`--session`), from the spawn to pi's answer to its first command (`get_state`: pi reads commands once it is
 // ready for a prompt), plain against `pi-sessiond-pi` (the hook in pi's own process, pi's bundle with only its
-// SessionManager bound to the drop-in, the sidecar started beside pi's start-up). The session is written by pi's
+// SessionManager bound to the drop-in, the lock extension inline, the sidecar started beside pi's start-up). The session is written by pi's
 // own SessionManager: turns of a user message, an assistant tool call, its result and a reply.
 if (wanted("pi-start")) {
   const root = new URL("..", import.meta.url).pathname;
