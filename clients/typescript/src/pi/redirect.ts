@@ -10,8 +10,8 @@
  * the drop-in as a whole.
  *
  * The lock extension is bound the same way, as one of the inline extensions pi's `main` gathers: loaded by path
- * (`--extension`), pi brings in its TypeScript loader (jiti) to transpile it, about 60 ms of a 2 MB session's
- * start here, a tenth of it, which plain pi without extensions never pays.
+ * (`--extension`), pi's TypeScript loader (jiti) transpiles it and what it imports on every start, about 60 ms of
+ * a 2 MB session's start here, a tenth of it.
  */
 
 const SESSION_MANAGER = /\/pi-coding-agent\/dist\/core\/session-manager\.js$/;
