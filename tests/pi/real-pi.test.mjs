@@ -155,3 +155,31 @@ test("pi 1.6.0's bundle holds what the register hook binds: SessionManager once,
 		{ sessionManager: 1, lock: 1 },
 	);
 });
+
+test("pi on pi-sessiond keeps Node's compile cache apart from plain pi's, so neither compiles pi's changed chunk again after the other ran", async () => {
+	// Both use Node's default place, under the temporary directory.
+	const temp = mkdtempSync(join(tmpdir(), "compile-cache-"));
+	const cache = join(temp, "node-compile-cache");
+	const box = sandbox("compile-cache");
+	const before = process.env.TMPDIR;
+	process.env.TMPDIR = temp;
+	try {
+		const { readdirSync } = await import("node:fs");
+		// The cache files in the Node version directories directly in `dir`, each with its bytes.
+		const entries = (dir) =>
+			readdirSync(dir, { withFileTypes: true })
+				.filter((d) => d.isDirectory() && d.name.startsWith("v"))
+				.flatMap((d) => readdirSync(join(dir, d.name)).map((f) => `${f} ${readFileSync(join(dir, d.name, f)).toString("base64")}`))
+				.sort();
+		equal((await printPi(box, { sessiond: false, args: ["hello"] })).code, 0);
+		const plain = entries(cache);
+		ok(plain.length > 0, "plain pi filled the cache");
+		equal((await printPi(box, { sessiond: true, args: ["hello"] })).code, 0);
+		// Sharing it, pi on pi-sessiond would have written its changed chunk over plain pi's entry for that file.
+		ok(entries(cache).join("\n") === plain.join("\n"), "pi on pi-sessiond left plain pi's cache as it was");
+		ok(entries(join(cache, "pi-sessiond")).length > 0, "pi on pi-sessiond has a cache of its own");
+	} finally {
+		if (before === undefined) delete process.env.TMPDIR;
+		else process.env.TMPDIR = before;
+	}
+});

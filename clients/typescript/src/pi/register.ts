@@ -11,6 +11,8 @@
  */
 
 import * as nodeModule from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { resolveBinary } from "../binary.js";
 import { SessiondBinaryNotFoundError } from "../errors.js";
@@ -24,6 +26,15 @@ type ResolveHook = (
 	context: unknown,
 	nextResolve: (specifier: string, context?: unknown) => { url: string; format?: string | null },
 ) => { url: string; format?: string | null; shortCircuit?: boolean };
+
+// pi's command enables Node's compile cache (in the temporary directory), whose entries are keyed by file: the
+// chunk this hook changes would share its entry with plain pi's unchanged chunk, and a user (or a benchmark)
+// alternating the two would compile that 2.6 MB chunk again on every start, on both sides. pi on pi-sessiond keeps
+// its cache apart; pi's own call then finds the cache enabled and uses this one. (With NODE_COMPILE_CACHE set, Node
+// enabled the cache that names before this runs, and this call changes nothing: the user chose one cache.)
+(nodeModule as unknown as { enableCompileCache?: (dir: string) => unknown }).enableCompileCache?.(
+	join(tmpdir(), "node-compile-cache", "pi-sessiond"),
+);
 
 const registerHooks = (nodeModule as unknown as { registerHooks?: (hooks: { resolve: ResolveHook; load: LoadHook }) => unknown }).registerHooks;
 if (typeof registerHooks !== "function") {
