@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { isBundleChunk, LOCK_EXTENSION_NAME, mayNeedChange, patchBundleChunk, redirect } from "../src/pi/redirect.js";
+import { isBundleChunk, isPiCommand, LOCK_EXTENSION_NAME, mayNeedChange, patchBundleChunk, redirect } from "../src/pi/redirect.js";
 
 const pkg = "file:///usr/lib/node_modules/@earendil-works/pi-coding-agent/dist";
 const dropIn = "file:///opt/pi-sessiond-client/dist/pi/index.js";
@@ -17,6 +17,11 @@ const mainChunk = 'var builtInExtensions=[{name:"mcp",factory:mcp,builtin:!0}];a
 describe("the register hook's redirects", () => {
 	it("sends pi's unbundled session manager to the drop-in", () => {
 		assert.equal(redirect(`${pkg}/core/session-manager.js`, dropIn), dropIn);
+	});
+
+	it("knows pi's command (where it keeps its compile cache apart) from pi's SDK and the bundle's chunks", () => {
+		assert.ok(isPiCommand(`${pkg}/bundle/cli.js`));
+		for (const url of [`${pkg}/index.js`, `${pkg}/cli.js`, `${pkg}/bundle/cli-runtime.js`, `${pkg}/bundle/chunks/chunk-A.js`]) assert.equal(isPiCommand(url), false, url);
 	});
 
 	it("leaves every other module alone, pi's bundle and its own modules included", () => {

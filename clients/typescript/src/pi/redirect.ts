@@ -16,6 +16,8 @@
 
 const SESSION_MANAGER = /\/pi-coding-agent\/dist\/core\/session-manager\.js$/;
 const BUNDLE_CHUNK = /\/pi-coding-agent\/dist\/bundle\/chunks\/[^/]+\.js$/;
+/** pi's command: the bundle's entry. */
+const PI_COMMAND = /\/pi-coding-agent\/dist\/bundle\/cli\.js$/;
 /** How pi 1.6.0's bundle declares the class (esbuild keeps the names, so the text is stable for a release). */
 const CLASS_IN_BUNDLE = "var SessionManager=class _SessionManager{";
 /** The drop-in's class, imported into the chunk under a name no bundle uses. */
@@ -31,6 +33,11 @@ export const LOCK_EXTENSION_NAME = "pi-sessiond-lock";
 export function redirect(url: string, dropInUrl: string): string | undefined {
 	if (SESSION_MANAGER.test(url)) return dropInUrl;
 	return undefined;
+}
+
+/** True when `url` is pi's command (its bundle's entry), which only the `pi` program loads, never pi's SDK. */
+export function isPiCommand(url: string): boolean {
+	return PI_COMMAND.test(url);
 }
 
 /** True when `url` is a chunk of pi's bundle, whose text `patchBundleChunk` may have to change. */

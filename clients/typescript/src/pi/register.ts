@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 import { resolveBinary } from "../binary.js";
 import { SessiondBinaryNotFoundError } from "../errors.js";
 import { APPENDS_WITHOUT_WAITING, prestartBridge } from "./bridge.js";
-import { isBundleChunk, mayNeedChange, patchBundleChunk, redirect } from "./redirect.js";
+import { isBundleChunk, isPiCommand, mayNeedChange, patchBundleChunk, redirect } from "./redirect.js";
 
 type LoadResult = { format?: string | null; source?: string | ArrayBuffer | ArrayBufferView | null; shortCircuit?: boolean };
 type LoadHook = (url: string, context: unknown, nextLoad: (url: string, context?: unknown) => LoadResult) => LoadResult;
@@ -27,14 +27,23 @@ type ResolveHook = (
 	nextResolve: (specifier: string, context?: unknown) => { url: string; format?: string | null },
 ) => { url: string; format?: string | null; shortCircuit?: boolean };
 
-// pi's command enables Node's compile cache (in the temporary directory), whose entries are keyed by file: the
-// chunk this hook changes would share its entry with plain pi's unchanged chunk, and a user (or a benchmark)
-// alternating the two would compile that 2.6 MB chunk again on every start, on both sides. pi on pi-sessiond keeps
-// its cache apart; pi's own call then finds the cache enabled and uses this one. (With NODE_COMPILE_CACHE set, Node
-// enabled the cache that names before this runs, and this call changes nothing: the user chose one cache.)
-(nodeModule as unknown as { enableCompileCache?: (dir: string) => unknown }).enableCompileCache?.(
-	join(tmpdir(), "node-compile-cache", "pi-sessiond"),
-);
+/**
+ * pi's command enables Node's compile cache (in the temporary directory), whose entries are keyed by file: the
+ * chunk this hook changes would share its entry with plain pi's unchanged chunk, and a user (or a benchmark)
+ * alternating the two would compile that 2.6 MB chunk again on every start, on both sides. So when pi's command is
+ * about to load, pi on pi-sessiond enables the cache first, apart from plain pi's; pi's own call then finds it
+ * enabled and uses it. A program using pi's SDK through this hook is left as it was (pi's command never loads
+ * there). With NODE_COMPILE_CACHE set, Node enabled the cache that names before anything ran, and this changes
+ * nothing: the user chose one cache.
+ */
+let compileCacheChosen = false;
+function chooseCompileCache(): void {
+	if (compileCacheChosen) return;
+	compileCacheChosen = true;
+	(nodeModule as unknown as { enableCompileCache?: (dir: string) => unknown }).enableCompileCache?.(
+		join(tmpdir(), "node-compile-cache", "pi-sessiond"),
+	);
+}
 
 const registerHooks = (nodeModule as unknown as { registerHooks?: (hooks: { resolve: ResolveHook; load: LoadHook }) => unknown }).registerHooks;
 if (typeof registerHooks !== "function") {
@@ -79,6 +88,7 @@ if (process.argv.length >= 2 && !PACKAGE_COMMANDS.has(process.argv[2] ?? "")) {
 registerHooks({
 	resolve(specifier, context, nextResolve) {
 		const resolved = nextResolve(specifier, context);
+		if (isPiCommand(resolved.url)) chooseCompileCache();
 		const target = redirect(resolved.url, dropIn);
 		return target === undefined ? resolved : { url: target, format: "module", shortCircuit: true };
 	},
