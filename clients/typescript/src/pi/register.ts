@@ -6,8 +6,7 @@
  * hook, for this thread only, binds that chunk's `SessionManager` to the drop-in (`pi-sessiond-client/pi`) as the
  * chunk is loaded, and resolves pi's unbundled `core/session-manager.js` (pi's SDK) to the drop-in
  * (`redirect.ts`); where pi's `main` gathers its inline extensions, it adds the lock extension. Nothing in pi's
- * files changes, and a `pi` started without the hook runs as before on the same
- * session files.
+ * files changes, and a `pi` started without the hook runs as before on the same session files.
  */
 
 import * as nodeModule from "node:module";
@@ -67,8 +66,9 @@ const lockExtensionPath = fileURLToPath(lockExtensionUrl);
 /** Set when the lock extension rides along: then the hook makes it one of pi's inline extensions if it can. */
 let lockExtensionWanted = false;
 
-// The lock extension rides along (inline or `-e`, both of which pi honours even with --no-extensions), so a pi on pi-sessiond tells its
-// user at once when another pi holds the session. Not for pi's package commands, which take no extension flags.
+// The lock extension rides along (inline or `-e`, both of which pi honours even with --no-extensions), so a pi on
+// pi-sessiond tells its user at once when another pi holds the session. Not for pi's package commands, which take no
+// extension flags.
 const PACKAGE_COMMANDS = new Set(["install", "remove", "update", "list", "config"]);
 if (process.argv.length >= 2 && !PACKAGE_COMMANDS.has(process.argv[2] ?? "")) {
 	// By path for now: the hook below takes the path out again once pi's bundle has the extension inline (no
