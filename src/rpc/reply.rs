@@ -232,9 +232,9 @@ impl Reply {
     /// Renders a result with `render`. A result under [`STREAM_AT`] (under a piece when unchecked in line framing)
     /// is collected and, when `check` is set (text copied from a session file, which another process may have
     /// rewritten), checked to be JSON before it is returned. A longer one is streamed to the host as it is
-    /// rendered: in LSP framing `render` runs once more first, to count the length the header announces. If rendering fails after streaming began, the frame is cut
-    /// off and an error response with the request's id follows it; the error is returned too (the request is
-    /// answered already, so answering it again does nothing).
+    /// rendered: in LSP framing `render` runs once more first, to count the length the header announces. If
+    /// rendering fails after streaming began, the frame is cut off and an error response with the request's id
+    /// follows it; the error is returned too (the request is answered already, so answering it again does nothing).
     pub fn render(
         &self,
         check: bool,

@@ -239,29 +239,7 @@ impl SessionFile {
         }
         Ok(out)
     }
-}
 
-/// `line` (a whole line, already read and checked to be where it was) with each of `holes` replaced by `fill`:
-/// what [`SessionFile::read_around`] gives, for a line read whole anyway. Each hole must still begin and end with
-/// a quote, or the line is no longer what the open read.
-pub fn fill_holes(line: &[u8], holes: &[(u32, u32)], fill: &[u8]) -> std::io::Result<Vec<u8>> {
-    let moved = || std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED);
-    let mut out = Vec::with_capacity(line.len());
-    let mut from = 0;
-    for &(start, end) in holes {
-        let (start, end) = (start as usize, end as usize);
-        if start < from || end < start + 2 || end > line.len() || line[start] != b'"' || line[end - 1] != b'"' {
-            return Err(moved());
-        }
-        out.extend_from_slice(&line[from..start]);
-        out.extend_from_slice(fill);
-        from = end;
-    }
-    out.extend_from_slice(&line[from..]);
-    Ok(out)
-}
-
-impl SessionFile {
     /// Records that the path now holds `seen`, which is not a session. With `in_place` (it is the very file we
     /// read, truncated or rewritten), what was read from it is no longer on disk: later body reads fail with
     /// [`MOVED`] instead of reading whatever is there now. Appends are refused until the file is opened again.
@@ -586,6 +564,26 @@ impl SessionFile {
         }
         Ok(self.len)
     }
+}
+
+/// `line` (a whole line, already read and checked to be where it was) with each of `holes` replaced by `fill`:
+/// what [`SessionFile::read_around`] gives, for a line read whole anyway. Each hole must still begin and end with
+/// a quote, or the line is no longer what the open read.
+pub fn fill_holes(line: &[u8], holes: &[(u32, u32)], fill: &[u8]) -> std::io::Result<Vec<u8>> {
+    let moved = || std::io::Error::new(std::io::ErrorKind::InvalidData, MOVED);
+    let mut out = Vec::with_capacity(line.len());
+    let mut from = 0;
+    for &(start, end) in holes {
+        let (start, end) = (start as usize, end as usize);
+        if start < from || end < start + 2 || end > line.len() || line[start] != b'"' || line[end - 1] != b'"' {
+            return Err(moved());
+        }
+        out.extend_from_slice(&line[from..start]);
+        out.extend_from_slice(fill);
+        from = end;
+    }
+    out.extend_from_slice(&line[from..]);
+    Ok(out)
 }
 
 /// How a write on an `O_APPEND` handle failed.
