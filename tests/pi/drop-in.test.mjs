@@ -2,14 +2,17 @@
 // same return values and reads (ids and times aside, which pi-sessiond makes), the live instance equals pi's live
 // instance value for value (undefined members included: entries are rebuilt in pi's in-memory shape), and listings
 // of one directory are identical, Dates and all; and the module has every export and public method of pi's.
-import { deepStrictEqual, equal, ok, throws } from "node:assert/strict";
+import { deepStrictEqual, equal, match, ok, throws } from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { normalise, PiSessionManager, readsOfManager } from "./lib.mjs";
 
 const { SessionManager: DropIn, buildSessionContext } = await import(new URL("../../clients/typescript/dist/pi/index.js", import.meta.url).href);
+const { openAhead } = await import(new URL("../../clients/typescript/dist/pi/session-manager.js", import.meta.url).href);
+const { bridge } = await import(new URL("../../clients/typescript/dist/pi/bridge.js", import.meta.url).href);
+const { firstOpenOf } = await import(new URL("../../clients/typescript/dist/pi/ahead.js", import.meta.url).href);
 
 const user = (text) => ({ role: "user", content: text, timestamp: 1 });
 const assistant = (text) => ({ role: "assistant", content: [{ type: "text", text }], provider: "p", model: "m", usage: { input: 1 }, timestamp: 2 });
@@ -191,6 +194,66 @@ test("a session of several pages opened by the drop-in reads as pi's, whether it
 		deepStrictEqual(readsOfManager(drop), pi);
 		drop.close();
 	}
+});
+
+test("a session opened ahead of pi is what pi's open of it reads, pages beyond those read ahead too (issue 20)", async () => {
+	// pi-sessiond-pi opens the session pi's arguments name while pi loads; pi's open then takes that answer. A
+	// line another writer appends in between is therefore learnt at pi's first write, which goes on after it.
+	const cwd = mkdtempSync(join(tmpdir(), "drop-in-ahead-cwd-"));
+	const m = PiSessionManager.create(cwd, mkdtempSync(join(tmpdir(), "drop-in-ahead-")));
+	let root;
+	for (let i = 0; i < 4500; i++) {
+		// Back to the first entry every 40: short branches, which the reads' deep comparison can walk.
+		if (i % 40 === 39) m.branch(root);
+		const id = m.appendMessage(i % 2 ? assistant(`reply ${i}`) : user(`ask ${i} ${i % 700 === 2 ? "y".repeat(2000) : ""}`));
+		root ??= id;
+	}
+	const file = m.getSessionFile();
+	const pi = readsOfManager(PiSessionManager.open(file));
+	const first = firstOpenOf(["--mode", "rpc", "--session", file], cwd);
+	deepStrictEqual(first, { path: file, sessionDir: dirname(file), cwd });
+	await openAhead(first);
+	const theirs = PiSessionManager.open(file).appendMessage(user("a plain pi, after the open ahead"));
+
+	const drop = DropIn.open(file);
+	deepStrictEqual(readsOfManager(drop), pi, "pi's open read what was opened ahead, all 4,500 entries");
+	throws(() => drop.appendMessage(user("refused")), (e) => e.kind === "content_modified");
+	const mine = drop.appendMessage(user("retried"));
+	equal(drop.getEntry(mine).parentId, theirs, "the retry goes on after the other writer's line");
+	deepStrictEqual(readsOfManager(drop), readsOfManager(PiSessionManager.open(file)));
+	drop.close();
+});
+
+test("a session opened ahead that pi does not open is closed at pi's first other open or new session (issue 20)", async () => {
+	const cwd = mkdtempSync(join(tmpdir(), "drop-in-ahead-cwd-"));
+	const dir = mkdtempSync(join(tmpdir(), "drop-in-ahead-"));
+	const made = (text) => {
+		const m = PiSessionManager.create(cwd, dir);
+		m.appendMessage(user(text));
+		m.appendMessage(assistant(`re: ${text}`));
+		return m.getSessionFile();
+	};
+	const guessed = made("the session pi's arguments named");
+	const other = made("the one pi opened instead");
+	// The handle opened ahead is closed: pi-sessiond no longer knows it.
+	const closed = (handle) => bridge().call("session/getState", { handle }).error?.message ?? "still open";
+
+	const ahead = await openAhead(firstOpenOf(["--session", guessed], cwd));
+	ok(bridge().call("session/getState", { handle: ahead }).result, "open ahead");
+	deepStrictEqual(readsOfManager(DropIn.open(other)), readsOfManager(PiSessionManager.open(other)));
+	match(closed(ahead), /no open session has handle/);
+
+	const again = await openAhead(firstOpenOf(["--session", guessed], cwd));
+	DropIn.create(cwd, dir).appendMessage(user("a new session instead"));
+	match(closed(again), /no open session has handle/);
+
+	// The same file with a session directory of pi's own (its settings'): opened afresh, with that directory.
+	const elsewhere = mkdtempSync(join(tmpdir(), "drop-in-ahead-elsewhere-"));
+	const third = await openAhead(firstOpenOf(["--session", guessed], cwd));
+	const m = DropIn.open(guessed, elsewhere);
+	match(closed(third), /no open session has handle/);
+	equal(m.getSessionDir(), elsewhere);
+	deepStrictEqual(readsOfManager(m), readsOfManager(PiSessionManager.open(guessed, elsewhere)));
 });
 
 test("a drop-in whose session file was replaced since it opened still reads each entry's strings as they were (issue 20)", () => {

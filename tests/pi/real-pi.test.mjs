@@ -58,6 +58,32 @@ test("a scripted pi session leaves files pi reads the same with its own manager 
 	}
 });
 
+test("pi on pi-sessiond goes on with --continue and --session where plain pi left off, one session throughout (issue 20)", async () => {
+	// The session pi's arguments name is opened while pi loads, its pages read ahead: each pi must still read
+	// and continue the session plain pi wrote just before it.
+	const box = sandbox("continue");
+	const plain = await printPi(box, { sessiond: false, args: ["first, plain pi"] });
+	equal(plain.code, 0, plain.stderr);
+	const [file] = sessionFiles(box.agentDir);
+	for (const [sessiond, args] of [
+		[true, ["-c", "second, on pi-sessiond with -c"]],
+		[true, ["--session", file, "third, on pi-sessiond with --session"]],
+		[false, ["-c", "fourth, plain pi with -c"]],
+		[true, ["--continue", "fifth, on pi-sessiond with --continue"]],
+	]) {
+		const run = await printPi(box, { sessiond, args });
+		equal(run.code, 0, run.stderr);
+		equal(run.stderr, "", `${args.join(" ")}: nothing to say`);
+	}
+	deepStrictEqual(sessionFiles(box.agentDir), [file]);
+	const { entries } = readsOf(file);
+	const texts = entries.flatMap((e) => (e.type === "message" && e.message.role === "user" ? [e.message.content[0].text] : []));
+	deepStrictEqual(texts, ["first, plain pi", "second, on pi-sessiond with -c", "third, on pi-sessiond with --session", "fourth, plain pi with -c", "fifth, on pi-sessiond with --continue"]);
+	// One conversation: each prompt hangs under the answer to the one before.
+	const messages = entries.filter((e) => e.type === "message");
+	for (let i = 1; i < messages.length; i++) equal(messages[i].parentId, messages[i - 1].id, `message ${i}`);
+});
+
 test("a second pi in print mode on a session pi-sessiond holds for the first names the first, writes a fork of it and leaves its file alone", async () => {
 	const box = sandbox("two");
 	const first = new RpcPi(box, { sessiond: true });

@@ -8,7 +8,9 @@
  * in order, so the main thread applies a mutation's notifications before it returns the mutation's value. A call
  * posted without waiting (`later`: an append the drop-in has already answered pi for) is answered the same way on
  * the asynchronous port, and counted in slot 1 of the shared flag, so a main thread that must have every such
- * answer before it goes on can wait for them.
+ * answer before it goes on can wait for them. Such a call may carry calls to send once it is answered (`then`: the
+ * pages of a session opened ahead of pi), with the handle its answer names put in: the one place the worker reads
+ * an answer, so that reads that need an open go out while the main thread is still busy loading pi.
  *
  * A sidecar that stops answering without exiting (stopped, deadlocked) would leave pi blocked at its next call
  * for good. So while calls are pending and nothing has come from the process for `PROBE_AFTER_MS`, the worker asks
@@ -32,6 +34,14 @@ export interface BridgeWorkerData {
 	asyncPort: MessagePort;
 	/** "inherit" copies the server's stderr to this process's; otherwise it is only kept for error messages. */
 	stderr: "inherit" | "keep";
+	/** The JSON text a call sent after another (`then`) holds where the other's handle goes. */
+	handleSlot: string;
+}
+
+/** A call the main thread posted to be sent once the call before it is answered with a handle. */
+interface Follower {
+	id: number;
+	line: string;
 }
 
 /** A line for the main thread: text when small, bytes (transferred) when large. */
@@ -45,6 +55,8 @@ const STDERR_TAIL = 8192;
 let pendingSync: number | undefined;
 const pendingLater = new Set<number>();
 let changedSinceAnswer: Frame[] = [];
+/** Calls to send once the call of the key (posted without waiting) is answered, with the handle it names. */
+const followers = new Map<number, Follower[]>();
 const pendingAsync = new Set<number>();
 let stderrTail = "";
 let dead: string | undefined;
@@ -114,6 +126,8 @@ function fail(why: string): void {
 	}
 	for (const id of pendingLater) answerLater(id, deadAnswer(id));
 	pendingLater.clear();
+	for (const follow of followers.values()) for (const { id } of follow) answerLater(id, deadAnswer(id));
+	followers.clear();
 	for (const id of pendingAsync) post(data.asyncPort, { id, frames: deadAnswer(id) });
 	pendingAsync.clear();
 }
@@ -152,6 +166,11 @@ function route(line: Buffer): void {
 			const frames = [...changedSinceAnswer, frameOf(line)];
 			changedSinceAnswer = [];
 			answerLater(id, frames);
+			const follow = followers.get(id);
+			if (follow) {
+				followers.delete(id);
+				sendFollowers(line, follow);
+			}
 		} else if (pendingAsync.delete(id)) {
 			post(data.asyncPort, { id, frames: [frameOf(line)] });
 		}
@@ -159,6 +178,25 @@ function route(line: Buffer): void {
 	}
 	if (method === "session/changed") changedSinceAnswer.push(frameOf(line));
 	else if (method === "$/progress") post(data.asyncPort, { progress: true, frames: [frameOf(line)] });
+}
+
+/** Sends `follow` with the handle the answer `line` names, or answers each `not_sent` when it names none. */
+function sendFollowers(line: Buffer, follow: Follower[]): void {
+	let handle: unknown;
+	try {
+		handle = (JSON.parse(line.toString("utf8")) as { result?: { handle?: unknown } }).result?.handle;
+	} catch {
+		handle = undefined;
+	}
+	for (const { id, line: request } of follow) {
+		if (typeof handle === "string") {
+			send(request.replace(data.handleSlot, () => JSON.stringify(handle)));
+			pendingLater.add(id);
+		} else {
+			const error = { code: -32099, message: "not sent: the call it needed a handle from did not give one", data: { kind: "not_sent" } };
+			answerLater(id, [JSON.stringify({ jsonrpc: "2.0", id, error })]);
+		}
+	}
 }
 
 let partial: Buffer[] = [];
@@ -184,12 +222,15 @@ child.on("error", (error) => fail(`could not be started: ${error.message}`));
 child.on("close", (code, signal) => fail(signal ? `was killed by ${signal}` : `exited with status ${code}`));
 child.stdin.on("error", () => undefined);
 
-data.syncPort.on("message", (message: { id: number; line: string; later?: boolean }) => {
+data.syncPort.on("message", (message: { id: number; line: string; later?: boolean; then?: Follower[] }) => {
 	if (message.later) {
-		if (dead) answerLater(message.id, deadAnswer(message.id));
-		else {
+		if (dead) {
+			answerLater(message.id, deadAnswer(message.id));
+			for (const { id } of message.then ?? []) answerLater(id, deadAnswer(id));
+		} else {
 			send(message.line);
 			pendingLater.add(message.id);
+			if (message.then?.length) followers.set(message.id, message.then);
 		}
 		return;
 	}

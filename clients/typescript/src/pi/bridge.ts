@@ -71,6 +71,9 @@ export function appendsWithoutWaiting(): boolean {
 /** The environment variable with extra pi-sessiond arguments (`--durability batch`, `--log-level debug`, …). */
 export const ARGS_ENV_VAR = "PI_SESSIOND_ARGS";
 
+/** What `postLaterThen`'s calls hold where the worker puts the handle (a string no handle equals). */
+const HANDLE_SLOT = "pi-sessiond-client: the handle the call before names";
+
 /** A synchronous request posted and not yet answered. */
 interface Pending {
 	method: string;
@@ -127,6 +130,7 @@ export class SyncBridge {
 			syncPort: sync.port2,
 			asyncPort: async.port2,
 			stderr: process.env.PI_SESSIOND_STDERR === "inherit" ? "inherit" : "keep",
+			handleSlot: JSON.stringify(HANDLE_SLOT),
 		};
 		this.worker = new Worker(new URL("./bridge-worker.js", import.meta.url), {
 			workerData,
@@ -170,6 +174,32 @@ export class SyncBridge {
 		this.later.set(id, onAnswer);
 		this.keepAlive();
 		this.syncPort.postMessage({ id, line, later: true });
+	}
+
+	/**
+	 * `postLater`, and once `method` is answered with a result that names a `handle`, each call of `then` with
+	 * that handle added to its params, sent by the worker as soon as the answer arrives: reads that need an open's
+	 * handle go out without waiting for this thread (which may be busy loading pi). When the first call fails or
+	 * names no handle, each of `then` is answered with a `not_sent` error. Unlike the other calls it does not wait
+	 * for `initialize`'s answer (sent before it all the same): it is made while pi still loads.
+	 */
+	postLaterThen(
+		method: string,
+		params: object,
+		onAnswer: (outcome: CallOutcome<unknown>) => void,
+		then: { method: string; params: object; onAnswer: (outcome: CallOutcome<unknown>) => void }[],
+	): void {
+		const id = ++this.nextId;
+		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
+		this.later.set(id, onAnswer);
+		const follow = then.map((call) => {
+			const followId = ++this.nextId;
+			this.later.set(followId, call.onAnswer);
+			const params = { handle: HANDLE_SLOT, ...call.params };
+			return { id: followId, line: JSON.stringify({ jsonrpc: "2.0", id: followId, method: call.method, params }) };
+		});
+		this.keepAlive();
+		this.syncPort.postMessage({ id, line, later: true, then: follow });
 	}
 
 	/** The answers still owed keep the process alive (a listing pi awaits, an append not yet known to have landed). */

@@ -41,8 +41,8 @@ export function pathsEqual(left: string, right: string): boolean {
 }
 
 /** pi's `getAgentDir()`: `$PI_CODING_AGENT_DIR` (with `~` expanded), else `~/.pi/agent`. */
-export function getAgentDir(): string {
-	const fromEnv = process.env[ENV_AGENT_DIR];
+export function getAgentDir(env: NodeJS.ProcessEnv = process.env): string {
+	const fromEnv = env[ENV_AGENT_DIR];
 	return fromEnv ? normalizePath(fromEnv) : join(homedir(), ".pi", "agent");
 }
 

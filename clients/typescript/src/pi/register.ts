@@ -12,9 +12,11 @@
 import * as nodeModule from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { realpathSync } from "node:fs";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { resolveBinary } from "../binary.js";
 import { SessiondBinaryNotFoundError } from "../errors.js";
+import { firstOpenOf } from "./ahead.js";
 import { APPENDS_WITHOUT_WAITING, prestartBridge } from "./bridge.js";
 import { isBundleChunk, isPiCommand, mayNeedChange, patchBundleChunk, redirect } from "./redirect.js";
 
@@ -80,6 +82,13 @@ if (process.argv.length >= 2 && !PACKAGE_COMMANDS.has(process.argv[2] ?? "")) {
 	(globalThis as Record<symbol, unknown>)[APPENDS_WITHOUT_WAITING] = true;
 	// The sidecar starts now, beside pi's own start-up, rather than when pi first opens a session.
 	prestartBridge();
+	if (isPiCommand(pathToFileURL(realScript()).href)) {
+		// pi's command: its compile cache now, so the drop-in's modules loaded next are in it too.
+		chooseCompileCache();
+		// And the session pi will open first, if its arguments say which, opened now, so pi finds it open and read.
+		const first = firstOpenOf(process.argv.slice(2));
+		if (first !== undefined) void (await import("./session-manager.js")).openAhead(first);
+	}
 	// Tells the lock extension that this pi is meant to be on pi-sessiond, so it can say so if pi's bundle was not
 	// bound to the drop-in (a pi whose bundle declares its SessionManager otherwise).
 	(globalThis as Record<symbol, unknown>)[Symbol.for("pi-sessiond-client.registered")] = true;
@@ -103,6 +112,15 @@ registerHooks({
 		return { format: "module", source: patched.source, shortCircuit: true };
 	},
 });
+
+/** The script this process runs (pi's `cli.js` for pi's command, through the symbolic link on PATH). */
+function realScript(): string {
+	try {
+		return realpathSync(process.argv[1] ?? "");
+	} catch {
+		return process.argv[1] ?? "";
+	}
+}
 
 /** Takes `flag value` out of pi's arguments. */
 function dropArgument(flag: string, value: string): void {

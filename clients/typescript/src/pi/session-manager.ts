@@ -46,6 +46,7 @@ import {
 } from "./files.js";
 import { describeHolder, holderOf, notice } from "./lock.js";
 import { defaultSessionDirPath, getDefaultSessionDir, getSessionsDir, normalizePath, pathsEqual, resolvePath } from "./paths.js";
+import type { FirstOpen } from "./ahead.js";
 import { LAZY_OVER, type LazyEntry, LazyFile } from "./lazy.js";
 import { SessionView } from "./view.js";
 
@@ -127,6 +128,87 @@ process.on("exit", () => {
 
 /** Entries per `session/getEntries` page when reading a session into the mirror. */
 const ENTRIES_PAGE = 1000;
+
+/** `session/open`'s params for a file opened as pi's `open` and `continueRecent` do. */
+function openParams(path: string, sessionDir: string, cwd: string): object {
+	return { path, sessionDir, cwdOverride: cwd, repair: true };
+}
+
+/** `session/getEntries`' params for page `page` of `handle`'s entries (with long strings left in the file when `lazy`). */
+function pageParams(handle: string | undefined, page: number, lazy: boolean): object {
+	const at = { offset: page * ENTRIES_PAGE, limit: ENTRIES_PAGE };
+	const paged = handle === undefined ? at : { handle, ...at };
+	return lazy ? { ...paged, lazyOver: LAZY_OVER } : paged;
+}
+
+/** Pages of a session asked for before the drop-in reads it: its answers by page, and how many were asked. */
+interface PagesAhead {
+	answers: Map<number, CallOutcome<unknown>>;
+	asked: number;
+}
+
+/** The session opened before pi asked for it (`openAhead`), until pi's first open takes it or another call drops it. */
+interface OpenedAhead {
+	/** The open's params as JSON: pi's open must ask for exactly this to be given these answers. */
+	request: string;
+	/** The bridge that was asked. */
+	generation: number;
+	open?: CallOutcome<ServerState>;
+	pages: PagesAhead;
+}
+let openedAhead: OpenedAhead | undefined;
+
+/**
+ * Pages read ahead with the open: enough for a session of a few MB (pi-start's 2 MB one has 3,157 entries), while
+ * what a big session's pages hold waits for pi's thread rather than piling up in it.
+ */
+const PAGES_AHEAD = 4;
+
+/**
+ * Opens the session pi's command will open first (`firstOpenOf` in ahead.ts tells which from its arguments) and
+ * reads its first pages, without waiting, so pi-sessiond does it while pi loads its modules: pi's start would
+ * otherwise wait for the open and its pages when it gets there (about 25 ms of a 2 MB session's start). Called once
+ * by the register hook, right after it starts the sidecar; `openFile` takes the answers if pi asks for the same
+ * open, and closes the handle otherwise. The promise resolves once all of it is answered, on the event loop,
+ * with the handle opened (pi does not wait for it; a test does).
+ */
+export function openAhead(first: FirstOpen): Promise<string | undefined> {
+	const request = openParams(first.path, normalizePath(first.sessionDir), resolvePath(first.cwd));
+	const b = bridge();
+	const ahead: OpenedAhead = { request: JSON.stringify(request), generation: b.generation, pages: { answers: new Map(), asked: PAGES_AHEAD } };
+	let answered: (handle: string | undefined) => void = () => undefined;
+	const done = new Promise<string | undefined>((resolve) => (answered = resolve));
+	const pages = Array.from({ length: PAGES_AHEAD }, (_, page) => ({
+		method: "session/getEntries",
+		params: pageParams(undefined, page, true),
+		onAnswer: (outcome: CallOutcome<unknown>) => {
+			ahead.pages.answers.set(page, outcome);
+			if (ahead.pages.answers.size === PAGES_AHEAD) answered(ahead.open?.result?.handle);
+		},
+	}));
+	b.postLaterThen("session/open", request, (outcome) => (ahead.open = outcome as CallOutcome<ServerState>), pages);
+	openedAhead = ahead;
+	return done;
+}
+
+/**
+ * The session opened ahead when `request` (an open's params) is what it was opened with and it opened: its
+ * answer and pages. Otherwise undefined, and a handle opened ahead is closed before pi's own call goes out: pi
+ * chose another session, or the same file otherwise (another session directory), which must not be given the
+ * handle opened for the guess. Either way nothing is ahead any more.
+ */
+function takeOpenedAhead(request: object | undefined): OpenedAhead | undefined {
+	const ahead = openedAhead;
+	if (ahead === undefined) return undefined;
+	openedAhead = undefined;
+	const b = bridge();
+	if (b.generation !== ahead.generation) return undefined;
+	b.settleUntil(() => ahead.open !== undefined);
+	const opened = ahead.open?.result;
+	if (opened !== undefined && request !== undefined && JSON.stringify(request) === ahead.request) return ahead;
+	if (opened !== undefined) b.call("session/close", { handle: opened.handle });
+	return undefined;
+}
 
 /** Drops an instance's reference to its handle once the instance is garbage. */
 const releaser = new FinalizationRegistry<{ handle: string | undefined; generation: number }>((held) => {
@@ -290,6 +372,7 @@ export class SessionManager extends SessionView {
 		if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
 		if (options?.id !== undefined) assertValidSessionId(options.id);
 		const manager = new SessionManager(resolvedTarget, dir, true);
+		takeOpenedAhead(undefined);
 		const state = unwrap(
 			bridge().call<ServerState>(
 				"session/forkFrom",
@@ -1073,6 +1156,7 @@ export class SessionManager extends SessionView {
 
 	private startNew(options: NewSessionOptions | undefined): void {
 		if (options?.id !== undefined) assertValidSessionId(options.id);
+		takeOpenedAhead(undefined);
 		const state = unwrap(
 			bridge().call<ServerState>(
 				"session/create",
@@ -1090,32 +1174,27 @@ export class SessionManager extends SessionView {
 	 */
 	private openFile(path: string): void {
 		const previous = this.handle;
-		const state = unwrap(
-			bridge().call<ServerState>("session/open", {
-				path,
-				sessionDir: this.sessionDir,
-				cwdOverride: this.cwd,
-				repair: true,
-			}),
-			path,
-		);
+		const params = openParams(path, this.sessionDir, this.cwd);
+		const ahead = takeOpenedAhead(params);
+		const state = unwrap(ahead?.open ?? bridge().call<ServerState>("session/open", params), path);
 		// Opening a file this instance already holds counted one more reference to the same handle: give it back.
 		if (previous !== undefined && previous === state.handle) closeHandle(previous, this.held.generation);
-		this.adopt(state);
+		this.adopt(state, undefined, undefined, ahead?.pages);
 	}
 
 	/**
 	 * Makes this instance hold the server's session `state`: identity, then the entries (from the state's snapshot
-	 * when the server sends one, else read once). `fresh` rebuilds a new session's header in pi's shape (with
-	 * `parentSession` present even when undefined); `previousFile` does the same for a branched session.
+	 * when the server sends one, else read once, starting from `pagesAhead` when its pages were asked for
+	 * already). `fresh` rebuilds a new session's header in pi's shape (with `parentSession` present even when
+	 * undefined); `previousFile` does the same for a branched session.
 	 */
-	private adopt(state: ServerState, fresh?: NewSessionOptions, previousFile?: string): void {
+	private adopt(state: ServerState, fresh?: NewSessionOptions, previousFile?: string, pagesAhead?: PagesAhead): void {
 		const generation = bridge().generation;
 		if (this.handle !== undefined && (this.handle !== state.handle || this.held.generation !== generation)) closeHandle(this.handle, this.held.generation);
 		this.handle = state.handle;
 		this.held.handle = state.handle;
 		this.held.generation = generation;
-		const entries = state.snapshot ? state.snapshot.entries : this.readEntries(state.handle, state.sessionFile);
+		const entries = state.snapshot ? state.snapshot.entries : this.readEntries(state.handle, state.sessionFile, pagesAhead);
 		const seq = state.snapshot ? state.snapshot.seq : state.seq;
 		handles.set(state.handle, { sessionId: state.sessionId, sessionFile: state.sessionFile, leafId: state.leafId ?? null, seq });
 		this.sessionId = state.sessionId;
@@ -1141,26 +1220,27 @@ export class SessionManager extends SessionView {
 	 * ahead of the one being taken, so pi-sessiond reads the next while this thread parses one (one at a time,
 	 * each waited for, the two took turns: 0.83 s for a 128 MB session where each side alone needs half of it).
 	 * Nothing else writes this handle meanwhile: the drop-in does not watch, and this process's calls are
-	 * sequential.
+	 * sequential. `ahead`: the first pages, asked for with the open (lazily), when it was opened ahead of pi.
 	 */
-	private readEntries(handle: string, file: string | null): Entry[] {
+	private readEntries(handle: string, file: string | null, ahead?: PagesAhead): Entry[] {
 		const entries: Entry[] = [];
 		const lazy = file === null || !existsSync(file) ? undefined : new LazyFile(file, (id) => this.refetch(handle, file, id));
 		const b = bridge();
-		const answers = new Map<number, CallOutcome<unknown>>();
-		const ask = (page: number) => {
-			const offset = page * ENTRIES_PAGE;
-			const params = lazy ? { handle, offset, limit: ENTRIES_PAGE, lazyOver: LAZY_OVER } : { handle, offset, limit: ENTRIES_PAGE };
-			b.postLater("session/getEntries", params, (outcome) => answers.set(page, outcome));
+		const { answers, asked: askedAhead } = lazy && ahead ? ahead : { answers: new Map<number, CallOutcome<unknown>>(), asked: 0 };
+		let asked = askedAhead;
+		const askUpTo = (last: number) => {
+			for (; asked <= last; asked++) {
+				const page = asked;
+				b.postLater("session/getEntries", pageParams(handle, page, lazy !== undefined), (outcome) => answers.set(page, outcome));
+			}
 		};
-		ask(0);
-		ask(1);
+		askUpTo(1);
 		for (let page = 0; ; page++) {
 			b.settleUntil(() => answers.has(page));
 			const outcome = answers.get(page) ?? { error: { code: -32099, message: "pi-sessiond did not answer a page of entries", data: { kind: "sidecar_exited" } }, changes: [] };
 			answers.delete(page);
 			const items = unwrap(outcome as CallOutcome<(Entry | LazyEntry)[]>, this.sessionFile);
-			if (items.length === ENTRIES_PAGE) ask(page + 2);
+			if (items.length === ENTRIES_PAGE) askUpTo(page + 2);
 			for (const item of items) entries.push(lazy ? lazy.revive(item as LazyEntry) : (item as Entry));
 			if (items.length < ENTRIES_PAGE) {
 				// The page asked for past the end answers empty; taken now, so no answer is owed to a finished read.
