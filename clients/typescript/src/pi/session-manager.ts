@@ -155,8 +155,17 @@ interface OpenedAhead {
 	generation: number;
 	open?: CallOutcome<ServerState>;
 	pages: PagesAhead;
+	/** The file, and its stamp before it was opened ahead: a file that changed since is opened again, not taken. */
+	path: string;
+	stamp: string | undefined;
 }
 let openedAhead: OpenedAhead | undefined;
+
+/** What tells a file changed: its inode, size and modification time (an append changes the size). */
+function stampOf(path: string): string | undefined {
+	const stat = statSync(path, { throwIfNoEntry: false, bigint: true });
+	return stat === undefined ? undefined : `${stat.ino}:${stat.size}:${stat.mtimeNs}`;
+}
 
 /**
  * Pages read ahead with the open: enough for a session of a few MB (pi-start's 2 MB one has 3,157 entries), while
@@ -175,7 +184,9 @@ const PAGES_AHEAD = 4;
 export function openAhead(first: FirstOpen): Promise<string | undefined> {
 	const request = openParams(first.path, normalizePath(first.sessionDir), resolvePath(first.cwd));
 	const b = bridge();
-	const ahead: OpenedAhead = { request: JSON.stringify(request), generation: b.generation, pages: { answers: new Map(), asked: PAGES_AHEAD } };
+	const stamp = stampOf(first.path);
+	const pagesAhead = { answers: new Map(), asked: PAGES_AHEAD };
+	const ahead: OpenedAhead = { request: JSON.stringify(request), generation: b.generation, pages: pagesAhead, path: first.path, stamp };
 	let answered: (handle: string | undefined) => void = () => undefined;
 	const done = new Promise<string | undefined>((resolve) => (answered = resolve));
 	const pages = Array.from({ length: PAGES_AHEAD }, (_, page) => ({
@@ -192,10 +203,12 @@ export function openAhead(first: FirstOpen): Promise<string | undefined> {
 }
 
 /**
- * The session opened ahead when `request` (an open's params) is what it was opened with and it opened: its
- * answer and pages. Otherwise undefined, and a handle opened ahead is closed before pi's own call goes out: pi
- * chose another session, or the same file otherwise (another session directory), which must not be given the
- * handle opened for the guess. Either way nothing is ahead any more.
+ * The session opened ahead when `request` (an open's params) is what it was opened with, it opened, and its file
+ * is as it was: its answer and pages. Otherwise undefined, and a handle opened ahead is closed before pi's own
+ * call goes out: pi chose another session, or the same file otherwise (another session directory), which must
+ * not be given the handle opened for the guess, or another process wrote the file meanwhile, which pi's own open
+ * would have read (taking the answer then would widen the window in which pi's first write is refused for
+ * another writer's lines from a few milliseconds to pi's whole start-up). Either way nothing is ahead any more.
  */
 function takeOpenedAhead(request: object | undefined): OpenedAhead | undefined {
 	const ahead = openedAhead;
@@ -205,7 +218,7 @@ function takeOpenedAhead(request: object | undefined): OpenedAhead | undefined {
 	if (b.generation !== ahead.generation) return undefined;
 	b.settleUntil(() => ahead.open !== undefined);
 	const opened = ahead.open?.result;
-	if (opened !== undefined && request !== undefined && JSON.stringify(request) === ahead.request) return ahead;
+	if (opened !== undefined && request !== undefined && JSON.stringify(request) === ahead.request && stampOf(ahead.path) === ahead.stamp) return ahead;
 	if (opened !== undefined) b.call("session/close", { handle: opened.handle });
 	return undefined;
 }
