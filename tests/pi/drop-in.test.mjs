@@ -371,6 +371,37 @@ test("appends that did not wait and were refused after another process's appends
 	});
 });
 
+test("pi's first write after its open, refused for another process's lines written since, is made again after them or beside them (issue 20)", async () => {
+	// The first write after an open waits for the sidecar; pi does not retry one that throws (its start-up write
+	// of the thinking level would end pi), so in pi's process the drop-in makes it again, as it mends the others.
+	await withoutWaiting(async () => {
+		const dir = mkdtempSync(join(tmpdir(), "dropin-first-write-"));
+		const made = PiSessionManager.create("/work/project", dir);
+		made.appendMessage(user("mine"));
+		made.appendMessage(assistant("answer"));
+		const file = made.getSessionFile();
+
+		const ours = DropIn.open(file, dir);
+		const theirs = PiSessionManager.open(file, dir).appendMessage(user("pi, without the sidecar"));
+		const level = ours.appendThinkingLevelChange("high");
+		equal(ours.getEntry(level).parentId, theirs, "a setting between turns goes on after their line");
+		await ours.landed();
+		const entries = entriesIn(file);
+		entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `entry ${i} continues the one before it`));
+		deepStrictEqual(ours.getEntries().map((e) => e.id), entries.map((e) => e.id));
+
+		// In the middle of a tool call, the result stays with its call, beside the other process's line.
+		const call = made.appendMessage({ ...assistant(""), content: [{ type: "toolCall", id: "call-1", name: "bash", arguments: {} }], stopReason: "toolUse" });
+		const midTurn = DropIn.open(file, dir);
+		const theirsToo = PiSessionManager.open(file, dir).appendMessage(user("pi again, while the tool runs"));
+		const result = midTurn.appendMessage({ role: "toolResult", toolCallId: "call-1", toolName: "bash", content: [{ type: "text", text: "ok" }], isError: false, timestamp: 3 });
+		await midTurn.landed();
+		const written = new Map(entriesIn(file).map((e) => [e.id, e]));
+		equal(written.get(result)?.parentId, call, "the tool result follows its call");
+		equal(written.get(theirsToo)?.parentId, call, "their line is a branch of its own");
+	});
+});
+
 test("appends that did not wait and were refused in the middle of a tool call stay on their branch, the result after its call", async () => {
 	await withoutWaiting(async () => {
 		const { manager: ours, dir, file } = await answeredOnce("midturn");

@@ -68,6 +68,33 @@ function userTexts(file) {
 		.flatMap((e) => (e.type === "message" && e.message.role === "user" ? [e.message.content[0].text] : []));
 }
 
+test("a pi whose session another pi on pi-sessiond writes between its open and its first write is not ended: that write goes to a fork (issue 20)", async () => {
+	// pi's start-up write (the thinking level) is refused for the other pi's new lines, then for its lock: the
+	// drop-in goes on after them and then forks away, where it used to throw and end pi.
+	const box = sandbox("held-race");
+	const first = new RpcPi(box, { sessiond: true });
+	await first.prompt("hello from the first pi");
+	const file = (await first.command({ type: "get_state" })).sessionFile;
+	const { SessionManager: DropIn } = await import(new URL("../../clients/typescript/dist/pi/index.js", import.meta.url).href);
+	const flag = Symbol.for("pi-sessiond-client.appendsWithoutWaiting");
+	globalThis[flag] = true;
+	try {
+		const second = DropIn.open(file);
+		await first.prompt("the first pi goes on");
+		const before = readFileSync(file, "utf8");
+		const level = second.appendThinkingLevelChange("high");
+		notEqual(second.getSessionFile(), file, "the second writes another file");
+		equal(readFileSync(file, "utf8"), before, "the held file is exactly as the first pi left it");
+		equal(PiSessionManager.open(second.getSessionFile()).getHeader().parentSession, file);
+		equal(second.getEntry(level).type, "thinking_level_change");
+		await second.landed();
+		deepStrictEqual(userTexts(second.getSessionFile()), ["hello from the first pi", "the first pi goes on"]);
+	} finally {
+		delete globalThis[flag];
+	}
+	equal(await first.close(), 0, first.stderr);
+});
+
 test("a second pi on pi-sessiond is told at open who holds the session, and its first prompt continues in a new session forked from it", async () => {
 	const box = sandbox("held-open");
 	const first = new RpcPi(box, { sessiond: true });

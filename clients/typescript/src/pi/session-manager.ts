@@ -1040,7 +1040,11 @@ export class SessionManager extends SessionView {
 	 */
 	private write(method: string, params: object): Changed[] {
 		this.settle();
-		for (let attempt = 0; ; attempt++) {
+		// Each way of recovering is tried once: a write refused for another writer's lines may then find the file
+		// held, or the sidecar gone.
+		const tried = new Set<string>();
+		for (;;) {
+			const leafBefore = this.leafId;
 			const handle = this.ensureHandle();
 			const state = handles.get(handle);
 			if (state && state.leafId !== this.leafId) {
@@ -1051,21 +1055,46 @@ export class SessionManager extends SessionView {
 			const outcome = bridge().call<unknown>(method, { handle, ...expected, ...params });
 			const changes = this.track(handle, outcome.changes);
 			const kind = outcome.error?.data?.kind;
-			if (kind === "sidecar_exited" && attempt === 0 && this.sessionFile !== undefined && existsSync(this.sessionFile)) {
+			const first = kind !== undefined && !tried.has(kind);
+			if (kind !== undefined) tried.add(kind);
+			if (kind === "sidecar_exited" && first && this.sessionFile !== undefined && existsSync(this.sessionFile)) {
 				const landed = this.reopenAfterRestart();
 				if (landed !== undefined) return [landed];
 				continue;
 			}
-			if (kind === "session_locked" && attempt === 0 && this.sessionFile !== undefined) {
+			if (kind === "session_locked" && first && this.sessionFile !== undefined) {
 				this.forkAway(outcome.error as RpcError);
 				continue;
 			}
+			if (kind === "content_modified" && first && this.goesOnAfterThem(method, params, leafBefore)) continue;
 			if (outcome.error) {
 				const appended = changes.some((c) => c.origin === "external" && c.change.kind === "append");
 				throw errorOf(outcome.error, this.sessionFile, appended);
 			}
 			return changes;
 		}
+	}
+
+	/**
+	 * In pi's process, a write refused because another process appended at this instance's leaf since it read the
+	 * file (`track` has taken their entries and moved the leaf after them) is made again, as the refused appends
+	 * posted without waiting are (`mendRefused`): after them when it begins a turn, else on its own branch beside
+	 * them, and said so. pi does not retry a write that throws (its start-up write of the thinking level would end
+	 * pi, its first prompt's would leave it on "Working"), so the drop-in keeps the message's promise itself.
+	 * Elsewhere (pi's SDK) the refusal is thrown, as pi's module throws what it cannot write. False when it is not
+	 * made again.
+	 */
+	private goesOnAfterThem(method: string, params: object, leafBefore: string | null): boolean {
+		if (!appendsWithoutWaiting() || !POSTED_WITHOUT_WAITING.has(method) || this.leafId === leafBefore) return false;
+		const message = (params as { message?: Message }).message;
+		const entry = (method === "session/appendMessage" ? { type: "message", message } : { type: method }) as Entry;
+		const what = `Session file ${this.sessionFile} was appended to by another process; this pi's next entry`;
+		if (this.startsTurn(entry, leafBefore)) notice(`${what} continues after them.`);
+		else {
+			this.leafId = leafBefore;
+			notice(`${what} finishes a turn begun before them, so it stays on its own branch beside them.`);
+		}
+		return true;
 	}
 
 	/**
