@@ -119,6 +119,11 @@ pub trait Opens {
     fn repairs_now(&self) -> bool {
         false
     }
+
+    /// The working directory the opener's session is to have (`session/open {cwdOverride}`).
+    fn cwd_override(&self) -> Option<String> {
+        None
+    }
 }
 
 macro_rules! names_handle {
@@ -181,6 +186,10 @@ impl Opens for OpenParams {
 
     fn repairs_now(&self) -> bool {
         self.repair.unwrap_or(false)
+    }
+
+    fn cwd_override(&self) -> Option<String> {
+        self.cwd_override.clone()
     }
 }
 
@@ -516,7 +525,12 @@ where
 {
     let name = p.chosen_handle().map(str::to_owned);
     let path = p.known_path();
-    let request = open::Request { chosen: name.is_some(), snapshot: p.snapshot(), repair: p.repairs_now() };
+    let request = open::Request {
+        chosen: name.is_some(),
+        snapshot: p.snapshot(),
+        repair: p.repairs_now(),
+        cwd_override: p.cwd_override(),
+    };
     open::start(server, name, path, request, Box::new(move |server, slot| handler(p, server, slot)), reply);
     Routed::Dispatched
 }

@@ -345,6 +345,31 @@ fn opening_an_open_file_returns_the_same_handle_until_the_last_close() {
 }
 
 #[test]
+fn opening_an_open_file_with_a_cwd_override_gives_the_handle_that_cwd_as_pis_open_gives_its_manager() {
+    // pi opens a session whose recorded cwd is gone, asks the user, then opens it again in the user's cwd while
+    // its first manager (and so the handle) is still alive: that second manager's cwd is the override.
+    let dir = temp_dir();
+    let path = dir.path().join("gone-cwd.jsonl");
+    let header =
+        r#"{"type":"session","version":3,"id":"s1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/gone/away"}"#;
+    std::fs::write(&path, format!("{header}\n")).unwrap();
+    let mut sc = Sidecar::new();
+    let first = sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&path))));
+    let h = str_of(first.get("handle").unwrap());
+    assert_eq!(str_of(first.get("cwd").unwrap()), "/gone/away");
+    let here = s(dir.path());
+    let again = sc.call("session/open", json(&format!(r#"{{"path":"{}","cwdOverride":"{here}"}}"#, s(&path))));
+    assert_eq!(str_of(again.get("handle").unwrap()), h, "the same handle");
+    assert_eq!(str_of(again.get("cwd").unwrap()), here);
+    let state = sc.call("session/getState", json(&format!(r#"{{"handle":"{h}"}}"#)));
+    assert_eq!(str_of(state.get("cwd").unwrap()), here);
+    // An open without an override leaves the handle's cwd as it is.
+    let third = sc.call("session/open", json(&format!(r#"{{"path":"{}"}}"#, s(&path))));
+    assert_eq!(str_of(third.get("cwd").unwrap()), here);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{header}\n"), "the file is as it was");
+}
+
+#[test]
 fn opening_never_writes_and_every_read_method_answers() {
     let dir = temp_dir();
     let path = dir.path().join("v1.jsonl");

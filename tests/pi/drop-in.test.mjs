@@ -261,6 +261,26 @@ test("a session opened ahead that pi does not open is closed at pi's first other
 	deepStrictEqual(readsOfManager(m), readsOfManager(PiSessionManager.open(guessed, elsewhere)));
 });
 
+test("a session whose recorded cwd is gone, opened again in the user's cwd while the first manager lives, has that cwd, as pi's", () => {
+	// pi's start-up when the session's cwd was deleted: open, ask the user, open again with the cwd as override.
+	const dir = mkdtempSync(join(tmpdir(), "drop-in-gone-cwd-"));
+	const gone = join(dir, "gone");
+	mkdirSync(gone);
+	const made = PiSessionManager.create(gone, dir);
+	made.appendMessage(user("from a directory since deleted"));
+	made.appendMessage(assistant("answer"));
+	const file = made.getSessionFile();
+	rmdirSync(gone);
+	const here = mkdtempSync(join(tmpdir(), "drop-in-here-"));
+	const first = DropIn.open(file);
+	equal(first.getCwd(), PiSessionManager.open(file).getCwd());
+	const again = DropIn.open(file, undefined, here);
+	equal(again.getCwd(), here);
+	deepStrictEqual(readsOfManager(again), readsOfManager(PiSessionManager.open(file, undefined, here)));
+	first.close();
+	again.close();
+});
+
 test("a drop-in whose session file was replaced since it opened still reads each entry's strings as they were (issue 20)", () => {
 	const dir = mkdtempSync(join(tmpdir(), "drop-in-lazy-"));
 	const file = longStringsSession(dir);

@@ -874,7 +874,7 @@ class _OpenParamsRequired(TypedDict):
 class OpenParams(_OpenParamsRequired, total=False):
     """`session/open`: open a session file (a missing file starts a new session at that path)."""
 
-    #: Use this cwd instead of the header's.
+    #: Use this cwd instead of the header's; for a file open already, the handle's cwd becomes this one.
     cwdOverride: Optional[str]
     #: A handle of the host's choosing (any non-empty string no open session has); default: the server picks
     #: `hN`. Requests naming it may be sent right behind this one: they wait for the open.

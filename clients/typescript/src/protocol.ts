@@ -1848,7 +1848,7 @@ export interface NewSessionParams {
  */
 export interface OpenParams {
 	/**
-	 * Use this cwd instead of the header's.
+	 * Use this cwd instead of the header's; for a file open already, the handle's cwd becomes this one.
 	 */
 	cwdOverride?: string | null;
 	/**

@@ -72,7 +72,7 @@ pub fn start(
 }
 
 /// What an opening request asked for, beside what to open.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Request {
     /// The host named the handle.
     pub chosen: bool,
@@ -80,6 +80,9 @@ pub struct Request {
     pub snapshot: Option<Detail>,
     /// Write pi's load-time repairs as the session opens.
     pub repair: bool,
+    /// `session/open`'s `cwdOverride`: the working directory the opener's session has, even when the file is
+    /// open already (pi reopens a session whose recorded cwd is gone in the user's cwd).
+    pub cwd_override: Option<String>,
 }
 
 /// The detail of the entries a handle at `detail` sends in `session/changed`.
@@ -156,6 +159,9 @@ fn run_open(
             if let Err(e) = m.apply_pending_repairs() {
                 return reply.error(&from_session(e));
             }
+        }
+        if let Some(cwd) = request.cwd_override.as_deref().filter(|&c| c != m.cwd()) {
+            m.set_cwd(cwd);
         }
         if request.snapshot == Some(Detail::Full) && have == Detail::None {
             // The same entries, and now snapshots after rebinds and resets too: nothing a host at `none` relies

@@ -109,7 +109,7 @@ pub struct OpenParams {
     pub path: String,
     /// Directory for sessions made from this one (default: the file's directory).
     pub session_dir: Option<String>,
-    /// Use this cwd instead of the header's.
+    /// Use this cwd instead of the header's; for a file open already, the handle's cwd becomes this one.
     pub cwd_override: Option<String>,
     /// Follow appends other processes (pi itself) make to the file, as `session/changed` with `origin:
     /// "external"`.

@@ -86,6 +86,12 @@ impl SessionManager {
         &self.cwd
     }
 
+    /// Makes `cwd` the session's working directory, as a later `open(path, dir, cwdOverride)` of the same file
+    /// gives it (pi's instance made by that open has that cwd; the handle is shared).
+    pub fn set_cwd(&mut self, cwd: &str) {
+        cwd.clone_into(&mut self.cwd);
+    }
+
     /// `getSessionDir()` (`""` in memory).
     pub fn session_dir(&self) -> &str {
         &self.session_dir
