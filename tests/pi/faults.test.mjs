@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
-import { descendants, normalise, PiSessionManager, printPi, readsOf, RpcPi, sandbox } from "./lib.mjs";
+import { descendants, normalise, PiSessionManager, printPi, readsOf, RpcPi, sandbox, TuiPi } from "./lib.mjs";
 
 const clientPackage = fileURLToPath(new URL("../../clients/typescript", import.meta.url));
 
@@ -67,6 +67,28 @@ function userTexts(file) {
 		.getBranch()
 		.flatMap((e) => (e.type === "message" && e.message.role === "user" ? [e.message.content[0].text] : []));
 }
+
+test("a second pi on pi-sessiond in the TUI sees who holds the session above its editor, not above history out of sight (issue 20)", async () => {
+	// pi's TUI puts what is said at session_start above the session's messages; with more of them than the screen
+	// holds, the notice was never on screen.
+	const box = sandbox("held-tui");
+	const first = new RpcPi(box, { sessiond: true });
+	for (let i = 0; i < 6; i++) await first.prompt(`message ${i} from the first pi`);
+	const file = (await first.command({ type: "get_state" })).sessionFile;
+	const second = new TuiPi(box, { sessiond: true, args: ["--session", file], rows: 16 });
+	try {
+		const flat = (screen) => screen.replace(/\s+/g, " ");
+		const shown = await second.waitFor((s) => flat(s).includes(`being written by process ${first.pid}`));
+		match(flat(shown), /Read it here; your next prompt continues in a new session forked from it/);
+		match(flat(shown), /message 5 from the first pi/, "the notice is shown with the end of the history, not before it");
+		second.type("hello from the second pi");
+		const after = await second.waitFor((s) => flat(s).includes("Continuing in a new session forked from it"));
+		ok(!flat(after).includes("Read it here"), "the notice above the editor goes once the user has typed");
+	} finally {
+		second.close();
+	}
+	equal(await first.close(), 0, first.stderr);
+});
 
 test("a pi whose session another pi on pi-sessiond writes between its open and its first write is not ended: that write goes to a fork (issue 20)", async () => {
 	// pi's start-up write (the thinking level) is refused for the other pi's new lines, then for its lock: the

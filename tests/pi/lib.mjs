@@ -268,6 +268,56 @@ export function exampleCopy(relative, name, edit = (text) => text) {
 	return target;
 }
 
+/**
+ * pi's TUI in a detached tmux server of its own (a terminal `columns` × `rows`), started as a user starts it: plain
+ * or on pi-sessiond (`pi-sessiond-pi`). `screen()` is what the terminal shows, `type(text)` types a line.
+ */
+export class TuiPi {
+	constructor(box, { sessiond, args = [], columns = 120, rows = 16 }) {
+		this.socket = `pi-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+		const program = sessiond ? [launcher] : [piCli];
+		const command = [process.execPath, ...program, "-e", faux, "--model", "faux/faux-1", ...args];
+		const vars = { ...env(box), ...(sessiond ? { PI_BIN: piCli } : {}) };
+		const quote = (v) => `'${String(v).replaceAll("'", "'\\''")}'`;
+		const line = `cd ${quote(box.cwd)} && exec env ${Object.entries(vars)
+			.filter(([k]) => /^[A-Z_][A-Z0-9_]*$/.test(k))
+			.map(([k, v]) => `${k}=${quote(v)}`)
+			.join(" ")} ${command.map(quote).join(" ")}`;
+		execFileSync("tmux", ["-L", this.socket, "new-session", "-d", "-x", String(columns), "-y", String(rows), line]);
+	}
+
+	/** What the terminal shows now, its lines joined (a long line wraps: words may break across lines). */
+	screen() {
+		return execFileSync("tmux", ["-L", this.socket, "capture-pane", "-p", "-J"], { encoding: "utf8" });
+	}
+
+	/** Resolves with the screen once `test` accepts it; rejects with the screen after `ms`. */
+	async waitFor(test, ms = 30_000) {
+		const until = Date.now() + ms;
+		for (;;) {
+			const shown = this.screen();
+			if (test(shown)) return shown;
+			if (Date.now() > until) throw new Error(`the TUI did not show what was awaited; it shows:\n${shown}`);
+			await new Promise((resolve) => setTimeout(resolve, 200));
+		}
+	}
+
+	/** Types `text` and Enter. */
+	type(text) {
+		execFileSync("tmux", ["-L", this.socket, "send-keys", "-l", text]);
+		execFileSync("tmux", ["-L", this.socket, "send-keys", "Enter"]);
+	}
+
+	/** Ends pi and its terminal. */
+	close() {
+		try {
+			execFileSync("tmux", ["-L", this.socket, "kill-server"], { stdio: "ignore" });
+		} catch {
+			// Already gone.
+		}
+	}
+}
+
 /** Runs a node script with pi's environment for `box`; resolves with its exit code and output. */
 export function runNode(box, script, args) {
 	return new Promise((resolve) => {

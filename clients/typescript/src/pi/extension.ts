@@ -62,6 +62,9 @@ function guard(sessionManager: object): void {
 	};
 }
 
+/** The widget that keeps the notice of a held session in view in pi's TUI. */
+const HELD_WIDGET = "pi-sessiond-held";
+
 function say(ctx: ExtensionContext, text: string, level: "warning" | "error"): void {
 	if (ctx.hasUI) ctx.ui.notify(text, level);
 	else process.stderr.write(`${text}\n`);
@@ -82,9 +85,11 @@ export default function lockExtension(pi: ExtensionAPI): void {
 		const holder = file === undefined ? undefined : otherLockHolder(file);
 		if (file === undefined || holder === undefined) return;
 		if (sessiond) {
-			notice(
-				`Session file ${file} is being written by ${describeHolder(holder)}. Read it here; your next prompt continues in a new session forked from it (this file stays as the other pi writes it).`,
-			);
+			const told = `Session file ${file} is being written by ${describeHolder(holder)}. Read it here; your next prompt continues in a new session forked from it (this file stays as the other pi writes it).`;
+			notice(told);
+			// pi's TUI adds what is said at session_start above the session's messages, out of sight once they fill
+			// the screen: there it is also shown above the editor until the user's next prompt.
+			if (ctx.mode === "tui") ctx.ui.setWidget(HELD_WIDGET, [`Warning: ${told}`]);
 		} else {
 			say(ctx, refusal(file, holder), "warning");
 		}
@@ -98,7 +103,10 @@ export default function lockExtension(pi: ExtensionAPI): void {
 
 	pi.on("input", (_event, ctx) => {
 		if (!firstToHandle(ctx)) return { action: "continue" };
-		if (onSessiond(ctx.sessionManager as object)) return { action: "continue" };
+		if (onSessiond(ctx.sessionManager as object)) {
+			if (ctx.mode === "tui") ctx.ui.setWidget(HELD_WIDGET, undefined);
+			return { action: "continue" };
+		}
 		const file = ctx.sessionManager.getSessionFile();
 		const holder = file === undefined ? undefined : otherLockHolder(file);
 		if (file === undefined || holder === undefined) return { action: "continue" };
