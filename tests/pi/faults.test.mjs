@@ -87,6 +87,17 @@ test("a second pi on pi-sessiond in the TUI sees who holds the session above its
 	} finally {
 		second.close();
 	}
+	// Nor does it outlive its session: a new one started before anything is typed does not show it.
+	const third = new TuiPi(box, { sessiond: true, args: ["--session", file], rows: 16 });
+	try {
+		const flat = (screen) => screen.replace(/\s+/g, " ");
+		await third.waitFor((s) => flat(s).includes("Read it here"));
+		third.type("/new");
+		const fresh = await third.waitFor((s) => flat(s).includes("New session started"));
+		ok(!flat(fresh).includes("Read it here"), flat(fresh));
+	} finally {
+		third.close();
+	}
 	equal(await first.close(), 0, first.stderr);
 });
 
