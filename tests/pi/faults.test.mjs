@@ -75,9 +75,9 @@ test("a second pi on pi-sessiond in the TUI sees who holds the session above its
 	const first = new RpcPi(box, { sessiond: true });
 	for (let i = 0; i < 6; i++) await first.prompt(`message ${i} from the first pi`);
 	const file = (await first.command({ type: "get_state" })).sessionFile;
+	const flat = (screen) => screen.replace(/\s+/g, " ");
 	const second = new TuiPi(box, { sessiond: true, args: ["--session", file], rows: 16 });
 	try {
-		const flat = (screen) => screen.replace(/\s+/g, " ");
 		const shown = await second.waitFor((s) => flat(s).includes(`being written by process ${first.pid}`));
 		match(flat(shown), /Read it here; your next prompt continues in a new session forked from it/);
 		match(flat(shown), /message 5 from the first pi/, "the notice is shown with the end of the history, not before it");
@@ -90,7 +90,6 @@ test("a second pi on pi-sessiond in the TUI sees who holds the session above its
 	// Nor does it outlive its session: a new one started before anything is typed does not show it.
 	const third = new TuiPi(box, { sessiond: true, args: ["--session", file], rows: 16 });
 	try {
-		const flat = (screen) => screen.replace(/\s+/g, " ");
 		await third.waitFor((s) => flat(s).includes("Read it here"));
 		third.type("/new");
 		const fresh = await third.waitFor((s) => flat(s).includes("New session started"));

@@ -14,7 +14,7 @@
 import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { CURRENT_SESSION_VERSION, findMostRecentSession, headerCwd, readSessionHeader } from "./files.js";
-import { defaultSessionDirPath, getAgentDir, resolvePath } from "./paths.js";
+import { defaultSessionDirPath, ENV_SESSION_DIR, getAgentDir, resolvePath } from "./paths.js";
 
 /** What pi's first `SessionManager` will be made with: the file it opens, its session directory and cwd. */
 export interface FirstOpen {
@@ -38,9 +38,6 @@ const OTHER_FIRST_SESSION = new Set([
 	"--list-models",
 	"--export",
 ]);
-
-/** pi's environment variable for a session directory of its own (`ENV_SESSION_DIR`). */
-const ENV_SESSION_DIR = "PI_CODING_AGENT_SESSION_DIR";
 
 /**
  * The session pi's command with arguments `args` (after the script) opens first, as pi's `SessionManager.open`

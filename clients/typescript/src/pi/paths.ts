@@ -11,6 +11,8 @@ import { fileURLToPath } from "node:url";
 
 /** The environment variable naming pi's agent directory (pi's `ENV_AGENT_DIR`). */
 export const ENV_AGENT_DIR = "PI_CODING_AGENT_DIR";
+/** pi's environment variable for a session directory of its own (`ENV_SESSION_DIR`). */
+export const ENV_SESSION_DIR = "PI_CODING_AGENT_SESSION_DIR";
 
 /**
  * pi's `normalizePath` with its default options: `~` expansion and `file://` URLs; nothing else changes. (pi also

@@ -973,15 +973,7 @@ export class SessionManager extends SessionView {
 		this.leafId = parent;
 		const serverLeaf = this.handle === undefined ? undefined : handles.get(this.handle)?.leafId;
 		if (refusal.data?.kind === "content_modified" && typeof serverLeaf === "string" && serverLeaf !== parent && this.descendsFrom(serverLeaf, parent)) {
-			const what = `Session file ${this.sessionFile} was appended to by another process; this pi's last ${unlanded.length} entries`;
-			if (this.startsTurn(unlanded[0]?.entry, parent)) {
-				this.leafId = serverLeaf;
-				notice(`${what} continue after them.`);
-			} else {
-				// Moved after them, a tool call would lose its result (providers refuse a result that does not follow
-				// its call): the rest of the turn stays on its own branch, beside the other process's entries.
-				notice(`${what} finish a turn begun before them, so they stay on their own branch beside them.`);
-			}
+			this.placeBesideOthers(unlanded[0]?.entry, parent, serverLeaf, { many: `this pi's last ${unlanded.length} entries` });
 		}
 		for (const [n, p] of unlanded.entries()) {
 			p.entry.parentId = this.leafId;
@@ -1085,16 +1077,33 @@ export class SessionManager extends SessionView {
 	 * made again.
 	 */
 	private goesOnAfterThem(method: string, params: object, leafBefore: string | null): boolean {
-		if (!appendsWithoutWaiting() || !POSTED_WITHOUT_WAITING.has(method) || this.leafId === leafBefore) return false;
+		const othersLeaf = this.leafId;
+		if (!appendsWithoutWaiting() || !POSTED_WITHOUT_WAITING.has(method) || othersLeaf === leafBefore || othersLeaf === null) return false;
 		const message = (params as { message?: Message }).message;
 		const entry = (method === "session/appendMessage" ? { type: "message", message } : { type: method }) as Entry;
-		const what = `Session file ${this.sessionFile} was appended to by another process; this pi's next entry`;
-		if (this.startsTurn(entry, leafBefore)) notice(`${what} continues after them.`);
-		else {
-			this.leafId = leafBefore;
-			notice(`${what} finishes a turn begun before them, so it stays on its own branch beside them.`);
-		}
+		this.placeBesideOthers(entry, leafBefore, othersLeaf, { one: "this pi's next entry" });
 		return true;
+	}
+
+	/**
+	 * Where this pi's entries refused under `parent`, the first `entry`, go once another process's entries (ending
+	 * at `othersLeaf`) hang there: after them when they begin a turn; else under `parent`, on a branch of their own
+	 * beside them, since moved after them a tool call would lose its result (providers refuse a result that does
+	 * not follow its call). Sets the leaf and tells the user which, of `one` entry or `many`.
+	 */
+	private placeBesideOthers(entry: Entry | undefined, parent: string | null, othersLeaf: string, subject: { one: string } | { many: string }): void {
+		const said = `Session file ${this.sessionFile} was appended to by another process; ${"one" in subject ? subject.one : subject.many}`;
+		if (this.startsTurn(entry, parent)) {
+			this.leafId = othersLeaf;
+			notice(`${said} ${"one" in subject ? "continues" : "continue"} after them.`);
+		} else {
+			this.leafId = parent;
+			notice(
+				"one" in subject
+					? `${said} finishes a turn begun before them, so it stays on its own branch beside them.`
+					: `${said} finish a turn begun before them, so they stay on their own branch beside them.`,
+			);
+		}
 	}
 
 	/**
