@@ -345,6 +345,24 @@ test("appends that do not wait return and read what pi's return and read, and th
 	}
 });
 
+test("a listing right after appends that do not wait counts them, as pi's listing after its own appends does", async () => {
+	await withoutWaiting(async () => {
+		const dir = mkdtempSync(join(tmpdir(), "dropin-nowait-list-"));
+		const manager = DropIn.create("/work/project", dir);
+		manager.appendMessage(user("first"));
+		for (let round = 1; round <= 20; round++) {
+			manager.appendMessage(assistant(`answer ${round}`));
+			manager.appendMessage(user(`question ${round + 1}`));
+			const [listed] = await DropIn.list("/work/project", dir);
+			equal(listed.messageCount, 1 + 2 * round, `round ${round}`);
+			const [all] = await DropIn.listAll(dir);
+			equal(all.messageCount, 1 + 2 * round, `round ${round}, listAll`);
+		}
+		await manager.landed();
+		deepStrictEqual(await DropIn.list("/work/project", dir), await PiSessionManager.list("/work/project", dir));
+	});
+});
+
 test("an append that does not wait and cannot be written is reported at the next write and leaves the session as it was", async () => {
 	await withoutWaiting(async () => {
 		// The first append on a handle waits (it takes the lock); the later ones do not.

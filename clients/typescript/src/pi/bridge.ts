@@ -304,9 +304,14 @@ export class SyncBridge {
 		this.asyncPort.postMessage({ line });
 	}
 
-	/** Sends a request and resolves on the event loop; `onProgress` receives its `$/progress` reports. */
+	/**
+	 * Sends a request and resolves on the event loop; `onProgress` receives its `$/progress` reports. It goes out
+	 * after every call posted without waiting is answered: the server runs a listing beside a handle's writes, so
+	 * a listing sent at once could miss an append pi made just before it (pi's own listing sees its appends).
+	 */
 	request<T>(method: string, params: object, onProgress?: (loaded: number, total: number) => void): Promise<T> {
 		this.initialized();
+		this.settle();
 		const id = ++this.nextId;
 		const token = onProgress ? `pi-sessiond-pi-${id}` : undefined;
 		if (token && onProgress) this.progress.set(token, (v) => onProgress(v.loaded, v.total));
