@@ -37,10 +37,10 @@ function argv(sessiond, args, extensions = []) {
 	return [...(sessiond ? ["--import", register] : []), piCli, "-e", faux, ...extensions.flatMap((e) => ["-e", e]), "--model", "faux/faux-1", ...args];
 }
 
-/** pi in print mode: resolves with its exit code and output. */
-export function printPi(box, { sessiond, args }) {
+/** pi in print mode: resolves with its exit code and output; `extraEnv` is added to pi's environment. */
+export function printPi(box, { sessiond, args, extraEnv = {} }) {
 	return new Promise((resolve) => {
-		const child = spawn(process.execPath, argv(sessiond, ["-p", ...args]), { cwd: box.cwd, env: env(box), stdio: ["ignore", "pipe", "pipe"] });
+		const child = spawn(process.execPath, argv(sessiond, ["-p", ...args]), { cwd: box.cwd, env: { ...env(box), ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
 		let stdout = "";
 		let stderr = "";
 		child.stdout.on("data", (d) => (stdout += d));

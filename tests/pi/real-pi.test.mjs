@@ -4,11 +4,13 @@
 // aside (issue 14). And two pi processes on one session on pi-sessiond: the second names the first and writes a
 // fork of the session, so the file is never interleaved (pi #8177, #8300, #8334, #8848, #9596).
 import { deepStrictEqual, equal, match, ok } from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { descendants, exampleCopy, normalise, printPi, readsOf, RpcPi, runNode, running, sandbox, sessionFiles } from "./lib.mjs";
+
+const { defaultSessionDirPath } = await import(new URL("../../clients/typescript/dist/pi/paths.js", import.meta.url).href);
 
 /** The script: what a user does in one pi session, through pi's RPC commands and an extension command. */
 async function script(pi) {
@@ -82,6 +84,37 @@ test("pi on pi-sessiond goes on with --continue and --session where plain pi lef
 	// One conversation: each prompt hangs under the answer to the one before.
 	const messages = entries.filter((e) => e.type === "message");
 	for (let i = 1; i < messages.length; i++) equal(messages[i].parentId, messages[i - 1].id, `message ${i}`);
+});
+
+test("with a session directory in pi's settings, the session pi opens is the one opened ahead, and the one it writes (issue 20)", async () => {
+	const box = sandbox("settings-dir");
+	const elsewhere = join(box.root, "elsewhere");
+	writeFileSync(join(box.agentDir, "settings.json"), `${JSON.stringify({ sessionDir: elsewhere })}\n`);
+	const plain = await printPi(box, { sessiond: false, args: ["first, plain pi"] });
+	equal(plain.code, 0, plain.stderr);
+	const [name] = readdirSync(elsewhere);
+	const file = join(elsewhere, name);
+	// Decoys for a guess that ignored the settings: an older session in cwd's default directory (where -c would
+	// look), and a copy in a directory of its own (whose directory --session would take for the session's).
+	const defaultDir = defaultSessionDirPath(box.cwd, box.agentDir);
+	mkdirSync(defaultDir, { recursive: true });
+	copyFileSync(file, join(defaultDir, name));
+	const kept = join(box.root, "kept");
+	mkdirSync(kept);
+	copyFileSync(file, join(kept, name));
+	// The sidecar's log of each request it reads: one open, none closed, means pi took the one made ahead.
+	const traced = { RUST_LOG: "pi_sessiond=debug", PI_SESSIOND_STDERR: "inherit" };
+	for (const args of [["-c", "second, -c"], ["--session", join(kept, name), "third, --session"]]) {
+		const run = await printPi(box, { sessiond: true, args, extraEnv: traced });
+		equal(run.code, 0, run.stderr);
+		equal((run.stderr.match(/"method":"session\/open"/g) ?? []).length, 1, `${args[0]}: one open\n${run.stderr.slice(0, 3000)}`);
+		equal((run.stderr.match(/"method":"session\/close"/g) ?? []).length, 0, `${args[0]}: nothing opened in vain`);
+	}
+	deepStrictEqual(readdirSync(elsewhere), [name]);
+	const texts = (path) => readsOf(path).entries.flatMap((e) => (e.type === "message" && e.message.role === "user" ? [e.message.content[0].text] : []));
+	deepStrictEqual(texts(file), ["first, plain pi", "second, -c"]);
+	deepStrictEqual(texts(join(kept, name)), ["first, plain pi", "third, --session"]);
+	deepStrictEqual(texts(join(defaultDir, name)), ["first, plain pi"]);
 });
 
 test("a second pi in print mode on a session pi-sessiond holds for the first names the first, writes a fork of it and leaves its file alone", async () => {

@@ -66,4 +66,31 @@ describe("the session pi's command opens first", () => {
 		assert.deepEqual(firstOpenOf(["--continue", "--mode", "rpc"], project, env), { path: newer, sessionDir: dir, cwd: project });
 		assert.equal(firstOpenOf(["-c"], root, env), undefined, "a cwd without sessions");
 	});
+
+	it("follows a session directory named in pi's global settings, and tells nothing when a project's settings name one", () => {
+		const agent = join(root, "configured-agent");
+		const configured = { PI_CODING_AGENT_DIR: agent };
+		const elsewhere = join(root, "elsewhere");
+		mkdirSync(agent, { recursive: true });
+		writeFileSync(join(agent, "settings.json"), JSON.stringify({ theme: "dark", sessionDir: elsewhere }));
+		assert.deepEqual(firstOpenOf(["--session", file], root, configured), { path: file, sessionDir: elsewhere, cwd: project });
+		// --continue: the newest session of this cwd in that directory, as pi's continueRecent picks it there.
+		const other = join(root, "other-project");
+		mkdirSync(other, { recursive: true });
+		const mine = sessionIn(elsewhere, "a.jsonl", header(project) + entry);
+		const theirs = sessionIn(elsewhere, "b.jsonl", header(other) + entry);
+		utimesSync(mine, new Date(1_000_000), new Date(1_000_000));
+		assert.deepEqual(firstOpenOf(["-c"], project, configured), { path: mine, sessionDir: elsewhere, cwd: project });
+		assert.deepEqual(firstOpenOf(["-c"], other, configured), { path: theirs, sessionDir: elsewhere, cwd: other });
+		writeFileSync(join(agent, "settings.json"), `{"sessionDir": `);
+		assert.equal(firstOpenOf(["--session", file], root, configured), undefined, "settings that do not parse");
+		writeFileSync(join(agent, "settings.json"), JSON.stringify({ sessionDir: 7 }));
+		assert.equal(firstOpenOf(["--session", file], root, configured), undefined, "a sessionDir that is not a path");
+		writeFileSync(join(agent, "settings.json"), JSON.stringify({ theme: "dark" }));
+		assert.deepEqual(firstOpenOf(["--session", file], root, configured), { path: file, sessionDir: join(root, "kept"), cwd: project });
+		mkdirSync(join(project, ".pi"), { recursive: true });
+		writeFileSync(join(project, ".pi", "settings.json"), JSON.stringify({ sessionDir: elsewhere }));
+		assert.equal(firstOpenOf(["-c"], project, configured), undefined, "a project's settings");
+		assert.equal(firstOpenOf(["--session", file], project, configured), undefined, "a project's settings, --session");
+	});
 });

@@ -6,15 +6,16 @@
  * takes an argument with a slash or ending in `.jsonl` for a path) and `--continue`/`-c` (the newest session of
  * the directory for pi's cwd). Anything that makes pi open something else, nothing, or ask first (`--no-session`,
  * `--fork`, `--session-id`, `--resume`, a session directory of its own, a session whose cwd is gone) tells
- * nothing. So does a file an open would change (pi's load-time repairs: an old version, a missing last newline):
+ * nothing. pi's global settings may name the session directory (`sessionDir`), and the guess follows them; a
+ * project's settings that name one tell nothing (whether pi reads them depends on its trust in the project). So does a file an open would change (pi's load-time repairs: an old version, a missing last newline):
  * an open ahead must only read. A guess that still turns out wrong costs nothing but the read: the drop-in sends
  * pi's own open when pi's first open asks for anything else, and closes the one made ahead.
  */
 
-import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
-import { resolve } from "node:path";
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { CURRENT_SESSION_VERSION, findMostRecentSession, headerCwd, readSessionHeader } from "./files.js";
-import { defaultSessionDirPath, ENV_SESSION_DIR, getAgentDir, resolvePath } from "./paths.js";
+import { defaultSessionDirPath, ENV_SESSION_DIR, getAgentDir, normalizePath, pathsEqual, resolvePath } from "./paths.js";
 
 /** What pi's first `SessionManager` will be made with: the file it opens, its session directory and cwd. */
 export interface FirstOpen {
@@ -53,23 +54,49 @@ export function firstOpenOf(args: readonly string[], cwd: string = process.cwd()
 		if (arg === "--session" && i + 1 < args.length) session = args[++i];
 		else if (arg === "--continue" || arg === "-c") continues = true;
 	}
+	if (session === undefined && !continues) return undefined;
 	try {
+		const agentDir = getAgentDir(env);
+		const configured = settingsSessionDir(cwd, agentDir);
+		if (configured === null) return undefined;
 		if (session !== undefined) {
 			if (!(session.includes("/") || session.includes("\\") || session.endsWith(".jsonl"))) return undefined;
 			const path = resolvePath(session, cwd);
 			const header = readOnlyOpen(path);
 			const sessionCwd = header === undefined ? undefined : (headerCwd(header) ?? cwd);
-			return sessionCwd !== undefined && existsSync(sessionCwd) ? { path, sessionDir: resolve(path, ".."), cwd: sessionCwd } : undefined;
+			return sessionCwd !== undefined && existsSync(sessionCwd) ? { path, sessionDir: configured ?? resolve(path, ".."), cwd: sessionCwd } : undefined;
 		}
-		if (continues) {
-			const dir = defaultSessionDirPath(cwd, getAgentDir(env));
-			const path = existsSync(dir) ? findMostRecentSession(dir) : null;
-			return path !== null && readOnlyOpen(path) !== undefined ? { path, sessionDir: dir, cwd } : undefined;
-		}
+		// pi's `continueRecent`: in a directory other than cwd's own, the newest session of cwd.
+		const dir = configured ?? defaultSessionDirPath(cwd, agentDir);
+		const filterCwd = configured !== undefined && !pathsEqual(dir, defaultSessionDirPath(cwd, agentDir));
+		const path = existsSync(dir) ? findMostRecentSession(dir, filterCwd ? cwd : undefined) : null;
+		return path !== null && readOnlyOpen(path) !== undefined ? { path, sessionDir: dir, cwd } : undefined;
 	} catch {
 		// A file that cannot be read now is pi's to report when it opens it.
 	}
 	return undefined;
+}
+
+/**
+ * The session directory pi's settings give it, as its `getSessionDir` reads them: undefined for none, null when
+ * that cannot be told here (a project's settings naming one, which pi reads only in a project it trusts; global
+ * settings naming one that do not parse or do not give a path).
+ */
+function settingsSessionDir(cwd: string, agentDir: string): string | undefined | null {
+	const named = (file: string): string | undefined => {
+		const text = existsSync(file) ? readFileSync(file, "utf8") : "";
+		return text.includes('"sessionDir"') ? text : undefined;
+	};
+	if (named(join(resolvePath(cwd), ".pi", "settings.json")) !== undefined) return null;
+	const global = named(join(resolvePath(agentDir), "settings.json"));
+	if (global === undefined) return undefined;
+	try {
+		const value: unknown = JSON.parse(global.replace(/^\uFEFF/, "")).sessionDir;
+		if (value === undefined) return undefined;
+		return typeof value === "string" && value !== "" ? normalizePath(value) : null;
+	} catch {
+		return null;
+	}
 }
 
 /**
