@@ -350,7 +350,10 @@ pub fn write_failed(e: std::io::Error) -> Result<u8, Failure> {
 /// `text` from a session (a preview, a title, a body, a snippet) as it may be shown on a terminal: every control
 /// character but a newline and a tab is replaced by its visible picture (`␛` for ESC, `␇` for BEL, `␡` for DEL,
 /// `�` for a C1 control), so a tool's output cannot clear the screen, retitle the window, write the clipboard
-/// (OSC 52) or move the cursor when `tree`, `show`, `ls` or `search` prints it. A `\r` before a `\n` is dropped
+/// (OSC 52) or move the cursor when `tree`, `show`, `ls` or `search` prints it. The bidirectional embeddings,
+/// overrides and isolates (U+202A–U+202E, U+2066–U+2069) are shown by code point (`<U+202E>`): one left open
+/// reorders the rest of the line on a terminal that does bidi, so a name or a command would read as another
+/// (Trojan Source, CVE-2021-42574); the marks (U+200E, U+200F, U+061C) reorder nothing and stay. A `\r` before a `\n` is dropped
 /// (text from Windows tools). Written here rather than taken from a crate: the crates that strip ANSI sequences
 /// drop what they recognise and pass what they do not, where this must show every byte and pass none.
 pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
@@ -365,7 +368,7 @@ pub fn terminal_safe_output(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 fn safe_for_terminal(text: &str, keep_colours: bool) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| control_picture(c).is_some()) {
+    if !text.chars().any(|c| control_picture(c).is_some() || is_bidi_control(c)) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -382,6 +385,7 @@ fn safe_for_terminal(text: &str, keep_colours: bool) -> std::borrow::Cow<'_, str
         match control_picture(c) {
             Some(_) if c == '\r' && rest.starts_with('\n') => {}
             Some(picture) => out.push(picture),
+            None if is_bidi_control(c) => out.push_str(&format!("<U+{:04X}>", c as u32)),
             None => out.push(c),
         }
     }
@@ -398,6 +402,11 @@ fn control_picture(c: char) -> Option<char> {
         '\u{80}'..='\u{9f}' => Some('\u{fffd}'),
         _ => None,
     }
+}
+
+/// True for the characters that open or close a bidirectional embedding, override or isolate.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// The length of the SGR sequence (`ESC [ [0-9;]* m`) `text` starts with, if it starts with one.
@@ -490,6 +499,14 @@ mod tests {
         assert_eq!(terminal_safe("csi \u{9b}2J, nel \u{85}"), "csi �2J, nel �");
         assert_eq!(terminal_safe("dos\r\nline\rback"), "dos\nline␍back");
         assert_eq!(terminal_safe("é 日本 \u{a0}"), "é 日本 \u{a0}", "text beyond C1 is left alone");
+    }
+
+    #[test]
+    fn bidirectional_overrides_and_isolates_are_shown_by_code_point_and_marks_are_left_alone() {
+        assert_eq!(terminal_safe("rm -rf \u{202e}txt.exe"), "rm -rf <U+202E>txt.exe");
+        assert_eq!(terminal_safe("\u{202a}\u{202c}\u{2066}\u{2069}"), "<U+202A><U+202C><U+2066><U+2069>");
+        assert_eq!(terminal_safe("שלום\u{200f} ok\u{200e}"), "שלום\u{200f} ok\u{200e}");
+        assert_eq!(terminal_safe_output("\x1b[1mx\x1b[0m \u{2067}y"), "\x1b[1mx\x1b[0m <U+2067>y");
     }
 
     #[test]

@@ -762,11 +762,11 @@ fn a_search_cut_at_its_limit_says_how_many_matches_there_are_and_which_it_shows(
 }
 
 /// Text a session holds as its author wrote it: a tool's output with a screen clear, a window title, a bell, a
-/// clipboard write (OSC 52), a colour, a C1 control sequence introducer and a DEL.
-const HOSTILE: &str = r"hi \u001b[31mRED\u001b]0;pwned\u0007 \u001b]52;c;c2VjcmV0\u0007 \u009b2J \u007f end";
+/// clipboard write (OSC 52), a colour, a C1 control sequence introducer, a DEL and a right-to-left override.
+const HOSTILE: &str = r"hi \u001b[31mRED\u001b]0;pwned\u0007 \u001b]52;c;c2VjcmV0\u0007 \u009b2J \u007f \u202eend";
 
 /// The controls of [`HOSTILE`] as the command line shows them.
-const HOSTILE_SHOWN: &str = "hi ␛[31mRED␛]0;pwned␇ ␛]52;c;c2VjcmV0␇ �2J ␡ end";
+const HOSTILE_SHOWN: &str = "hi ␛[31mRED␛]0;pwned␇ ␛]52;c;c2VjcmV0␇ �2J ␡ <U+202E>end";
 
 /// Every byte that a terminal acts on, other than line breaks, tabs and the command line's own colours.
 fn terminal_controls(screen: &str) -> Vec<char> {
@@ -781,7 +781,8 @@ fn terminal_controls(screen: &str) -> Vec<char> {
                 continue;
             }
         }
-        if (c < ' ' && !matches!(c, '\n' | '\t' | '\r')) || ('\u{7f}'..='\u{9f}').contains(&c) {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c < ' ' && !matches!(c, '\n' | '\t' | '\r')) || ('\u{7f}'..='\u{9f}').contains(&c) || bidi {
             found.push(c);
         }
         rest = &rest[c.len_utf8()..];
