@@ -2,25 +2,37 @@
  * `SyncBridge`: synchronous JSON-RPC calls to one pi-sessiond per process, for the drop-in `SessionManager`, whose
  * methods pi calls synchronously and whose return values pi uses at once.
  *
- * A worker thread (`bridge-worker.ts`) owns the process; the main thread posts a request and blocks in
- * `Atomics.wait` until the worker has the answer, then takes it with `receiveMessageOnPort`. Requests are written
- * as `JSON.stringify` makes them here, on the main thread, so what reaches the server is what pi would have
- * serialised (`toJSON`, dropped `undefined`s and functions), not a structured clone. Only writes and opens take
- * this path: reads are answered from the mirror without a round trip.
+ * The main thread owns the process and its pipes. While nothing waits, the event loop reads the process's output
+ * (a `data` handler on its stdout); a synchronous call writes its request with `writeSync` and then reads the
+ * answer itself, with `readSync` on the same pipe (non-blocking: between reads it naps in `Atomics.wait`, from
+ * 20 µs up to 1 ms). The two readers never meet: while a call waits, the event loop does not run, and the stream
+ * holds no bytes it has not handed to the `data` handler, so each line is routed once, in order. There is no
+ * worker thread: on a 2-core machine its own Node environment cost 40–60 ms of CPU and 10 MiB at every start of
+ * pi, more than everything else the drop-in adds. Requests are written as `JSON.stringify` makes them here, so
+ * what reaches the server is what pi would have serialised (`toJSON`, dropped `undefined`s and functions). Only
+ * writes and opens take this path: reads are answered from the mirror without a round trip.
  *
- * Listings (`list`, `listAll`) are asynchronous in pi and stay so: they go through a second port and resolve on
- * the event loop, with `$/progress` reported as they load.
+ * Listings (`list`, `listAll`) are asynchronous in pi and stay so: they resolve on the event loop, with
+ * `$/progress` reported as they load.
  *
  * Appends need not wait either (`postLater`): the drop-in chooses the entry's id and timestamp, answers pi at once
- * and learns on the event loop whether the append landed. Their requests share the synchronous calls' order on
- * the wire, and every synchronous call first takes all their answers (`settle`), so what it answers comes after
- * theirs, as it was sent.
+ * and learns on the event loop whether the append landed. Every request goes out in the order it was made, and
+ * every synchronous call first takes all their answers (`settle`), so what it answers comes after theirs, as it
+ * was sent.
+ *
+ * A sidecar that stops answering without exiting (stopped, deadlocked) would leave pi blocked at its next call
+ * for good. So while calls are pending and nothing has come from the process for `PROBE_AFTER_MS`, the bridge asks
+ * it something every live server answers at once (`initialize`, answered off its event loop whatever a handle is
+ * doing); when nothing at all comes within `PROBE_ANSWER_MS` after that, the process is killed and handled as one
+ * that died: its calls are answered with `sidecar_exited`, and the drop-in starts another and mends.
  */
 
-import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import { readFileSync, readSync, writeSync } from "node:fs";
+import type { Socket } from "node:net";
+import { constants } from "node:os";
 import { resolveBinary } from "../binary.js";
 import { getAgentDir } from "./paths.js";
-import type { BridgeWorkerData, Frame } from "./bridge-worker.js";
 
 /** A JSON-RPC error answered by pi-sessiond (or made up by the bridge when the process is gone). */
 export interface RpcError {
@@ -46,13 +58,8 @@ export interface CallOutcome<T> {
 	changes: Changed[];
 }
 
-const decoder = new TextDecoder();
 /** `PI_SESSIOND_TRACE=1` writes every synchronous call and its answer to stderr (shortened), for debugging. */
 const trace = process.env.PI_SESSIOND_TRACE ? (text: string) => process.stderr.write(`pi-sessiond bridge: ${text}`) : undefined;
-
-function parseFrame(frame: Frame): unknown {
-	return JSON.parse(typeof frame === "string" ? frame : decoder.decode(frame));
-}
 
 /**
  * Set to `true` on `globalThis` to let the drop-in's common appends go on before the server answers. pi's command
@@ -71,14 +78,43 @@ export function appendsWithoutWaiting(): boolean {
 /** The environment variable with extra pi-sessiond arguments (`--durability batch`, `--log-level debug`, …). */
 export const ARGS_ENV_VAR = "PI_SESSIOND_ARGS";
 
-/** What `postLaterThen`'s calls hold where the worker puts the handle (a string no handle equals). */
+/** What `postLaterThen`'s calls hold where the bridge puts the handle (a string no handle equals). */
 const HANDLE_SLOT = "pi-sessiond-client: the handle the call before names";
 
-/** A synchronous request posted and not yet answered. */
+/** Nothing heard for this long while calls are pending: the process is probed. */
+const PROBE_AFTER_MS = 2_000;
+/** Nothing heard for this long after the probe: the process is taken for hung and killed. */
+const PROBE_ANSWER_MS = 5_000;
+/** How much of the process's stderr is kept for the message of a call it did not answer. */
+const STDERR_TAIL = 8192;
+/** A synchronous wait's longest nap between two reads of the pipe, and its first. */
+const NAP_MAX_MS = 1;
+const NAP_FIRST_MS = 0.02;
+
+const RESPONSE = /^\{"jsonrpc":"2\.0","id":(\d+),/;
+const NOTIFICATION = /^\{"jsonrpc":"2\.0","method":"([^"]+)"/;
+
+/** The memory the synchronous waits nap on (nothing ever notifies it: the nap is its timeout). */
+const napCell = new Int32Array(new SharedArrayBuffer(4));
+
+/** A synchronous request sent and not yet answered. */
 interface Pending {
+	id: number;
 	method: string;
 	line: string;
 	started: number;
+}
+
+/** A call to send once the call before it (posted without waiting) is answered with a handle. */
+interface Follower {
+	id: number;
+	line: string;
+}
+
+/** True for the error a non-blocking read or write gives when it would have had to wait. */
+function wouldBlock(error: unknown): boolean {
+	const code = (error as NodeJS.ErrnoException).code;
+	return code === "EAGAIN" || code === "EWOULDBLOCK";
 }
 
 /** One pi-sessiond process, called synchronously. */
@@ -91,15 +127,42 @@ export class SyncBridge {
 	readonly generation: number;
 	/** True once the sidecar's process is gone: every call since answered `sidecar_exited`. */
 	dead = false;
-	private readonly worker: Worker;
-	private readonly flag: Int32Array;
-	private readonly syncPort: MessagePort;
-	private readonly asyncPort: MessagePort;
+	/** Why the process is gone, for the errors of the calls it did not answer. */
+	private deadBecause: string | undefined;
+	private readonly child: ChildProcessWithoutNullStreams;
+	/** The pipes' descriptors (non-blocking): the process's input, to write, and its output, to read. */
+	private readonly inputFd: number;
+	private readonly outputFd: number;
+	private readonly readBuffer = Buffer.allocUnsafe(1 << 20);
 	private nextId = 0;
+	/** Synchronous calls sent and not yet answered, and the answers (with the changes before them) not yet taken. */
+	private readonly syncPending = new Set<number>();
+	private readonly syncAnswers = new Map<number, string[]>();
 	/** Calls posted without waiting whose answers have not been taken, by request id. */
 	private readonly later = new Map<number, (outcome: CallOutcome<unknown>) => void>();
+	/** Those of them sent and not yet answered by the process. */
+	private readonly owedLater = new Set<number>();
+	/** Their answers as they arrived, to be handed out in order (`takeArrived`). */
+	private readonly arrived: { id: number; frames: string[] }[] = [];
+	/** Calls to send once the call of the key is answered, with the handle it names. */
+	private readonly followers = new Map<number, Follower[]>();
 	private readonly asyncCalls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 	private readonly progress = new Map<string, (value: { loaded: number; total: number }) => void>();
+	/** `session/changed` lines received since the last answer: they travel with the next one. */
+	private changedSinceAnswer: string[] = [];
+	/** Bytes read and not yet split into lines (the end of the last chunk, a line not yet ended). */
+	private partial: Buffer[] = [];
+	/** Chunks read while a line was being routed (a write that had to read to go on), routed after it. */
+	private readonly inbox: Buffer[] = [];
+	private routing = false;
+	private takeScheduled = false;
+	private stderrTail = "";
+	/** When the process last wrote anything, or when a call was sent while none was pending: the silence clock. */
+	private lastHeard = Date.now();
+	private probeSentAt: number | undefined;
+	/** Probes' ids, far above the calls', which count from 1. */
+	private nextProbeId = 2 ** 40;
+	private readonly watchdog: NodeJS.Timeout;
 	/** The `initialize` request while its answer is still owed (it is waited for at the first call). */
 	private initializing: Pending | undefined;
 
@@ -115,36 +178,36 @@ export class SyncBridge {
 		// Appends that do not wait (pi's process) are fsynced right after they are answered, unless asked otherwise:
 		// pi then waits for the write alone at the end of a turn, as for its own appendFileSync.
 		if (appendsWithoutWaiting() && !extra.some((a) => a === "--durability" || a.startsWith("--durability="))) extra.unshift("--durability", "after");
-		const signal = new SharedArrayBuffer(8);
-		this.flag = new Int32Array(signal);
-		const sync = new MessageChannel();
-		const async = new MessageChannel();
-		this.syncPort = sync.port1;
-		this.asyncPort = async.port1;
-		const workerData: BridgeWorkerData = {
-			binary: this.binary,
-			args: ["--agent-dir", this.agentDir, ...extra],
+		this.child = spawn(this.binary, ["--agent-dir", this.agentDir, ...extra], {
 			cwd: process.cwd(),
-			env: { ...process.env },
-			signal,
-			syncPort: sync.port2,
-			asyncPort: async.port2,
-			stderr: process.env.PI_SESSIOND_STDERR === "inherit" ? "inherit" : "keep",
-			handleSlot: JSON.stringify(HANDLE_SLOT),
-		};
-		this.worker = new Worker(new URL("./bridge-worker.js", import.meta.url), {
-			workerData,
-			transferList: [sync.port2, async.port2],
-			// The worker must not inherit an --import hook (pi-sessiond-client/register) meant for the main thread.
-			execArgv: [],
+			env: process.env,
+			stdio: ["pipe", "pipe", "pipe"],
+			windowsHide: true,
 		});
-		// Neither the worker nor its ports may keep the process alive: pi exits when it is done, and the sidecar then
-		// sees the end of its input and shuts down in order (every answered write is already durable).
-		this.worker.unref();
-		this.syncPort.unref();
-		this.asyncPort.on("message", (message: { id?: number; progress?: boolean; later?: boolean; frames: Frame[] }) => this.onAsync(message));
-		this.asyncPort.unref();
-		this.initializing = this.post("initialize", { clientInfo: { name: "pi-sessiond-client/pi" } });
+		const fdOf = (stream: object): number => (stream as { _handle?: { fd?: number } })._handle?.fd ?? -1;
+		this.inputFd = fdOf(this.child.stdin);
+		this.outputFd = fdOf(this.child.stdout);
+		this.child.stdout.on("data", (chunk: Buffer) => {
+			this.ingest(chunk);
+			this.takeArrived();
+		});
+		this.child.stderr.setEncoding("utf8");
+		const inherit = process.env.PI_SESSIOND_STDERR === "inherit";
+		this.child.stderr.on("data", (text: string) => {
+			this.stderrTail = (this.stderrTail + text).slice(-STDERR_TAIL);
+			if (inherit) process.stderr.write(text);
+		});
+		this.child.on("error", (error) => this.fail(`could not be started: ${error.message}`));
+		this.child.on("close", (code, signal) => this.fail(signal ? `was killed by ${signal}` : `exited with status ${code}`));
+		this.child.stdin.on("error", () => undefined);
+		// Neither the process nor its pipes may keep pi alive: pi exits when it is done, and the sidecar then sees the
+		// end of its input and shuts down in order (every answered write is already durable).
+		this.child.unref();
+		for (const pipe of [this.child.stdin, this.child.stdout, this.child.stderr]) (pipe as unknown as Socket).unref();
+		this.watchdog = setInterval(() => this.watch(), 500);
+		this.watchdog.unref();
+		if (this.child.pid === undefined || this.inputFd < 0 || this.outputFd < 0) this.fail(`could not be started (${this.binary})`);
+		else this.initializing = this.post("initialize", { clientInfo: { name: "pi-sessiond-client/pi" } });
 	}
 
 	/** Waits for the answer to `initialize` if it is still owed; throws if the sidecar did not initialize. */
@@ -170,16 +233,16 @@ export class SyncBridge {
 	postLater(method: string, params: object, onAnswer: (outcome: CallOutcome<unknown>) => void): void {
 		this.initialized();
 		const id = ++this.nextId;
-		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
 		this.later.set(id, onAnswer);
 		this.keepAlive();
-		this.syncPort.postMessage({ id, line, later: true });
+		this.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }), id);
+		if (!this.dead) this.owedLater.add(id);
 	}
 
 	/**
 	 * `postLater`, and once `method` is answered with a result that names a `handle`, each call of `then` with
-	 * that handle added to its params, sent by the worker as soon as the answer arrives: reads that need an open's
-	 * handle go out without waiting for this thread (which may be busy loading pi). When the first call fails or
+	 * that handle added to its params, sent as soon as the answer is read (on the event loop, or in any wait):
+	 * reads that need an open's handle go out without waiting for pi's first call. When the first call fails or
 	 * names no handle, each of `then` is answered with a `not_sent` error. Unlike the other calls it does not wait
 	 * for `initialize`'s answer (sent before it all the same): it is made while pi still loads.
 	 */
@@ -190,7 +253,6 @@ export class SyncBridge {
 		then: { method: string; params: object; onAnswer: (outcome: CallOutcome<unknown>) => void }[],
 	): void {
 		const id = ++this.nextId;
-		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
 		this.later.set(id, onAnswer);
 		const follow = then.map((call) => {
 			const followId = ++this.nextId;
@@ -199,13 +261,16 @@ export class SyncBridge {
 			return { id: followId, line: JSON.stringify({ jsonrpc: "2.0", id: followId, method: call.method, params }) };
 		});
 		this.keepAlive();
-		this.syncPort.postMessage({ id, line, later: true, then: follow });
+		if (follow.length > 0) this.followers.set(id, follow);
+		this.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }), id);
+		if (!this.dead) this.owedLater.add(id);
 	}
 
 	/** The answers still owed keep the process alive (a listing pi awaits, an append not yet known to have landed). */
 	private keepAlive(): void {
-		if (this.asyncCalls.size + this.later.size > 0) this.asyncPort.ref();
-		else this.asyncPort.unref();
+		const output = this.child.stdout as unknown as Socket;
+		if (this.asyncCalls.size + this.later.size > 0) output.ref();
+		else output.unref();
 	}
 
 	/** Blocks until every call posted without waiting is answered, and hands each its outcome. */
@@ -215,7 +280,7 @@ export class SyncBridge {
 
 	/**
 	 * `settle`, blocking at most `ms` milliseconds; true when every call posted without waiting is answered. A
-	 * short block wakes on the worker's notify, where waiting on the event loop waits until pi's work yields to it.
+	 * short block reads the answers itself, where waiting on the event loop waits until pi's work yields to it.
 	 */
 	settleWithin(ms: number): boolean {
 		return this.settleWhile(performance.now() + ms, () => true);
@@ -231,50 +296,41 @@ export class SyncBridge {
 
 	/** Hands out answers until none is owed, `more()` is false, or `until` (a `performance.now()`) has passed. */
 	private settleWhile(until: number, more: () => boolean): boolean {
-		while (this.later.size > 0 && more()) {
-			// The count is read before the port, so an answer that arrives in between ends the wait at once.
-			const counted = Atomics.load(this.flag, 1);
+		this.readUntil(() => {
 			this.takeArrived();
-			if (this.later.size === 0 || !more()) break;
-			const left = until - performance.now();
-			if (left <= 0) return false;
-			Atomics.wait(this.flag, 1, counted, Math.min(left, 10_000));
-		}
+			return this.later.size === 0 || !more();
+		}, until);
 		return this.later.size === 0;
 	}
 
-	/**
-	 * Hands out the answers that have reached this thread, without waiting for more or for the event loop (which
-	 * delivers them only when pi's work yields to I/O).
-	 */
+	/** Hands out the answers of calls posted without waiting that have been read, in the order they came. */
 	takeArrived(): void {
-		for (let m = receiveMessageOnPort(this.asyncPort); m; m = receiveMessageOnPort(this.asyncPort)) this.onAsync(m.message);
+		for (let next = this.arrived.shift(); next !== undefined; next = this.arrived.shift()) {
+			const onAnswer = this.later.get(next.id);
+			if (!onAnswer) continue;
+			this.later.delete(next.id);
+			this.keepAlive();
+			onAnswer(this.outcomeOf(next.frames));
+		}
 	}
 
-	/** Posts one synchronous request to the worker (one at a time: the worker waits for one answer at once). */
+	/** Sends one synchronous request; `wait` takes its answer. */
 	private post(method: string, params: object): Pending {
 		const id = ++this.nextId;
 		const started = trace ? performance.now() : 0;
 		const line = JSON.stringify({ jsonrpc: "2.0", id, method, params });
-		Atomics.store(this.flag, 0, 0);
-		this.syncPort.postMessage({ id, line });
-		return { method, line, started };
+		this.syncPending.add(id);
+		this.write(line, id);
+		return { id, method, line, started };
 	}
 
 	/** Blocks until the request `post` sent is answered. */
-	private wait<T>({ method, line, started }: Pending): CallOutcome<T> {
-		for (;;) {
-			Atomics.wait(this.flag, 0, 0, 10_000);
-			const state = Atomics.load(this.flag, 0);
-			if (state !== 0) break;
-		}
-		const received = receiveMessageOnPort(this.syncPort);
-		Atomics.store(this.flag, 0, 0);
-		if (!received) {
-			this.dead = true;
-			return { error: { code: -32099, message: `pi-sessiond bridge failed while ${method} was pending`, data: { kind: "sidecar_exited" } }, changes: [] };
-		}
-		const outcome = this.outcomeOf<T>((received.message as { frames: Frame[] }).frames);
+	private wait<T>({ id, line, started }: Pending): CallOutcome<T> {
+		this.readUntil(() => this.syncAnswers.has(id));
+		const frames = this.syncAnswers.get(id) ?? this.deadAnswer(id);
+		this.syncAnswers.delete(id);
+		this.syncPending.delete(id);
+		const outcome = this.outcomeOf<T>(frames);
 		if (trace) {
 			const ms = (performance.now() - started).toFixed(1);
 			const answer = JSON.stringify(outcome.error ? { error: outcome.error } : { result: outcome.result });
@@ -283,25 +339,324 @@ export class SyncBridge {
 		return outcome;
 	}
 
+	/**
+	 * Reads the process's output on this thread until `done()` holds (checked after each read) or `until` (a
+	 * `performance.now()`) has passed, napping while there is nothing to read. The process's end or silence ends
+	 * the wait too: `fail` has answered every call by then.
+	 */
+	private readUntil(done: () => boolean, until = Number.POSITIVE_INFINITY): void {
+		let nap = NAP_FIRST_MS;
+		while (!done()) {
+			if (this.readAvailable()) {
+				nap = NAP_FIRST_MS;
+				continue;
+			}
+			if (this.dead) {
+				done();
+				return;
+			}
+			this.watch();
+			const left = until - performance.now();
+			if (left <= 0) return;
+			Atomics.wait(napCell, 0, 0, Math.min(nap, left));
+			nap = Math.min(nap * 2, NAP_MAX_MS);
+		}
+	}
+
+	/** Reads and routes what the process has written, without blocking; false when there was nothing to read. */
+	private readAvailable(): boolean {
+		if (this.dead) return false;
+		let read = false;
+		for (;;) {
+			let n: number;
+			try {
+				n = readSync(this.outputFd, this.readBuffer, 0, this.readBuffer.length, null);
+			} catch (error) {
+				if (wouldBlock(error)) return read;
+				if ((error as NodeJS.ErrnoException).code === "EINTR") continue;
+				this.fail(`could not be read from: ${(error as Error).message}`);
+				return true;
+			}
+			if (n === 0) {
+				this.ended();
+				return true;
+			}
+			read = true;
+			// The buffer is read into again: what is kept of it must be a copy.
+			this.ingest(Buffer.from(this.readBuffer.subarray(0, n)));
+			if (n < this.readBuffer.length) return true;
+		}
+	}
+
+	/** Writes a request whole. A call sent after a quiet spell starts the silence clock from now. */
+	private write(line: string, id?: number): void {
+		if (this.dead) {
+			if (id !== undefined) this.answerDead(id);
+			return;
+		}
+		if (!this.waiting(id)) this.lastHeard = Date.now();
+		const bytes = Buffer.from(`${line}\n`);
+		let offset = 0;
+		let nap = NAP_FIRST_MS;
+		while (offset < bytes.length) {
+			try {
+				offset += writeSync(this.inputFd, bytes, offset, bytes.length - offset);
+				nap = NAP_FIRST_MS;
+			} catch (error) {
+				if (!wouldBlock(error)) {
+					this.ended();
+					return;
+				}
+				// The pipe is full: the process may be waiting for its output to be read before it reads more.
+				if (!this.readAvailable()) {
+					if (this.dead) return;
+					Atomics.wait(napCell, 0, 0, nap);
+					nap = Math.min(nap * 2, NAP_MAX_MS);
+				}
+			}
+		}
+	}
+
+	/** True while a call sent to the process is unanswered (other than `except`, the one being sent). */
+	private waiting(except?: number): boolean {
+		for (const id of this.syncPending) if (id !== except && !this.syncAnswers.has(id)) return true;
+		for (const id of this.owedLater) if (id !== except) return true;
+		for (const id of this.asyncCalls.keys()) if (id !== except) return true;
+		return false;
+	}
+
+	/** Probes a process silent while calls are pending, and kills one that does not answer the probe either. */
+	private watch(): void {
+		if (this.dead) return clearInterval(this.watchdog);
+		const now = Date.now();
+		if (!this.waiting() || now - this.lastHeard < PROBE_AFTER_MS) return;
+		if (this.probeSentAt === undefined) {
+			this.probeSentAt = now;
+			this.write(JSON.stringify({ jsonrpc: "2.0", id: this.nextProbeId++, method: "initialize", params: {} }));
+		} else if (now - this.probeSentAt >= PROBE_ANSWER_MS) {
+			const silent = ((now - this.lastHeard) / 1000).toFixed(0);
+			this.fail(`stopped answering (nothing for ${silent} s, not even to a probe) and was killed`);
+			this.child.kill("SIGKILL");
+		}
+	}
+
+	/** Splits read bytes into lines and routes each; a chunk read while a line is routed waits its turn. */
+	private ingest(chunk: Buffer): void {
+		this.lastHeard = Date.now();
+		this.probeSentAt = undefined;
+		this.inbox.push(chunk);
+		if (this.routing) return;
+		this.routing = true;
+		try {
+			for (let next = this.inbox.shift(); next !== undefined; next = this.inbox.shift()) {
+				let start = 0;
+				for (let nl = next.indexOf(10, start); nl !== -1; nl = next.indexOf(10, start)) {
+					const piece = next.subarray(start, nl);
+					const line = this.partial.length > 0 ? Buffer.concat([...this.partial, piece]) : piece;
+					this.partial = [];
+					if (line.length > 0) this.route(line);
+					start = nl + 1;
+				}
+				if (start < next.length) this.partial.push(next.subarray(start));
+			}
+		} finally {
+			this.routing = false;
+		}
+	}
+
+	/** Routes one line of the process's output by its first bytes (the server's member order), parsing only if odd. */
+	private route(line: Buffer): void {
+		const head = line.subarray(0, 96).toString("latin1");
+		let id: number | undefined;
+		let method: string | undefined;
+		const response = RESPONSE.exec(head);
+		if (response) id = Number(response[1]);
+		else {
+			const notification = NOTIFICATION.exec(head);
+			if (notification) method = notification[1];
+			else {
+				try {
+					const message = JSON.parse(line.toString("utf8")) as { id?: unknown; method?: unknown };
+					if (typeof message.id === "number") id = message.id;
+					else if (typeof message.method === "string") method = message.method;
+				} catch {
+					return;
+				}
+			}
+		}
+		if (id !== undefined) {
+			if (this.syncPending.has(id) && !this.syncAnswers.has(id)) {
+				this.syncAnswers.set(id, [...this.changedSinceAnswer, line.toString("utf8")]);
+				this.changedSinceAnswer = [];
+			} else if (this.owedLater.delete(id)) {
+				const text = line.toString("utf8");
+				this.arrived.push({ id, frames: [...this.changedSinceAnswer, text] });
+				this.scheduleTake();
+				this.changedSinceAnswer = [];
+				const follow = this.followers.get(id);
+				if (follow) {
+					this.followers.delete(id);
+					this.sendFollowers(text, follow);
+				}
+			} else {
+				const call = this.asyncCalls.get(id);
+				if (!call) return;
+				this.asyncCalls.delete(id);
+				this.keepAlive();
+				const parsed = JSON.parse(line.toString("utf8")) as { result?: unknown; error?: RpcError };
+				if (parsed.error) call.reject(new Error(parsed.error.message));
+				else call.resolve(parsed.result);
+			}
+			return;
+		}
+		if (method === "session/changed") this.changedSinceAnswer.push(line.toString("utf8"));
+		else if (method === "$/progress") {
+			const params = (JSON.parse(line.toString("utf8")) as { params?: { token: string; value: { loaded: number; total: number } } }).params;
+			const report = params ? this.progress.get(String(params.token)) : undefined;
+			// Not from inside a synchronous call: pi's callback runs as its own code would, after it.
+			if (params && report) queueMicrotask(() => report(params.value));
+		}
+	}
+
+	/** Sends `follow` with the handle the answer `line` names, or answers each `not_sent` when it names none. */
+	private sendFollowers(line: string, follow: Follower[]): void {
+		let handle: unknown;
+		try {
+			handle = (JSON.parse(line) as { result?: { handle?: unknown } }).result?.handle;
+		} catch {
+			handle = undefined;
+		}
+		for (const { id, line: request } of follow) {
+			if (typeof handle === "string") {
+				this.write(request.replace(JSON.stringify(HANDLE_SLOT), () => JSON.stringify(handle)), id);
+				if (!this.dead) this.owedLater.add(id);
+			} else {
+				const error = { code: -32099, message: "not sent: the call it needed a handle from did not give one", data: { kind: "not_sent" } };
+				this.arrived.push({ id, frames: [JSON.stringify({ jsonrpc: "2.0", id, error })] });
+				this.scheduleTake();
+			}
+		}
+	}
+
+	/** The process's output ended (or its input broke): it is gone; says how, as far as can be told now. */
+	private ended(): void {
+		if (this.dead) return;
+		this.fail(this.howItEnded());
+	}
+
+	/**
+	 * How the process ended, read before the event loop reaps it: from Node if it has, else from the status the
+	 * kernel keeps for a process not yet reaped (`/proc/PID/stat`'s exit code), waiting a little for it to exit.
+	 */
+	private howItEnded(): string {
+		const deadline = Date.now() + 200;
+		for (;;) {
+			const { exitCode, signalCode } = this.child;
+			if (signalCode) return `was killed by ${signalCode}`;
+			if (exitCode !== null) return `exited with status ${exitCode}`;
+			try {
+				const stat = readFileSync(`/proc/${this.child.pid}/stat`, "latin1");
+				const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+				if (fields[0] === "Z" || fields[0] === "X") {
+					const status = Number(fields[49]);
+					const signal = status & 0x7f;
+					if (signal === 0) return `exited with status ${(status >> 8) & 0xff}`;
+					const name = Object.entries(constants.signals).find(([, n]) => n === signal)?.[0];
+					return `was killed by ${name ?? `signal ${signal}`}`;
+				}
+			} catch {
+				return "ended";
+			}
+			if (Date.now() >= deadline) return "closed its output";
+			Atomics.wait(napCell, 0, 0, 2);
+		}
+	}
+
+	private deadAnswer(id: number): string[] {
+		const tail = this.stderrTail.trim() ? `; its last stderr output:\n${this.stderrTail.trimEnd()}` : "";
+		const message = `pi-sessiond ${this.deadBecause ?? "is gone"}${tail}`;
+		return [JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32099, message, data: { kind: "sidecar_exited" } } })];
+	}
+
+	/** Answers call `id` for a process that is gone. */
+	private answerDead(id: number): void {
+		if (this.syncPending.has(id)) this.syncAnswers.set(id, this.deadAnswer(id));
+		else if (this.later.has(id)) {
+			this.arrived.push({ id, frames: this.deadAnswer(id) });
+			this.scheduleTake();
+		} else {
+			const call = this.asyncCalls.get(id);
+			if (!call) return;
+			this.asyncCalls.delete(id);
+			call.reject(new Error(JSON.parse(this.deadAnswer(id)[0] ?? "{}").error.message));
+		}
+	}
+
+	/** The process is gone: every pending call is answered with an error that says why, and so is every later one. */
+	private fail(why: string): void {
+		if (this.dead) return;
+		this.readStderrLeft();
+		this.dead = true;
+		this.deadBecause = why;
+		clearInterval(this.watchdog);
+		for (const id of this.syncPending) if (!this.syncAnswers.has(id)) this.syncAnswers.set(id, this.deadAnswer(id));
+		const answered = new Set(this.arrived.map((a) => a.id));
+		for (const id of this.later.keys()) if (!answered.has(id)) this.arrived.push({ id, frames: this.deadAnswer(id) });
+		this.owedLater.clear();
+		this.followers.clear();
+		for (const id of [...this.asyncCalls.keys()]) this.answerDead(id);
+		this.keepAlive();
+		this.scheduleTake();
+	}
+
+	/** Hands out the answers read so far once pi's current work is done, as the event loop would have. */
+	private scheduleTake(): void {
+		if (this.takeScheduled) return;
+		this.takeScheduled = true;
+		queueMicrotask(() => {
+			this.takeScheduled = false;
+			this.takeArrived();
+		});
+	}
+
+	/** What the process wrote to stderr and the event loop has not read yet (it is dead: a read does not block). */
+	private readStderrLeft(): void {
+		const fd = (this.child.stderr as unknown as { _handle?: { fd?: number } })._handle?.fd ?? -1;
+		if (fd < 0) return;
+		try {
+			for (;;) {
+				const n = readSync(fd, this.readBuffer, 0, 65536, null);
+				if (n === 0) return;
+				const text = this.readBuffer.toString("utf8", 0, n);
+				this.stderrTail = (this.stderrTail + text).slice(-STDERR_TAIL);
+				if (process.env.PI_SESSIOND_STDERR === "inherit") process.stderr.write(text);
+			}
+		} catch {
+			// Nothing more to read now.
+		}
+	}
+
 	/** An answer's frames (the `session/changed` lines before it, then the response) as its outcome. */
-	private outcomeOf<T>(frames: Frame[]): CallOutcome<T> {
-		const parsed = frames.map(parseFrame) as { result?: T; error?: RpcError; params?: Changed }[];
+	private outcomeOf<T>(frames: string[]): CallOutcome<T> {
+		const parsed = frames.map((f) => JSON.parse(f)) as { result?: T; error?: RpcError; params?: Changed }[];
 		const answer = parsed.pop() ?? {};
 		if (answer.error?.data?.kind === "sidecar_exited") this.dead = true;
 		const changes = parsed.map((f) => f.params as Changed);
 		return answer.error ? { error: answer.error, changes } : { result: answer.result as T, changes };
 	}
 
-	/** Ends the worker of a bridge whose sidecar is gone (its pending listings were answered when it died). */
+	/** Lets go of the pipes of a bridge whose sidecar is gone (its pending calls were answered when it died). */
 	dispose(): void {
-		void this.worker.terminate();
+		clearInterval(this.watchdog);
+		this.child.stdin.destroy();
+		this.child.stdout.destroy();
+		this.child.stderr.destroy();
 	}
 
 	/** Sends a request without waiting for (or reading) its answer. */
 	send(method: string, params: object): void {
 		this.initialized();
-		const line = JSON.stringify({ jsonrpc: "2.0", id: ++this.nextId, method, params });
-		this.asyncPort.postMessage({ line });
+		this.write(JSON.stringify({ jsonrpc: "2.0", id: ++this.nextId, method, params }));
 	}
 
 	/**
@@ -328,33 +683,8 @@ export class SyncBridge {
 				},
 			});
 			this.keepAlive();
-			this.asyncPort.postMessage({ id, line });
+			this.write(line, id);
 		});
-	}
-
-	private onAsync(message: { id?: number; progress?: boolean; later?: boolean; frames: Frame[] }): void {
-		if (message.later) {
-			const onAnswer = message.id !== undefined ? this.later.get(message.id) : undefined;
-			if (!onAnswer || message.id === undefined) return;
-			this.later.delete(message.id);
-			this.keepAlive();
-			onAnswer(this.outcomeOf(message.frames));
-			return;
-		}
-		for (const frame of message.frames) {
-			const parsed = parseFrame(frame) as { id?: number; result?: unknown; error?: RpcError; params?: { token: string; value: { loaded: number; total: number } } };
-			if (message.progress) {
-				const params = parsed.params;
-				if (params) this.progress.get(String(params.token))?.(params.value);
-				continue;
-			}
-			const call = message.id !== undefined ? this.asyncCalls.get(message.id) : undefined;
-			if (!call || message.id === undefined) continue;
-			this.asyncCalls.delete(message.id);
-			this.keepAlive();
-			if (parsed.error) call.reject(new Error(parsed.error.message));
-			else call.resolve(parsed.result);
-		}
 	}
 }
 
@@ -385,7 +715,7 @@ export function bridge(): SyncBridge {
 }
 
 /**
- * Starts the process's bridge now, before the first session call needs it, so the worker and the sidecar start
+ * Starts the process's bridge now, before the first session call needs it, so the sidecar starts
  * while pi loads its modules (the `register` hook calls it). A failure is left for the first call to report.
  */
 export function prestartBridge(): void {
