@@ -175,8 +175,10 @@ const PAGES_AHEAD = 4;
 
 /**
  * Opens the session pi's command will open first (`firstOpenOf` in ahead.ts tells which from its arguments) and
- * reads its first pages, without waiting, so pi-sessiond does it while pi loads its modules: pi's start would
- * otherwise wait for the open and its pages when it gets there (about 25 ms of a 2 MB session's start). Called once
+ * asks for its first pages once the open is answered, without waiting, so pi-sessiond opens it while pi loads its
+ * modules (a 128 MB session's cold open takes it about 120 ms) and pi's open finds the answer there. The pages go
+ * out when this thread next reads the answer: on the event loop, or at pi's open (pi's command loads without
+ * turning the loop). Called once
  * by the register hook, right after it starts the sidecar; `openFile` takes the answers if pi asks for the same
  * open, and closes the handle otherwise. The promise resolves once all of it is answered, on the event loop,
  * with the handle opened (pi does not wait for it; a test does).
