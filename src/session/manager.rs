@@ -377,15 +377,28 @@ impl SessionManager {
         migrate::migrate(&mut loaded.records, env.ids.as_mut())?;
         let header = header_json(&new_id, &timestamp, &target, Some(&source));
         let src_file = source_file.lines();
-        let mut content = Vec::new();
-        header.write_canonical(&mut content);
-        content.push(b'\n');
-        for r in loaded.records.iter().filter(|r| !r.is_header()) {
-            let bytes = src_file.body(&r.body).map_err(|e| Error::io("read", &source, e))?;
-            content.extend_from_slice(trim_json_ws(&bytes));
-            content.push(b'\n');
+        // Streamed into the new file, line by line: the copy of a 2.7 GB session is never whole in memory.
+        let mut read_failed = None;
+        let created = SessionFile::create_with(&env.disk, &new_file, Durability::Entry, |w| {
+            let mut head = Vec::new();
+            header.write_canonical(&mut head);
+            head.push(b'\n');
+            w.write_all(&head)?;
+            for r in loaded.records.iter().filter(|r| !r.is_header()) {
+                let bytes = src_file.body(&r.body).map_err(|e| {
+                    let kind = e.kind();
+                    read_failed = Some(e);
+                    std::io::Error::from(kind)
+                })?;
+                w.write_all(trim_json_ws(&bytes))?;
+                w.write_all(b"\n")?;
+            }
+            Ok(())
+        });
+        if let Some(e) = read_failed {
+            return Err(Error::io("read", &source, e));
         }
-        drop(SessionFile::create_on(&env.disk, &new_file, &content, Durability::Entry)?);
+        drop(created?);
         Self::construct(&target, &dir, Some(&new_file), true, NewSessionOptions::default(), None, env)
     }
 

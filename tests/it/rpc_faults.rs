@@ -216,6 +216,39 @@ fn results_larger_than_the_memory_they_may_take_are_streamed_from_the_file_issue
 }
 
 #[test]
+fn a_fork_and_a_branched_session_are_written_as_they_are_read_not_held_whole_in_memory() {
+    let dir = temp_dir();
+    // 64 MB of entries, each copied whole into the new session.
+    let path = big_session(dir.path(), 64, 1 << 20, "");
+    let small_dir = dir.path().join("small");
+    std::fs::create_dir_all(&small_dir).unwrap();
+    let small = big_session(&small_dir, 2, 10, "");
+    let out = s(&dir.path().join("forks"));
+    let mut sc = Sidecar::spawn(Wire::Jsonl, &["--no-index"], &[]);
+    // The same calls on a small session first: the binary's code they run is resident before the peak is read.
+    sc.call("session/forkFrom", json(&format!(r#"{{"sourcePath":"{small}","targetCwd":"/p","sessionDir":"{out}"}}"#)));
+    sc.call("session/open", json(&format!(r#"{{"path":"{small}","handle":"warm"}}"#)));
+    sc.call("session/createBranchedSession", json(r#"{"handle":"warm","leafId":"e0000001"}"#));
+    let before = rss(sc.pid());
+    let fork = sc.call(
+        "session/forkFrom",
+        json(&format!(r#"{{"sourcePath":"{path}","targetCwd":"/p","sessionDir":"{out}","handle":"f"}}"#)),
+    );
+    let forked = str_of(fork.get("sessionFile").expect("the fork's file"));
+    assert_eq!(std::fs::read_to_string(&forked).unwrap().lines().count(), 65, "the header and every entry");
+    let grown = peak(sc.pid()).saturating_sub(before);
+    assert!(grown < 24 << 20, "forkFrom: the server grew by {} MB copying 64 MB", grown >> 20);
+
+    sc.call("session/open", json(&format!(r#"{{"path":"{path}","handle":"s"}}"#)));
+    let before = peak(sc.pid());
+    let branched = sc.call("session/createBranchedSession", json(r#"{"handle":"s","leafId":"e0000063"}"#));
+    let file = str_of(branched.get("path").expect("the branched session's file"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 65, "the header and the path to the leaf");
+    let grown = peak(sc.pid()).saturating_sub(before);
+    assert!(grown < 24 << 20, "createBranchedSession: the server grew by {} MB writing 64 MB", grown >> 20);
+}
+
+#[test]
 fn garbage_between_lsp_frames_costs_only_the_frame_it_hits() {
     let mut sc = Sidecar::spawn(Wire::Lsp, &["--framing", "lsp", "--max-frame-bytes", "1000"], &[]);
     let frame = |id: u64| {

@@ -332,10 +332,12 @@ impl SessionManager {
     /// and makes it this session's file.
     pub(super) fn write_new_file(&mut self, path: &str, upto: usize) -> Result<()> {
         let slots = self.layout(upto);
-        let mut content = Vec::new();
         let reader = self.file.as_ref().map_or(BodyReader::NONE, SessionFile::lines);
-        let placed = self.write_layout(&slots, reader, &mut content).map_err(|e| Error::io("write", path, e))?;
-        let file = SessionFile::create_on(&self.env.disk, path, &content, self.durability)?;
+        let mut placed = Vec::new();
+        let file = SessionFile::create_with(&self.env.disk, path, self.durability, |w| {
+            placed = self.write_layout(&slots, reader, w)?;
+            Ok(())
+        })?;
         self.adopt_layout(placed);
         self.file = Some(file);
         self.tail = None;
