@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
-import { descendants, normalise, PiSessionManager, printPi, readsOf, RpcPi, sandbox, TuiPi } from "./lib.mjs";
+import { descendants, normalise, PiSessionManager, printPi, readsOf, RpcPi, sandbox, sessionFiles, TuiPi } from "./lib.mjs";
 
 const clientPackage = fileURLToPath(new URL("../../clients/typescript", import.meta.url));
 
@@ -289,6 +289,50 @@ test("after a plain pi's appends, what a pi on pi-sessiond appends next continue
 		ids,
 		"every entry pi holds is in the file, with the id pi was given",
 	);
+});
+
+test("after the sidecar died while pi was idle and a plain pi appended, pi on pi-sessiond's next prompt continues after them and says so", async () => {
+	const box = sandbox("kill-then-plain");
+	const pi = new RpcPi(box, { sessiond: true });
+	await pi.prompt("one");
+	const file = (await pi.command({ type: "get_state" })).sessionFile;
+	const [sidecar] = sidecarsOf(pi.pid);
+	process.kill(sidecar, "SIGKILL");
+	await eventually(() => !sidecarsOf(pi.pid).includes(sidecar), "the killed sidecar is gone");
+	// The new sidecar opens the file with these lines in it: no notification tells the drop-in about them.
+	const plain = await printPi(box, { sessiond: false, args: ["--session", file, "from plain pi"] });
+	equal(plain.code, 0, plain.stderr);
+	await pi.prompt("two");
+	ok(pi.notices.some((n) => n.includes(file) && /appended to by another process/.test(n)), pi.notices.join("\n"));
+	equal(await pi.close(), 0, pi.stderr);
+	const entries = lines(file).filter((e) => e.type !== "session");
+	entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `entry ${i} (${e.type}) continues the one before it`));
+	deepStrictEqual(userTexts(file), ["one", "from plain pi", "two"]);
+});
+
+test("a sidecar killed while pi starts costs no entry and no stack trace, whether pi's new session was made yet or not", async () => {
+	for (const delayMs of [0, 150, 300]) {
+		const box = sandbox(`start-kill-${delayMs}`);
+		const run = printPi(box, { sessiond: true, args: ["run echo hi"] });
+		// The first sidecar below this test's process that is not an earlier run's: pi's, as soon as it exists.
+		const before = new Set(sidecarsOf(process.pid));
+		let sidecar;
+		await eventually(() => (sidecar = sidecarsOf(process.pid).find((p) => !before.has(p))) !== undefined, "pi's sidecar started");
+		await new Promise((resolve) => setTimeout(resolve, delayMs));
+		process.kill(sidecar, "SIGKILL");
+		const { code, stdout, stderr } = await run;
+		equal(code, 0, `killed after ${delayMs} ms: ${stderr}`);
+		equal(stderr, "", `killed after ${delayMs} ms: nothing to say`);
+		match(stdout, /done: bash/);
+		const [file] = sessionFiles(box.agentDir);
+		const entries = lines(file).filter((e) => e.type !== "session");
+		deepStrictEqual(
+			entries.map((e) => (e.type === "message" ? e.message.role : e.type)),
+			["model_change", "thinking_level_change", "system", "user", "assistant", "toolResult", "assistant"],
+			`killed after ${delayMs} ms: every entry of the run`,
+		);
+		entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `killed after ${delayMs} ms: entry ${i} continues the one before it`));
+	}
 });
 
 test("a plain pi with the package installed refuses to write a session a pi on pi-sessiond holds, naming it", async () => {

@@ -216,7 +216,9 @@ export class SyncBridge {
 		if (pending === undefined) return;
 		this.initializing = undefined;
 		const init = this.wait<{ protocolVersion: string }>(pending);
-		if (init.error) throw new Error(init.error.message);
+		// A process that died before it answered: the call that asked is answered `sidecar_exited`, as it would be
+		// had it died a moment later, and the drop-in starts another.
+		if (init.error && init.error.data?.kind !== "sidecar_exited") throw new Error(init.error.message);
 	}
 
 	/** Sends one request and blocks until it is answered (after the answers of the calls posted before it). */

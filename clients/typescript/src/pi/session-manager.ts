@@ -230,6 +230,48 @@ const releaser = new FinalizationRegistry<{ handle: string | undefined; generati
 	if (held.handle !== undefined) closeHandle(held.handle, held.generation);
 });
 
+/** The entry a write of `method` with `params` makes, as far as `placeBesideOthers` and `sameWrite` look at it. */
+function entryOfWrite(method: string, params: object): Entry {
+	const message = (params as { message?: Message }).message;
+	return (method === "session/appendMessage" ? { type: "message", message } : { type: method }) as Entry;
+}
+
+/** True when `found` in the file is the entry the write `entry` stands for (a message with the same content). */
+function sameWrite(found: Entry, entry: Entry): boolean {
+	return found.type === "message" && entry.type === "message" && JSON.stringify(found.message) === JSON.stringify(entry.message);
+}
+
+/**
+ * The append that makes `entry` again with its id and timestamp, for the entries pi appends before a session's
+ * first reply; undefined for any other.
+ */
+function replayOf(entry: Entry): { method: string; params: object } | undefined {
+	const e = entry as Entry & Record<string, unknown>;
+	const kept = { id: e.id, timestamp: e.timestamp };
+	switch (e.type) {
+		case "message":
+			return { method: "session/appendMessage", params: { ...kept, message: e.message } };
+		case "model_change":
+			return { method: "session/appendModelChange", params: { ...kept, provider: e.provider, modelId: e.modelId } };
+		case "thinking_level_change":
+			return { method: "session/appendThinkingLevelChange", params: { ...kept, thinkingLevel: e.thinkingLevel } };
+		case "session_info":
+			return { method: "session/appendSessionInfo", params: { ...kept, name: e.name } };
+		default:
+			return undefined;
+	}
+}
+
+/**
+ * A call that needs no handle (a new session, an open), made again once on a new sidecar when the one it went to
+ * died before answering: nothing of it outlived that process (a new session is in memory until its first message;
+ * an open's repairs are made again or found made), and pi, which cannot retry it, would end with a stack trace.
+ */
+function callRestarting<T>(method: string, params: object): CallOutcome<T> {
+	const outcome = bridge().call<T>(method, params);
+	return outcome.error?.data?.kind === "sidecar_exited" ? bridge().call<T>(method, params) : outcome;
+}
+
 /** A pi-sessiond error, as the `Error` pi's own code would have thrown (same message where pi has one). */
 export class SessiondSessionError extends Error {
 	/** The error's `data.kind` (`session_locked`, `content_modified`, `io_error`, …). */
@@ -306,6 +348,8 @@ export class SessionManager extends SessionView {
 	private readonly held: { handle: string | undefined; generation: number } = { handle: undefined, generation: 0 };
 	/** Appends posted without waiting and not yet known to have landed, oldest first. */
 	private posted: Posted[] = [];
+	/** The ids of the appends `mendRefused` is making again: found in the file, they are this instance's own. */
+	private mending = new Set<string>();
 	/** The sidecar they were posted to. */
 	private postedTo: SyncBridge | undefined;
 	/**
@@ -977,6 +1021,16 @@ export class SessionManager extends SessionView {
 		if (refusal.data?.kind === "content_modified" && typeof serverLeaf === "string" && serverLeaf !== parent && this.descendsFrom(serverLeaf, parent)) {
 			this.placeBesideOthers(unlanded[0]?.entry, parent, serverLeaf, { many: `this pi's last ${unlanded.length} entries` });
 		}
+		this.mending = ids;
+		try {
+			this.writeAgain(unlanded);
+		} finally {
+			this.mending = new Set();
+		}
+	}
+
+	/** Writes `unlanded` again, in order, each after the one before (see `mendRefused`). */
+	private writeAgain(unlanded: Posted[]): void {
 		for (const [n, p] of unlanded.entries()) {
 			p.entry.parentId = this.leafId;
 			try {
@@ -1039,7 +1093,7 @@ export class SessionManager extends SessionView {
 		const tried = new Set<string>();
 		for (;;) {
 			const leafBefore = this.leafId;
-			const handle = this.ensureHandle();
+			const handle = this.ensureHandle(entryOfWrite(method, params));
 			const state = handles.get(handle);
 			if (state && state.leafId !== this.leafId) {
 				if (this.leafId === null) this.callOnHandle("session/resetLeaf", {});
@@ -1052,10 +1106,11 @@ export class SessionManager extends SessionView {
 			const first = kind !== undefined && !tried.has(kind);
 			if (kind !== undefined) tried.add(kind);
 			if (kind === "sidecar_exited" && first && this.sessionFile !== undefined && existsSync(this.sessionFile)) {
-				const landed = this.reopenAfterRestart();
+				const landed = this.reopenAfterRestart(method, params);
 				if (landed !== undefined) return [landed];
 				continue;
 			}
+			if (kind === "sidecar_exited" && first && this.sessionFile !== undefined && this.recreateAfterRestart()) continue;
 			if (kind === "session_locked" && first && this.sessionFile !== undefined) {
 				this.forkAway(outcome.error as RpcError);
 				continue;
@@ -1081,9 +1136,7 @@ export class SessionManager extends SessionView {
 	private goesOnAfterThem(method: string, params: object, leafBefore: string | null): boolean {
 		const othersLeaf = this.leafId;
 		if (!appendsWithoutWaiting() || !POSTED_WITHOUT_WAITING.has(method) || othersLeaf === leafBefore || othersLeaf === null) return false;
-		const message = (params as { message?: Message }).message;
-		const entry = (method === "session/appendMessage" ? { type: "message", message } : { type: method }) as Entry;
-		this.placeBesideOthers(entry, leafBefore, othersLeaf, { one: "this pi's next entry" });
+		this.placeBesideOthers(entryOfWrite(method, params), leafBefore, othersLeaf, { one: "this pi's next entry" });
 		return true;
 	}
 
@@ -1109,11 +1162,14 @@ export class SessionManager extends SessionView {
 	}
 
 	/**
-	 * After the sidecar died: opens this session on the new one and says whether the write in flight had landed (the
-	 * file then holds one entry more than this instance, a child of its leaf, which comes back as that write's
-	 * change). This instance keeps its own entries and leaf, as `ensureHandle` does.
+	 * After the sidecar died: opens this session on the new one and says whether the write in flight (`method` with
+	 * `params`) had landed: the file then holds it as a child of this instance's leaf, which comes back as that
+	 * write's change. This instance keeps its own entries and leaf, as `ensureHandle` does; lines another process
+	 * appended meanwhile (a plain pi) are taken as its appends, as `track` takes those the server reports, and
+	 * the write goes on after them or beside them as `placeBesideOthers` says: found only here, they would
+	 * otherwise be forked away from silently.
 	 */
-	private reopenAfterRestart(): Changed | undefined {
+	private reopenAfterRestart(method: string, params: object): Changed | undefined {
 		const entries = this.fileEntries;
 		const leaf = this.leafId;
 		const known = new Set(this.byId.keys());
@@ -1122,9 +1178,71 @@ export class SessionManager extends SessionView {
 		this.fileEntries = entries;
 		this._buildIndex();
 		this.leafId = leaf;
-		const written = fresh.length === 1 && fresh[0]?.parentId === leaf ? fresh[0] : undefined;
+		const entry = entryOfWrite(method, params);
+		const written = fresh[0] !== undefined && fresh[0].parentId === leaf && (fresh.length === 1 || sameWrite(fresh[0], entry)) ? fresh[0] : undefined;
+		this.takeOthers(
+			fresh.filter((e) => e !== written),
+			written === undefined ? entry : undefined,
+		);
 		if (written === undefined || this.handle === undefined) return undefined;
 		return { handle: this.handle, sessionId: this.sessionId, seq: handles.get(this.handle)?.seq ?? 0, origin: "own", change: { kind: "append", entries: [written] } };
+	}
+
+	/**
+	 * Takes `others`, entries another process appended that this instance finds in the file only when it opens it
+	 * again on a new sidecar (the old one would have reported them), as `track` takes those reported: into the
+	 * session, and when they hang at this instance's leaf, the next entry (`entry`, the write about to be made)
+	 * goes after them or beside them as `placeBesideOthers` decides, and says so. Ids this instance is writing again
+	 * (`mending`) are its own.
+	 */
+	private takeOthers(others: Entry[], entry: Entry | undefined): void {
+		const theirs = others.filter((e) => !this.mending.has(e.id));
+		if (theirs.length === 0) return;
+		const leaf = this.leafId;
+		for (const other of theirs) this.pushEntry(other);
+		this.leafId = leaf;
+		const hangHere = theirs[0]?.parentId === leaf;
+		const last = theirs[theirs.length - 1] as Entry;
+		if (hangHere && entry !== undefined && leaf !== null) this.placeBesideOthers(entry, leaf, last.id, { one: "this pi's next entry" });
+		else notice(`Session file ${this.sessionFile} was appended to by another process while pi-sessiond restarted; their ${theirs.length} entries are in the session.`);
+	}
+
+	/**
+	 * After the sidecar died holding this session before its file was written (pi writes it at the first reply):
+	 * makes the session again on the new sidecar, with its id, and its entries again, with theirs, so the write
+	 * in flight goes on. Only a session whose entries are one chain of the appends pi makes before a reply; false
+	 * otherwise (the write then throws, as before).
+	 */
+	private recreateAfterRestart(): boolean {
+		if (this.flushed || (this.sessionFile !== undefined && existsSync(this.sessionFile))) return false;
+		const header = this.fileEntries[0];
+		const entries = this.fileEntries.filter((e) => e.type !== "session");
+		const ops: { method: string; params: object }[] = [];
+		let parent: string | null = null;
+		for (const entry of entries) {
+			const op = replayOf(entry);
+			if (op === undefined || (entry.parentId ?? null) !== parent) return false;
+			ops.push(op);
+			parent = entry.id;
+		}
+		const leaf = this.leafId;
+		if (leaf !== parent) return false;
+		const parentSession = header?.type === "session" ? (header as { parentSession?: string }).parentSession : undefined;
+		const created = callRestarting<ServerState>("session/create", defined({ cwd: this.cwd, sessionDir: this.sessionDir, id: this.sessionId, parentSession }));
+		if (created.error) return false;
+		const kept = this.fileEntries;
+		this.adopt(created.result as ServerState, { parentSession } as NewSessionOptions);
+		if (ops.length > 0) {
+			const replayed = bridge().call<unknown>("session/appendBatch", { handle: this.handle, ops });
+			if (replayed.error) return false;
+			this.track(this.handle as string, replayed.changes);
+		}
+		this.fileEntries = [this.fileEntries[0] as Entry, ...kept.filter((e) => e.type !== "session")];
+		this._buildIndex();
+		this.leafId = leaf;
+		const state = this.handle === undefined ? undefined : handles.get(this.handle);
+		if (state) state.leafId = leaf;
+		return true;
 	}
 
 	/**
@@ -1187,14 +1305,22 @@ export class SessionManager extends SessionView {
 		return state !== undefined && this.held.generation === bridge().generation && state.sessionId === this.sessionId && (state.sessionFile ?? undefined) === this.sessionFile;
 	}
 
-	/** This instance's handle, opening its file again if the handle was rebound under it. */
-	private ensureHandle(): string {
+	/**
+	 * This instance's handle, opening its file again if the handle was rebound under it, or its sidecar died
+	 * (then what another process appended meanwhile is taken, see `takeOthers`; `entry` is the write about to be
+	 * made).
+	 */
+	private ensureHandle(entry?: Entry): string {
 		if (this.handle !== undefined && this.ownsHandle()) return this.handle;
 		if (this.sessionFile === undefined) throw new Error("pi-sessiond: this session has no file to write");
 		const entries = this.fileEntries;
 		const leaf = this.leafId;
 		const id = this.sessionId;
+		const restarted = this.handle !== undefined && this.held.generation !== bridge().generation;
+		if (restarted && !existsSync(this.sessionFile) && this.recreateAfterRestart()) return this.handle as string;
+		const known = new Set(this.byId.keys());
 		this.openFile(this.sessionFile);
+		const fresh = restarted ? this.fileEntries.filter((e) => e.type !== "session" && !known.has(e.id)) : [];
 		if (this.sessionId !== id) {
 			// The file now holds another session (this instance never wrote it, and someone else created it).
 			throw new Error(`Session file ${this.sessionFile} now holds session ${this.sessionId}, not ${id}; not writing to it`);
@@ -1203,6 +1329,7 @@ export class SessionManager extends SessionView {
 		this.fileEntries = entries;
 		this._buildIndex();
 		this.leafId = leaf;
+		this.takeOthers(fresh, entry);
 		if (this.handle === undefined) throw new Error(`pi-sessiond did not open ${this.sessionFile}`);
 		return this.handle;
 	}
@@ -1211,7 +1338,7 @@ export class SessionManager extends SessionView {
 		if (options?.id !== undefined) assertValidSessionId(options.id);
 		takeOpenedAhead(undefined);
 		const state = unwrap(
-			bridge().call<ServerState>(
+			callRestarting<ServerState>(
 				"session/create",
 				defined({ cwd: this.cwd, sessionDir: this.sessionDir, id: options?.id, parentSession: options?.parentSession }),
 			),
@@ -1229,7 +1356,7 @@ export class SessionManager extends SessionView {
 		const previous = this.handle;
 		const params = openParams(path, this.sessionDir, this.cwd);
 		const ahead = takeOpenedAhead(params);
-		const state = unwrap(ahead?.open ?? bridge().call<ServerState>("session/open", params), path);
+		const state = unwrap(ahead?.open ?? callRestarting<ServerState>("session/open", params), path);
 		// Opening a file this instance already holds counted one more reference to the same handle: give it back.
 		if (previous !== undefined && previous === state.handle) closeHandle(previous, this.held.generation);
 		this.adopt(state, undefined, undefined, ahead?.pages);
