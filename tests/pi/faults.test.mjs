@@ -311,7 +311,7 @@ test("after the sidecar died while pi was idle and a plain pi appended, pi on pi
 });
 
 test("a sidecar killed while pi starts costs no entry and no stack trace, whether pi's new session was made yet or not", async () => {
-	for (const delayMs of [0, 150, 300]) {
+	for (const delayMs of [0, 100, 200, 300, 400]) {
 		const box = sandbox(`start-kill-${delayMs}`);
 		const run = printPi(box, { sessiond: true, args: ["run echo hi"] });
 		// The first sidecar below this test's process that is not an earlier run's: pi's, as soon as it exists.
@@ -324,7 +324,10 @@ test("a sidecar killed while pi starts costs no entry and no stack trace, whethe
 		equal(code, 0, `killed after ${delayMs} ms: ${stderr}`);
 		equal(stderr, "", `killed after ${delayMs} ms: nothing to say`);
 		match(stdout, /done: bash/);
-		const [file] = sessionFiles(box.agentDir);
+		const files = sessionFiles(box.agentDir);
+		equal(files.length, 1, `killed after ${delayMs} ms: one session`);
+		const [file] = files;
+		ok(file.endsWith(`_${lines(file)[0].id}.jsonl`), `killed after ${delayMs} ms: the file holds the session its name says`);
 		const entries = lines(file).filter((e) => e.type !== "session");
 		deepStrictEqual(
 			entries.map((e) => (e.type === "message" ? e.message.role : e.type)),

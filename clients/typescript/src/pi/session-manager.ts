@@ -1214,7 +1214,8 @@ export class SessionManager extends SessionView {
 	 * otherwise (the write then throws, as before).
 	 */
 	private recreateAfterRestart(): boolean {
-		if (this.flushed || (this.sessionFile !== undefined && existsSync(this.sessionFile))) return false;
+		// Not `flushed`: that only says the server took a write, and pi's file waits for the first reply.
+		if (this.sessionFile === undefined || existsSync(this.sessionFile)) return false;
 		const header = this.fileEntries[0];
 		const entries = this.fileEntries.filter((e) => e.type !== "session");
 		const ops: { method: string; params: object }[] = [];
@@ -1317,7 +1318,11 @@ export class SessionManager extends SessionView {
 		const leaf = this.leafId;
 		const id = this.sessionId;
 		const restarted = this.handle !== undefined && this.held.generation !== bridge().generation;
-		if (restarted && !existsSync(this.sessionFile) && this.recreateAfterRestart()) return this.handle as string;
+		if (restarted && !existsSync(this.sessionFile)) {
+			// Opened there, a missing file would start another session at this path.
+			if (this.recreateAfterRestart()) return this.handle as string;
+			throw new Error(`pi-sessiond restarted before ${this.sessionFile} was written, and this session could not be made again there`);
+		}
 		const known = new Set(this.byId.keys());
 		this.openFile(this.sessionFile);
 		const fresh = restarted ? this.fileEntries.filter((e) => e.type !== "session" && !known.has(e.id)) : [];
