@@ -78,8 +78,6 @@ export function appendsWithoutWaiting(): boolean {
 /** The environment variable with extra pi-sessiond arguments (`--durability batch`, `--log-level debug`, …). */
 export const ARGS_ENV_VAR = "PI_SESSIOND_ARGS";
 
-/** What `postLaterThen`'s calls hold where the bridge puts the handle (a string no handle equals). */
-const HANDLE_SLOT = "pi-sessiond-client: the handle the call before names";
 
 /** Nothing heard for this long while calls are pending: the process is probed. */
 const PROBE_AFTER_MS = 2_000;
@@ -103,12 +101,6 @@ interface Pending {
 	method: string;
 	line: string;
 	started: number;
-}
-
-/** A call to send once the call before it (posted without waiting) is answered with a handle. */
-interface Follower {
-	id: number;
-	line: string;
 }
 
 /** True for the error a non-blocking read or write gives when it would have had to wait. */
@@ -144,8 +136,6 @@ export class SyncBridge {
 	private readonly owedLater = new Set<number>();
 	/** Their answers as they arrived, to be handed out in order (`takeArrived`). */
 	private readonly arrived: { id: number; frames: string[] }[] = [];
-	/** Calls to send once the call of the key is answered, with the handle it names. */
-	private readonly followers = new Map<number, Follower[]>();
 	private readonly asyncCalls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 	private readonly progress = new Map<string, (value: { loaded: number; total: number }) => void>();
 	/** `session/changed` lines received since the last answer: they travel with the next one. */
@@ -242,28 +232,13 @@ export class SyncBridge {
 	}
 
 	/**
-	 * `postLater`, and once `method` is answered with a result that names a `handle`, each call of `then` with
-	 * that handle added to its params, sent as soon as the answer is read (on the event loop, or in any wait):
-	 * reads that need an open's handle go out without waiting for pi's first call. When the first call fails or
-	 * names no handle, each of `then` is answered with a `not_sent` error. Unlike the other calls it does not wait
-	 * for `initialize`'s answer (sent before it all the same): it is made while pi still loads.
+	 * `postLater` without waiting for `initialize`'s answer (sent before it all the same): for the calls made while
+	 * pi still loads (a session opened ahead and its first pages).
 	 */
-	postLaterThen(
-		method: string,
-		params: object,
-		onAnswer: (outcome: CallOutcome<unknown>) => void,
-		then: { method: string; params: object; onAnswer: (outcome: CallOutcome<unknown>) => void }[],
-	): void {
+	postEarly(method: string, params: object, onAnswer: (outcome: CallOutcome<unknown>) => void): void {
 		const id = ++this.nextId;
 		this.later.set(id, onAnswer);
-		const follow = then.map((call) => {
-			const followId = ++this.nextId;
-			this.later.set(followId, call.onAnswer);
-			const params = { handle: HANDLE_SLOT, ...call.params };
-			return { id: followId, line: JSON.stringify({ jsonrpc: "2.0", id: followId, method: call.method, params }) };
-		});
 		this.keepAlive();
-		if (follow.length > 0) this.followers.set(id, follow);
 		this.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }), id);
 		if (!this.dead) this.owedLater.add(id);
 	}
@@ -495,11 +470,6 @@ export class SyncBridge {
 				this.arrived.push({ id, frames: [...this.changedSinceAnswer, text] });
 				this.scheduleTake();
 				this.changedSinceAnswer = [];
-				const follow = this.followers.get(id);
-				if (follow) {
-					this.followers.delete(id);
-					this.sendFollowers(text, follow);
-				}
 			} else {
 				const call = this.asyncCalls.get(id);
 				if (!call) return;
@@ -517,26 +487,6 @@ export class SyncBridge {
 			const report = params ? this.progress.get(String(params.token)) : undefined;
 			// Not from inside a synchronous call: pi's callback runs as its own code would, after it.
 			if (params && report) queueMicrotask(() => report(params.value));
-		}
-	}
-
-	/** Sends `follow` with the handle the answer `line` names, or answers each `not_sent` when it names none. */
-	private sendFollowers(line: string, follow: Follower[]): void {
-		let handle: unknown;
-		try {
-			handle = (JSON.parse(line) as { result?: { handle?: unknown } }).result?.handle;
-		} catch {
-			handle = undefined;
-		}
-		for (const { id, line: request } of follow) {
-			if (typeof handle === "string") {
-				this.write(request.replace(JSON.stringify(HANDLE_SLOT), () => JSON.stringify(handle)), id);
-				if (!this.dead) this.owedLater.add(id);
-			} else {
-				const error = { code: -32099, message: "not sent: the call it needed a handle from did not give one", data: { kind: "not_sent" } };
-				this.arrived.push({ id, frames: [JSON.stringify({ jsonrpc: "2.0", id, error })] });
-				this.scheduleTake();
-			}
 		}
 	}
 
@@ -605,7 +555,6 @@ export class SyncBridge {
 		const answered = new Set(this.arrived.map((a) => a.id));
 		for (const id of this.later.keys()) if (!answered.has(id)) this.arrived.push({ id, frames: this.deadAnswer(id) });
 		this.owedLater.clear();
-		this.followers.clear();
 		for (const id of [...this.asyncCalls.keys()]) this.answerDead(id);
 		this.keepAlive();
 		this.scheduleTake();

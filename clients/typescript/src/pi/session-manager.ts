@@ -173,15 +173,19 @@ function stampOf(path: string): string | undefined {
  */
 const PAGES_AHEAD = 4;
 
+/** How many sessions this process opened ahead: each under a handle of its own choosing. */
+let openedAheadCount = 0;
+
 /**
  * Opens the session pi's command will open first (`firstOpenOf` in ahead.ts tells which from its arguments) and
- * asks for its first pages once the open is answered, without waiting, so pi-sessiond opens it while pi loads its
- * modules (a 128 MB session's cold open takes it about 120 ms) and pi's open finds the answer there. The pages go
- * out when this thread next reads the answer: on the event loop, or at pi's open (pi's command loads without
- * turning the loop). Called once
- * by the register hook, right after it starts the sidecar; `openFile` takes the answers if pi asks for the same
- * open, and closes the handle otherwise. The promise resolves once all of it is answered, on the event loop,
- * with the handle opened (pi does not wait for it; a test does).
+ * asks for its first pages, without waiting, so pi-sessiond opens it and renders them while pi loads its modules
+ * (a 128 MB session's cold open takes it about 120 ms; four pages of a 2 MB one about 15 ms): pi's open finds the
+ * answers there. The open names its handle (`pi-ahead-N`, which no handle pi-sessiond picks looks like), so the
+ * pages go out right behind it (the server runs them once the open is done) rather than when pi's thread next
+ * reads the open's answer, which pi's command, loading without turning the event loop, does only at its open.
+ * Called once by the register hook, right after it starts the sidecar; `openFile` takes the answers if pi asks for
+ * the same open, and closes the handle otherwise. The promise resolves once all of it is answered, on the event
+ * loop, with the handle opened (pi does not wait for it; a test does).
  */
 export function openAhead(first: FirstOpen): Promise<string | undefined> {
 	const request = openParams(first.path, normalizePath(first.sessionDir), resolvePath(first.cwd));
@@ -191,15 +195,14 @@ export function openAhead(first: FirstOpen): Promise<string | undefined> {
 	const ahead: OpenedAhead = { request: JSON.stringify(request), generation: b.generation, pages: pagesAhead, path: first.path, stamp };
 	let answered: (handle: string | undefined) => void = () => undefined;
 	const done = new Promise<string | undefined>((resolve) => (answered = resolve));
-	const pages = Array.from({ length: PAGES_AHEAD }, (_, page) => ({
-		method: "session/getEntries",
-		params: pageParams(undefined, page, true),
-		onAnswer: (outcome: CallOutcome<unknown>) => {
+	const handle = `pi-ahead-${++openedAheadCount}`;
+	b.postEarly("session/open", { ...request, handle }, (outcome) => (ahead.open = outcome as CallOutcome<ServerState>));
+	for (let page = 0; page < PAGES_AHEAD; page++) {
+		b.postEarly("session/getEntries", pageParams(handle, page, true), (outcome) => {
 			ahead.pages.answers.set(page, outcome);
 			if (ahead.pages.answers.size === PAGES_AHEAD) answered(ahead.open?.result?.handle);
-		},
-	}));
-	b.postLaterThen("session/open", request, (outcome) => (ahead.open = outcome as CallOutcome<ServerState>), pages);
+		});
+	}
 	openedAhead = ahead;
 	return done;
 }
