@@ -95,6 +95,27 @@ const NOTIFICATION = /^\{"jsonrpc":"2\.0","method":"([^"]+)"/;
 /** The memory the synchronous waits nap on (nothing ever notifies it: the nap is its timeout). */
 const napCell = new Int32Array(new SharedArrayBuffer(4));
 
+/** Blocks this thread for `ms` milliseconds. */
+function nap(ms: number): void {
+	Atomics.wait(napCell, 0, 0, ms);
+}
+
+/** Naps that double from `NAP_FIRST_MS` up to `NAP_MAX_MS` while nothing comes, and start over when something does. */
+class Backoff {
+	private next = NAP_FIRST_MS;
+
+	/** Something came: the next nap is the first again. */
+	reset(): void {
+		this.next = NAP_FIRST_MS;
+	}
+
+	/** Naps the next length (at most `limit` ms), and doubles it. */
+	nap(limit = Number.POSITIVE_INFINITY): void {
+		nap(Math.min(this.next, limit));
+		this.next = Math.min(this.next * 2, NAP_MAX_MS);
+	}
+}
+
 /** A synchronous request sent and not yet answered. */
 interface Pending {
 	id: number;
@@ -322,10 +343,10 @@ export class SyncBridge {
 	 * the wait too: `fail` has answered every call by then.
 	 */
 	private readUntil(done: () => boolean, until = Number.POSITIVE_INFINITY): void {
-		let nap = NAP_FIRST_MS;
+		const backoff = new Backoff();
 		while (!done()) {
 			if (this.readAvailable()) {
-				nap = NAP_FIRST_MS;
+				backoff.reset();
 				continue;
 			}
 			if (this.dead) {
@@ -335,8 +356,7 @@ export class SyncBridge {
 			this.watch();
 			const left = until - performance.now();
 			if (left <= 0) return;
-			Atomics.wait(napCell, 0, 0, Math.min(nap, left));
-			nap = Math.min(nap * 2, NAP_MAX_MS);
+			backoff.nap(left);
 		}
 	}
 
@@ -374,11 +394,11 @@ export class SyncBridge {
 		if (!this.waiting(id)) this.lastHeard = Date.now();
 		const bytes = Buffer.from(`${line}\n`);
 		let offset = 0;
-		let nap = NAP_FIRST_MS;
+		const backoff = new Backoff();
 		while (offset < bytes.length) {
 			try {
 				offset += writeSync(this.inputFd, bytes, offset, bytes.length - offset);
-				nap = NAP_FIRST_MS;
+				backoff.reset();
 			} catch (error) {
 				if (!wouldBlock(error)) {
 					this.ended();
@@ -387,8 +407,7 @@ export class SyncBridge {
 				// The pipe is full: the process may be waiting for its output to be read before it reads more.
 				if (!this.readAvailable()) {
 					if (this.dead) return;
-					Atomics.wait(napCell, 0, 0, nap);
-					nap = Math.min(nap * 2, NAP_MAX_MS);
+					backoff.nap();
 				}
 			}
 		}
@@ -520,7 +539,7 @@ export class SyncBridge {
 				return "ended";
 			}
 			if (Date.now() >= deadline) return "closed its output";
-			Atomics.wait(napCell, 0, 0, 2);
+			nap(2);
 		}
 	}
 
