@@ -726,3 +726,32 @@ fn a_damaged_row_is_read_again_from_its_file_on_the_next_listing() {
     compare("listing over damaged rows", &expected, &through(false));
     compare("listing after the rows were replaced", &expected, &through(false));
 }
+
+/// Processes that start at once on a machine with no index yet race to create it. Each must take the one that
+/// wins as ours: one taken for "another application's database" is never used by that process again, whose
+/// searches then miss what it writes (seen once as a failure of `rpc_search`'s writer test).
+#[test]
+fn processes_creating_the_index_at_the_same_moment_each_take_it_as_theirs() {
+    const OPENERS: usize = 6;
+    for round in 0..60 {
+        let tmp = temp_dir();
+        let path = s(&tmp.path().join("index.sqlite"));
+        let start = Arc::new(std::sync::Barrier::new(OPENERS));
+        let openers: Vec<_> = (0..OPENERS)
+            .map(|_| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    CatalogIndex::open(&path).map(drop)
+                })
+            })
+            .collect();
+        for opener in openers {
+            match opener.join().unwrap() {
+                Ok(()) => {}
+                // Busy past the timeout is a fault a later request recovers from; a refusal is not.
+                Err(e) => assert!(!matches!(e, IndexError::Foreign { .. }), "round {round}: {e}"),
+            }
+        }
+    }
+}

@@ -47,8 +47,10 @@ pub(super) enum Found {
     Foreign(String),
 }
 
-/// Reads what the database at `conn` is, without writing anything.
-pub(super) fn inspect(conn: &Connection) -> rusqlite::Result<Found> {
+/// Reads what the database at `conn` is, without writing anything. Run inside a transaction: its facts (the
+/// header's application id, the tables) must come from one snapshot, or another process's claim committed between
+/// two reads shows our tables without our id, which reads as someone else's database.
+pub(super) fn inspect(conn: &rusqlite::Transaction<'_>) -> rusqlite::Result<Found> {
     let application_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?
@@ -93,7 +95,11 @@ pub(super) fn inspect(conn: &Connection) -> rusqlite::Result<Found> {
 
 /// Makes the database at `conn` a current index of ours, if it is ours or empty; refuses anything else.
 pub(super) fn claim(conn: &mut Connection, path: &str) -> IndexResult<()> {
-    match inspect(conn)? {
+    let found = {
+        let snapshot = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        inspect(&snapshot)?
+    };
+    match found {
         Found::Ours(Some(SCHEMA_VERSION)) => return use_wal(conn),
         Found::Foreign(why) => return Err(foreign(path, why)),
         _ => {}

@@ -118,7 +118,11 @@ impl SharedIndex {
             }
             failures += 1;
             if failures >= CATCH_UP_TRIES || lock(&self.pool).refused {
-                tracing::warn!("catalog index: {} files left for the next listing to catch up", failed.len());
+                tracing::warn!(
+                    "catalog index: {} files and the text of {} left for the next listing to catch up",
+                    failed.len(),
+                    failed_text.len()
+                );
                 continue;
             }
             std::thread::sleep(CATCH_UP_PAUSE * (1 << failures));
