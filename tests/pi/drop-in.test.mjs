@@ -3,7 +3,7 @@
 // instance value for value (undefined members included: entries are rebuilt in pi's in-memory shape), and listings
 // of one directory are identical, Dates and all; and the module has every export and public method of pi's.
 import { deepStrictEqual, equal, match, ok, throws } from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
@@ -463,4 +463,29 @@ test("appends that did not wait and were refused in the middle of a tool call st
 			"the context pi rebuilds has the call and its result together",
 		);
 	});
+});
+
+test("a session whose file became another session's while its sidecar restarted is not written, then or later", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "dropin-replaced-restart-"));
+	const manager = DropIn.create("/work/project", dir);
+	manager.appendMessage(user("mine"));
+	manager.appendMessage(assistant("answer"));
+	const file = manager.getSessionFile();
+	// Someone else's session now lives at the path (made elsewhere and renamed over it).
+	const theirs = PiSessionManager.create("/work/elsewhere", mkdtempSync(join(tmpdir(), "dropin-theirs-")));
+	theirs.appendMessage(user("theirs"));
+	theirs.appendMessage(assistant("their answer"));
+	renameSync(theirs.getSessionFile(), file);
+	const before = readFileSync(file, "utf8");
+	const sidecar = bridge().child.pid;
+	process.kill(sidecar, "SIGKILL");
+	for (let i = 0; i < 200 && existsSync(`/proc/${sidecar}/stat`) && !readFileSync(`/proc/${sidecar}/stat`, "latin1").includes(") Z "); i++) {
+		await new Promise((r) => setTimeout(r, 10));
+	}
+	for (const attempt of ["first", "second"]) {
+		throws(() => manager.appendMessage(user(`after the restart, ${attempt}`)), /now holds session/, attempt);
+		equal(readFileSync(file, "utf8"), before, `their session is left as it was after the ${attempt} attempt`);
+	}
+	deepStrictEqual(manager.getEntries().map((e) => e.message.content), ["mine", [{ type: "text", text: "answer" }]], "this instance still holds its own session");
+	equal(manager.getSessionId() === theirs.getSessionId(), false);
 });

@@ -1173,14 +1173,8 @@ export class SessionManager extends SessionView {
 	 * otherwise be forked away from silently.
 	 */
 	private reopenAfterRestart(method: string, params: object): Changed | undefined {
-		const entries = this.fileEntries;
 		const leaf = this.leafId;
-		const known = new Set(this.byId.keys());
-		this.openFile(this.sessionFile as string);
-		const fresh = this.fileEntries.filter((e) => e.type !== "session" && !known.has(e.id));
-		this.fileEntries = entries;
-		this._buildIndex();
-		this.leafId = leaf;
+		const fresh = this.reopenKeepingOwn();
 		const entry = entryOfWrite(method, params);
 		const written = fresh[0] !== undefined && fresh[0].parentId === leaf && (fresh.length === 1 || sameWrite(fresh[0], entry)) ? fresh[0] : undefined;
 		this.takeOthers(
@@ -1317,29 +1311,47 @@ export class SessionManager extends SessionView {
 	private ensureHandle(entry?: Entry): string {
 		if (this.handle !== undefined && this.ownsHandle()) return this.handle;
 		if (this.sessionFile === undefined) throw new Error("pi-sessiond: this session has no file to write");
-		const entries = this.fileEntries;
-		const leaf = this.leafId;
-		const id = this.sessionId;
 		const restarted = this.handle !== undefined && this.held.generation !== bridge().generation;
 		if (restarted && !existsSync(this.sessionFile)) {
 			// Opened there, a missing file would start another session at this path.
 			if (this.recreateAfterRestart()) return this.handle as string;
 			throw new Error(`pi-sessiond restarted before ${this.sessionFile} was written, and this session could not be made again there`);
 		}
+		const fresh = this.reopenKeepingOwn();
+		this.takeOthers(restarted ? fresh : [], entry);
+		if (this.handle === undefined) throw new Error(`pi-sessiond did not open ${this.sessionFile}`);
+		return this.handle;
+	}
+
+	/**
+	 * Opens this session's file on a new handle (the old one was rebound under it, or died with its sidecar) and
+	 * keeps what this instance had, as pi's instances do not see each other's appends: only the handle is new.
+	 * Returns the entries the file holds that this instance does not. A file that now holds another session
+	 * (someone else made one at this path) is let go again and an error thrown: adopted, its handle would have
+	 * taken this pi's next writes into that session.
+	 */
+	private reopenKeepingOwn(): Entry[] {
+		const file = this.sessionFile as string;
+		const { fileEntries: entries, leafId: leaf, sessionId: id, cwd, sessionDir, flushed } = this;
 		const known = new Set(this.byId.keys());
-		this.openFile(this.sessionFile);
-		const fresh = restarted ? this.fileEntries.filter((e) => e.type !== "session" && !known.has(e.id)) : [];
-		if (this.sessionId !== id) {
-			// The file now holds another session (this instance never wrote it, and someone else created it).
-			throw new Error(`Session file ${this.sessionFile} now holds session ${this.sessionId}, not ${id}; not writing to it`);
-		}
-		// Keep what this instance had (pi's instances do not see each other's appends); only the handle is new.
+		this.openFile(file);
+		const fresh = this.fileEntries.filter((e) => e.type !== "session" && !known.has(e.id));
+		const holds = this.sessionId;
 		this.fileEntries = entries;
 		this._buildIndex();
 		this.leafId = leaf;
-		this.takeOthers(fresh, entry);
-		if (this.handle === undefined) throw new Error(`pi-sessiond did not open ${this.sessionFile}`);
-		return this.handle;
+		if (holds !== id) {
+			if (this.handle !== undefined) closeHandle(this.handle, this.held.generation);
+			this.handle = undefined;
+			this.held.handle = undefined;
+			this.sessionId = id;
+			this.sessionFile = file;
+			this.cwd = cwd;
+			this.sessionDir = sessionDir;
+			this.flushed = flushed;
+			throw new Error(`Session file ${file} now holds session ${holds}, not ${id}; not writing to it`);
+		}
+		return fresh;
 	}
 
 	private startNew(options: NewSessionOptions | undefined): void {
