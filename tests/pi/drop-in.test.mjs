@@ -147,6 +147,9 @@ function longStringsSession(dir) {
 		ids.push(m.appendMessage({ role: "user", content: [{ type: "text", text: `turn ${t} ${"x".repeat(3000)}` }, { type: "image", data: image, mimeType: "image/png" }], timestamp: t }));
 		m.appendMessage({ ...assistant("y".repeat(2000 + t)), usage: { input: t, output: 1 } });
 	}
+	// Long strings that are not their literal's bytes (read through JSON), beside the plain ASCII ones above.
+	const unusual = ["é".repeat(1500), "line\n".repeat(400), 'a "quote" and a \\ backslash '.repeat(60), "\u007f".repeat(2000), "tab\there ".repeat(200), "😀".repeat(600), "\u2028".repeat(700)];
+	m.appendMessage({ role: "user", content: unusual.map((text) => ({ type: "text", text })), timestamp: 7 });
 	m.appendLabelChange(ids[1], "a label");
 	const leaf = m.getLeafId();
 	m.appendMessage(user("abandoned"));
