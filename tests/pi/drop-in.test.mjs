@@ -150,6 +150,10 @@ function longStringsSession(dir) {
 	// Long strings that are not their literal's bytes (read through JSON), beside the plain ASCII ones above.
 	const unusual = ["é".repeat(1500), "line\n".repeat(400), 'a "quote" and a \\ backslash '.repeat(60), "\u007f".repeat(2000), "tab\there ".repeat(200), "😀".repeat(600), "\u2028".repeat(700)];
 	m.appendMessage({ role: "user", content: unusual.map((text) => ({ type: "text", text })), timestamp: 7 });
+	// Long strings where a model's tool call may put them: two in one object, one in an array, one under a key
+	// JavaScript treats specially, one in an object inside another that has one.
+	const args = JSON.parse(`{"__proto__": "${"p".repeat(1500)}", "edits": ["${"e".repeat(1200)}", "short"], "oldText": "${"o".repeat(1100)}", "newText": "${"n".repeat(1300)}", "nested": {"text": "${"t".repeat(1400)}", "n": 1}, "after": true}`);
+	m.appendMessage({ ...assistant("calling"), content: [{ type: "toolCall", id: "call-long", name: "edit", arguments: args }] });
 	m.appendLabelChange(ids[1], "a label");
 	const leaf = m.getLeafId();
 	m.appendMessage(user("abandoned"));
