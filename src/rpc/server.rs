@@ -22,7 +22,7 @@ use super::handlers::catalog::IndexCatchUp;
 use super::handlers::{self, null, RecentListings, Server};
 use super::handles::Registry;
 use super::methods::{self, Routed, PROTOCOL_VERSION};
-use super::proto::{Capabilities, InitializeResult, ServerInfo};
+use super::proto::{Capabilities, InitializeParams, InitializeResult, ServerInfo};
 use super::reply::{error_message, Batch, Reply, ReplyState};
 use super::transport::{Connection, Incoming, Limits};
 use crate::catalog::index::SharedIndex;
@@ -134,6 +134,7 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
         next_watch_id: Default::default(),
         listings: Mutex::new(RecentListings::default()),
         team,
+        skeletons: std::sync::atomic::AtomicBool::new(true),
     });
     let ticks = events_tx.clone();
     runtime.spawn(async move {
@@ -409,14 +410,19 @@ impl MainLoop {
                 self.in_flight.insert(key, InFlight { reply: reply.state(), cancellable, cancelled: false });
                 match methods::route(&self.server, &method, params, reply) {
                     Routed::Dispatched => {}
-                    Routed::Initialize(_, reply) => self.initialize(reply),
+                    Routed::Initialize(params, reply) => self.initialize(params, reply),
                     Routed::Shutdown(reply) => self.begin_shutdown(key, reply),
                 }
             }
         }
     }
 
-    fn initialize(&self, reply: Reply) {
+    fn initialize(&self, params: InitializeParams, reply: Reply) {
+        // Taken here, on the loop, so every request after `initialize` opens as the host said (the drop-in sends
+        // its first open right behind it).
+        if params.skeletons_declined() {
+            self.server.skeletons.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
         let result = InitializeResult {
             server_info: ServerInfo { name: "pi-sessiond".into(), version: env!("CARGO_PKG_VERSION").into() },
             protocol_version: PROTOCOL_VERSION.into(),

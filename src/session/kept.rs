@@ -67,20 +67,26 @@ impl Keep {
     /// Opens the session file at `path` as [`SessionFile::open`] does, from what is kept of it when that is still
     /// the file's (reading only what was appended since), and keeps what was read when anything was.
     pub fn open(&self, path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
-        self.open_on(&super::store::real_disk(), path, durability)
+        self.open_on(&super::store::real_disk(), path, durability, true)
     }
 
-    /// [`Keep::open`] with the session file and the kept one read and written through `disk`.
+    /// [`Keep::open`] with the session file and the kept one read and written through `disk`. Without
+    /// `skeletons` (see [`SessionFile::open_knowing`]) the records kept may have none; an open that makes them
+    /// does not take such a kept file (its skeleton snapshot would read every line again) and keeps its own.
     pub fn open_on(
         &self,
         disk: &Arc<dyn Disk>,
         path: &str,
         durability: Durability,
+        skeletons: bool,
     ) -> Result<(SessionFile, LoadedFile)> {
         let kept_at = self.file_for(path);
         let mut from_kept = None;
-        let (file, loaded) = SessionFile::open_knowing(disk, path, durability, |reader, now| {
+        let (file, loaded) = SessionFile::open_knowing(disk, path, durability, skeletons, |reader, now| {
             let kept = read_kept(disk, &kept_at, path)?;
+            if skeletons && !kept.loaded.has_every_skeleton() {
+                return None;
+            }
             let known = Known {
                 stamp: &kept.stamp,
                 len: kept.loaded.len,

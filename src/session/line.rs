@@ -69,11 +69,31 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
 }
 
 /// What [`parse_line_with`] reuses from line to line: the scanner's lists and the buffer skeletons are written
-/// in before each is copied out at its size.
-#[derive(Debug, Default)]
+/// in before each is copied out at its size; and whether it makes skeletons at all.
+#[derive(Debug)]
 pub struct LineScanner {
     scanner: DocumentScanner,
     skeleton: Vec<u8>,
+    skeletons: bool,
+}
+
+impl Default for LineScanner {
+    fn default() -> Self {
+        LineScanner::new(true)
+    }
+}
+
+impl LineScanner {
+    /// A scanner whose records carry their skeleton, or (`skeletons` false, for a host that never asks for them)
+    /// none: a third of a cold open's work and most of what an open session holds beside its index.
+    pub fn new(skeletons: bool) -> Self {
+        LineScanner { scanner: DocumentScanner::default(), skeleton: Vec::new(), skeletons }
+    }
+
+    /// A new scanner making skeletons as this one does (for another thread).
+    pub fn fresh(&self) -> Self {
+        LineScanner::new(self.skeletons)
+    }
 }
 
 /// [`parse_line`] reusing `scanner`, as a thread reading many lines does.
@@ -81,11 +101,14 @@ pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body:
     if is_blank(bytes) {
         return LineOutcome::Blank;
     }
-    let LineScanner { scanner, skeleton: skeleton_buffer } = scanner;
+    let LineScanner { scanner, skeleton: skeleton_buffer, skeletons } = scanner;
     let mut skeleton_of = |kind: EntryType, doc: &Document| {
+        if !*skeletons {
+            return None;
+        }
         skeleton_buffer.clear();
         skeleton::write_line(kind, bytes, doc, skeleton_buffer);
-        bytes::Bytes::copy_from_slice(skeleton_buffer)
+        Some(bytes::Bytes::copy_from_slice(skeleton_buffer))
     };
     let doc = match scanner.scan(bytes) {
         Ok(doc) => doc,
@@ -113,7 +136,7 @@ pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body:
         skeleton: None,
     };
     if Kind::of(value) != Kind::Object {
-        record.skeleton = Some(skeleton_of(EntryType::Other, doc));
+        record.skeleton = skeleton_of(EntryType::Other, doc);
         // `42.id`, `"x".type`, `[1].parentId` are all undefined to pi, and `new Date(undefined)` is invalid.
         return LineOutcome::Record(record);
     }
@@ -179,7 +202,7 @@ pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body:
         | EntryType::CustomMessage
         | EntryType::Other => {}
     }
-    record.skeleton = Some(skeleton_of(record.kind, doc));
+    record.skeleton = skeleton_of(record.kind, doc);
     LineOutcome::Record(record)
 }
 
@@ -262,6 +285,20 @@ mod tests {
             LineOutcome::Record(r) => r,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_scanner_told_to_make_no_skeletons_gives_the_same_record_without_one() {
+        let line = r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"hi","timestamp":1}}"#;
+        let with = record(line);
+        let LineOutcome::Record(without) =
+            parse_line_with(&mut LineScanner::new(false), line.as_bytes(), 1, Body::memory(line.as_bytes().to_vec()))
+        else {
+            panic!("a record")
+        };
+        assert!(with.skeleton.is_some());
+        assert!(without.skeleton.is_none());
+        assert_eq!(format!("{:?}", Record { skeleton: None, ..with }), format!("{without:?}"));
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct Env {
     /// What session files (and kept skeletons) are read and written through: the real file system, or in a
     /// test one that fails on demand.
     pub disk: Arc<dyn Disk>,
+    /// Records carry their skeleton (for snapshots and `session/changed` at skeleton detail, and the kept file);
+    /// false for a host that never asks for them (pi's drop-in), whose opens then make and keep none.
+    pub skeletons: bool,
 }
 
 static PROCESS_V7: std::sync::LazyLock<Arc<Mutex<UuidV7State>>> =
@@ -61,6 +64,7 @@ impl Env {
             agent_dir: None,
             keep: None,
             disk: store::real_disk(),
+            skeletons: true,
         }
     }
 
@@ -262,8 +266,8 @@ impl SessionManager {
         let mut header_cwd = None;
         if store::exists(&resolved) {
             let (file, loaded) = match &env.keep {
-                Some(keep) => keep.open_on(&env.disk, &resolved, Durability::None)?,
-                None => SessionFile::open_on(&env.disk, &resolved, Durability::None)?,
+                Some(keep) => keep.open_on(&env.disk, &resolved, Durability::None, env.skeletons)?,
+                None => SessionFile::open_knowing(&env.disk, &resolved, Durability::None, env.skeletons, |_, _| None)?,
             };
             if loaded.has_valid_header() {
                 header_cwd = loaded.records[0].header().and_then(|h| h.get("cwd")).and_then(Json::as_js_str).cloned();

@@ -278,11 +278,14 @@ fn id_of(v: &Json) -> String {
 }
 
 /// The differential scenario, at one detail.
-fn mirror_stays_equal_to_the_server(detail: &'static str) {
+fn mirror_stays_equal_to_the_server(detail: &'static str, declines_skeletons: bool) {
     let dir = temp_dir();
     let path = s(&dir.path().join("live.jsonl"));
     std::fs::write(&path, format!("{HEADER}\n{}\n", line("e0", None, 0, "start"))).unwrap();
     let mut sc = Sidecar::new();
+    if declines_skeletons {
+        sc.call("initialize", json(r#"{"capabilities":{"skeletons":false}}"#));
+    }
     let opened = sc
         .call("session/open", json(&format!(r#"{{"path":"{path}","handle":"m","watch":true,"snapshot":"{detail}"}}"#)));
     let mut mirror = Mirror::from_open(&opened, detail);
@@ -454,15 +457,103 @@ fn same_as_pi(mirror: &Mirror, path: &str, step: &str) {
 
 #[test]
 fn a_full_mirror_from_the_snapshot_and_deltas_alone_stays_equal_to_the_server_and_to_pi() {
-    mirror_stays_equal_to_the_server("full");
+    mirror_stays_equal_to_the_server("full", false);
 }
 
 #[test]
 fn a_skeleton_mirror_from_the_snapshot_and_deltas_alone_stays_equal_to_the_server_and_to_pi() {
-    mirror_stays_equal_to_the_server("skeleton");
+    mirror_stays_equal_to_the_server("skeleton", false);
 }
 
-/// The `session/changed` notifications for handle `h` received so far.
+#[test]
+fn a_skeleton_mirror_of_a_host_that_declined_skeletons_at_initialize_stays_equal_to_the_server_and_to_pi() {
+    // Its opens make none, so every skeleton it is sent is made again from the entry's line.
+    mirror_stays_equal_to_the_server("skeleton", true);
+}
+
+/// Every read a host can make of `path` on `sc`: the opening snapshot at skeleton detail, lazy pages, skeletons by
+/// id and the flat tree at skeleton detail (handles left out: each sidecar names its own).
+fn every_read(sc: &mut Sidecar, path: &str, ids: &[String]) -> Json {
+    let mut opened = sc.call("session/open", json(&format!(r#"{{"path":"{path}","snapshot":"skeleton"}}"#)));
+    let handle = str_of(opened.get("handle").unwrap());
+    if let Json::Object(o) = &mut opened {
+        o.remove("handle");
+    }
+    let ids = Json::Array(ids.iter().map(|i| Json::str(i)).collect()).to_canonical_string();
+    let mut reads = vec![opened];
+    for (method, rest) in [
+        ("session/getEntries", r#""offset":0,"limit":100000,"lazyOver":1024"#.to_owned()),
+        ("session/getEntries", format!(r#""ids":{ids},"detail":"skeleton""#)),
+        ("session/getTreeFlat", r#""detail":"skeleton""#.to_owned()),
+    ] {
+        reads.push(sc.call(method, json(&format!(r#"{{"handle":"{handle}",{rest}}}"#))));
+    }
+    sc.call("session/close", json(&format!(r#"{{"handle":"{handle}"}}"#)));
+    Json::Array(reads)
+}
+
+/// The one kept file under `agent`'s index directory, by inode (each keeping writes a new file and renames it),
+/// or None.
+fn kept_file(agent: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let files: Vec<_> = std::fs::read_dir(format!("{agent}/pi-sessiond/skeletons"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(files.len() <= 1, "{files:?}");
+    files.first().map(|f| std::fs::metadata(f).unwrap().ino())
+}
+
+#[test]
+fn a_host_that_declines_skeletons_reads_every_detail_as_one_that_does_and_what_it_keeps_serves_both() {
+    let dir = temp_dir();
+    let path = s(&dir.path().join("big.jsonl"));
+    // Large enough to be kept, with strings long enough to be left in the file by lazy pages.
+    let mut lines = vec![HEADER.to_owned()];
+    let mut ids = Vec::new();
+    let mut parent: Option<String> = None;
+    for i in 0..400u32 {
+        let id = format!("e{i}");
+        let text = if i % 7 == 0 { "long text ".repeat(400) } else { format!("entry {i}") };
+        lines.push(line(&id, parent.as_deref(), i, &text));
+        ids.push(id.clone());
+        parent = Some(id);
+    }
+    ids.push("missing".to_owned());
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() > 256 << 10, "large enough to be kept");
+    let sidecar = |agent: &str, declines: bool| {
+        let mut sc = Sidecar::spawn(crate::support::sidecar::Wire::Jsonl, &["--agent-dir", agent], &[]);
+        let capabilities = if declines { r#"{"skeletons":false}"# } else { "{}" };
+        sc.call("initialize", json(&format!(r#"{{"capabilities":{capabilities}}}"#)));
+        sc
+    };
+    // What a host that reads skeletons gets with nothing kept.
+    let fresh = |ids: &[String]| every_read(&mut sidecar(&s(temp_dir().path()), false), &path, ids);
+    let check = |got: Json, expected: &Json, what: &str| {
+        assert!(got == *expected, "{what}: {:?}", json_diff("reads", &got, expected))
+    };
+    let agent_dir = temp_dir();
+    let agent = s(agent_dir.path());
+
+    let expected = fresh(&ids);
+    check(every_read(&mut sidecar(&agent, true), &path, &ids), &expected, "declined, nothing kept");
+    let without = kept_file(&agent).expect("the open keeps what it read, without skeletons");
+    // A host that reads skeletons does not take records without them: it reads the file and keeps its own.
+    check(every_read(&mut sidecar(&agent, false), &path, &ids), &expected, "not declined, after");
+    let with = kept_file(&agent).expect("kept again");
+    assert_ne!(with, without, "kept again, with skeletons");
+    // After another process's append, a host that declined them reads on top of those, and keeps them whole: the
+    // next host that reads skeletons takes the kept file as it is.
+    append_to(&path, &format!("{}\n", line("after", Some("e399"), 500, "appended by pi")));
+    ids.push("after".to_owned());
+    let expected = fresh(&ids);
+    check(every_read(&mut sidecar(&agent, true), &path, &ids), &expected, "declined, after an append");
+    let grown = kept_file(&agent).expect("kept again");
+    assert_ne!(grown, with, "kept again, the append with it");
+    check(every_read(&mut sidecar(&agent, false), &path, &ids), &expected, "not declined, after the append");
+    assert_eq!(kept_file(&agent), Some(grown), "taken as kept, not read again");
+}
+
 fn changes_of(sc: &mut Sidecar, h: &str) -> Vec<Json> {
     sc.take_notifications("session/changed")
         .into_iter()

@@ -357,7 +357,7 @@ fn a_failing_kept_skeleton_write_leaves_no_trusted_damaged_file() {
     let (_, fresh) = SessionFile::open(&path, Durability::None).unwrap();
     let kept_dir = s(&dir.path().join("kept"));
     let clean = FaultyDisk::new();
-    Keep::in_dir(&kept_dir).open_on(&(clean.clone() as Arc<dyn Disk>), &path, Durability::None).unwrap();
+    Keep::in_dir(&kept_dir).open_on(&(clean.clone() as Arc<dyn Disk>), &path, Durability::None, true).unwrap();
     let calls = clean.calls();
     assert!(clean.log().iter().any(|(call, _)| *call == Call::Rename), "a clean open keeps what it read");
     for fault in [Fault::Errno(EIO), Fault::ShortWrite] {
@@ -366,7 +366,7 @@ fn a_failing_kept_skeleton_write_leaves_no_trusted_damaged_file() {
             let disk = FaultyDisk::new();
             disk.fail_call(n, fault);
             let keep = Keep::in_dir(&kept_dir);
-            let first = keep.open_on(&(disk.clone() as Arc<dyn Disk>), &path, Durability::None);
+            let first = keep.open_on(&(disk.clone() as Arc<dyn Disk>), &path, Durability::None, true);
             if let Ok((_, loaded)) = &first {
                 assert_eq!(shape(loaded), shape(&fresh), "call {n} ({fault:?}): an open that succeeds read it all");
             }
@@ -392,7 +392,7 @@ fn a_kept_skeleton_file_that_cannot_be_mapped_or_read_is_passed_over_for_the_ses
     keep.open(&path, Durability::None).unwrap();
     // The kept file is there now; the next open maps it, unless the map or the open of it fails.
     let disk = FaultyDisk::new();
-    keep.open_on(&(disk.clone() as Arc<dyn Disk>), &path, Durability::None).unwrap();
+    keep.open_on(&(disk.clone() as Arc<dyn Disk>), &path, Durability::None, true).unwrap();
     let mapped: Vec<_> = disk.log().into_iter().filter(|(call, _)| *call == Call::Map).collect();
     assert_eq!(mapped.len(), 1, "a kept open maps the kept file once: {mapped:?}");
     assert!(mapped[0].1.to_string_lossy().ends_with(".skel"), "{mapped:?}");
@@ -401,7 +401,7 @@ fn a_kept_skeleton_file_that_cannot_be_mapped_or_read_is_passed_over_for_the_ses
     {
         let disk = FaultyDisk::new();
         disk.fail_next(call, ".skel", fault);
-        let (_, loaded) = keep.open_on(&(disk.clone() as Arc<dyn Disk>), &path, Durability::None).unwrap();
+        let (_, loaded) = keep.open_on(&(disk.clone() as Arc<dyn Disk>), &path, Durability::None, true).unwrap();
         assert!(disk.hit().is_some(), "{call:?} of the kept file was failed");
         assert_eq!(shape(&loaded), shape(&fresh), "{call:?} failing ({fault:?}): the open reads the session file");
         let read_session = disk.log().iter().any(|(c, p)| *c == Call::ReadAt && p.to_string_lossy() == path);

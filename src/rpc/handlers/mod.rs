@@ -73,6 +73,9 @@ pub struct Server {
     pub listings: Mutex<RecentListings>,
     /// The team catalog (`--catalog`): listings and searches then answer across machines from it.
     pub team: Option<Arc<super::team::TeamServer>>,
+    /// Opens make skeletons (see `Env::skeletons`): true unless the host said at `initialize` that it never asks
+    /// for them (`capabilities.skeletons: false`).
+    pub skeletons: std::sync::atomic::AtomicBool,
 }
 
 impl Server {

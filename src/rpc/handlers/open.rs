@@ -235,7 +235,11 @@ fn run_open(
 }
 
 fn new_env(server: &Server) -> Env {
-    Env { keep: server.keep.clone(), ..Env::with_agent_dir(&server.agent_dir) }
+    Env {
+        keep: server.keep.clone(),
+        skeletons: server.skeletons.load(std::sync::atomic::Ordering::Relaxed),
+        ..Env::with_agent_dir(&server.agent_dir)
+    }
 }
 
 /// `session/create`.

@@ -11,10 +11,21 @@ use super::*;
 pub struct InitializeParams {
     /// The host's name and version.
     pub client_info: Option<ClientInfo>,
-    /// The host's capabilities (accepted, currently unused).
+    /// The host's capabilities. One is read: `skeletons: false` says the host never asks for entries at skeleton
+    /// detail (pi's drop-in), so the sessions it opens make none (a third of a cold open's work, and most of
+    /// what an open session holds beside its index), nor do the records it keeps for later opens (a host that
+    /// reads skeletons reads such a file again and keeps its own); a skeleton snapshot asked all the same reads
+    /// each entry's line again. Other members are accepted and ignored.
     pub capabilities: Option<serde_json::Value>,
     /// The protocol version the host speaks.
     pub protocol_version: Option<String>,
+}
+
+impl InitializeParams {
+    /// The host said it never asks for skeletons (`capabilities.skeletons: false`).
+    pub fn skeletons_declined(&self) -> bool {
+        self.capabilities.as_ref().and_then(|c| c.get("skeletons")) == Some(&serde_json::Value::Bool(false))
+    }
 }
 
 /// A name and version.

@@ -136,6 +136,7 @@ impl SessionManager {
             line: tail.map_or(self.lines.len(), |t| t.lines) as u32,
             seen_header: self.records.iter().any(Record::is_header),
             hold_back_partial: true,
+            ..store::Start::default()
         };
         let loaded = file.read_from(start)?;
         if loaded.lines.is_empty() {

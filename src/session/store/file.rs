@@ -29,6 +29,8 @@ pub struct SessionFile {
     /// The path holds something that is not a session (its stamp when that was found, and when that stamp was
     /// taken); writes are refused.
     pub(super) detached: Option<(FileStamp, i64)>,
+    /// Records read from it carry their skeleton (see [`SessionFile::open_knowing`]).
+    pub(super) skeletons: bool,
 }
 
 /// Why a write to a file found holding something that is not a session is refused.
@@ -57,16 +59,19 @@ impl SessionFile {
 
     /// [`SessionFile::open`] through `disk`: every later operation on the file goes through it too.
     pub fn open_on(disk: &Arc<dyn Disk>, path: &str, durability: Durability) -> Result<(SessionFile, LoadedFile)> {
-        Self::open_knowing(disk, path, durability, |_, _| None)
+        Self::open_knowing(disk, path, durability, true, |_, _| None)
     }
 
     /// [`SessionFile::open`], starting from what `known` says the file's first bytes already hold (given the
     /// opened handle and its stamp; None: nothing known): only the bytes after them are read. What `known` gives
-    /// must end with a complete line (see [`LoadedFile::ends_a_line`]) and be the caller's to vouch for.
+    /// must end with a complete line (see [`LoadedFile::ends_a_line`]) and be the caller's to vouch for. Without
+    /// `skeletons`, the records read here and later (another writer's appends) carry none, but for lines read on
+    /// top of known records that all have theirs.
     pub fn open_knowing(
         disk: &Arc<dyn Disk>,
         path: &str,
         durability: Durability,
+        skeletons: bool,
         known: impl FnOnce(&File, &FileStamp) -> Option<LoadedFile>,
     ) -> Result<(SessionFile, LoadedFile)> {
         take_back_torn_append(disk, path);
@@ -75,13 +80,16 @@ impl SessionFile {
         let observed_at_ns = now_ns();
         let meta = reader.metadata().map_err(|e| Error::io("stat", path, e))?;
         let loaded = match known(reader.file(), &FileStamp::of(&meta)).filter(LoadedFile::ends_a_line) {
-            None => load_file(&reader, path, meta.len(), SPLIT_FROM_BYTES, Body::file)?,
+            None => load_file(&reader, path, meta.len(), SPLIT_FROM_BYTES, skeletons, Body::file)?,
             Some(mut loaded) => {
                 let start = Start {
                     offset: loaded.len,
                     line: loaded.lines.len() as u32,
                     seen_header: loaded.records.iter().any(Record::is_header),
                     hold_back_partial: false,
+                    // On top of what has every skeleton, the few lines appended since get theirs too, so what
+                    // is kept again still serves a host that reads skeletons.
+                    without_skeletons: !skeletons && !loaded.has_every_skeleton(),
                 };
                 if meta.len() > loaded.len {
                     loaded.extend(load_from(reader.reader_at(start.offset), path, start, Body::file)?);
@@ -103,6 +111,7 @@ impl SessionFile {
             observed_at_ns,
             stale: false,
             detached: None,
+            skeletons,
         };
         file.remember_known_bytes();
         Ok((file, loaded))
@@ -174,6 +183,8 @@ impl SessionFile {
             observed_at_ns: now_ns(),
             stale: false,
             detached: None,
+            // A file this process makes is small while it matters; only opens honour a host's choice.
+            skeletons: true,
         };
         file.remember_known_bytes();
         Ok(file)
@@ -327,17 +338,23 @@ impl SessionFile {
         Ok(self.known().judge(&now, self.reader.file()))
     }
 
+    /// How lines after `start` are read: complete lines only (a line still being written stays for later),
+    /// skeletons as at the open.
+    fn reading_from(&self, start: Start) -> Start {
+        Start { hold_back_partial: true, without_skeletons: !self.skeletons, ..start }
+    }
+
     /// Lines appended by someone else since `from` (complete lines only; a line still being written stays
     /// for later).
     pub fn read_from(&self, start: Start) -> Result<LoadedFile> {
         let handle = self.reader.reader_at(start.offset);
-        load_from(handle, &self.path, Start { hold_back_partial: true, ..start }, Body::file)
+        load_from(handle, &self.path, self.reading_from(start), Body::file)
     }
 
     /// The lines between `start` and `end` (bytes another writer put before ours; complete lines only).
     pub fn read_between(&self, start: Start, end: u64) -> Result<LoadedFile> {
         let bounded = self.reader.reader_at(start.offset).take(end.saturating_sub(start.offset));
-        load_from(bounded, &self.path, Start { hold_back_partial: true, ..start }, Body::file)
+        load_from(bounded, &self.path, self.reading_from(start), Body::file)
     }
 
     /// Takes the single-writer lock (once; it is held until the file is dropped). The first time, temporary files

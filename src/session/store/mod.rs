@@ -137,6 +137,11 @@ impl LoadedFile {
         self.records.first().is_some_and(|r| r.is_header() && r.id.as_js_str().is_some())
     }
 
+    /// True when every entry read carries its skeleton (none does when read for a host that declined them).
+    pub fn has_every_skeleton(&self) -> bool {
+        self.records.iter().all(|r| r.is_header() || r.skeleton.is_some())
+    }
+
     /// True when what was read ends with a complete line, so lines read after it start a line of their own.
     pub fn ends_a_line(&self) -> bool {
         !self.needs_final_newline

@@ -16,6 +16,8 @@ pub struct Start {
     pub seen_header: bool,
     /// Leave an unterminated last line unread (a writer may be in the middle of it).
     pub hold_back_partial: bool,
+    /// Make no skeletons: the process's host never asks for them (see `Env::skeletons`).
+    pub without_skeletons: bool,
 }
 
 /// Splits a byte stream into lines in place: one read into a large buffer, lines handed out as slices of it, so a
@@ -259,8 +261,9 @@ pub(super) fn parse_lines(
     // Split by bytes, not lines: one huge line must not leave a thread idle.
     let half_bytes = batch.bytes.len() / 2;
     let split = batch.lines.partition_point(|l| l.range.start < half_bytes).clamp(1, n - 1);
+    let mut second_scanner = scanner.fresh();
     std::thread::scope(|scope| {
-        let second = scope.spawn(|| parse(split..n, &mut LineScanner::default()));
+        let second = scope.spawn(|| parse(split..n, &mut second_scanner));
         let mut out = parse(0..split, scanner);
         out.extend(second.join().expect("line parsing does not panic"));
         out
@@ -329,21 +332,22 @@ pub fn load_file(
     path: &str,
     size: u64,
     split_from: u64,
+    skeletons: bool,
     body_at: impl Fn(u64, u64) -> Body + Sync,
 ) -> Result<LoadedFile> {
+    let whole = Start { without_skeletons: !skeletons, ..Start::default() };
     let split = if size >= split_from && parallelism() >= 2 { newline_past(file, path, size / 2)? } else { None };
     let split = split.filter(|&at| at < size);
     let Some(split) = split else {
-        return load_lines(file.reader_at(0), path, Start::default(), &body_at, Pass::Whole, Some(size));
+        return load_lines(file.reader_at(0), path, whole, &body_at, Pass::Whole, Some(size));
     };
     let (first, second) = std::thread::scope(|scope| {
         let second = scope.spawn(|| {
             // Numbered from 1 and counted as after a header; both are put right once the first half is known.
-            let start = Start { offset: split, line: 0, seen_header: true, hold_back_partial: false };
+            let start = Start { offset: split, line: 0, seen_header: true, ..whole };
             load_lines(file.reader_at(split), path, start, &body_at, Pass::Half, Some(size - split))
         });
-        let first =
-            load_lines(file.reader_at(0).take(split), path, Start::default(), &body_at, Pass::Half, Some(split));
+        let first = load_lines(file.reader_at(0).take(split), path, whole, &body_at, Pass::Half, Some(split));
         (first, second.join().expect("loading lines does not panic"))
     });
     let mut loaded = first?;
@@ -396,7 +400,7 @@ fn load_lines(
     let mut out = LoadedFile { len: start.offset, ..LoadedFile::default() };
     let buffer = if pass == Pass::Half { HALF_READ_BUFFER } else { READ_BUFFER };
     let mut lines = LineReader::with_buffer(reader, buffer, MAX_LINE_BYTES);
-    let mut scanner = LineScanner::default();
+    let mut scanner = LineScanner::new(!start.without_skeletons);
     lines.offset = start.offset;
     let mut line_no = start.line;
     let mut seen_header = start.seen_header;
@@ -531,8 +535,8 @@ mod tests {
         let path = path.to_str().unwrap();
         let file = DiskFile::open(&real_disk(), path, std::fs::OpenOptions::new().read(true)).unwrap();
         let size = bytes.len() as u64;
-        let whole = load_file(&file, path, size, u64::MAX, Body::file).unwrap();
-        let halves = load_file(&file, path, size, 0, Body::file).unwrap();
+        let whole = load_file(&file, path, size, u64::MAX, true, Body::file).unwrap();
+        let halves = load_file(&file, path, size, 0, true, Body::file).unwrap();
         (format!("{whole:#?}"), format!("{halves:#?}"))
     }
 
@@ -622,7 +626,7 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         let path = path.to_str().unwrap();
         let file = DiskFile::open(&real_disk(), path, std::fs::OpenOptions::new().read(true)).unwrap();
-        let halves = load_file(&file, path, text.len() as u64, 0, Body::file).unwrap();
+        let halves = load_file(&file, path, text.len() as u64, 0, true, Body::file).unwrap();
         assert!(halves.warnings.iter().all(|w| w.kind != WarningKind::ExtraHeader), "{:?}", halves.warnings);
         let header_record = halves.records.iter().find(|r| r.is_header()).unwrap();
         assert_eq!(header_record.line, 51);

@@ -138,6 +138,7 @@ impl Deterministic {
             agent_dir: None,
             keep: None,
             disk: pi_sessiond::session::store::real_disk(),
+            skeletons: true,
         }
     }
 

@@ -218,7 +218,8 @@ export class SyncBridge {
 		this.watchdog = setInterval(() => this.watch(), 500);
 		this.watchdog.unref();
 		if (this.child.pid === undefined || this.inputFd < 0 || this.outputFd < 0) this.fail(`could not be started (${this.binary})`);
-		else this.initializing = this.post("initialize", { clientInfo: { name: "pi-sessiond-client/pi" } });
+		// pi's SessionManager never reads skeletons: the sidecar then makes none (a third of a cold open's work).
+		else this.initializing = this.post("initialize", { clientInfo: { name: "pi-sessiond-client/pi" }, capabilities: { skeletons: false } });
 	}
 
 	/** Waits for the answer to `initialize` if it is still owed; throws if the sidecar did not initialize. */

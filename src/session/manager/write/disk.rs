@@ -224,6 +224,7 @@ impl SessionManager {
             line: self.lines.len() as u32,
             seen_header: self.records.iter().any(Record::is_header),
             hold_back_partial: true,
+            ..Start::default()
         };
         let foreign = match file.read_between(start, lines_start) {
             Ok(loaded) if loaded.len == lines_start => loaded,
