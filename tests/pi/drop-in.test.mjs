@@ -496,3 +496,19 @@ test("a session whose file became another session's while its sidecar restarted 
 	deepStrictEqual(manager.getEntries().map((e) => e.message.content), ["mine", [{ type: "text", text: "answer" }]], "this instance still holds its own session");
 	equal(manager.getSessionId() === theirs.getSessionId(), false);
 });
+
+test("a listing whose sidecar is killed before it answers is made again on the next one, as /resume shows it", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "dropin-list-kill-"));
+	// Enough sessions that the listing is still being made when the kill lands.
+	for (let i = 0; i < 300; i++) {
+		const m = PiSessionManager.create("/work/project", dir);
+		for (let j = 0; j < 20; j++) m.appendMessage(j % 2 === 0 ? user(`session ${i} message ${j} ${"x".repeat(2000)}`) : assistant(`reply ${j}`));
+	}
+	const expected = await PiSessionManager.list("/work/project", dir);
+	const sidecar = bridge().child.pid;
+	const listing = DropIn.list("/work/project", dir);
+	process.kill(sidecar, "SIGKILL");
+	const listed = await listing;
+	ok(bridge().child.pid !== sidecar, "a new sidecar answered");
+	deepStrictEqual(normalise(listed), normalise(expected));
+});

@@ -265,11 +265,20 @@ export class SyncBridge {
 		if (!this.dead) this.owedLater.add(id);
 	}
 
-	/** The answers still owed keep the process alive (a listing pi awaits, an append not yet known to have landed). */
+	/**
+	 * The answers still owed keep the process alive (a listing pi awaits, an append not yet known to have landed):
+	 * the sidecar's output, and the process itself, whose end answers them when it dies (its output closing first
+	 * would otherwise leave nothing to wait on, and a script awaiting a listing would end without an answer).
+	 */
 	private keepAlive(): void {
 		const output = this.child.stdout as unknown as Socket;
-		if (this.asyncCalls.size + this.later.size > 0) output.ref();
-		else output.unref();
+		if (this.asyncCalls.size + this.later.size > 0) {
+			output.ref();
+			this.child.ref();
+		} else {
+			output.unref();
+			this.child.unref();
+		}
 	}
 
 	/** Blocks until every call posted without waiting is answered, and hands each its outcome. */
@@ -496,7 +505,7 @@ export class SyncBridge {
 				this.asyncCalls.delete(id);
 				this.keepAlive();
 				const parsed = JSON.parse(line.toString("utf8")) as { result?: unknown; error?: RpcError };
-				if (parsed.error) call.reject(new Error(parsed.error.message));
+				if (parsed.error) call.reject(failureOf(parsed.error));
 				else call.resolve(parsed.result);
 			}
 			return;
@@ -560,7 +569,7 @@ export class SyncBridge {
 			const call = this.asyncCalls.get(id);
 			if (!call) return;
 			this.asyncCalls.delete(id);
-			call.reject(new Error(JSON.parse(this.deadAnswer(id)[0] ?? "{}").error.message));
+			call.reject(failureOf(JSON.parse(this.deadAnswer(id)[0] ?? "{}").error as RpcError));
 		}
 	}
 
@@ -657,6 +666,13 @@ export class SyncBridge {
 			this.write(line, id);
 		});
 	}
+}
+
+/** An error answer of `request` as thrown: its message, and its `data.kind` (`sidecar_exited`, …) as `kind`. */
+export type RequestFailure = Error & { kind?: string };
+
+function failureOf(error: RpcError): RequestFailure {
+	return Object.assign(new Error(error.message), { kind: error.data?.kind });
 }
 
 let shared: SyncBridge | undefined;

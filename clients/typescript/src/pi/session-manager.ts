@@ -30,7 +30,7 @@
 
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { appendsWithoutWaiting, bridge, type Changed, type CallOutcome, closeHandle, type RpcError, type SyncBridge } from "./bridge.js";
+import { appendsWithoutWaiting, bridge, type Changed, type CallOutcome, closeHandle, type RequestFailure, type RpcError, type SyncBridge } from "./bridge.js";
 import { type Entry, getCurrentSystemMessage, type Message } from "./context.js";
 import {
 	assertValidSessionId,
@@ -275,6 +275,19 @@ function callRestarting<T>(method: string, params: object): CallOutcome<T> {
 	return outcome.error?.data?.kind === "sidecar_exited" ? bridge().call<T>(method, params) : outcome;
 }
 
+/**
+ * `callRestarting` for a request answered asynchronously (a listing, which `/resume` shows while it loads): a
+ * sidecar that died before answering is replaced and the request made once more.
+ */
+async function requestRestarting<T>(method: string, params: object, onProgress?: (loaded: number, total: number) => void): Promise<T> {
+	try {
+		return await bridge().request<T>(method, params, onProgress);
+	} catch (error) {
+		if ((error as RequestFailure).kind !== "sidecar_exited") throw error;
+		return bridge().request<T>(method, params, onProgress);
+	}
+}
+
 /** A pi-sessiond error, as the `Error` pi's own code would have thrown (same message where pi has one). */
 export class SessiondSessionError extends Error {
 	/** The error's `data.kind` (`session_locked`, `content_modified`, `io_error`, …). */
@@ -461,8 +474,8 @@ export class SessionManager extends SessionView {
 		// Unfiltered, `list` of a directory is `listAll` of it: ask for that, so the server's own idea of cwd's default
 		// directory (fixed when it started) cannot arm a filter pi would not.
 		const sessions = filterCwd
-			? await bridge().request<unknown[]>("sessions/list", { cwd: resolvePath(cwd), sessionDir: dir }, onProgress)
-			: await bridge().request<unknown[]>("sessions/listAll", { sessionDir: dir }, onProgress);
+			? await requestRestarting<unknown[]>("sessions/list", { cwd: resolvePath(cwd), sessionDir: dir }, onProgress)
+			: await requestRestarting<unknown[]>("sessions/listAll", { sessionDir: dir }, onProgress);
 		signal?.throwIfAborted();
 		return sessions.map(reviveInfo);
 	}
@@ -490,7 +503,7 @@ export class SessionManager extends SessionView {
 			);
 		}
 		const params = customDir ? { sessionDir: customDir } : {};
-		const sessions = await sidecar.request<unknown[]>("sessions/listAll", params, progress ? (l, t) => progress(l, t) : undefined);
+		const sessions = await requestRestarting<unknown[]>("sessions/listAll", params, progress ? (l, t) => progress(l, t) : undefined);
 		abort?.throwIfAborted();
 		return sessions.map(reviveInfo);
 	}
