@@ -310,6 +310,55 @@ test("after the sidecar died while pi was idle and a plain pi appended, pi on pi
 	deepStrictEqual(userTexts(file), ["one", "from plain pi", "two"]);
 });
 
+test("a sidecar killed before each of eight prompts in a minute, each after serving one, costs no prompt", async () => {
+	const box = sandbox("kill-every-prompt");
+	const pi = new RpcPi(box, { sessiond: true });
+	await pi.prompt("hello 0");
+	const file = (await pi.command({ type: "get_state" })).sessionFile;
+	for (let i = 1; i <= 8; i++) {
+		const [sidecar] = sidecarsOf(pi.pid);
+		ok(sidecar !== undefined, `a sidecar was started again for prompt ${i - 1}`);
+		process.kill(sidecar, "SIGKILL");
+		await eventually(() => !sidecarsOf(pi.pid).includes(sidecar), `the sidecar killed before prompt ${i} is gone`);
+		// A prompt whose write failed leaves pi on "Working" for ever: bounded, so that fails rather than hangs.
+		const settled = await Promise.race([pi.prompt(`hello ${i}`).then(() => true), new Promise((resolve) => setTimeout(resolve, 30_000, false))]);
+		ok(settled, `prompt ${i} settled`);
+	}
+	const messages = (await pi.command({ type: "get_messages" })).messages;
+	deepStrictEqual(
+		messages.filter((m) => m.role === "assistant").map((m) => m.errorMessage ?? m.content.map((c) => c.text).join("")),
+		Array.from({ length: 9 }, (_, i) => `echo: hello ${i}`),
+		"no prompt answered with the sidecar's death",
+	);
+	equal(await pi.close(), 0, pi.stderr);
+	deepStrictEqual(userTexts(file), Array.from({ length: 9 }, (_, i) => `hello ${i}`));
+	const entries = lines(file).filter((e) => e.type !== "session");
+	entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `entry ${i} (${e.type}) continues the one before it`));
+});
+
+test("a sidecar stopped (SIGSTOP) while pi is idle does not outlive pi holding the session's lock", async () => {
+	const box = sandbox("stopped-idle");
+	const pi = new RpcPi(box, { sessiond: true });
+	await pi.prompt("hello");
+	const file = (await pi.command({ type: "get_state" })).sessionFile;
+	const [sidecar] = sidecarsOf(pi.pid);
+	process.kill(sidecar, "SIGSTOP");
+	try {
+		equal(await pi.close(), 0, pi.stderr);
+		await eventually(() => !existsSync(`/proc/${sidecar}`) || readFileSync(`/proc/${sidecar}/stat`, "latin1").includes(") Z "), "the stopped sidecar ended once pi had");
+		const again = await printPi(box, { sessiond: true, args: ["--session", file, "again"] });
+		equal(again.code, 0, again.stderr);
+		equal(again.stderr, "", "nobody holds the session any more: no notice, no fork");
+		deepStrictEqual(userTexts(file), ["hello", "again"]);
+	} finally {
+		try {
+			process.kill(sidecar, "SIGKILL");
+		} catch {
+			// Gone, as it should be.
+		}
+	}
+});
+
 test("a sidecar killed while pi starts costs no entry and no stack trace, whether pi's new session was made yet or not", async () => {
 	for (const delayMs of [0, 100, 200, 300, 400]) {
 		const box = sandbox(`start-kill-${delayMs}`);

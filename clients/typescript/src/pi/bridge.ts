@@ -140,6 +140,8 @@ export class SyncBridge {
 	readonly generation: number;
 	/** True once the sidecar's process is gone: every call since answered `sidecar_exited`. */
 	dead = false;
+	/** True once the process answered a request: it started, whatever ended it later. */
+	answered = false;
 	/** Why the process is gone, for the errors of the calls it did not answer. */
 	private deadBecause: string | undefined;
 	private readonly child: ChildProcessWithoutNullStreams;
@@ -491,6 +493,7 @@ export class SyncBridge {
 			}
 		}
 		if (id !== undefined) {
+			this.answered = true;
 			if (this.syncPending.has(id) && !this.syncAnswers.has(id)) {
 				this.syncAnswers.set(id, [...this.changedSinceAnswer, line.toString("utf8")]);
 				this.changedSinceAnswer = [];
@@ -626,6 +629,20 @@ export class SyncBridge {
 	}
 
 	/** Lets go of the pipes of a bridge whose sidecar is gone (its pending calls were answered when it died). */
+	/**
+	 * At this process's exit: a sidecar someone stopped (SIGSTOP) while it sat idle, which the watchdog only notices
+	 * while a call waits, is let go on, so it reads the end of its input and shuts down in order instead of staying
+	 * stopped for ever, holding the session's lock against every later pi.
+	 */
+	releaseAtExit(): void {
+		if (this.dead || this.child.pid === undefined) return;
+		try {
+			process.kill(this.child.pid, "SIGCONT");
+		} catch {
+			// Already gone.
+		}
+	}
+
 	dispose(): void {
 		clearInterval(this.watchdog);
 		this.child.stdin.destroy();
@@ -676,28 +693,35 @@ function failureOf(error: RpcError): RequestFailure {
 }
 
 let shared: SyncBridge | undefined;
-/** When the sidecars started since `RESTART_WINDOW_MS` ago were started, oldest first. */
+/** When the sidecars that died without answering anything since `RESTART_WINDOW_MS` ago were started, oldest first. */
 const restarts: number[] = [];
-/** A sidecar that dies more often than this is not started again: the error it gave is the answer. */
+/** A sidecar that dies before it answers, more often than this, is not started again: its error is the answer. */
 const MAX_RESTARTS = 5;
 const RESTART_WINDOW_MS = 60_000;
 
 /**
  * The process's one bridge, started on first use, and started again (a new sidecar) once the last one's process
  * died (`kill -9`, a crash): the drop-in reopens its sessions on the new one (`generation` tells it which handles
- * are gone). At most `MAX_RESTARTS` a minute, so a sidecar that cannot live does not start for ever.
+ * are gone). A sidecar that answered is always replaced: each replacement is asked for by a call, so even one
+ * that crashes at every write costs a restart per write pi makes, not a loop; one that dies before answering
+ * anything (a binary that cannot start) is replaced at most `MAX_RESTARTS` times a minute. (Counting every death
+ * left a pi whose sidecar was killed six times in a minute, each after serving a prompt, without one: its
+ * prompts were refused until the minute was over.)
  */
 export function bridge(): SyncBridge {
 	if (shared?.dead) {
 		const now = Date.now();
 		while (restarts.length > 0 && (restarts[0] ?? 0) < now - RESTART_WINDOW_MS) restarts.shift();
-		if (restarts.length < MAX_RESTARTS) {
-			restarts.push(now);
+		if (shared.answered || restarts.length < MAX_RESTARTS) {
+			if (!shared.answered) restarts.push(now);
 			shared.dispose();
 			shared = new SyncBridge(shared.generation + 1);
 		}
 	}
-	shared ??= new SyncBridge(1);
+	if (shared === undefined) {
+		shared = new SyncBridge(1);
+		process.once("exit", () => shared?.releaseAtExit());
+	}
 	return shared;
 }
 
