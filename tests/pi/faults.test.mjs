@@ -359,6 +359,34 @@ test("a sidecar stopped (SIGSTOP) while pi is idle does not outlive pi holding t
 	}
 });
 
+test("a sidecar killed while pi reads a big session's pages at start-up is replaced and the session read again", async () => {
+	for (const delayMs of [60, 100, 140, 180]) {
+		const box = sandbox(`big-open-kill-${delayMs}`);
+		// 3,000 entries: pages enough that the kill lands while they are read.
+		const writer = PiSessionManager.create(box.cwd, join(box.agentDir, "sessions", "big"));
+		for (let i = 0; i < 1500; i++) {
+			writer.appendMessage({ role: "user", content: [{ type: "text", text: `old ${i}` }], timestamp: 1 });
+			writer.appendMessage({ role: "assistant", content: [{ type: "text", text: `echo: old ${i}` }], api: "faux", provider: "faux", model: "faux-1", usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } }, stopReason: "stop", timestamp: 2 });
+		}
+		const file = writer.getSessionFile();
+		const before = new Set(sidecarsOf(process.pid));
+		const run = printPi(box, { sessiond: true, args: ["--session", file, "new prompt"] });
+		let sidecar;
+		await eventually(() => (sidecar = sidecarsOf(process.pid).find((p) => !before.has(p))) !== undefined, "pi's sidecar started");
+		await new Promise((resolve) => setTimeout(resolve, delayMs));
+		process.kill(sidecar, "SIGKILL");
+		const { code, stdout, stderr } = await run;
+		equal(code, 0, `killed after ${delayMs} ms: ${stderr}`);
+		equal(stderr, "", `killed after ${delayMs} ms: nothing to say`);
+		match(stdout, /echo: new prompt/);
+		const texts = userTexts(file);
+		equal(texts.length, 1501, `killed after ${delayMs} ms: every prompt`);
+		equal(texts.at(-1), "new prompt");
+		const entries = lines(file).filter((e) => e.type !== "session");
+		entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `killed after ${delayMs} ms: entry ${i} continues the one before it`));
+	}
+});
+
 test("a sidecar killed while pi starts costs no entry and no stack trace, whether pi's new session was made yet or not", async () => {
 	for (const delayMs of [0, 100, 200, 300, 400]) {
 		const box = sandbox(`start-kill-${delayMs}`);

@@ -1392,7 +1392,14 @@ export class SessionManager extends SessionView {
 		const state = unwrap(ahead?.open ?? callRestarting<ServerState>("session/open", params), path);
 		// Opening a file this instance already holds counted one more reference to the same handle: give it back.
 		if (previous !== undefined && previous === state.handle) closeHandle(previous, this.held.generation);
-		this.adopt(state, undefined, undefined, ahead?.pages);
+		try {
+			this.adopt(state, undefined, undefined, ahead?.pages);
+		} catch (error) {
+			// The sidecar died while the entries were read (a big session's pages take a while): the file is opened
+			// again on the next one, once, as any call is made again.
+			if (!(error instanceof SessiondSessionError && error.kind === "sidecar_exited")) throw error;
+			this.adopt(unwrap(callRestarting<ServerState>("session/open", params), path));
+		}
 	}
 
 	/**
