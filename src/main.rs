@@ -409,6 +409,12 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> i32 {
         Some(DurabilityArg::After) => Durability::After,
         Some(DurabilityArg::Entry) | None => Durability::Entry,
     };
+    // A host that dies while this process is stopped (SIGSTOP; the host's watchdog only notices while a call
+    // waits) would leave it stopped for ever, holding its sessions' locks: the kernel continues it when the host
+    // goes, so it reads the end of its input and shuts down in order. Harmless to a process that runs.
+    if let Err(e) = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::CONT)) {
+        tracing::debug!("no parent-death signal ({e}): a stopped sidecar outlives a host that dies");
+    }
     if std::io::stdin().is_terminal() {
         // A person started it by hand: say what it is instead of waiting in silence.
         eprintln!(

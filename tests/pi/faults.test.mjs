@@ -359,6 +359,29 @@ test("a sidecar stopped (SIGSTOP) while pi is idle does not outlive pi holding t
 	}
 });
 
+test("a sidecar stopped (SIGSTOP) while pi is idle ends when pi is killed with SIGKILL, and frees the session", async () => {
+	const box = sandbox("stopped-then-pi-killed");
+	const pi = new RpcPi(box, { sessiond: true, viaLauncher: true });
+	await pi.prompt("hello");
+	const file = (await pi.command({ type: "get_state" })).sessionFile;
+	const [sidecar] = sidecarsOf(pi.pid);
+	process.kill(sidecar, "SIGSTOP");
+	process.kill(pi.pid, "SIGKILL");
+	try {
+		await eventually(() => !existsSync(`/proc/${sidecar}`) || readFileSync(`/proc/${sidecar}/stat`, "latin1").includes(") Z "), "the stopped sidecar ended once pi was killed");
+		const again = await printPi(box, { sessiond: true, args: ["--session", file, "again"] });
+		equal(again.code, 0, again.stderr);
+		equal(again.stderr, "", "nobody holds the session any more: no notice, no fork");
+		deepStrictEqual(userTexts(file), ["hello", "again"]);
+	} finally {
+		try {
+			process.kill(sidecar, "SIGKILL");
+		} catch {
+			// Gone, as it should be.
+		}
+	}
+});
+
 test("a sidecar killed while pi reads a big session's pages at start-up is replaced and the session read again", async () => {
 	for (const delayMs of [60, 100, 140, 180]) {
 		const box = sandbox(`big-open-kill-${delayMs}`);
