@@ -154,6 +154,30 @@ test("a second pi on pi-sessiond is told at open who holds the session, and its 
 	equal(await first.close(), 0, first.stderr);
 });
 
+test("a second pi told at open that its prompt goes to a fork keeps that promise when the first pi's sidecar restarts meanwhile", async () => {
+	const box = sandbox("held-open-restart");
+	const first = new RpcPi(box, { sessiond: true });
+	await first.prompt("hello from the first pi");
+	const file = (await first.command({ type: "get_state" })).sessionFile;
+	const second = new RpcPi(box, { sessiond: true, args: ["--session", file] });
+	await second.notice((text) => text.includes(file) && /continues in a new session forked from it/.test(text));
+	// The first pi's sidecar dies: its lock is free until the first pi's next write takes it again.
+	const [sidecar] = sidecarsOf(first.pid);
+	process.kill(sidecar, "SIGKILL");
+	await eventually(() => !sidecarsOf(first.pid).includes(sidecar), "the first pi's sidecar is gone");
+
+	await second.prompt("hello from the second pi");
+	const forked = (await second.command({ type: "get_state" })).sessionFile;
+	notEqual(forked, file, "the second pi writes a fork, as it was told");
+	deepStrictEqual(userTexts(forked), ["hello from the first pi", "hello from the second pi"]);
+	await first.prompt("the first pi goes on");
+	equal((await first.command({ type: "get_state" })).sessionFile, file, "the first pi stays in its session");
+	deepStrictEqual(userTexts(file), ["hello from the first pi", "the first pi goes on"]);
+	ok(!first.notices.some((n) => /forked/.test(n)), first.notices.join("\n"));
+	equal(await second.close(), 0, second.stderr);
+	equal(await first.close(), 0, first.stderr);
+});
+
 test("a pi on pi-sessiond that resumes a session another pi writes is told at once, and writes a fork of it", async () => {
 	const box = sandbox("held-resume");
 	const first = new RpcPi(box, { sessiond: true });

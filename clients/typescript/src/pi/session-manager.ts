@@ -28,7 +28,7 @@
  * another instance) it opens its file again.
  */
 
-import { existsSync, mkdirSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { appendsWithoutWaiting, bridge, type Changed, type CallOutcome, closeHandle, type RequestFailure, type RpcError, type SyncBridge } from "./bridge.js";
 import { type Entry, getCurrentSystemMessage, type Message } from "./context.js";
@@ -44,7 +44,7 @@ import {
 	SessionHeaderScanLimitError,
 	uuidv7,
 } from "./files.js";
-import { describeHolder, holderOf, notice } from "./lock.js";
+import { describeHolder, holderOf, type LockHolder, notice, otherLockHolder } from "./lock.js";
 import { defaultSessionDirPath, getDefaultSessionDir, getSessionsDir, normalizePath, pathsEqual, resolvePath } from "./paths.js";
 import type { FirstOpen } from "./ahead.js";
 import { LAZY_OVER, type LazyEntry, LazyFile } from "./lazy.js";
@@ -332,6 +332,15 @@ function errorOf(error: RpcError, file: string | undefined, appended = false): S
 	return new SessiondSessionError(error);
 }
 
+/** True while process `pid` exists (a zombie counts as gone). */
+function isAlive(pid: number): boolean {
+	try {
+		return !readFileSync(`/proc/${pid}/stat`, "latin1").includes(") Z ");
+	} catch {
+		return false;
+	}
+}
+
 /** Who holds the lock a `session_locked` error is about, as a message names it. */
 function holderIn(error: RpcError): string {
 	const pid = error.data?.pid;
@@ -362,6 +371,8 @@ export class SessionManager extends SessionView {
 	/** The server handle of a persisted session (undefined in memory). */
 	private handle: string | undefined;
 	private readonly held: { handle: string | undefined; generation: number } = { handle: undefined, generation: 0 };
+	/** Who held this session's lock when pi opened it, until the first write keeps what was promised then. */
+	private heldAtOpen: LockHolder | undefined;
 	/** Appends posted without waiting and not yet known to have landed, oldest first. */
 	private posted: Posted[] = [];
 	/** The ids of the appends `mendRefused` is making again: found in the file, they are this instance's own. */
@@ -416,7 +427,7 @@ export class SessionManager extends SessionView {
 		const cwd = cwdOverride ?? headerCwd(header) ?? process.cwd();
 		const dir = sessionDir ? normalizePath(sessionDir) : resolve(resolvedPath, "..");
 		const manager = new SessionManager(cwd, dir, true);
-		manager.openFile(resolvedPath);
+		manager.openAsPi(resolvedPath);
 		return manager;
 	}
 
@@ -426,7 +437,7 @@ export class SessionManager extends SessionView {
 		const filterCwd = sessionDir !== undefined && !pathsEqual(dir, defaultSessionDirPath(cwd));
 		const mostRecent = findMostRecentSession(dir, filterCwd ? cwd : undefined);
 		const manager = new SessionManager(cwd, dir, true);
-		if (mostRecent) manager.openFile(mostRecent);
+		if (mostRecent) manager.openAsPi(mostRecent);
 		else manager.startNew(undefined);
 		return manager;
 	}
@@ -521,7 +532,7 @@ export class SessionManager extends SessionView {
 			this.setLocalFile(path);
 			return;
 		}
-		this.openFile(path);
+		this.openAsPi(path);
 	}
 
 	/** Starts a new, empty session (the old file is untouched); returns the new file (undefined in memory). */
@@ -1104,6 +1115,7 @@ export class SessionManager extends SessionView {
 	 */
 	private write(method: string, params: object): Changed[] {
 		this.settle();
+		this.keepForkPromise(entryOfWrite(method, params));
 		// Each way of recovering is tried once: a write refused for another writer's lines may then find the file
 		// held, or the sidecar gone.
 		const tried = new Set<string>();
@@ -1162,8 +1174,14 @@ export class SessionManager extends SessionView {
 	 * beside them, since moved after them a tool call would lose its result (providers refuse a result that does
 	 * not follow its call). Sets the leaf and tells the user which, of `one` entry or `many`.
 	 */
-	private placeBesideOthers(entry: Entry | undefined, parent: string | null, othersLeaf: string, subject: { one: string } | { many: string }): void {
-		const said = `Session file ${this.sessionFile} was appended to by another process; ${"one" in subject ? subject.one : subject.many}`;
+	private placeBesideOthers(
+		entry: Entry | undefined,
+		parent: string | null,
+		othersLeaf: string,
+		subject: { one: string } | { many: string },
+		file: string | undefined = this.sessionFile,
+	): void {
+		const said = `Session file ${file} was appended to by another process; ${"one" in subject ? subject.one : subject.many}`;
 		if (this.startsTurn(entry, parent)) {
 			this.leafId = othersLeaf;
 			notice(`${said} ${"one" in subject ? "continues" : "continue"} after them.`);
@@ -1262,6 +1280,33 @@ export class SessionManager extends SessionView {
 	 * keeps its leaf, and says so; the held file is not touched.
 	 */
 	private forkAway(locked: RpcError): void {
+		this.forkAwayFrom(holderIn(locked));
+	}
+
+	/**
+	 * A session opened while another pi held it was promised, at open, to continue in a new session forked from it
+	 * (the lock extension says so before the user types). The promise is kept at the first write while that pi
+	 * lives, even if its lock is free just then (its sidecar restarting): else this pi would take the session and
+	 * the other, whose user did nothing, would be moved to a fork at its next write.
+	 */
+	private keepForkPromise(entry: Entry): void {
+		const holder = this.heldAtOpen;
+		if (holder === undefined) return;
+		this.heldAtOpen = undefined;
+		const source = this.sessionFile;
+		if (source === undefined || !isAlive(holder.hostPid ?? holder.pid)) return;
+		const known = new Set(this.byId.keys());
+		const leaf = this.leafId;
+		this.forkAwayFrom(describeHolder(holder));
+		// The fork holds what the other pi appended since this one opened (with their ids): the next entry goes
+		// after them or beside them, as when they are found in the file itself.
+		const theirs = this.getEntries().filter((e) => !known.has(e.id));
+		const last = theirs[theirs.length - 1];
+		if (last !== undefined && leaf !== null && theirs[0]?.parentId === leaf) this.placeBesideOthers(entry, leaf, last.id, { one: "this pi's next entry" }, source);
+	}
+
+	/** Moves to a new session forked from this one's file, which `holder` (as a message names it) writes. */
+	private forkAwayFrom(holder: string): void {
 		const source = this.sessionFile as string;
 		const leaf = this.leafId;
 		const state = unwrap(
@@ -1270,7 +1315,7 @@ export class SessionManager extends SessionView {
 		);
 		this.adopt(state);
 		if (leaf === null || this.byId.has(leaf)) this.leafId = leaf;
-		notice(`Session file ${source} is being written by ${holderIn(locked)}. Continuing in a new session forked from it: ${this.sessionFile}`);
+		notice(`Session file ${source} is being written by ${holder}. Continuing in a new session forked from it: ${this.sessionFile}`);
 	}
 
 	/** Calls a method on this instance's handle and applies what it reports. */
@@ -1380,6 +1425,12 @@ export class SessionManager extends SessionView {
 		this.adopt(state, options ?? {});
 	}
 
+	/** `openFile`, for pi's own opens: notes who else holds the file's lock, if anyone (see `keepForkPromise`). */
+	private openAsPi(path: string): void {
+		this.openFile(path);
+		this.heldAtOpen = otherLockHolder(path);
+	}
+
 	/**
 	 * Opens `path` as pi's open does: with `repair`, the server writes pi's load-time repairs at once (a header into
 	 * a 0-byte file, a v1/v2 file rewritten migrated, a missing final newline), where its plain open would wait
@@ -1410,6 +1461,7 @@ export class SessionManager extends SessionView {
 	 */
 	private adopt(state: ServerState, fresh?: NewSessionOptions, previousFile?: string, pagesAhead?: PagesAhead): void {
 		const generation = bridge().generation;
+		this.heldAtOpen = undefined;
 		if (this.handle !== undefined && (this.handle !== state.handle || this.held.generation !== generation)) closeHandle(this.handle, this.held.generation);
 		this.handle = state.handle;
 		this.held.handle = state.handle;
