@@ -752,7 +752,11 @@ class InMemoryParams(TypedDict, total=False):
 class InitializeParams(TypedDict, total=False):
     """`initialize` params (all optional)."""
 
-    #: The host's capabilities (accepted, currently unused).
+    #: The host's capabilities. One is read: `skeletons: false` says the host never asks for entries at skeleton
+    #: detail (pi's drop-in), so the sessions it opens make none (a third of a cold open's work, and most of
+    #: what an open session holds beside its index), nor do the records it keeps for later opens (a host that
+    #: reads skeletons reads such a file again and keeps its own); a skeleton snapshot asked all the same reads
+    #: each entry's line again. Other members are accepted and ignored.
     capabilities: Any
     #: The host's name and version.
     clientInfo: Optional['ClientInfo']
