@@ -3,10 +3,11 @@
 lazy page of `session/getEntries` (1,000 entries, strings over 1 KiB left in the file), with the memory of the
 process from /proc after each step and the open's time.
 
-    bench/sidecar-open-mem.py BINARY SESSION_FILE [--decline-skeletons] [--agent-dir DIR]
+    bench/sidecar-open-mem.py BINARY SESSION_FILE [--decline-skeletons] [--agent-dir DIR] [--no-index]
 
 --decline-skeletons: initialize as the drop-in does (`capabilities: {skeletons: false}`). The agent directory
 (default: a new temporary one, so nothing is kept from an earlier open) holds the kept file between runs.
+--no-index: the sidecar keeps nothing (no catalog index, no kept skeletons), to see what keeping costs an open.
 """
 import json
 import re
@@ -19,7 +20,8 @@ args = sys.argv[1:]
 binary, path = args[0], args[1]
 decline = "--decline-skeletons" in args
 agent = args[args.index("--agent-dir") + 1] if "--agent-dir" in args else tempfile.mkdtemp(prefix="sidecar-open-mem-")
-p = subprocess.Popen([binary, "--agent-dir", agent], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+extra = ["--no-index"] if "--no-index" in args else []
+p = subprocess.Popen([binary, "--agent-dir", agent, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 next_id = 0
 
 
