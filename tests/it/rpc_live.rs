@@ -284,6 +284,74 @@ fn a_second_sidecar_cannot_write_a_file_the_first_is_writing_but_can_read_it() {
 }
 
 #[test]
+fn a_files_lock_holder_is_named_to_other_processes_never_to_itself_and_not_once_it_is_gone() {
+    let dir = temp_dir();
+    let mut a = Sidecar::new();
+    let st = a.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let ha = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    let holder = |sc: &mut Sidecar, path: &str| {
+        sc.call("session/lockHolder", json(&format!(r#"{{"path":"{path}"}}"#))).get("pid").cloned().unwrap()
+    };
+    let mut b = Sidecar::new();
+    assert_eq!(holder(&mut b, &file), Json::Null, "not written yet: no file");
+    a.call("session/appendMessage", json(&format!(r#"{{"handle":"{ha}","message":{}}}"#, user_message("a holds it"))));
+    assert_eq!(holder(&mut b, &file), Json::number(a.pid() as f64));
+    assert_eq!(holder(&mut a, &file), Json::Null, "a server is not another process to itself");
+    // Not regular files: nothing to hold, and a named pipe must not block the question.
+    let fifo = s(&dir.path().join("pipe.jsonl"));
+    rustix::fs::mknodat(rustix::fs::CWD, fifo.as_str(), rustix::fs::FileType::Fifo, 0o600.into(), 0).unwrap();
+    assert_eq!(holder(&mut b, &fifo), Json::Null);
+    assert_eq!(holder(&mut b, &s(dir.path())), Json::Null);
+    drop(a);
+    assert_eq!(holder(&mut b, &file), Json::Null, "a holder's lock dies with it");
+}
+
+/// Asking who holds a lock takes a shared one for a moment: a writer taking its lock in that moment must still
+/// get it, never `session_locked`.
+#[test]
+fn asking_who_holds_a_lock_never_makes_a_writer_refused() {
+    let dir = temp_dir();
+    let mut a = Sidecar::new();
+    let st = a.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let ha = str_of(st.get("handle").unwrap());
+    let file = str_of(st.get("sessionFile").unwrap());
+    a.call("session/appendMessage", json(&format!(r#"{{"handle":"{ha}","message":{}}}"#, user_message("start"))));
+    a.call("session/close", json(&format!(r#"{{"handle":"{ha}"}}"#)));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let asker = {
+        let (stop, file) = (stop.clone(), file.clone());
+        std::thread::spawn(move || {
+            let mut b = Sidecar::new();
+            let mut asked = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let ids: Vec<u64> =
+                    (0..16).map(|_| b.start("session/lockHolder", json(&format!(r#"{{"path":"{file}"}}"#)))).collect();
+                for id in ids {
+                    assert!(b.response(id).get("result").is_some());
+                    asked += 1;
+                }
+            }
+            asked
+        })
+    };
+    // Each round takes the lock afresh: open, write (the lock is taken), close (it is let go).
+    for round in 0..400 {
+        let h = str_of(a.call("session/open", json(&format!(r#"{{"path":"{file}"}}"#))).get("handle").unwrap());
+        let id = a.start(
+            "session/appendMessage",
+            json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message(&format!("round {round}")))),
+        );
+        let r = a.response(id);
+        assert!(r.get("result").is_some(), "round {round}: {}", r.to_canonical_string());
+        a.call("session/close", json(&format!(r#"{{"handle":"{h}"}}"#)));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let asked = asker.join().unwrap();
+    assert!(asked > 400, "the question was asked throughout ({asked} times)");
+}
+
+#[test]
 fn an_append_by_another_process_is_published_and_the_stale_mutation_refused() {
     let dir = temp_dir();
     let mut sc = Sidecar::new();

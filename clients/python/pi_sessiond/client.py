@@ -631,6 +631,12 @@ class Client:
         result = self.request("sessions/findById", params)
         return result.get("path") if isinstance(result, dict) else None
 
+    def lock_holder(self, path: PathLike) -> Optional[int]:
+        """The process holding the write lock of the session file at ``path`` (another pi-sessiond writing it), or
+        ``None`` when nobody else does: what to tell a user before they write to a session another pi writes."""
+        result = self.request("session/lockHolder", {"path": _path(path)})
+        return result.get("pid") if isinstance(result, dict) else None
+
     def search(self, query: str, cwd: Optional[str] = None, session_dir: Optional[PathLike] = None,
                limit: Optional[int] = None, roles: Optional[Sequence[str]] = None,
                on_progress: Optional[Callable[[ProgressValue], Any]] = None) -> List[SearchHit]:

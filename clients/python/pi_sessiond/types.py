@@ -49,6 +49,7 @@ REQUEST_METHODS = (
     'session/getTreeFlat',
     'session/getWarnings',
     'session/inMemory',
+    'session/lockHolder',
     'session/newSession',
     'session/open',
     'session/resetLeaf',
@@ -843,6 +844,22 @@ class ListingDelta(TypedDict):
     sessions: List[Union['SessionInfo', int]]
     #: Names this listing: pass it as `since` next time.
     token: str
+
+
+class LockHolderParams(TypedDict):
+    """`session/lockHolder`: who else writes a session file."""
+
+    #: The session file.
+    path: str
+
+
+class LockHolderResult(TypedDict, total=False):
+    """`session/lockHolder` result."""
+
+    #: The process holding the file's write lock: a pi-sessiond writing it (its parent is the program it writes
+    #: for). `null`: nobody, this server itself, no such regular file, or a system that cannot say (only Linux
+    #: names holders).
+    pid: Optional[int]
 
 
 class _NewSessionParamsRequired(TypedDict):

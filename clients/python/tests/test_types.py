@@ -80,6 +80,8 @@ def _python_name(method: str) -> typing.Tuple[type, str]:
         "session/close": (Session, "close"),
         "sessions/watch": (Client, "watch_sessions"),
         "sessions/unwatch": (SessionsWatch, "close"),
+        # About a file, not an open session.
+        "session/lockHolder": (Client, "lock_holder"),
         # list and list_all answer through sessions/listDelta against the last listing they got.
         "sessions/listDelta": (Client, "list"),
     }

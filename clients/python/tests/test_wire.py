@@ -195,3 +195,6 @@ def test_a_second_server_writing_the_same_file_gets_session_locked(client, binar
             theirs.append_message({"role": "user", "content": "me too", "timestamp": 2})
         assert info.value.code == 1007 and info.value.kind == "session_locked"
         assert info.value.data["pid"] == client.pid
+        # Who holds it can be asked before writing: the other server names the holder; the holder names nobody.
+        assert other.lock_holder(session_file) == client.pid
+        assert client.lock_holder(session_file) is None

@@ -471,6 +471,16 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 	}
 
 	/**
+	 * The process holding the write lock of the session file at `path` (another pi-sessiond writing it, whose parent
+	 * is the program it writes for), or null when nobody else does (`session/lockHolder`): what to tell a user
+	 * before they type into a session another pi writes, since their writes there would be refused.
+	 */
+	async lockHolder(path: string, opts: RequestOptions = {}): Promise<number | null> {
+		const result = await this.request("session/lockHolder", { path }, { signal: opts.signal });
+		return result.pid ?? null;
+	}
+
+	/**
 	 * Searches sessions with pi's `/resume` query syntax (`sessions/search`): words that must all match, `"exact
 	 * phrases"`, or `re:<regex>`. Hits name the session file, the matching entry (null for a session-level hit), its
 	 * role, a one-line snippet and a score, best first. Searches `cwd`'s sessions, `sessionDir`, or every session, as

@@ -441,6 +441,13 @@ export interface ProtocolRequests {
 		result: SessionState;
 	};
 	/**
+	 * The process other than this server holding a session file's write lock (a pi-sessiond writing it), or null: what to tell a user before they type into a session another pi writes.
+	 */
+	"session/lockHolder": {
+		params: LockHolderParams;
+		result: LockHolderResult;
+	};
+	/**
 	 * Replaces the handle's session with a new, empty one; the old file is untouched.
 	 */
 	"session/newSession": {
@@ -1816,6 +1823,34 @@ export interface InMemoryParams {
 	 * stored), `skeleton` (a few fields, a preview and the size of each entry), `full` (entries as stored).
 	 */
 	snapshot?: Detail | null;
+	[k: string]: unknown;
+}
+/**
+ * `session/lockHolder`: who else writes a session file.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "LockHolderParams".
+ */
+export interface LockHolderParams {
+	/**
+	 * The session file.
+	 */
+	path: string;
+	[k: string]: unknown;
+}
+/**
+ * `session/lockHolder` result.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "LockHolderResult".
+ */
+export interface LockHolderResult {
+	/**
+	 * The process holding the file's write lock: a pi-sessiond writing it (its parent is the program it writes
+	 * for). `null`: nobody, this server itself, no such regular file, or a system that cannot say (only Linux
+	 * names holders).
+	 */
+	pid?: number | null;
 	[k: string]: unknown;
 }
 /**

@@ -30,6 +30,7 @@ const GENERATED_METHODS: Record<keyof ProtocolRequests, true> = {
 	"session/close": true,
 	"session/watch": true,
 	"session/unwatch": true,
+	"session/lockHolder": true,
 	"session/appendMessage": true,
 	"session/appendThinkingLevelChange": true,
 	"session/appendModelChange": true,

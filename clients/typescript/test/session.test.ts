@@ -421,8 +421,12 @@ describe("errors", () => {
 				assert.equal(e.data.path, file);
 				return true;
 			});
+			// Who holds it can be asked before writing: the other process is named, never the holder to itself.
+			assert.equal(await other.lockHolder(file), client.pid);
+			assert.equal(await client.lockHolder(file), null);
 			// The lock goes with the handle: once this process closes the session, the other may write.
 			await session.close();
+			assert.equal(await other.lockHolder(file), null);
 			const id = await theirs.appendMessage(userMessage("second writer, now alone"));
 			assert.ok(readFileSync(file, "utf8").includes(`"id":"${id}"`));
 		} finally {

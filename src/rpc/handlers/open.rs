@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use jsonrpsee::types::ErrorObjectOwned;
 
-use super::{null, registered_path, state_of, Res, Server, WriteCx};
+use super::{null, registered_path, state_of, Cx, Res, Server, WriteCx};
 use crate::rpc::error::{from_session, invalid_params};
 use crate::rpc::handles::{Job, Slot};
 use crate::rpc::proto::*;
@@ -259,6 +259,13 @@ pub fn open(p: OpenParams, server: &Arc<Server>, slot: &Arc<Slot>) -> Result<Ope
     let manager = SessionManager::open(&resolved, p.session_dir.as_deref(), p.cwd_override.as_deref(), new_env(server))
         .map_err(from_session)?;
     Ok(Opening::New { manager: Box::new(manager), watch: p.watch.unwrap_or(false) })
+}
+
+/// `session/lockHolder`: asked without the `/proc/locks` read where nobody holds the lock (see
+/// [`other_lock_holder`](crate::session::store::other_lock_holder)).
+pub fn lock_holder(p: LockHolderParams, _cx: &Cx<'_>) -> Res<LockHolderResult> {
+    let pid = crate::session::store::other_lock_holder(&paths::resolve_path(&p.path)).map_err(from_session)?;
+    Ok(Out::Value(LockHolderResult { pid }))
 }
 
 /// `session/open` with `machine`: that machine's session as last pushed, from the team catalog, read-only.

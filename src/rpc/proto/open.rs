@@ -136,6 +136,23 @@ pub struct OpenParams {
     pub repair: Option<bool>,
 }
 
+/// `session/lockHolder`: who else writes a session file.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LockHolderParams {
+    /// The session file.
+    pub path: String,
+}
+
+/// `session/lockHolder` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LockHolderResult {
+    /// The process holding the file's write lock: a pi-sessiond writing it (its parent is the program it writes
+    /// for). `null`: nobody, this server itself, no such regular file, or a system that cannot say (only Linux
+    /// names holders).
+    pub pid: Option<u32>,
+}
+
 /// `session/continueRecent`: the most recent session in the directory, or a new one.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -82,8 +82,12 @@ export default function lockExtension(pi: ExtensionAPI): void {
 		if (sessiond) onNotice((text) => say(ctx, text, "warning"));
 		else guard(manager);
 		const file = ctx.sessionManager.getSessionFile();
-		const holder = file === undefined ? undefined : otherLockHolder(file);
-		if (file === undefined || holder === undefined) return;
+		if (file === undefined) return;
+		// The drop-in asked as it opened the file, moments ago: asking the system again costs pi's start a read of
+		// the kernel's lock table (see lock.ts).
+		const checked = sessiond ? (manager as { lockCheckedAtOpen?: (path: string) => { holder: LockHolder | undefined } | undefined }).lockCheckedAtOpen?.(file) : undefined;
+		const holder = checked !== undefined ? checked.holder : otherLockHolder(file);
+		if (holder === undefined) return;
 		if (sessiond) {
 			const told = `Session file ${file} is being written by ${describeHolder(holder)}. Read it here; your next prompt continues in a new session forked from it (this file stays as the other pi writes it).`;
 			notice(told);

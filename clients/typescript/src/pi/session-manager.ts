@@ -47,6 +47,7 @@ import {
 import { describeHolder, holderOf, type LockHolder, notice, otherLockHolder } from "./lock.js";
 import { defaultSessionDirPath, getDefaultSessionDir, getSessionsDir, normalizePath, pathsEqual, resolvePath } from "./paths.js";
 import type { FirstOpen } from "./ahead.js";
+import type { LockHolderResult } from "../protocol.js";
 import { LAZY_OVER, type LazyEntry, LazyFile } from "./lazy.js";
 import { SessionView } from "./view.js";
 
@@ -158,6 +159,8 @@ interface OpenedAhead {
 	/** The file, and its stamp before it was opened ahead: a file that changed since is opened again, not taken. */
 	path: string;
 	stamp: string | undefined;
+	/** Who else held the file's write lock as it was opened (`session/lockHolder`, asked beside the open). */
+	holder?: CallOutcome<LockHolderResult>;
 }
 let openedAhead: OpenedAhead | undefined;
 
@@ -197,6 +200,7 @@ export function openAhead(first: FirstOpen): Promise<string | undefined> {
 	const done = new Promise<string | undefined>((resolve) => (answered = resolve));
 	const handle = `pi-ahead-${++openedAheadCount}`;
 	b.postEarly("session/open", { ...request, handle }, (outcome) => (ahead.open = outcome as CallOutcome<ServerState>));
+	b.postEarly("session/lockHolder", { path: first.path }, (outcome) => (ahead.holder = outcome as CallOutcome<LockHolderResult>));
 	for (let page = 0; page < PAGES_AHEAD; page++) {
 		b.postEarly("session/getEntries", pageParams(handle, page, true), (outcome) => {
 			ahead.pages.answers.set(page, outcome);
@@ -226,6 +230,23 @@ function takeOpenedAhead(request: object | undefined): OpenedAhead | undefined {
 	if (opened !== undefined && request !== undefined && JSON.stringify(request) === ahead.request && stampOf(ahead.path) === ahead.stamp) return ahead;
 	if (opened !== undefined) b.call("session/close", { handle: opened.handle });
 	return undefined;
+}
+
+/**
+ * Who else holds the write lock of `path`, asked of pi-sessiond (`session/lockHolder`), or given as the answer an
+ * open ahead asked for beside the open. pi-sessiond asks with an `flock` of its own and reads the kernel's table of
+ * locks only when someone holds one; read here, the table cost pi's thread 10–17 ms at each start (its first read
+ * after a quiet spell waits out an RCU grace period, see lock.ts). A sidecar that cannot say (one older than the
+ * method) leaves it to `otherLockHolder`.
+ */
+function otherHolderOf(path: string, answered: CallOutcome<LockHolderResult> | undefined): LockHolder | undefined {
+	const outcome = answered ?? callRestarting<LockHolderResult>("session/lockHolder", { path });
+	if (outcome.error !== undefined || outcome.result === undefined) return otherLockHolder(path);
+	const pid = outcome.result.pid;
+	if (pid === null || pid === undefined || pid === process.pid) return undefined;
+	const holder = holderOf(pid);
+	// A sidecar this process started and replaced, not yet gone, is this pi's own.
+	return holder.hostPid === process.pid ? undefined : holder;
 }
 
 /** Drops an instance's reference to its handle once the instance is garbage. */
@@ -373,6 +394,8 @@ export class SessionManager extends SessionView {
 	private readonly held: { handle: string | undefined; generation: number } = { handle: undefined, generation: 0 };
 	/** Who held this session's lock when pi opened it, until the first write keeps what was promised then. */
 	private heldAtOpen: LockHolder | undefined;
+	/** The file pi last opened through `openAsPi`, and who else held its lock then. */
+	private checkedAtOpen: { path: string; holder: LockHolder | undefined } | undefined;
 	/** Appends posted without waiting and not yet known to have landed, oldest first. */
 	private posted: Posted[] = [];
 	/** The ids of the appends `mendRefused` is making again: found in the file, they are this instance's own. */
@@ -1427,8 +1450,18 @@ export class SessionManager extends SessionView {
 
 	/** `openFile`, for pi's own opens: notes who else holds the file's lock, if anyone (see `keepForkPromise`). */
 	private openAsPi(path: string): void {
-		this.openFile(path);
-		this.heldAtOpen = otherLockHolder(path);
+		const ahead = this.openFile(path);
+		this.heldAtOpen = otherHolderOf(path, ahead?.holder);
+		this.checkedAtOpen = { path, holder: this.heldAtOpen };
+	}
+
+	/**
+	 * Who else held the lock of `path` when this instance opened it for pi, if it was that open's to say: the lock
+	 * extension tells the user at `session_start` without asking the system again.
+	 */
+	lockCheckedAtOpen(path: string): { holder: LockHolder | undefined } | undefined {
+		const checked = this.checkedAtOpen;
+		return checked !== undefined && checked.path === path ? { holder: checked.holder } : undefined;
 	}
 
 	/**
@@ -1436,7 +1469,7 @@ export class SessionManager extends SessionView {
 	 * a 0-byte file, a v1/v2 file rewritten migrated, a missing final newline), where its plain open would wait
 	 * for the first write.
 	 */
-	private openFile(path: string): void {
+	private openFile(path: string): OpenedAhead | undefined {
 		const previous = this.handle;
 		const params = openParams(path, this.sessionDir, this.cwd);
 		const ahead = takeOpenedAhead(params);
@@ -1450,7 +1483,9 @@ export class SessionManager extends SessionView {
 			// again on the next one, once, as any call is made again.
 			if (!(error instanceof SessiondSessionError && error.kind === "sidecar_exited")) throw error;
 			this.adopt(unwrap(callRestarting<ServerState>("session/open", params), path));
+			return undefined;
 		}
+		return ahead;
 	}
 
 	/**
