@@ -213,6 +213,62 @@ impl PanickingIds {
     }
 }
 
+/// A writer that flushes a line a byte at a time (a slow script, a plain pi on a busy disk) takes most of a second
+/// over it. An append in that second waits for the line rather than refusing at once: refused, a host must write
+/// its entries again later, which pi on pi-sessiond did not manage (the user's prompt was lost).
+#[test]
+fn an_append_waits_for_a_line_another_writer_is_still_writing_and_then_continues_after_it() {
+    let dir = temp_dir();
+    let mut sc = Sidecar::new();
+    let st = sc.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, dir.path().display())));
+    let h = str_of(st.get("handle").unwrap());
+    let path = str_of(st.get("sessionFile").unwrap());
+    let first = str_of(
+        sc.call("session/appendMessage", json(&format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("first"))))
+            .get("id")
+            .unwrap(),
+    );
+    let line = format!(
+        r#"{{"type":"message","id":"slowline","parentId":"{first}","timestamp":"2026-01-01T00:00:01.000Z","message":{{"role":"user","content":"written a byte at a time","timestamp":1}}}}"#
+    ) + "\n";
+    let writer = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+            let bytes = line.as_bytes();
+            file.write_all(&bytes[..40]).unwrap();
+            for b in &bytes[40..] {
+                std::thread::sleep(Duration::from_millis(4));
+                file.write_all(std::slice::from_ref(b)).unwrap();
+            }
+            std::time::Instant::now()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let append = format!(r#"{{"handle":"{h}","message":{}}}"#, user_message("ours"));
+    let id = sc.start("session/appendMessage", json(&append));
+    let r = sc.response(id);
+    let answered = std::time::Instant::now();
+    let line_done = writer.join().unwrap();
+    assert!(answered >= line_done, "answered before the other writer's line was done");
+    // The line is now whole lines the handle had not read: refused as any append after another writer's (the
+    // host continues after them), never as "writing a line right now".
+    if let Some(e) = r.get("error") {
+        assert_eq!(e.get("code"), Some(&Json::number(-32801.0)), "{}", r.to_canonical_string());
+        assert!(!str_of(e.get("message").unwrap()).contains("right now"), "{}", r.to_canonical_string());
+        // Retry, as the protocol says: the next write takes the new lines in (and says the leaf moved), the one
+        // after it goes on from there.
+        let refused = sc.call_err("session/appendMessage", json(&append));
+        assert_eq!(refused.get("data").and_then(|d| d.get("leafId")), Some(&Json::str("slowline")));
+        sc.call("session/appendMessage", json(&append));
+    }
+    let file = entries_in_file(&path);
+    let ids: Vec<&str> = file.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids.len(), 3, "first, the other writer's line, ours: {file:?}");
+    assert_eq!(file[1], ("slowline".to_owned(), Some(first)));
+    assert_eq!(file[2].1.as_deref(), Some("slowline"), "ours continues after the other writer's line");
+}
+
 #[test]
 fn a_write_that_panics_half_way_leaves_the_session_exactly_as_its_file_not_with_a_phantom_entry_issue_19() {
     use pi_sessiond::session::change::Op;

@@ -5,7 +5,7 @@
 // refusing to write a session a pi on pi-sessiond holds.
 import { execFileSync } from "node:child_process";
 import { deepStrictEqual, equal, match, notEqual, ok } from "node:assert/strict";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs";
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -313,6 +313,33 @@ test("after a plain pi's appends, what a pi on pi-sessiond appends next continue
 		ids,
 		"every entry pi holds is in the file, with the id pi was given",
 	);
+});
+
+test("a line another writer is still writing, a byte at a time, as pi on pi-sessiond prompts costs no prompt: they continue after it", async () => {
+	const box = sandbox("slow-line");
+	const pi = new RpcPi(box, { sessiond: true });
+	await pi.prompt("first");
+	const file = (await pi.command({ type: "get_state" })).sessionFile;
+	const last = lines(file).at(-1).id;
+	const raw = `${JSON.stringify({ type: "message", id: "0000raw1", parentId: last, timestamp: new Date().toISOString(), message: { role: "user", content: [{ type: "text", text: "from a slow writer" }], timestamp: Date.now() } })}\n`;
+	// About a second for the line: 40 bytes, then a byte every 4 ms.
+	const writer = (async () => {
+		appendFileSync(file, raw.slice(0, 40));
+		for (let i = 40; i < raw.length; i++) {
+			await new Promise((resolve) => setTimeout(resolve, 4));
+			appendFileSync(file, raw[i]);
+		}
+	})();
+	await new Promise((resolve) => setTimeout(resolve, 100));
+	await pi.prompt("second");
+	await writer;
+	await pi.prompt("third");
+	const texts = (await pi.command({ type: "get_messages" })).messages.filter((m) => m.role !== "system").map((m) => m.errorMessage ?? m.content.map((c) => c.text).join(""));
+	deepStrictEqual(texts, ["first", "echo: first", "second", "echo: second", "third", "echo: third"], "pi kept every prompt and answer");
+	equal(await pi.close(), 0, pi.stderr);
+	deepStrictEqual(userTexts(file), ["first", "from a slow writer", "second", "third"]);
+	const entries = lines(file).filter((e) => e.type !== "session");
+	entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `entry ${i} (${e.type}) continues the one before it`));
 });
 
 test("after the sidecar died while pi was idle and a plain pi appended, pi on pi-sessiond's next prompt continues after them and says so", async () => {

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// How long a write waits for a line another writer is in the middle of (pi writes each line with one `write()`;
+/// a writer flushing piece by piece takes longer, and one still writing after this is refused).
+const WAIT_FOR_ANOTHER_WRITERS_LINE: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl SessionManager {
     // ----------------------------------------------------------------------------------------------------------
     // Writing what was staged
@@ -65,22 +69,31 @@ impl SessionManager {
             FileState::Same => {}
             FileState::Grew(_) => {
                 let file = self.file.as_ref().expect("a grown file is present");
-                let beyond = file.beyond(known)?;
-                let whole_lines = beyond.end > known && beyond.unterminated != Some(known);
-                if beyond.end < known || whole_lines {
-                    // Lines we have not read (or bytes gone): the caller's picture is stale; following the file
-                    // at the next look brings them in.
-                    return Err(self.conflict("another process changed the session file since it was read", true));
-                }
-                if let Some(from) = beyond.unterminated {
-                    if file.still_growing(beyond.end)? {
+                // A line another writer is still writing is waited for, a while: refused, a host's entries (and
+                // its user's prompt) would have to be written again once the line is done, which a host does
+                // not always manage; waited for, the line ends as whole lines (a conflict every host handles:
+                // continue after them) or is left unfinished (ended by our newline).
+                let waiting_since = std::time::Instant::now();
+                loop {
+                    let beyond = file.beyond(known)?;
+                    let whole_lines = beyond.end > known && beyond.unterminated != Some(known);
+                    if beyond.end < known || whole_lines {
+                        // Lines we have not read (or bytes gone): the caller's picture is stale; following the
+                        // file at the next look brings them in.
+                        return Err(self.conflict("another process changed the session file since it was read", true));
+                    }
+                    let Some(from) = beyond.unterminated else { break };
+                    if !file.still_growing(beyond.end)? {
+                        // A line another writer left unfinished: our newline ends it, so ours is never fused with it.
+                        torn = Some((from, beyond.end - from));
+                        break;
+                    }
+                    if waiting_since.elapsed() >= WAIT_FOR_ANOTHER_WRITERS_LINE {
                         return Err(self.conflict(
                             "another process is writing a line to the session file right now; nothing was written",
                             true,
                         ));
                     }
-                    // A line another writer left unfinished: our newline ends it, so ours is never fused with it.
-                    torn = Some((from, beyond.end - from));
                 }
             }
             FileState::Missing => {
