@@ -686,11 +686,13 @@ class Client:
 
         Args:
             session_dir: the directory to watch.
-            cwd: or pi's directory for this cwd (when ``session_dir`` is not given).
+            cwd: or pi's directory for this cwd (when ``session_dir`` is not given). With neither, every project's
+                directory is watched (the sessions ``list_all`` lists, and projects made later).
             on_changed: called with each later ``{watchId, path, kind}``. The watch's buffer (:meth:`SessionsWatch.get`,
                 :meth:`SessionsWatch.changes`) also holds any event that arrived before ``sessions/watch`` answered.
         """
-        result = self.request("sessions/watch", _compact({"sessionDir": _path(session_dir), "cwd": cwd}))
+        scope = _compact({"sessionDir": _path(session_dir), "cwd": cwd}) or {"all": True}
+        result = self.request("sessions/watch", scope)
         watch = SessionsWatch(self, result["watchId"], result["dir"])
         with self._lock:
             # Events that came before the answer were kept as orphans: they go to the buffer first, and the

@@ -229,6 +229,19 @@ def test_watch_a_session_directory(client, tmp_path):
     assert watch.get(timeout=0) is None
 
 
+def test_watch_sessions_with_no_scope_follows_every_project(client, agent_dir):
+    with client.watch_sessions() as watch:
+        project = os.path.join(agent_dir, "sessions", "--tmp-later-project--")
+        os.makedirs(project)
+        path = os.path.join(project, "s.jsonl")
+        write_session(path, conversation(["hello"]))
+        seen = []
+        while not any(e["path"] == path for e in seen):
+            event = watch.get(timeout=10)
+            assert event is not None, f"no sessions/changed for a session of a project made later: {seen}"
+            seen.append(event)
+
+
 def test_progress_while_listing(client, tmp_path):
     directory = tmp_path / "many"
     directory.mkdir()

@@ -507,9 +507,10 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 
 	/**
 	 * Reports session files appearing, growing or vanishing in a directory (`sessions/watch`) as `sessionsChanged`
-	 * events. Give `sessionDir`, or `cwd` for pi's directory of that working directory.
+	 * events. Give `sessionDir`, or `cwd` for pi's directory of that working directory; `{all: true}` (the default)
+	 * watches every project's directory, those made later included.
 	 */
-	async watchSessions(target: { sessionDir: string } | { cwd: string }): Promise<SessionsWatch> {
+	async watchSessions(target: { sessionDir: string } | { cwd: string } | { all: true } = { all: true }): Promise<SessionsWatch> {
 		const params: ProtocolRequests["sessions/watch"]["params"] = target;
 		const result = await this.request("sessions/watch", params);
 		return {

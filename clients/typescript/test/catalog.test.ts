@@ -1,8 +1,9 @@
 /** Session-independent methods: the open variants, listing, findById, search, directory watching. */
 
 import assert from "node:assert/strict";
-import { appendFileSync, existsSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
+import { join } from "node:path";
 import { type SessiondClient, SessiondError, type SessionsChanged } from "../src/index.js";
 import { spawnTestClient, tempDir, userMessage, waitFor, writePiSession } from "./helpers.js";
 
@@ -275,5 +276,23 @@ describe("watching a directory", () => {
 		assert.equal(event.watchId, watch.watchId);
 		assert.ok(["created", "changed"].includes(event.kind), event.kind);
 		await watch.unwatch();
+	});
+
+	it("watches every project's sessions when given no scope, projects made later included", async () => {
+		const agentDir = tempDir("pi-sessiond-agent-");
+		mkdirSync(join(agentDir, "sessions"));
+		const { client: scoped } = await spawnTestClient({ agentDir });
+		try {
+			const events: SessionsChanged[] = [];
+			scoped.on("sessionsChanged", (e) => events.push(e));
+			const watch = await scoped.watchSessions();
+			const project = join(agentDir, "sessions", "--tmp-later--");
+			mkdirSync(project, { recursive: true });
+			const file = writePiSession(project, { id: "later-1" });
+			await waitFor(() => events.some((e) => e.path === file), "a later project's new session");
+			await watch.unwatch();
+		} finally {
+			await scoped.close();
+		}
 	});
 });
