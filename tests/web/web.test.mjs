@@ -414,6 +414,71 @@ test("one session, then another, then a search hit in a third are each shown", a
   });
 });
 
+test("Back and Forward step through the sessions opened and the usage overview, and Back from the first leaves none open", async () => {
+  await withSwitchServer(async (page, files) => {
+    const shows = async (k) => {
+      await page.waitForSelector(`body[data-state="ready"] .row[data-id="q${k}"]`);
+      assert.equal(await page.locator(`.row[data-id^="q"]:not([data-id="q${k}"])`).count(), 0, `only session ${k}'s rows`);
+      assert.equal(await page.getAttribute(".session.on", "data-path"), files[k]);
+      assert.equal(await page.isVisible("#overview-pane"), false, "the overview is closed");
+    };
+    for (const k of [0, 1, 2]) {
+      await page.click(`.session[data-path="${files[k]}"]`);
+      await shows(k);
+    }
+    // Moving from entry to entry in one session is not a step of its own.
+    await page.click('.row[data-id="r2"]');
+    await page.waitForSelector('.row.sel[data-id="r2"]');
+    await page.goBack();
+    await shows(1);
+    await page.goBack();
+    await shows(0);
+    await page.goForward();
+    await shows(1);
+    await page.click("#overview-button");
+    await page.waitForSelector("#overview-pane:not([hidden])");
+    assert.match(page.url(), /[?&]overview=1/);
+    await page.goBack();
+    await shows(1);
+    await page.goForward();
+    await page.waitForSelector("#overview-pane:not([hidden])");
+    await page.goBack();
+    await shows(1);
+    await page.goBack();
+    await shows(0);
+    await page.goBack();
+    await page.waitForSelector("#empty:not([hidden])");
+    assert.equal(await page.locator(".session.on").count(), 0, "no session is open");
+    assert.equal(await page.locator("#tree-inner .row:visible").count(), 0);
+    assert.ok(!/[?&]session=/.test(page.url()), page.url());
+    // And forward again into the sessions, as they were.
+    await page.goForward();
+    await shows(0);
+  });
+});
+
+test("the page fits its window whatever the header's height, and at 600 px every header button is in the window", async () => {
+  for (const width of [1400, 900, 600]) {
+    await withSwitchServer(async (page, files) => {
+      await page.click(`.session[data-path="${files[2]}"]`);
+      await page.waitForSelector('body[data-state="ready"] .row');
+      const { scroll, client, layoutBottom } = await page.evaluate(() => ({
+        scroll: document.documentElement.scrollHeight,
+        client: document.documentElement.clientHeight,
+        layoutBottom: document.getElementById("layout").getBoundingClientRect().bottom,
+      }));
+      assert.ok(scroll <= client && layoutBottom <= client, `at ${width} px the page is ${scroll} px tall, its layout ends at ${layoutBottom}, in ${client} px`);
+      for (const control of ["#resume-copy", "#overview-button"]) {
+        const box = await page.locator(control).boundingBox();
+        assert.ok(box && box.x >= 0 && box.x + box.width <= width, `at ${width} px ${control} lies within the window: ${JSON.stringify(box)}`);
+        assert.ok(box.y + box.height <= client, `at ${width} px ${control} is above the window's bottom`);
+      }
+      const copy = await page.textContent("#resume-copy");
+      assert.equal(copy, "Copy resume command", "the button's words are whole");
+    }, { width, height: 600 });
+  }
+});
+
 test("each tab is shown alone", async () => {
   await withSwitchServer(async (page, files) => {
     await page.click(`.session[data-path="${files[1]}"]`);

@@ -1004,6 +1004,7 @@
 
   async function showOverview() {
     state.overview = true;
+    showAddress();
     $("overview-button").classList.add("on");
     $("tabs").hidden = true;
     for (const t of ["tree", "branch", "context", "usage"]) $(`${t}-pane`).hidden = true;
@@ -1061,6 +1062,7 @@
     $("overview-button").classList.remove("on");
     $("overview-pane").hidden = true;
     $("tabs").hidden = false;
+    showAddress();
   }
 
   function showTab(tab) {
@@ -1078,21 +1080,65 @@
   }
 
   // ---------------------------------------------------------------------------------------------------------
-  // Addresses and keys: `?token=T&session=<id or path>&entry=<id>` opens a session at an entry, and the address
-  // bar always says what is open, so it can be bookmarked or shared with whoever has the token.
+  // Addresses and keys: `?token=T&session=<id or path>&entry=<id>` opens a session at an entry (`&overview=1`:
+  // the usage overview over it), and the address bar always says what is open, so it can be bookmarked or shared
+  // with whoever has the token. Each session opened and the overview are a step of the browser's history, so
+  // Back returns to the one before; moving from entry to entry is not (it replaces the step).
+
+  /** True while the page follows the history (Back, Forward) rather than making a step of it. */
+  let followingHistory = false;
 
   function showAddress() {
     if (source.mode !== "live") return;
     const q = new URLSearchParams(location.search);
+    const step = (params) => `${params.get("session") ?? ""}\n${params.has("overview")}`;
+    const before = step(q);
     q.delete("session");
     q.delete("entry");
+    q.delete("overview");
     const cur = state.current;
     if (cur) {
       const info = state.sessions.find((s) => s.path === cur.path && s.machine === cur.machine);
       q.set("session", info && typeof info.id === "string" && info.id ? info.id : cur.path);
       if (state.selected) q.set("entry", state.selected);
     }
-    history.replaceState(null, "", `${location.pathname}?${q}`);
+    if (state.overview) q.set("overview", "1");
+    const address = `${location.pathname}?${q}`;
+    if (step(q) !== before && !followingHistory) history.pushState(null, "", address);
+    else history.replaceState(null, "", address);
+  }
+
+  /** Shows what the address says (at start, and after Back or Forward). */
+  async function showAddressed() {
+    const q = new URLSearchParams(location.search);
+    // An address of an older page named the session by path after `#session=`.
+    const wanted = q.get("session") || new URLSearchParams(location.hash.slice(1)).get("session");
+    const found = wanted && findSession(wanted);
+    const cur = state.current;
+    followingHistory = true;
+    try {
+      if (source.mode === "export") await openSession(state.sessions[0].path, q.get("entry"));
+      else if (found && cur && found.path === cur.path && found.machine === cur.machine) {
+        const entry = q.get("entry");
+        if (entry && cur.byId.has(entry)) select(entry);
+      } else if (found) await openSession(found.path, q.get("entry"), found.machine);
+      else if (!wanted && cur) closeSession();
+      else {
+        if (wanted) notice(ambiguity(wanted));
+        document.body.dataset.state = "ready";
+      }
+      if (source.overview && q.has("overview") && !state.overview) await showOverview();
+      else if (!q.has("overview") && state.overview) showTab(state.tab);
+    } finally {
+      followingHistory = false;
+    }
+  }
+
+  /** What to say of an address's session that names no listed session, or more than one. */
+  function ambiguity(wanted) {
+    const some = state.sessions.filter((s) => typeof s.id === "string" && s.id.startsWith(wanted));
+    if (some.length < 2) return `No listed session is ${wanted}`;
+    return `${some.length} sessions match ${wanted}: ${some.map((s) => s.id).join(", ")}; give more of the id`;
   }
 
   /** The listed session an address names: its path, its id, or a prefix of exactly one id. */
@@ -1234,6 +1280,20 @@
     document.body.dataset.state = "ready";
   }
 
+  /** Back to no session open (an address that names none, after Back). */
+  function closeSession() {
+    source.close(state.current.handle);
+    state.current = null;
+    state.selected = null;
+    showResume();
+    notice("");
+    $("title").textContent = "Sessions";
+    $("title").title = "";
+    $("summary").textContent = "";
+    showTab(state.tab);
+    renderList();
+  }
+
   async function resync() {
     const cur = state.current;
     try {
@@ -1306,18 +1366,8 @@
     showTab("tree");
     source.onEvent(onEvent);
     document.addEventListener("keydown", onKey);
-    loadSessions().then(() => {
-      const q = new URLSearchParams(location.search);
-      // An address of an older page named the session by path after `#session=`.
-      const wanted = q.get("session") || new URLSearchParams(location.hash.slice(1)).get("session");
-      const found = wanted && findSession(wanted);
-      if (source.mode === "export") openSession(state.sessions[0].path, q.get("entry"));
-      else if (found) openSession(found.path, q.get("entry"), found.machine);
-      else {
-        if (wanted) notice(`No listed session is ${wanted}`);
-        document.body.dataset.state = "ready";
-      }
-    });
+    loadSessions().then(showAddressed);
+    window.addEventListener("popstate", () => showAddressed());
     setInterval(refreshAges, 30000);
   }
   start();
