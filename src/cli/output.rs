@@ -198,6 +198,11 @@ fn start_pager() -> Option<Child> {
     if std::env::var_os("LESS").is_none() {
         cmd.env("LESS", "FRX");
     }
+    // Commands that read create no file: less would write its history file (~/.lesshst) even for a page that
+    // fits the screen. A user's own choice of history file stands.
+    if std::env::var_os("LESSHISTFILE").is_none() {
+        cmd.env("LESSHISTFILE", "-");
+    }
     cmd.spawn().ok()
 }
 

@@ -442,6 +442,24 @@ fn long_output_goes_through_the_pager_on_a_terminal_and_never_into_a_pipe() {
     assert!(!paged.exists(), "no pager when stdout is a pipe");
     run_on_terminal(cmd(&a.dir).env("PAGER", &pager).args(["tree", &s(&a.app_session), "--no-pager"]), 120, 40, b"");
     assert!(!paged.exists(), "--no-pager");
+    // less writes ~/.lesshst after every page, but a command that reads creates no file: it is told not to,
+    // unless its user chose a history file.
+    let told = tmp.path().join("told.txt");
+    let pager = format!("printf %s \"$LESSHISTFILE\" > '{}'; cat > /dev/null", s(&told));
+    run_on_terminal(
+        cmd(&a.dir).env("PAGER", &pager).env_remove("LESSHISTFILE").args(["tree", &s(&a.app_session)]),
+        120,
+        40,
+        b"",
+    );
+    assert_eq!(std::fs::read_to_string(&told).unwrap(), "-");
+    run_on_terminal(
+        cmd(&a.dir).env("PAGER", &pager).env("LESSHISTFILE", "/mine").args(["tree", &s(&a.app_session)]),
+        120,
+        40,
+        b"",
+    );
+    assert_eq!(std::fs::read_to_string(&told).unwrap(), "/mine");
 }
 
 #[test]
