@@ -320,9 +320,41 @@ impl Failure {
         use crate::session::Error as E;
         let message = match e {
             E::Io { path, source, .. } => format!("{path}: {}", describe_io(source)),
+            E::InvalidSessionFile { path } => format!("{e} ({})", why_not_a_session(path)),
             _ => e.to_string(),
         };
         Failure::new(e.kind(), message)
+    }
+}
+
+/// Why pi does not take the file at `path` for a session, from its first line: what a person fixing it needs
+/// (the engine's error is pi's, which names the file only).
+fn why_not_a_session(path: &str) -> String {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(64 << 10).read_to_end(&mut head));
+    if let Err(e) = read {
+        return describe_io(&e);
+    }
+    let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    if head.is_empty() {
+        return "it is empty".into();
+    }
+    // (A first line longer than what was read may end inside a character: that alone is not binary.)
+    let cut = first.len() == head.len() && head.len() == 64 << 10;
+    if first.contains(&0) || (std::str::from_utf8(first).is_err() && !cut) {
+        return "it is not text".into();
+    }
+    match serde_json::from_slice::<serde_json::Value>(first) {
+        Err(_) if first.iter().all(u8::is_ascii_whitespace) => "its first line is empty, not a session header".into(),
+        Err(_) => "its first line is not JSON".into(),
+        Ok(serde_json::Value::Object(o)) => match (o.get("type").and_then(|t| t.as_str()), o.get("id")) {
+            (Some("session"), Some(serde_json::Value::String(_))) => "its session header is not one pi reads".into(),
+            (Some("session"), _) => "its session header has no string id".into(),
+            (Some(kind), _) => format!("its first line is a {kind:?} entry, not a session header"),
+            (None, _) => "its first line is an object without a type, not a session header".into(),
+        },
+        Ok(_) => "its first line is JSON but not an object, not a session header".into(),
     }
 }
 

@@ -147,11 +147,21 @@ fn a_file_that_is_not_a_session_is_refused_by_every_reading_command() {
     let before = std::fs::read(&bogus).unwrap();
     for command in ["tree", "stats", "inspect"] {
         let out = run(&a.dir, &[command, &s(&bogus)]);
-        assert_fails_with_one_line(&out, &["not a valid pi session", "notes.jsonl"]);
+        assert_fails_with_one_line(&out, &["not a valid pi session", "notes.jsonl", "without a type"]);
         let (status, kind, _) = json_error(&run(&a.dir, &[command, &s(&bogus), "--json"]));
         assert_eq!((status, kind.as_str()), (Some(2), "invalid_session_file"));
     }
     assert_eq!(std::fs::read(&bogus).unwrap(), before, "a refused file is left as it was");
+    // Each says why, from its first line.
+    for (bytes, why) in [
+        (&b"{\"type\":\"message\",\"id\":\"a\"}\n"[..], "a \"message\" entry, not a session header"),
+        (b"{\"type\":\"session\"}\n", "no string id"),
+        (b"root:x:0:0:root:/root:/bin/bash\n", "first line is not JSON"),
+        (b"\x7fELF\x02\x01\x01\0\0\0", "not text"),
+    ] {
+        std::fs::write(&bogus, bytes).unwrap();
+        assert_fails_with_one_line(&run(&a.dir, &["stats", &s(&bogus)]), &["not a valid pi session", why]);
+    }
     let out = run(&a.dir, &["tree", &s(&a.dir)]);
     assert_fails_with_one_line(&out, &["a directory"]);
 }
