@@ -150,7 +150,8 @@ impl View {
         self.snapshot(&handle)
     }
 
-    /// `{state, rows}` of an open handle: its state and every entry as a skeleton row, in tree pre-order.
+    /// `{state, rows, warnings}` of an open handle: its state, every entry as a skeleton row in tree pre-order,
+    /// and what reading the file found (`session/getWarnings`: lines pi skips, broken links, an old version).
     pub fn snapshot(&self, handle: &str) -> Result<Json, Failure> {
         let state = self.bridge.call("session/getState", obj(vec![("handle", Json::str(handle))]))?;
         let tree = self.bridge.call("session/getTreeFlat", obj(vec![("handle", Json::str(handle))]))?;
@@ -167,7 +168,8 @@ impl View {
                 Some(row)
             })
             .collect();
-        Ok(obj(vec![("state", state), ("rows", Json::Array(rows))]))
+        let warnings = self.bridge.call("session/getWarnings", obj(vec![("handle", Json::str(handle))]))?;
+        Ok(obj(vec![("state", state), ("rows", Json::Array(rows)), ("warnings", warnings)]))
     }
 
     /// Stops following `handle` (one reference of it).

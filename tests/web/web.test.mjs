@@ -696,6 +696,33 @@ function piSession(dir, cwd, k, question, at) {
 }
 
 
+test("the page says what reading a file found, and that its file was deleted only until it is back", async () => {
+  const dir = join(work, "notice-agent");
+  const root = join(dir, "sessions", "--work-notice--");
+  const clean = piSession(root, "/work/notice", 0, "a clean session", "2026-03-01T00:00:00.000Z");
+  const marred = piSession(root, "/work/notice", 1, "a session with a bad line", "2026-03-02T00:00:00.000Z");
+  const [head, ...rest] = readFileSync(marred, "utf8").split("\n");
+  writeFileSync(marred, [head, "this line is not JSON", ...rest].join("\n"));
+  const kept = readFileSync(marred);
+  await withServerOf(dir, async (page) => {
+    await page.waitForSelector(`.session[data-path="${marred}"]`);
+    const said = async () => ((await page.isVisible("#notice")) ? await page.textContent("#notice") : "");
+    await page.click(`.session[data-path="${marred}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="q1"]');
+    assert.match(await said(), /1 problem: line 2: line is not valid JSON.*stay in the file/);
+    await page.click(`.session[data-path="${clean}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="q0"]');
+    assert.equal(await said(), "", "a clean session has nothing to say");
+    await page.click(`.session[data-path="${marred}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="q1"]');
+    rmSync(marred);
+    await page.waitForFunction(() => /was deleted/.test(document.getElementById("notice").textContent), null, { timeout: 5000 });
+    writeFileSync(marred, kept);
+    await page.waitForFunction(() => /line 2/.test(document.getElementById("notice").textContent), null, { timeout: 5000 });
+    assert.doesNotMatch(await said(), /deleted/);
+  });
+});
+
 test("the list groups sessions by project and follows sessions other processes create, append to and delete, without reloading the list", async () => {
   const dir = join(work, "live-list-agent");
   const root = join(dir, "sessions");

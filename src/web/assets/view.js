@@ -100,6 +100,16 @@
     n.textContent = visible(text || "");
   }
 
+  /** What the page says of the open session's file: deleted, or what reading it found, or nothing. */
+  function noticeFile(cur, deleted) {
+    if (deleted) return notice("The session file was deleted.");
+    const found = (cur.warnings || []).filter((w) => w.kind !== "legacy_version" && w.kind !== "missing_final_newline");
+    if (!found.length) return notice("");
+    const first = found[0];
+    const more = found.length > 1 ? ` (and ${plural(found.length - 1, "more", "more")})` : "";
+    notice(`Reading this file found ${plural(found.length, "problem")}: line ${first.line}: ${first.message}${more}. Nothing is dropped: such lines stay in the file as they are.`);
+  }
+
   // ---------------------------------------------------------------------------------------------------------
   // The session list and search
 
@@ -389,6 +399,7 @@
       roots: [],
       labels: new Map(),
       leafId: snapshot.state.leafId ?? null,
+      warnings: snapshot.warnings || [],
     };
     for (const r of snapshot.rows) addRow(cur, r, r.label);
     return cur;
@@ -1251,6 +1262,7 @@
     state.current = index(snap, path);
     state.current.machine = machine;
     state.current.pushed = pushedAs(listedCurrent());
+    noticeFile(state.current, false);
     showResume();
     state.folded.clear();
     state.selected = null;
@@ -1294,13 +1306,15 @@
     renderList();
   }
 
-  async function resync() {
+  /** Loads the open session again; `deleted`: its file was just deleted (said until it comes back). */
+  async function resync(deleted = false) {
     const cur = state.current;
     try {
       const snap = await source.snapshot(cur.handle);
       state.current = index(snap, cur.path);
       state.current.machine = cur.machine;
       state.current.pushed = cur.pushed;
+      noticeFile(state.current, deleted);
       relayout();
       transcript.tip = undefined;
       if (state.selected && state.current.byId.has(state.selected)) select(state.selected);
@@ -1334,8 +1348,7 @@
     } else if (ev.kind === "leaf") {
       cur.leafId = ev.leafId ?? null;
     } else {
-      if (ev.kind === "deleted") notice("The session file was deleted.");
-      return resync();
+      return resync(ev.kind === "deleted");
     }
     relayout();
     if ($("follow").checked) scrollToId(shownLeaf);
