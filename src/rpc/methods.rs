@@ -287,6 +287,7 @@ methods! {
     "session/close", Open, writing open::close [HandleParams] -> Null, "Drops one reference to the handle; the last one closes it.";
     "session/watch", Open, writing watch::watch_session [HandleParams] -> Null, "Follows appends other processes make to the handle's file (session/changed with origin external).";
     "session/unwatch", Open, writing watch::unwatch_session [HandleParams] -> Null, "Stops following the handle's file.";
+    "session/lock", Open, writing open::lock_session [HandleParams] -> Null, "Takes the file's write lock now, as the first write would (session_locked when another process holds it): a host whose sidecar died takes it back at once on the next one.";
     "session/lockHolder", Open, pooled open::lock_holder [LockHolderParams] -> LockHolderResult, "The process other than this server holding a session file's write lock (a pi-sessiond writing it), or null: what to tell a user before they type into a session another pi writes.";
 
     // Mutations that are one engine op each: the line names the op (what the params ask of the engine); running

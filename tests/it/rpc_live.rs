@@ -307,6 +307,34 @@ fn a_files_lock_holder_is_named_to_other_processes_never_to_itself_and_not_once_
     assert_eq!(holder(&mut b, &file), Json::Null, "a holder's lock dies with it");
 }
 
+#[test]
+fn a_host_can_take_a_files_write_lock_before_it_writes_and_then_holds_it_against_others() {
+    let dir = temp_dir();
+    let (file, _) = session_file(dir.path());
+    let mut a = Sidecar::new();
+    let ha = str_of(a.call("session/open", json(&format!(r#"{{"path":"{file}"}}"#))).get("handle").unwrap());
+    let mut b = Sidecar::new();
+    let hb = str_of(b.call("session/open", json(&format!(r#"{{"path":"{file}"}}"#))).get("handle").unwrap());
+    a.call("session/lock", json(&format!(r#"{{"handle":"{ha}"}}"#)));
+    a.call("session/lock", json(&format!(r#"{{"handle":"{ha}"}}"#)));
+    let holder = b.call("session/lockHolder", json(&format!(r#"{{"path":"{file}"}}"#)));
+    assert_eq!(holder.get("pid"), Some(&Json::number(a.pid() as f64)), "held without a write");
+    let refused = b.call_err("session/lock", json(&format!(r#"{{"handle":"{hb}"}}"#)));
+    assert_eq!(refused.get("data").and_then(|d| d.get("kind")), Some(&Json::str("session_locked")));
+    let refused = b.call_err(
+        "session/appendMessage",
+        json(&format!(r#"{{"handle":"{hb}","message":{}}}"#, user_message("b wants it"))),
+    );
+    assert_eq!(refused.get("data").and_then(|d| d.get("pid")), Some(&Json::number(a.pid() as f64)));
+    // A session not written yet has no file to lock: nothing to do, and nothing written.
+    let st = a.call("session/create", json(&format!(r#"{{"cwd":"/p","sessionDir":"{}"}}"#, s(dir.path()))));
+    let fresh = str_of(st.get("handle").unwrap());
+    a.call("session/lock", json(&format!(r#"{{"handle":"{fresh}"}}"#)));
+    assert!(!std::path::Path::new(&str_of(st.get("sessionFile").unwrap())).exists());
+    drop(a);
+    b.call("session/lock", json(&format!(r#"{{"handle":"{hb}"}}"#)));
+}
+
 /// Asking who holds a lock takes a shared one for a moment: a writer taking its lock in that moment must still
 /// get it, never `session_locked`.
 #[test]

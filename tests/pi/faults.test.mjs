@@ -5,7 +5,7 @@
 // refusing to write a session a pi on pi-sessiond holds.
 import { execFileSync } from "node:child_process";
 import { deepStrictEqual, equal, match, notEqual, ok } from "node:assert/strict";
-import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs";
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -26,6 +26,20 @@ function installPackage(box) {
 	symlinkSync(join(clientPackage, "node_modules", "vscode-jsonrpc"), join(modules, "vscode-jsonrpc"));
 	const env = { ...process.env, HOME: box.home, PI_CODING_AGENT_DIR: box.agentDir, PI_OFFLINE: "1" };
 	execFileSync("pi", ["install", target], { cwd: box.cwd, env, stdio: "pipe" });
+}
+
+/** The pid holding the write lock (flock) of `file`, from the kernel's table, or undefined. */
+function lockHolderPid(file) {
+	const { dev, ino } = statSync(file, { bigint: true });
+	const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn);
+	const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn);
+	for (const line of readFileSync("/proc/locks", "latin1").split("\n")) {
+		const fields = line.trim().split(/\s+/);
+		if (fields[1] !== "FLOCK" || fields[3] !== "WRITE") continue;
+		const [maj, min, inode] = (fields[5] ?? "").split(":");
+		if (BigInt(`0x${maj}`) === major && BigInt(`0x${min}`) === minor && BigInt(inode) === ino) return Number(fields[4]);
+	}
+	return undefined;
 }
 
 /** The pi-sessiond processes below `pid`. */
@@ -489,6 +503,25 @@ test("a sidecar killed while pi starts costs no entry and no stack trace, whethe
 	}
 });
 
+test("a sidecar killed while its pi is idle leaves no gap in the lock: a plain pi with the package installed is still refused", async () => {
+	const box = sandbox("relock");
+	installPackage(box);
+	const holder = new RpcPi(box, { sessiond: true });
+	await holder.prompt("hello from pi on pi-sessiond");
+	const file = (await holder.command({ type: "get_state" })).sessionFile;
+	const [sidecar] = sidecarsOf(holder.pid);
+	process.kill(sidecar, "SIGKILL");
+	// Without a call from pi, the next sidecar takes the lock back.
+	await eventually(() => {
+		const next = sidecarsOf(holder.pid).find((p) => p !== sidecar);
+		return next !== undefined && lockHolderPid(file) === next;
+	}, "a new sidecar of the holder holds the session's lock");
+	await refusedInPrintMode(box, file, holder);
+	await goesOn(holder, file);
+	const entries = lines(file).filter((e) => e.type !== "session");
+	entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `entry ${i} (${e.type}) continues the one before it`));
+});
+
 test("a plain pi with the package installed refuses to write a session a pi on pi-sessiond holds, naming it", async () => {
 	const box = sandbox("installed");
 	installPackage(box);
@@ -508,12 +541,22 @@ test("a plain pi with the package installed refuses to write a session a pi on p
 	equal(await plain.close(), 0, plain.stderr);
 	equal(readFileSync(file, "utf8"), before, "plain pi wrote nothing");
 
+	await refusedInPrintMode(box, file, holder);
+	await goesOn(holder, file);
+});
+
+/** A plain pi in print mode (the package installed in `box`) is refused `file`, which `holder` holds, naming it. */
+async function refusedInPrintMode(box, file, holder) {
+	const before = readFileSync(file, "utf8");
 	const printed = await printPi(box, { sessiond: false, args: ["--session", file, "hello from a script"] });
 	equal(printed.code, 1, "print mode fails");
 	match(printed.stderr, new RegExp(`being written by process ${holder.pid}\\b`));
 	equal(readFileSync(file, "utf8"), before, "plain pi wrote nothing");
+}
 
+/** The holder prompts once more and quits: its file holds its two prompts and nothing else. */
+async function goesOn(holder, file) {
 	await holder.prompt("pi on pi-sessiond goes on");
 	equal(await holder.close(), 0, holder.stderr);
 	deepStrictEqual(userTexts(file), ["hello from pi on pi-sessiond", "pi on pi-sessiond goes on"]);
-});
+}

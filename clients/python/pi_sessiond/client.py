@@ -1020,6 +1020,11 @@ class Session:
         """Stops following the file."""
         self._call("session/unwatch")
 
+    def lock(self) -> None:
+        """Takes the file's write lock now, as the first write would (``SessionLocked`` when another process
+        holds it); it is held while the session is open. A session not written yet has nothing to lock."""
+        self._call("session/lock")
+
     def close(self) -> None:
         """Drops this object's reference to the handle (the last one closes the session on the server) and ends
         its event streams. Idempotent; a no-op once the client is closed."""

@@ -49,6 +49,7 @@ REQUEST_METHODS = (
     'session/getTreeFlat',
     'session/getWarnings',
     'session/inMemory',
+    'session/lock',
     'session/lockHolder',
     'session/newSession',
     'session/open',

@@ -198,3 +198,6 @@ def test_a_second_server_writing_the_same_file_gets_session_locked(client, binar
         # Who holds it can be asked before writing: the other server names the holder; the holder names nobody.
         assert other.lock_holder(session_file) == client.pid
         assert client.lock_holder(session_file) is None
+        with pytest.raises(SessionLocked):
+            theirs.lock()
+        mine.lock()  # held already: nothing to do

@@ -441,6 +441,13 @@ export interface ProtocolRequests {
 		result: SessionState;
 	};
 	/**
+	 * Takes the file's write lock now, as the first write would (session_locked when another process holds it): a host whose sidecar died takes it back at once on the next one.
+	 */
+	"session/lock": {
+		params: HandleParams;
+		result: Null;
+	};
+	/**
 	 * The process other than this server holding a session file's write lock (a pi-sessiond writing it), or null: what to tell a user before they type into a session another pi writes.
 	 */
 	"session/lockHolder": {

@@ -464,6 +464,14 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	}
 
 	/**
+	 * Takes the file's write lock now, as the first write would (`session_locked` when another process holds it);
+	 * it is held while the session is open. A session not written yet has nothing to lock.
+	 */
+	async lock(): Promise<void> {
+		await this.call("session/lock", { handle: this.handle });
+	}
+
+	/**
 	 * Drops this reference to the session (the server closes it with the last one) and ends `changes()` iterators.
 	 * Idempotent.
 	 */

@@ -31,6 +31,7 @@ const GENERATED_METHODS: Record<keyof ProtocolRequests, true> = {
 	"session/watch": true,
 	"session/unwatch": true,
 	"session/lockHolder": true,
+	"session/lock": true,
 	"session/appendMessage": true,
 	"session/appendThinkingLevelChange": true,
 	"session/appendModelChange": true,

@@ -261,6 +261,15 @@ pub fn open(p: OpenParams, server: &Arc<Server>, slot: &Arc<Slot>) -> Result<Ope
     Ok(Opening::New { manager: Box::new(manager), watch: p.watch.unwrap_or(false) })
 }
 
+/// `session/lock`.
+pub fn lock_session(_p: HandleParams, cx: &mut WriteCx<'_>) -> Res<Null> {
+    if let Some(machine) = cx.server.read_only(&cx.slot.handle) {
+        return Err(crate::rpc::team::read_only(&cx.slot.handle, &machine));
+    }
+    cx.m.take_write_lock().map_err(from_session)?;
+    Ok(Out::Value(null()))
+}
+
 /// `session/lockHolder`: asked without the `/proc/locks` read where nobody holds the lock (see
 /// [`other_lock_holder`](crate::session::store::other_lock_holder)).
 pub fn lock_holder(p: LockHolderParams, _cx: &Cx<'_>) -> Res<LockHolderResult> {

@@ -582,6 +582,11 @@ export class SyncBridge {
 		this.readStderrLeft();
 		this.dead = true;
 		this.deadBecause = why;
+		const generation = this.generation;
+		// Told on the event loop, once pi's current work is done: a listener may call the next sidecar.
+		setImmediate(() => {
+			for (const listener of deathListeners) listener(generation);
+		}).unref();
 		clearInterval(this.watchdog);
 		for (const id of this.syncPending) if (!this.syncAnswers.has(id)) this.syncAnswers.set(id, this.deadAnswer(id));
 		const answered = new Set(this.arrived.map((a) => a.id));
@@ -708,6 +713,14 @@ const RESTART_WINDOW_MS = 60_000;
  * left a pi whose sidecar was killed six times in a minute, each after serving a prompt, without one: its
  * prompts were refused until the minute was over.)
  */
+/** Who is told when a sidecar dies (`onSidecarDeath`). */
+const deathListeners: ((generation: number) => void)[] = [];
+
+/** Calls `listener` with a sidecar's generation once it is found dead, on the event loop. */
+export function onSidecarDeath(listener: (generation: number) => void): void {
+	deathListeners.push(listener);
+}
+
 export function bridge(): SyncBridge {
 	if (shared?.dead) {
 		const now = Date.now();

@@ -30,7 +30,7 @@
 
 import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { appendsWithoutWaiting, bridge, type Changed, type CallOutcome, closeHandle, type RequestFailure, type RpcError, type SyncBridge } from "./bridge.js";
+import { appendsWithoutWaiting, bridge, type Changed, type CallOutcome, closeHandle, onSidecarDeath, type RequestFailure, type RpcError, type SyncBridge } from "./bridge.js";
 import { type Entry, getCurrentSystemMessage, type Message } from "./context.js";
 import {
 	assertValidSessionId,
@@ -248,6 +248,27 @@ function otherHolderOf(path: string, answered: CallOutcome<LockHolderResult> | u
 	// A sidecar this process started and replaced, not yet gone, is this pi's own.
 	return holder.hostPid === process.pid ? undefined : holder;
 }
+
+/**
+ * The instance that wrote last, which holds its file's write lock through the sidecar. When that sidecar dies
+ * while pi is idle, the lock goes with it until pi's next call would start another: a plain pi (with the lock
+ * extension) could write the session meanwhile, in the middle of a turn whose tool still runs. So the lock is
+ * taken back on the next sidecar at once; a sidecar that keeps dying is not started again more than
+ * `RELOCKS_PER_MINUTE` times a minute for it.
+ */
+let lastWriter: WeakRef<SessionManager> | undefined;
+const RELOCKS_PER_MINUTE = 5;
+const relocks: number[] = [];
+onSidecarDeath((generation) => {
+	if (exiting) return;
+	const now = Date.now();
+	while (relocks.length > 0 && (relocks[0] ?? 0) < now - 60_000) relocks.shift();
+	if (relocks.length >= RELOCKS_PER_MINUTE) return;
+	const writer = lastWriter?.deref();
+	if (writer === undefined) return;
+	relocks.push(now);
+	writer.relock(generation);
+});
 
 /** Drops an instance's reference to its handle once the instance is garbage. */
 const releaser = new FinalizationRegistry<{ handle: string | undefined; generation: number }>((held) => {
@@ -939,7 +960,23 @@ export class SessionManager extends SessionView {
 		this.pushEntry(entry);
 		this.flushed = true;
 		this.wroteThrough = `${bridge().generation}:${this.handle}`;
+		lastWriter = new WeakRef(this);
 		return entry.id;
+	}
+
+	/**
+	 * Takes this session's write lock again on the next sidecar, when the one it wrote through (`generation`) died
+	 * (see `lastWriter`). What cannot be done now is left for pi's next call, which reports it. Not in pi's class.
+	 */
+	relock(generation: number): void {
+		if (this.wroteThrough?.startsWith(`${generation}:`) !== true || this.sessionFile === undefined) return;
+		try {
+			const handle = this.ensureHandle();
+			const outcome = callRestarting<null>("session/lock", { handle });
+			if (outcome.error === undefined) this.wroteThrough = `${bridge().generation}:${handle}`;
+		} catch {
+			// The next write meets what stands in the way (another pi took the session meanwhile: it forks away).
+		}
 	}
 
 	/** True when an append can be posted without waiting: the server's handle holds this session at this leaf. */

@@ -33,6 +33,19 @@ mod pi_names;
 mod stage;
 
 impl SessionManager {
+    /// Takes the file's write lock now, as this session's first write would (and holds it while the session is
+    /// open): a host that wrote through a process that died takes it back on the next one at once, so no other
+    /// writer slips in before its next write. A session whose file is not written yet has nothing to lock.
+    pub fn take_write_lock(&mut self) -> Result<()> {
+        if !self.persist || !self.flushed {
+            return Ok(());
+        }
+        match self.file.as_mut() {
+            Some(file) => file.lock(),
+            None => Ok(()),
+        }
+    }
+
     // ----------------------------------------------------------------------------------------------------------
     // The entry point
 
