@@ -431,7 +431,7 @@ fn safe_for_terminal(text: &str, keep_colours: bool) -> std::borrow::Cow<'_, str
 
 /// What a terminal is shown in place of `c` when `c` is a character it would act on: a C0 control's picture
 /// (newline and tab excepted), `␡` for DEL, `�` for a C1 control; None for every other character.
-fn control_picture(c: char) -> Option<char> {
+pub fn control_picture(c: char) -> Option<char> {
     match c {
         '\n' | '\t' => None,
         c if c < ' ' => char::from_u32(0x2400 + c as u32),

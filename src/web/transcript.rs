@@ -19,7 +19,7 @@ use pulldown_cmark::{Event, Options, Parser};
 
 use super::view::View;
 
-use crate::cli::output::{Failure, FailureKind};
+use crate::cli::output::{control_picture, Failure, FailureKind};
 use crate::session::describe::{chars, Scanned};
 use crate::session::json::value::number_value;
 use crate::session::json::{JsString, Json, Object};
@@ -94,23 +94,34 @@ fn text_of(v: Option<&Json>) -> Option<String> {
     v.and_then(Json::as_js_str).map(JsString::to_string_lossy)
 }
 
-/// Whether `c` is one of Unicode's explicit directional marks, embeddings, overrides or isolates (UAX #9).
+/// Whether `c` is one of Unicode's explicit directional marks, embeddings, overrides or isolates (UAX #9). The
+/// page shows marks too, where the terminal leaves them (they reorder nothing on their own).
 fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
-/// `text` with its directional controls shown as what they are (`⟨U+202E⟩`), as the page shows them in every
-/// other text of a session: "invoice\u{202E}fdp.exe" cannot pass for "invoiceexe.pdf".
+/// A control character's picture as the page shows it (`␛` for ESC, as the command line does); a carriage
+/// return, white space to HTML, is kept.
+fn picture(c: char) -> Option<char> {
+    if c == '\r' {
+        return None;
+    }
+    control_picture(c)
+}
+
+/// `text` with its directional controls shown as what they are (`⟨U+202E⟩`) and its other control characters
+/// as their pictures, as the page shows every other text of a session: "invoice\u{202E}fdp.exe" cannot pass for
+/// "invoiceexe.pdf", and a tool's ESC or BEL is seen, not dropped by the browser.
 fn visible(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_bidi_control) {
+    if !text.chars().any(|c| is_bidi_control(c) || picture(c).is_some()) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        if is_bidi_control(c) {
-            out.push_str(&format!("⟨U+{:04X}⟩", c as u32));
-        } else {
-            out.push(c);
+        match picture(c) {
+            Some(p) => out.push(p),
+            None if is_bidi_control(c) => out.push_str(&format!("⟨U+{:04X}⟩", c as u32)),
+            None => out.push(c),
         }
     }
     Cow::Owned(out)

@@ -256,6 +256,28 @@ test("an exported page shows the same tree and loads nothing from anywhere", asy
   await page.close();
 });
 
+test("control characters in a session's text (a tool's ESC, BEL, NUL, backspace) are shown as their pictures in the list, the tree and the transcript", async () => {
+  const dir = join(work, "controls-agent");
+  const root = join(dir, "sessions", "--work-controls--");
+  const text = "clear\u001b[2J then bell\u0007 nul\u0000 back\b del\u007f";
+  const file = piSession(root, "/work/controls", 0, text, "2026-03-03T00:00:00.000Z");
+  await withServerOf(dir, async (page) => {
+    await page.waitForSelector(`.session[data-path="${file}"]`);
+    const raw = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
+    const shown = "clear␛[2J then bell␇ nul␀ back␈ del␡";
+    const title = await page.textContent(`.session[data-path="${file}"] .s-title`);
+    assert.ok(title.includes(shown) && !raw.test(title), `the list: ${JSON.stringify(title)}`);
+    await page.click(`.session[data-path="${file}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="q0"]');
+    const row = await page.textContent('.row[data-id="q0"]');
+    assert.ok(!raw.test(row) && row.includes("␛[2J"), `the tree: ${JSON.stringify(row)}`);
+    await page.click('.row[data-id="q0"]');
+    await page.waitForSelector('#detail .entry.sel[data-entry="q0"]');
+    const entry = await page.textContent('#detail .entry.sel[data-entry="q0"]');
+    assert.ok(entry.includes(shown) && !raw.test(entry), `the transcript: ${JSON.stringify(entry)}`);
+  });
+});
+
 test("bidirectional controls in a session name, a first message and an entry's text are shown, not obeyed, live and exported", async () => {
   const TRICK = "invoice\u202Efdp.exe";
   const bidiAgent = join(work, "bidi-agent");

@@ -20,8 +20,17 @@
   const $ = (id) => document.getElementById(id);
   // Unicode's explicit directional marks, embeddings, overrides and isolates (UAX #9).
   const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+  // Control characters (a tool's ESC, BEL, backspace), which a browser drops or draws as nothing, are shown as
+  // their pictures, as the command line and the transcript show them; tab, newline and carriage return stay.
+  const CONTROLS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F\u0080-\u009F]/g;
+  const picture = (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x20 ? String.fromCharCode(0x2400 + code) : code === 0x7f ? "\u2421" : "\uFFFD";
+  };
   const visible = (text) =>
-    String(text).replace(BIDI_CONTROLS, (c) => `⟨U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+    String(text)
+      .replace(CONTROLS, picture)
+      .replace(BIDI_CONTROLS, (c) => `⟨U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
