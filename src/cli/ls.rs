@@ -121,15 +121,22 @@ fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
             *w = (*w).max(visible_len(cell));
         }
     }
-    // On a terminal, the title gives way first so that the id (what names the session) stays whole.
+    // On a terminal, the title gives way first, then the cwd (from its start), so that the id (what names the
+    // session) stays whole.
     if let Some(width) = style.width {
         let others: usize = widths[1..].iter().sum::<usize>() + 2 * 4;
-        widths[0] = widths[0].min(width.saturating_sub(others).max(16));
+        widths[0] = widths[0].min(width.saturating_sub(others).max(10));
+        let over = (widths.iter().sum::<usize>() + 2 * 4).saturating_sub(width);
+        widths[3] = widths[3].saturating_sub(over).max(8);
     }
     let line = |cells: [&str; 5]| -> String {
         let mut l = String::new();
         for (k, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            let cell = if k == 0 { super::output::cut_to_width(cell, w) } else { (*cell).to_owned() };
+            let cell = match k {
+                0 => super::output::cut_to_width(cell, w),
+                3 => cut_start_to_width(cell, w),
+                _ => (*cell).to_owned(),
+            };
             let pad = w.saturating_sub(visible_len(&cell));
             if k == 1 {
                 l.push_str(&" ".repeat(pad));

@@ -14,7 +14,10 @@ use crate::session::json::Json;
 use crate::session::paths;
 
 use super::ls::tilde;
-use super::output::{count, emit, terminal_safe, terminal_safe_output, Failure, Style, EXIT_NO_MATCH, EXIT_OK};
+use super::output::{
+    count, cut_start_to_width, emit, terminal_safe, terminal_safe_output, visible_len, Failure, Style, EXIT_NO_MATCH,
+    EXIT_OK,
+};
 
 /// The roles `--role` accepts (what `sessions/search` reports).
 pub const ROLES: [&str; 9] =
@@ -121,9 +124,15 @@ fn grouped(hits: &[Hit], query: &Query, style: &Style, counted: &Counted) -> Str
         let in_session: Vec<&Hit> = hits.iter().filter(|h| h.path == *path).collect();
         let id = crate::session::js::to_js_string(&in_session[0].session_id).to_string_lossy();
         let count = count(in_session.len(), "match", "matches");
+        // On a terminal the path gives way, from its start, so that the id (what names the session) stays whole.
+        let mut shown = tilde(path);
+        if let Some(width) = style.width {
+            let room = width.saturating_sub(visible_len(&id) + visible_len(&count) + 4).max(12);
+            shown = cut_start_to_width(&shown, room);
+        }
         text.push_str(&style.fit(&format!(
             "{}  {}  {}",
-            style.paint("1;35", &tilde(path)),
+            style.paint("1;35", &shown),
             style.paint("33", &id),
             style.paint("2", &count)
         )));

@@ -301,15 +301,22 @@ fn ls_prints_a_table_for_people_and_pis_listing_with_json() {
 #[test]
 fn ls_on_a_terminal_fits_its_width_and_keeps_the_ids_whole() {
     let a = agent();
-    let screen = run_on_terminal(cmd(&a.dir).args(["ls", "--all", "--no-pager"]), 90, 40, b"");
-    assert_eq!(screen.status.code(), Some(0), "{}", screen.text);
-    let rows: Vec<&str> = screen.text.lines().collect();
-    assert_eq!(rows.len(), 4, "{}", screen.text);
-    for row in &rows {
-        let visible = strip_ansi(row);
-        assert!(visible.chars().count() <= 90, "{visible:?} is wider than the terminal");
+    for width in [90, 76] {
+        let screen = run_on_terminal(cmd(&a.dir).args(["ls", "--all", "--no-pager"]), width, 40, b"");
+        assert_eq!(screen.status.code(), Some(0), "{}", screen.text);
+        let rows: Vec<&str> = screen.text.lines().collect();
+        assert_eq!(rows.len(), 4, "{}", screen.text);
+        for row in &rows {
+            let visible = strip_ansi(row);
+            assert!(visible.chars().count() <= width as usize, "{visible:?} is wider than the terminal");
+        }
+        assert!(screen.text.contains(APP_ID) && screen.text.contains(OTHER_ID), "at {width} columns: {}", screen.text);
     }
-    assert!(screen.text.contains(APP_ID) && screen.text.contains(OTHER_ID));
+    // A search's heading names the session by its path and id: the path gives way, from its start.
+    let screen = run_on_terminal(cmd(&a.dir).args(["search", "then", "--no-pager"]), 70, 40, b"");
+    let heading = strip_ansi(screen.text.lines().next().unwrap_or_default());
+    assert!(heading.contains(APP_ID) && heading.ends_with("2 matches"), "{heading:?}");
+    assert!(heading.chars().count() <= 70, "{heading:?}");
 }
 
 fn strip_ansi(s: &str) -> String {
