@@ -704,15 +704,6 @@ const restarts: number[] = [];
 const MAX_RESTARTS = 5;
 const RESTART_WINDOW_MS = 60_000;
 
-/**
- * The process's one bridge, started on first use, and started again (a new sidecar) once the last one's process
- * died (`kill -9`, a crash): the drop-in reopens its sessions on the new one (`generation` tells it which handles
- * are gone). A sidecar that answered is always replaced: each replacement is asked for by a call, so even one
- * that crashes at every write costs a restart per write pi makes, not a loop; one that dies before answering
- * anything (a binary that cannot start) is replaced at most `MAX_RESTARTS` times a minute. (Counting every death
- * left a pi whose sidecar was killed six times in a minute, each after serving a prompt, without one: its
- * prompts were refused until the minute was over.)
- */
 /** Who is told when a sidecar dies (`onSidecarDeath`). */
 const deathListeners: ((generation: number) => void)[] = [];
 
@@ -721,6 +712,16 @@ export function onSidecarDeath(listener: (generation: number) => void): void {
 	deathListeners.push(listener);
 }
 
+/**
+ * The process's one bridge, started on first use, and started again (a new sidecar) once the last one's process
+ * died (`kill -9`, a crash): the drop-in reopens its sessions on the new one (`generation` tells it which handles
+ * are gone). A sidecar that answered is always replaced: each replacement is asked for by a call (or by the
+ * drop-in taking its session's lock back, at most five times a minute), so even one that crashes at every write
+ * costs a restart per write pi makes, not a loop; one that dies before answering
+ * anything (a binary that cannot start) is replaced at most `MAX_RESTARTS` times a minute. (Counting every death
+ * left a pi whose sidecar was killed six times in a minute, each after serving a prompt, without one: its
+ * prompts were refused until the minute was over.)
+ */
 export function bridge(): SyncBridge {
 	if (shared?.dead) {
 		const now = Date.now();
