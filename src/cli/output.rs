@@ -332,8 +332,12 @@ impl Failure {
 fn why_not_a_session(path: &str) -> String {
     use std::io::Read;
     let mut head = Vec::new();
-    let read = std::fs::File::open(path).and_then(|f| f.take(64 << 10).read_to_end(&mut head));
-    if let Err(e) = read {
+    // Opened as the engine opens a session (a named pipe swapped in meanwhile must not block the message).
+    let file = match crate::session::store::open_regular(path) {
+        Ok(file) => file,
+        Err(e) => return e.to_string(),
+    };
+    if let Err(e) = file.take(64 << 10).read_to_end(&mut head) {
         return describe_io(&e);
     }
     let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
