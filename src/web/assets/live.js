@@ -8,7 +8,30 @@
     q.set("token", token);
     return q.toString();
   };
-  async function call(method, path, params, body) {
+  // Requests under way, by the handle they name: a handle is closed only once they are answered, or the server
+  // could close it first (each request is a connection of its own) and answer them "no such handle".
+  const underWay = new Map();
+  function call(method, path, params, body) {
+    const handle = params && params.handle;
+    const request = send(method, path, params, body);
+    if (handle !== undefined) {
+      const requests = underWay.get(handle) || new Set();
+      underWay.set(handle, requests);
+      requests.add(request);
+      const done = () => {
+        requests.delete(request);
+        if (!requests.size && underWay.get(handle) === requests) underWay.delete(handle);
+      };
+      request.then(done, done);
+    }
+    return request;
+  }
+  async function closeWhenAnswered(handle) {
+    const requests = underWay.get(handle);
+    if (requests) await Promise.allSettled([...requests]);
+    return send("POST", "/api/close", { handle });
+  }
+  async function send(method, path, params, body) {
     const init = { method };
     if (body !== undefined) {
       init.body = JSON.stringify(body);
@@ -27,7 +50,7 @@
     // A session of the team catalog (`web --catalog`) is a machine's path.
     open: (path, machine) => call("POST", "/api/open", machine === undefined ? { path } : { path, machine }),
     snapshot: (handle) => call("GET", "/api/snapshot", { handle }),
-    close: (handle) => call("POST", "/api/close", { handle }).catch(() => null),
+    close: (handle) => closeWhenAnswered(handle).catch(() => null),
     entries: (handle, ids) => call("POST", "/api/entries", { handle }, ids),
     transcript: (handle, ids) => call("POST", "/api/transcript", { handle }, ids),
     context: (handle) => call("GET", "/api/context", { handle }),

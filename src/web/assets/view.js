@@ -653,7 +653,7 @@
       try {
         pieces = await source.transcript(cur.handle, ids);
       } catch (e) {
-        notice(`Cannot read the transcript: ${e.message}`);
+        if (state.current === cur) notice(`Cannot read the transcript: ${e.message}`);
       }
       loading = false;
       if (state.current !== cur) return;
