@@ -3,6 +3,7 @@
 // instance value for value (undefined members included: entries are rebuilt in pi's in-memory shape), and listings
 // of one directory are identical, Dates and all; and the module has every export and public method of pi's.
 import { deepStrictEqual, equal, match, ok, throws } from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -180,6 +181,38 @@ test("a session with long strings opened by the drop-in reads as pi's, strings, 
 	entry.summary = "replaced";
 	equal(drop.getEntry(entry.id).summary, "replaced");
 	drop.close();
+});
+
+test("objects holding strings left in the file keep V8's fast shape and share one getter per key (issue 20)", () => {
+	// An object turned into a dictionary, and a getter of its own per string, had made the 128 MB session's
+	// entries take 51.5 MiB of pi's heap where its strings left out of them saved far less.
+	const dir = mkdtempSync(join(tmpdir(), "drop-in-lazy-shape-"));
+	const file = longStringsSession(dir);
+	const script = `
+		const { SessionManager } = await import(${JSON.stringify(new URL("../../clients/typescript/dist/pi/index.js", import.meta.url).href)});
+		const entries = SessionManager.open(${JSON.stringify(file)}).getEntries();
+		const holders = [];
+		const walk = (value) => {
+			if (typeof value !== "object" || value === null) return;
+			const lazy = Object.keys(value).filter((key) => Object.getOwnPropertyDescriptor(value, key).get);
+			if (lazy.length && !Array.isArray(value)) holders.push({ lazy, fast: %HasFastProperties(value), getters: lazy.map((key) => Object.getOwnPropertyDescriptor(value, key).get) });
+			for (const key of Object.keys(value)) if (!Object.getOwnPropertyDescriptor(value, key).get) walk(value[key]);
+		};
+		entries.forEach(walk);
+		const byKey = new Map();
+		for (const h of holders) h.lazy.forEach((key, i) => byKey.set(key, [...(byKey.get(key) ?? []), h.getters[i]]));
+		process.stdout.write(JSON.stringify({
+			holders: holders.length,
+			slow: holders.filter((h) => !h.fast).map((h) => h.lazy),
+			getters: Object.fromEntries([...byKey].map(([key, getters]) => [key, [getters.length, new Set(getters).size]])),
+		}));
+		process.exit(0);
+	`;
+	const out = JSON.parse(execFileSync(process.execPath, ["--allow-natives-syntax", "--input-type=module", "-e", script], { encoding: "utf8", env: process.env }));
+	ok(out.holders >= 8, `the session holds objects with strings left in the file: ${JSON.stringify(out)}`);
+	deepStrictEqual(out.slow, [], "every object holding a lazy member has fast properties");
+	for (const [key, [count, distinct]] of Object.entries(out.getters)) equal(distinct, 1, `the ${count} lazy members named ${key} share one getter`);
+	ok(out.getters.text[0] >= 4, "several texts are lazy");
 });
 
 test("a session of several pages opened by the drop-in reads as pi's, whether its last page is full or not (issue 20)", () => {
