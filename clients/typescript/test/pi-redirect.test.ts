@@ -42,6 +42,17 @@ describe("the register hook's change to pi's bundle", () => {
 		assert.ok(patched.endsWith("export{SessionManager,other};"), patched);
 	});
 
+	it("changes a chunk given as bytes into the same text, as bytes (the hook never decodes the chunk)", () => {
+		for (const text of [chunk, `#!/usr/bin/env node\n${chunk}`, `${mainChunk}var SessionManager=class _SessionManager{};`, "é ünïcode before;" + chunk]) {
+			const asText = patchBundleChunk(text, dropIn, lockExtension);
+			const asBytes = patchBundleChunk(Buffer.from(`xx${text}`).subarray(2), dropIn, lockExtension);
+			assert.ok(asText && asBytes && typeof asText.source === "string" && asBytes.source instanceof Uint8Array);
+			assert.equal(Buffer.from(asBytes.source).toString("utf8"), asText.source);
+			assert.equal(asBytes.lockExtensionInline, asText.lockExtensionInline);
+		}
+		assert.equal(patchBundleChunk(new TextEncoder().encode("var SessionManagerLike=class{};"), dropIn, lockExtension), undefined);
+	});
+
 	it("keeps a #! line first", () => {
 		const patched = patchBundleChunk(`#!/usr/bin/env node\n${chunk}`, dropIn)?.source;
 		assert.ok(patched?.startsWith("#!/usr/bin/env node\nimport { SessionManager as __piSessiondSessionManager }"), patched);

@@ -104,7 +104,7 @@ registerHooks({
 	load(url, context, nextLoad) {
 		const loaded = nextLoad(url, context);
 		if (!isBundleChunk(url) || loaded.source == null || !mayNeedChange(loaded.source)) return loaded;
-		const source = typeof loaded.source === "string" ? loaded.source : Buffer.from(loaded.source as Uint8Array).toString("utf8");
+		const source = loaded.source instanceof ArrayBuffer ? new Uint8Array(loaded.source) : (loaded.source as string | Uint8Array);
 		const patched = patchBundleChunk(source, dropIn, lockExtensionWanted ? lockExtensionUrl.href : undefined);
 		if (patched === undefined) return loaded;
 		// Chunks load before pi's command reads its arguments, so the extension is not loaded twice.
