@@ -11,6 +11,7 @@ use crate::catalog::info::{self, ListedSession};
 use crate::catalog::listing::Catalog;
 use crate::session::describe::one_line;
 use crate::session::paths;
+use crate::session::ErrorKind;
 
 use super::output::{
     char_width, cut_start_to_width, emit, terminal_safe, terminal_safe_output, visible_len, Failure, Style,
@@ -36,6 +37,11 @@ pub fn listing(
     agent_dir: &str,
     index: Option<&mut CatalogIndex>,
 ) -> Result<Vec<Arc<ListedSession>>, Failure> {
+    // A directory the user named must be there: "no sessions" would hide a typo. The project's own directory may
+    // be missing (no session of it yet).
+    if let Some(dir) = &request.dir {
+        named_directory(dir)?;
+    }
     let mut catalog = Catalog::new(agent_dir, index);
     if request.all {
         return Ok(catalog.list_all(request.dir.as_deref(), &mut |_, _| {})?);
@@ -53,6 +59,19 @@ pub fn listing(
         return Ok(Vec::new());
     }
     Ok(catalog.list(&cwd, Some(&dir), &mut |_, _| {})?)
+}
+
+/// Ok when `dir` is a directory; else what it is instead, as an error naming it.
+fn named_directory(dir: &str) -> Result<(), Failure> {
+    let path = paths::resolve_path(dir);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(Failure::invalid(format!("{path}: not a directory (--dir names a directory of sessions)"))),
+        Err(e) => Err(Failure::new(
+            if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::SessionNotFound } else { ErrorKind::IoError },
+            format!("{path}: {}", super::output::describe_io(&e)),
+        )),
+    }
 }
 
 /// Prints the listing: pi's JSON with `json`, else a table.

@@ -206,6 +206,29 @@ fn search_groups_hits_by_session_and_counts_them() {
 }
 
 #[test]
+fn ls_of_a_named_directory_that_is_missing_or_a_file_says_so_instead_of_listing_nothing() {
+    let a = agent();
+    let missing = s(&a.dir.join("sesions-typo"));
+    let file = s(&a.app_session);
+    for all in [false, true] {
+        let with = |dir: &str| {
+            let mut args = vec!["ls", "--dir", dir];
+            if all {
+                args.push("--all");
+            }
+            run(&a.dir, &args)
+        };
+        assert_fails_with_one_line(&with(&missing), &[&missing, "no such file or directory"]);
+        assert_fails_with_one_line(&with(&file), &[&file, "not a directory"]);
+        let (code, kind, _) = json_error(&cmd(&a.dir).args(["ls", "--json", "--dir", &missing]).output().unwrap());
+        assert_eq!((code, kind.as_str()), (Some(2), "session_not_found"));
+    }
+    // The project's own directory, not named, may be missing: no session of it yet.
+    let out = run(&a.dir, &["ls", "--cwd", "/work/a-new-project"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
 fn commands_that_only_read_create_no_directory_and_no_index() {
     let tmp = temp_dir();
     let missing = tmp.path().join("does/not/exist");
