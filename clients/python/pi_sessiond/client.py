@@ -128,7 +128,11 @@ def _resolve_binary(candidate: str, source: str) -> str:
 def _path(p: Optional[PathLike]) -> Optional[str]:
     # The server resolves relative paths against its own working directory, which is this process's only until
     # someone calls os.chdir: resolve them here, where the caller meant them.
-    return None if p is None else os.path.abspath(os.fspath(p))
+    # An empty path stays empty (abspath would make it the working directory): the server says it is empty.
+    if p is None:
+        return None
+    path = os.fspath(p)
+    return os.path.abspath(path) if path else path
 
 
 # Stands for a JSON null that must be sent, where None means "leave the param out".
@@ -513,7 +517,7 @@ class Client:
             cwd_override: use this cwd instead of the header's.
             create: start a new session when there is no file at ``path``.
         """
-        if not create and not os.path.exists(_path(path)):
+        if not create and _path(path) and not os.path.exists(_path(path)):
             raise SessionNotFound(1001, f"{_path(path)}: no such session file (pass create=True to start one there)",
                                   "session_not_found", {"kind": "session_not_found", "path": _path(path)},
                                   "session/open")

@@ -6,7 +6,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from pi_sessiond import ContentModified, SessionNotFound, format_tree
+from pi_sessiond import ContentModified, InvalidParams, SessionNotFound, format_tree
 from sessionfiles import conversation, message, read_lines, write_session
 
 
@@ -21,6 +21,14 @@ def test_opening_a_path_with_no_file_is_an_error_unless_asked_to_create(client, 
         assert session.get_entry_count() == 0
         session.append_message({"role": "user", "content": "the first message writes the file", "timestamp": 1})
     assert missing.exists()
+
+
+def test_opening_an_empty_path_says_it_is_empty_not_what_the_working_directory_is(client, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for create in (False, True):
+        with pytest.raises(InvalidParams) as refused:
+            client.open("", create=create)
+        assert "the path is empty" in str(refused.value) and str(tmp_path) not in str(refused.value)
 
 
 def test_open_reads_the_file(client, session_file):

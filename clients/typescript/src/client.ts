@@ -394,7 +394,8 @@ export class SessiondClient extends TypedEmitter<SessiondClientEvents> implement
 		opts: { watch?: boolean; sessionDir?: string; cwdOverride?: string; repair?: boolean; create?: boolean } & OpenOptions = {},
 	): Promise<RemoteSession> {
 		const { create, ...params } = opts;
-		if (!create && !existsSync(path)) {
+		// An empty path goes to the server, which says it is empty.
+		if (!create && path !== "" && !existsSync(path)) {
 			throw new SessiondError("session/open", 1001, `${path}: no such session file (pass create: true to start one there)`, {
 				kind: "session_not_found",
 				path,

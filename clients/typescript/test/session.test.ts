@@ -334,6 +334,18 @@ describe("errors", () => {
 		await created.close();
 	});
 
+	it("says an empty path is empty, rather than naming the working directory it would resolve to", async () => {
+		for (const create of [false, true]) {
+			await assert.rejects(client.openSession("", { create }), (e: unknown) => {
+				assert.ok(e instanceof SessiondError, String(e));
+				assert.equal(e.kind, "invalid_params");
+				assert.match(e.message, /the path is empty/);
+				assert.ok(!e.message.includes(process.cwd()), e.message);
+				return true;
+			});
+		}
+	});
+
 	it("names a missing required param in data.path", async () => {
 		const session = await client.inMemory();
 		try {

@@ -252,6 +252,10 @@ pub fn create(p: CreateParams, server: &Arc<Server>, _slot: &Arc<Slot>) -> Resul
 
 /// `session/open`.
 pub fn open(p: OpenParams, server: &Arc<Server>, slot: &Arc<Slot>) -> Result<Opening, ErrorObjectOwned> {
+    // Resolved, an empty path names the working directory, and the error would name a directory nobody gave.
+    if p.path.is_empty() {
+        return Err(invalid_params("path", "the path is empty: name a session file"));
+    }
     if let Some(machine) = &p.machine {
         return open_from_team(&p, machine, server, slot);
     }
