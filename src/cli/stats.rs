@@ -106,9 +106,12 @@ struct Report {
     entry_count: usize,
     branch_length: usize,
     warnings: usize,
-    session_id: Json,
+    /// The header's id, or None when the file holds no header: pi then makes one up in memory, a new one at
+    /// every open, which would read as the file's.
+    session_id: Option<Json>,
     name: Option<String>,
-    cwd: String,
+    /// The header's cwd (None as for `session_id`).
+    cwd: Option<String>,
     types: BTreeMap<&'static str, u64>,
     roles: BTreeMap<&'static str, u64>,
     leaves: usize,
@@ -131,19 +134,20 @@ fn collect(m: &SessionManager, path: &str) -> Result<Report, Failure> {
     for c in session_usage(m)?.counted {
         by_model.entry(c.key).or_default().merge(&c.usage);
     }
+    let header_in_file = m.records().iter().any(|r| r.is_header() && r.line > 0);
     let tree = m.tree();
     let leaves = tree.nodes.iter().filter(|n| n.children.is_empty()).count();
     let branch_points = tree.nodes.iter().filter(|n| n.children.len() > 1).count();
     Ok(Report {
         file: m.session_file().unwrap_or(path).to_owned(),
         bytes: std::fs::metadata(path).ok().map(|md| md.len()),
-        lines: m.records().len(),
+        lines: m.records().iter().filter(|r| r.line > 0).count(),
         entry_count: m.entry_count(),
         branch_length: m.branch_path(None).len(),
         warnings: m.warnings().len(),
-        session_id: m.session_id().clone(),
+        session_id: header_in_file.then(|| m.session_id().clone()),
         name: m.session_name().ok().flatten().map(|n| n.to_string_lossy()),
-        cwd: m.cwd().to_owned(),
+        cwd: header_in_file.then(|| m.cwd().to_owned()),
         types,
         roles,
         leaves,
@@ -171,9 +175,9 @@ impl Report {
         o.insert("entryCount", num(self.entry_count as f64));
         o.insert("branchLength", num(self.branch_length as f64));
         o.insert("warnings", num(self.warnings as f64));
-        o.insert("sessionId", self.session_id.clone());
+        o.insert("sessionId", self.session_id.clone().unwrap_or(Json::Null));
         o.insert("name", self.name.as_deref().map_or(Json::Null, Json::str));
-        o.insert("cwd", Json::str(&self.cwd));
+        o.insert("cwd", self.cwd.as_deref().map_or(Json::Null, Json::str));
         let counts = |m: &BTreeMap<&'static str, u64>| {
             let mut c = Object::new();
             for (k, v) in m {
@@ -213,14 +217,24 @@ impl Report {
         }
         let size = self.bytes.map(human_bytes).unwrap_or_else(|| "?".into());
         head(&mut t, "file", format!("{} ({size})", self.file));
-        head(&mut t, "id", crate::session::js::to_js_string(&self.session_id).to_string_lossy());
-        head(&mut t, "cwd", self.cwd.clone());
+        match (&self.session_id, &self.cwd) {
+            (Some(id), Some(cwd)) => {
+                head(&mut t, "id", crate::session::js::to_js_string(id).to_string_lossy());
+                head(&mut t, "cwd", cwd.clone());
+            }
+            _ => head(&mut t, "header", "none in the file (pi starts a new session in it at its first write)".into()),
+        }
         let list = |m: &BTreeMap<&'static str, u64>| {
             let mut v: Vec<(&&str, &u64)> = m.iter().collect();
             v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
             v.iter().map(|(k, n)| format!("{} {k}", thousands(**n))).collect::<Vec<_>>().join(", ")
         };
-        head(&mut t, "entries", format!("{} ({})", thousands(self.entry_count as u64), list(&self.types)));
+        let entries = thousands(self.entry_count as u64);
+        head(
+            &mut t,
+            "entries",
+            if self.types.is_empty() { entries } else { format!("{entries} ({})", list(&self.types)) },
+        );
         if !self.roles.is_empty() {
             head(&mut t, "messages", list(&self.roles));
         }

@@ -229,6 +229,28 @@ fn ls_of_a_named_directory_that_is_missing_or_a_file_says_so_instead_of_listing_
 }
 
 #[test]
+fn stats_of_a_file_without_a_header_says_so_and_reads_the_same_every_time() {
+    // pi's open of an empty file makes a header up in memory, a new id each time: shown, it read as the file's.
+    let a = agent();
+    let file = a.dir.join("empty.jsonl");
+    std::fs::write(&file, "").unwrap();
+    let first = run(&a.dir, &["stats", &s(&file)]);
+    let again = run(&a.dir, &["stats", &s(&file)]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert_eq!(text(&first.stdout), text(&again.stdout), "the same report twice");
+    let t = text(&first.stdout);
+    assert!(t.contains("header    none in the file") && !t.contains("\nid ") && !t.contains("cwd "), "{t}");
+    let json = Json::parse(run(&a.dir, &["stats", "--json", &s(&file)]).stdout.trim_ascii()).unwrap();
+    assert_eq!((json.get("sessionId"), json.get("cwd")), (Some(&Json::Null), Some(&Json::Null)), "{json:?}");
+    assert_eq!(json.get("entryCount").map(Json::to_canonical_string).as_deref(), Some("0"));
+    assert_eq!(json.get("lines").map(Json::to_canonical_string).as_deref(), Some("0"));
+    assert_eq!(std::fs::read(&file).unwrap(), b"", "the file is unchanged");
+    // A session's own header is shown as it is.
+    let t = text(&run(&a.dir, &["stats", &s(&a.app_session)]).stdout);
+    assert!(t.contains("\nid ") && t.contains("\ncwd "), "{t}");
+}
+
+#[test]
 fn commands_that_only_read_create_no_directory_and_no_index() {
     let tmp = temp_dir();
     let missing = tmp.path().join("does/not/exist");
