@@ -99,8 +99,10 @@ async function readsAsAConversation(page) {
   assert.equal(await page.textContent(`${entry("l1")}.t-note`), "label a3 → the fix");
   // The abandoned branch is not on the leaf's path.
   assert.equal(await page.locator(entry("u4")).count(), 0);
-  // The head: both models, and tokens and cost as pi counts them (the generator's six responses).
+  // The head: both models, and tokens and cost as pi counts them (the generator's six responses), said to be the
+  // whole session's: pi counts every branch, where the line above it counts the path's entries.
   const usage = await page.textContent("#detail .t-usage");
+  assert.match(usage, /^whole session: /);
   assert.match(usage, /claude-opus-4-5/);
   assert.match(usage, /claude-sonnet-4-5/);
   assert.match(usage, /6 responses · 19,600 in · 660 out · 5,400 cache read · 0 cache write · \$0\.0950/);

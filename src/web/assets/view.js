@@ -844,7 +844,8 @@
       if (state.current !== cur || !u.models.length) return;
       const sum = (k) => u.models.reduce((s, m) => s + (m[k] || 0), 0);
       const models = u.models.map((m) => m.model).join(", ");
-      line.textContent = visible(`${models} · ${plural(sum("responses"), "response")} · ${num(sum("input"))} in · ${num(sum("output"))} out · ${num(sum("cacheRead"))} cache read · ${num(sum("cacheWrite"))} cache write · ${money(sum("cost"))}`);
+      // The totals are the whole session's, branches off this path included (pi's count), not the path's above.
+      line.textContent = visible(`whole session: ${models} · ${plural(sum("responses"), "response")} · ${num(sum("input"))} in · ${num(sum("output"))} out · ${num(sum("cacheRead"))} cache read · ${num(sum("cacheWrite"))} cache write · ${money(sum("cost"))}`);
     }, () => {});
     return box;
   }
