@@ -624,7 +624,8 @@ test("the usage overview draws every session's tokens and cost by day, stacked b
   for (const [k, cwd] of ["/work/one", "/work/two"].entries()) {
     const sessions = join(dir, "sessions", `--work-${["one", "two"][k]}--`);
     mkdirSync(sessions, { recursive: true });
-    for (let d = 1; d <= 4; d++) {
+    // Days 5 and 6 have no usage, nor day 3.
+    for (const d of [1, 2, 4, 7]) {
       const id = `0194eeee-00${k}${d}-7000-8000-0000000000${k}${d}`;
       const at = (s) => `2026-03-0${d}T12:00:0${s}.000Z`;
       const lines = [{ type: "session", version: 3, id, timestamp: at(0), cwd }];
@@ -660,7 +661,12 @@ test("the usage overview draws every session's tokens and cost by day, stacked b
     const tokens = await bars("tokens");
     const cost = await bars("cost");
     const byDay = cli("day");
-    assert.deepEqual([...sum(tokens, "day").keys()].sort(), ["2026-03-01", "2026-03-02", "2026-03-03", "2026-03-04"]);
+    assert.deepEqual([...sum(tokens, "day").keys()].sort(), ["2026-03-01", "2026-03-02", "2026-03-04", "2026-03-07"]);
+    // The axis is the calendar: a day without usage is a gap of one bar's room, not left out.
+    const xOf = await page.$$eval('svg.chart[data-kind="tokens"] rect', (rs) => Object.fromEntries(rs.map((r) => [r.dataset.day, Number(r.getAttribute("x"))])));
+    const step = xOf["2026-03-02"] - xOf["2026-03-01"];
+    assert.ok(step > 0, JSON.stringify(xOf));
+    assert.deepEqual([xOf["2026-03-04"], xOf["2026-03-07"]].map((x) => Math.round(((x - xOf["2026-03-01"]) / step) * 1e6) / 1e6), [3, 6], JSON.stringify(xOf));
     for (const row of byDay) {
       assert.equal(sum(tokens, "day").get(row.day), row.totalTokens, `tokens of ${row.day}`);
       assert.ok(Math.abs(sum(cost, "day").get(row.day) - row.cost) < 1e-9, `cost of ${row.day}: ${sum(cost, "day").get(row.day)} vs ${row.cost}`);

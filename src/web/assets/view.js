@@ -974,6 +974,20 @@
     return e;
   };
 
+  /** Charts span at most this many days with one slot a day; a longer span draws only the days with usage. */
+  const MAX_CHART_DAYS = 366;
+
+  /** Every calendar day (UTC) from the first of `days` to the last, so a day without usage shows as a gap rather
+   * than being left out of the axis; undefined when that is more than MAX_CHART_DAYS days. */
+  function calendarDays(days) {
+    if (days.length < 2) return days;
+    const DAY = 86400000;
+    const first = Date.parse(`${days[0]}T00:00:00Z`);
+    const span = Math.round((Date.parse(`${days[days.length - 1]}T00:00:00Z`) - first) / DAY) + 1;
+    if (!(span <= MAX_CHART_DAYS)) return undefined;
+    return Array.from({ length: span }, (_, i) => new Date(first + i * DAY).toISOString().slice(0, 10));
+  }
+
   function stackedBars(kind, days, models, value, label) {
     const width = Math.max(320, Math.min(1100, 60 + days.length * 28));
     const height = 200;
@@ -1053,13 +1067,16 @@
       pane.replaceChildren(el("p", "hint", `Every session (${plural(o.sessions, "session")}${o.unreadable ? `, ${num(o.unreadable)} unreadable and not counted` : ""}), by day (UTC) and model`));
       if (!o.rows.length) return pane.append(el("p", "hint", "No tokens recorded."));
       const legend = legendOf(models);
-      pane.append(el("h3", "hint", "Tokens"), stackedBars("tokens", days, models, value("totalTokens"), num));
-      pane.append(el("h3", "hint", "Cost"), stackedBars("cost", days, models, value("cost"), money), legend);
+      const axis = calendarDays(days);
+      if (axis === undefined) pane.append(el("p", "hint", `The charts leave out the days without usage (${days[0]} to ${days[days.length - 1]} is more than ${MAX_CHART_DAYS} days).`));
+      const chartDays = axis ?? days;
+      pane.append(el("h3", "hint", "Tokens"), stackedBars("tokens", chartDays, models, value("totalTokens"), num));
+      pane.append(el("h3", "hint", "Cost"), stackedBars("cost", chartDays, models, value("cost"), money), legend);
       const machines = [...new Set(o.rows.map((r) => r.machine).filter((m) => m !== undefined))].sort();
       if (machines.length) {
         const perMachine = (field) => (day, m) => (byMachine.get(`${day}\n${m}`) || {})[field] || 0;
-        pane.append(el("h3", "hint", "Tokens by machine (person)"), stackedBars("machine-tokens", days, machines, perMachine("totalTokens"), num));
-        pane.append(el("h3", "hint", "Cost by machine (person)"), stackedBars("machine-cost", days, machines, perMachine("cost"), money), legendOf(machines));
+        pane.append(el("h3", "hint", "Tokens by machine (person)"), stackedBars("machine-tokens", chartDays, machines, perMachine("totalTokens"), num));
+        pane.append(el("h3", "hint", "Cost by machine (person)"), stackedBars("machine-cost", chartDays, machines, perMachine("cost"), money), legendOf(machines));
       }
       const table = el("table", "usage-table");
       const head = el("tr");
