@@ -73,6 +73,7 @@ describe("the register hook's inline lock extension", () => {
 	it("adds the lock extension to pi's inline extensions, after the built-ins, hidden as they are", () => {
 		const patched = patchBundleChunk(mainChunk, dropIn, lockExtension);
 		assert.equal(patched?.lockExtensionInline, true);
+		assert.equal(patched?.sessionManagerBound, false, "this chunk has no SessionManager");
 		assert.ok(patched?.source.startsWith(`import __piSessiondLockExtension from "${lockExtension}";var builtInExtensions=`), patched?.source);
 		assert.ok(
 			patched?.source.includes(`let extensionFactories=[...builtInExtensions,{name:"${LOCK_EXTENSION_NAME}",factory:__piSessiondLockExtension,hidden:!0},...options?.extensionFactories??[]]`),
@@ -87,6 +88,7 @@ describe("the register hook's inline lock extension", () => {
 	it("binds both in one chunk that holds both", () => {
 		const patched = patchBundleChunk(`${mainChunk}var SessionManager=class _SessionManager{};`, dropIn, lockExtension);
 		assert.equal(patched?.lockExtensionInline, true);
+		assert.equal(patched?.sessionManagerBound, true);
 		assert.ok(patched?.source.startsWith(`import { SessionManager as __piSessiondSessionManager } from "${dropIn}";import __piSessiondLockExtension from "${lockExtension}";`), patched?.source);
 	});
 });

@@ -58,6 +58,8 @@ export function mayNeedChange(source: string | ArrayBuffer | ArrayBufferView): b
 /** A chunk's changed text (bytes when it was given as bytes), and whether the lock extension is now among pi's inline extensions. */
 export interface PatchedChunk<Source extends string | Uint8Array = string | Uint8Array> {
 	source: Source;
+	/** The chunk's `SessionManager` is now the drop-in's. */
+	sessionManagerBound: boolean;
 	lockExtensionInline: boolean;
 }
 
@@ -110,5 +112,5 @@ export function patchBundleChunk<Source extends string | Uint8Array>(
 	}
 	pieces.push(text.slice(from));
 	const changed = bytes === undefined ? pieces.join("") : Buffer.concat(pieces.map((p) => (typeof p === "string" ? Buffer.from(p) : p)));
-	return { source: changed as Source, lockExtensionInline: gathered !== -1 };
+	return { source: changed as Source, sessionManagerBound: at !== -1, lockExtensionInline: gathered !== -1 };
 }
