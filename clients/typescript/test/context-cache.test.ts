@@ -12,6 +12,7 @@ import { SessionView } from "../src/pi/view.js";
 
 const piModule = new URL("../../node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js", import.meta.url);
 const pi = (await import(piModule.href)) as {
+	SessionManager: { inMemory(cwd: string, options: undefined, entries: Entry[]): { getBranch(fromId?: string): Entry[] } };
 	buildContextEntries(entries: Entry[], leafId: string | null, byId: Map<unknown, Entry>): Entry[];
 	buildSessionProjection(entries: Entry[], leafId: string | null, byId: Map<unknown, Entry>): unknown;
 	buildSessionContext(entries: Entry[], leafId: string | null, byId: Map<unknown, Entry>): unknown;
@@ -54,6 +55,13 @@ function assertReadsArePi(view: TestView, step: string): void {
 	const mine = view.buildSessionContext().messages;
 	const pis = (pi.buildSessionContext(entries, leaf, byId) as { messages: unknown[] }).messages;
 	mine.forEach((m, i) => assert.equal(m === pis[i], entries.some((e) => e.message === m), `identity of message ${i} after ${step}`));
+	// The leaf's path, kept between calls like the context: pi's own getBranch over the same entries (its leaf
+	// given, as pi's in-memory manager starts at the last entry; a null leaf has no path).
+	const header = { type: "session", version: 3, id: "s", timestamp: "t", cwd: "/c" } as Entry;
+	const pisBranch = leaf === null ? [] : pi.SessionManager.inMemory("/c", undefined, [header, ...entries]).getBranch(leaf);
+	const branch = view.getBranch();
+	assert.equal(branch.length, pisBranch.length, `path length after ${step}`);
+	branch.forEach((e, i) => assert.equal(e, pisBranch[i], `path entry ${i} after ${step}`));
 }
 
 describe("the context cache of a view", () => {
@@ -125,7 +133,10 @@ describe("the context cache of a view", () => {
 		(first.model as { modelId: string }).modelId = "changed";
 		view.buildSessionProjection().entries[0]!.messages.pop();
 		view.buildContextEntries().pop();
+		view.getBranch().pop();
+		view.getBranch().push(view.getBranch()[0] as Entry);
 		assert.deepStrictEqual(view.buildSessionContext(), expected);
+		assert.deepStrictEqual(view.getBranch().map((e) => e.id), ["u1", "cm", "a1"]);
 		assert.equal(view.buildContextEntries().length, 3);
 	});
 });

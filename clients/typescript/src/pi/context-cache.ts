@@ -16,6 +16,7 @@
  */
 
 import {
+	appendedTail,
 	type Context,
 	contextEdits,
 	contextEntriesOfPath,
@@ -132,22 +133,8 @@ export class ContextCache {
 	 * `from` in `fileEntries`) that leave everything before them as it was. False when it is not so.
 	 */
 	private extend(fileEntries: Entry[], from: number, leafId: string, byId: Map<unknown, Entry>): boolean {
-		const appended = new Set<Entry>();
-		for (let i = from; i < fileEntries.length; i++) appended.add(fileEntries[i]);
-		const end = this.path[this.path.length - 1] as Entry | undefined;
-		if (end !== undefined && byId.get(end.id) !== end) return false;
-		const tail: Entry[] = [];
-		let current: Entry | undefined = byId.get(leafId);
-		if (current === undefined) return false;
-		while (current !== undefined && current !== end) {
-			if (!appended.has(current) || tail.length >= appended.size) return false;
-			if (current.type === "compaction" || current.type === "context_edit") return false;
-			tail.push(current);
-			current = current.parentId ? byId.get(current.parentId) : undefined;
-		}
-		// The walk ended at the old leaf, or at a root when the old path was empty (a leaf reset, then a new root).
-		if (current !== end) return false;
-		tail.reverse();
+		const tail = appendedTail(fileEntries, from, leafId, byId, this.path[this.path.length - 1]);
+		if (tail === undefined || tail.some((entry) => entry.type === "compaction" || entry.type === "context_edit")) return false;
 		for (const entry of tail) {
 			this.path.push(entry);
 			this.contextEntries.push(entry);

@@ -75,6 +75,34 @@ export function pathTo(index: Map<unknown, Entry>, leafId: string | null | undef
 	return path;
 }
 
+/**
+ * The entries that take a path ending at `end` on to `leafId`, when every one of them is among `fileEntries`
+ * from `from` on (appended since the path was known), in path order; undefined when the path to `leafId` is not
+ * that path plus entries appended since. `end` undefined: the path was empty (a new root may follow).
+ */
+export function appendedTail(
+	fileEntries: Entry[],
+	from: number,
+	leafId: string,
+	byId: Map<unknown, Entry>,
+	end: Entry | undefined,
+): Entry[] | undefined {
+	if (end !== undefined && byId.get(end.id) !== end) return undefined;
+	const appended = new Set<Entry>();
+	for (let i = from; i < fileEntries.length; i++) appended.add(fileEntries[i] as Entry);
+	const tail: Entry[] = [];
+	let current: Entry | undefined = byId.get(leafId);
+	if (current === undefined) return undefined;
+	while (current !== undefined && current !== end) {
+		if (!appended.has(current) || tail.length >= appended.size) return undefined;
+		tail.push(current);
+		current = current.parentId ? byId.get(current.parentId) : undefined;
+	}
+	// The walk ended at the old end, or at a root when the old path was empty (a leaf reset, then a new root).
+	if (current !== end) return undefined;
+	return tail.reverse();
+}
+
 /** The thinking level and model the entries of a path leave in force, from `start` (pi's, over the whole path). */
 export function contextSettings(
 	path: Entry[],
