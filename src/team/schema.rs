@@ -187,6 +187,21 @@ const MIGRATIONS: &[&str] = &[
         RETURN QUERY EXECUTE q USING in_sids, as_role::text;
       END $$;
     ",
+    // 7: the functions behind the policies and the search find `pi_grants` where the tables are, never in the
+    // caller's temporary schema. Unqualified, a name is looked up in `pg_temp` first, and every role may create
+    // temporary tables: a role that made its own `pi_grants` granted itself every machine, in the policies and
+    // in the owner's search function alike. The tables' schema first, `pg_temp` last, as PostgreSQL's manual
+    // asks of SECURITY DEFINER functions.
+    "
+    DO $$
+    DECLARE tables text := quote_ident(current_schema());
+    BEGIN
+      EXECUTE format('ALTER FUNCTION pi_sessiond_may_read(text, text) SET search_path = %s, pg_temp', tables);
+      EXECUTE format('ALTER FUNCTION pi_sessiond_may_push(text) SET search_path = %s, pg_temp', tables);
+      EXECUTE format('ALTER FUNCTION pi_sessiond_matching_entries(name, bigint[], text[], boolean, text[])
+                      SET search_path = %s, pg_temp', tables);
+    END $$;
+    ",
 ];
 
 /// The schema version this build writes and reads.

@@ -2062,6 +2062,48 @@ fn two_viewer_roles_granted_different_machines_each_list_search_and_open_only_th
 
 #[test]
 #[ignore = "needs PostgreSQL"]
+fn a_role_that_makes_its_own_temporary_pi_grants_still_sees_and_changes_only_what_it_was_granted() {
+    // Every role may create temporary tables, and an unqualified name is looked up in pg_temp first: a temporary
+    // `pi_grants` granting itself every machine had opened the policies and the owner's search function to it.
+    let pg = pg_server::server();
+    let url = pg.database();
+    let tmp = temp_dir();
+    let (a, b) = (tmp.path().join("a/agent"), tmp.path().join("b/agent"));
+    session(&a.join("sessions/--proj--"), "aaaa0001", &["lighthouse on the laptop"]);
+    session(&b.join("sessions/--proj--"), "bbbb0001", &["lighthouse on the runner, confidential"]);
+    push(&a, &url, "laptop");
+    push(&b, &url, "ci");
+    create_roles(&url, &["tmp_alice", "tmp_mallory"]);
+    team_access("grant", &url, "tmp_alice", &["--machine", "laptop", "--push"]);
+    // Table privileges an admin may well have given both: only the policies stand between them and the rows.
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin.batch_execute("GRANT SELECT, UPDATE ON ALL TABLES IN SCHEMA public TO tmp_alice, tmp_mallory").unwrap();
+    let forged = "CREATE TEMP TABLE pi_grants (role text, kind text, target text, cwd_regex text,
+                    may_read boolean, may_push boolean, granted_at timestamptz);
+                  INSERT INTO pi_grants VALUES (current_user, 'machine', 'ci', NULL, true, true, now());";
+    // psql prints the tags of the forging statements before the rows.
+    let rows = |out: Vec<String>| -> Vec<String> {
+        out.into_iter().filter(|l| l != "CREATE TABLE" && l != "INSERT 0 1").collect()
+    };
+    for (role, mine) in [("tmp_alice", vec!["laptop"]), ("tmp_mallory", vec![])] {
+        let as_it = as_role(&url, role);
+        let machines = rows(psql(&as_it, &format!("{forged} SELECT DISTINCT machine FROM pi_sessions ORDER BY 1")));
+        assert_eq!(machines, mine, "{role} reads");
+        let changed = rows(psql(&as_it, &format!("{forged} WITH u AS (UPDATE pi_sessions SET cwd = cwd RETURNING machine) SELECT count(*) FROM u WHERE machine = 'ci'")));
+        assert_eq!(changed, ["0"], "{role} changes nothing of ci");
+        let found = rows(psql(
+            &as_it,
+            &format!(
+                "{forged} SELECT count(*) FROM pi_sessiond_matching_entries(current_user,
+                   ARRAY(SELECT generate_series(1, 1000))::bigint[], ARRAY['%confidential%'], true, '{{}}')"
+            ),
+        ));
+        assert_eq!(found, ["0"], "{role} finds nothing of ci through the search function");
+    }
+}
+
+#[test]
+#[ignore = "needs PostgreSQL"]
 fn a_push_role_pushes_its_own_machine_and_is_refused_for_another_with_nothing_written() {
     let pg = pg_server::server();
     let (url, tmp, agent) = fresh(pg);
