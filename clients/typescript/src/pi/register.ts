@@ -114,10 +114,12 @@ registerHooks({
 		const source = loaded.source instanceof ArrayBuffer ? new Uint8Array(loaded.source) : (loaded.source as string | Uint8Array);
 		const patched = patchBundleChunk(source, dropIn, lockExtensionWanted ? lockExtensionUrl.href : undefined);
 		if (patched === undefined) return loaded;
-		// Chunks load before pi's command reads its arguments, so the extension is not loaded twice.
-		if (patched.lockExtensionInline) dropArgument("--extension", lockExtensionPath);
 		if (patched.sessionManagerBound) unbound.sessionManager = false;
-		if (patched.lockExtensionInline) unbound.lockExtension = false;
+		if (patched.lockExtensionInline) {
+			unbound.lockExtension = false;
+			// Chunks load before pi's command reads its arguments, so the extension is not loaded twice.
+			dropArgument("--extension", lockExtensionPath);
+		}
 		return { format: "module", source: patched.source, shortCircuit: true };
 	},
 });

@@ -130,7 +130,8 @@ export class SessionView {
 			const tail = appendedTail(this.fileEntries, kept.length, leafId, this.byId, kept.path[kept.path.length - 1]);
 			if (tail !== undefined) {
 				kept.path.push(...tail);
-				Object.assign(kept, { leafId, length: this.fileEntries.length });
+				kept.leafId = leafId;
+				kept.length = this.fileEntries.length;
 				return kept.path;
 			}
 		}
