@@ -150,8 +150,9 @@ impl Redactor {
         current
     }
 
-    /// Redacts every string inside `value` (not member names, and not the base64 `data` of an image block, which
-    /// is no text); returns how many strings changed.
+    /// Redacts every string inside `value`, member names too (an agent's env maps and header dicts can have a
+    /// secret as a key), but not the base64 `data` of an image block, which is no text; returns how many strings
+    /// changed.
     pub fn redact_json(&self, value: &mut Json) -> usize {
         let mut changed = 0;
         // A heap stack: JSON nests to any depth (see `Json`).
@@ -166,6 +167,7 @@ impl Redactor {
                 }
                 Json::Array(items) => stack.extend(items.iter_mut()),
                 Json::Object(o) => {
+                    changed += o.rename_keys(|k| self.redact_js_string(k));
                     let image = o.get("type").and_then(Json::as_js_str).is_some_and(|t| t.eq_str("image"));
                     stack.extend(o.iter_mut().filter(|(k, _)| !(image && k.eq_str("data"))).map(|(_, v)| v));
                 }
@@ -226,6 +228,17 @@ pub fn outgoing_line(line: &[u8], redactor: Option<&Redactor>, keep_images: bool
     let mut out = Vec::with_capacity(line.len().min(1 << 16));
     value.write_preserving(&mut out);
     Some(out)
+}
+
+/// The bytes after a file's last newline as they may leave the machine. pi reads such a rest only when it is a
+/// whole JSON value (a file whose last line has no newline); anything else is a line still being written, which
+/// pi skips, and which may stop inside a secret that no rule can recognise yet (a URL's password before its
+/// `@`, half a token): it never leaves, whatever the rules. A whole value goes as a line does ([`outgoing_line`]).
+pub fn outgoing_unterminated(rest: Vec<u8>, redactor: Option<&Redactor>, keep_images: bool) -> Vec<u8> {
+    if Json::parse(&rest).is_err() {
+        return Vec::new();
+    }
+    outgoing_line(&rest, redactor, keep_images).unwrap_or(rest)
 }
 
 /// Replaces the base64 `data` of every image block (`{"type":"image","data","mimeType"}`) by `""` and adds
@@ -349,6 +362,42 @@ mod tests {
         let r = Redactor::builtin();
         let line = br#"{"type":"image","data":"password=aGVsbG8gd29ybGQgaGVsbG8","mimeType":"image/png"}"#;
         assert_eq!(r.redact_line(line), None);
+    }
+
+    #[test]
+    fn a_secret_used_as_a_member_name_is_redacted_and_two_such_members_stay_two() {
+        let r = Redactor::builtin();
+        let (a, b) = ("ghp_J50nK3yT0k3nAaBbCcDdEeFfGgHhIiJjKk4444", "ghp_Q9wErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi777");
+        let line = format!(r#"{{"env":{{"{a}":"one","{b}":"two","PATH":"/bin"}}}}"#);
+        let out = String::from_utf8(r.redact_line(line.as_bytes()).expect("redacted")).unwrap();
+        assert_eq!(
+            out,
+            r#"{"env":{"[redacted: github-token]":"one","[redacted: github-token] #2":"two","PATH":"/bin"}}"#
+        );
+    }
+
+    #[test]
+    fn a_url_password_with_an_empty_user_is_redacted_as_redis_writes_it() {
+        let r = Redactor::builtin();
+        let out = r.redact_text("REDIS_URL=redis://:r3d1sP4ssNoUser99@cache:6379/0");
+        assert_eq!(out, "REDIS_URL=redis://:[redacted: password-in-url]@cache:6379/0");
+    }
+
+    #[test]
+    fn a_rest_still_being_written_never_leaves_and_a_whole_one_leaves_redacted() {
+        let r = Redactor::builtin();
+        // Cut before the `@` that makes it a URL's password: no rule can see the secret yet.
+        let half = br#"{"type":"message","message":{"content":"connecting to postgres://admin:W4tchH4lfP4ss"#;
+        assert!(r.redact_line(half).is_none(), "no rule sees it: the case this guards");
+        assert_eq!(outgoing_unterminated(half.to_vec(), Some(&r), true), b"");
+        assert_eq!(outgoing_unterminated(half.to_vec(), None, true), b"");
+        let whole = br#"{"type":"message","text":"postgres://admin:W4tchH4lfP4ss@db/app"}"#;
+        assert_eq!(
+            String::from_utf8(outgoing_unterminated(whole.to_vec(), Some(&r), true)).unwrap(),
+            r#"{"type":"message","text":"postgres://admin:[redacted: password-in-url]@db/app"}"#
+        );
+        let plain = br#"{"type":"message","text":"nothing secret"}"#.to_vec();
+        assert_eq!(outgoing_unterminated(plain.clone(), Some(&r), true), plain);
     }
 
     #[test]

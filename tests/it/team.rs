@@ -1460,6 +1460,8 @@ fn fake_secrets() -> Vec<(String, String)> {
     out.push((format!("aws_secret_access_key = {aws_secret}"), aws_secret));
     let url_password = format!("Pw{}", fake(r, ALNUM, 14));
     out.push((format!("postgres://admin:{url_password}@db.internal:5432/app"), url_password));
+    let redis_password = format!("r3d{}", fake(r, ALNUM, 14));
+    out.push((format!("redis://:{redis_password}@cache:6379/0"), redis_password));
     let env_password = format!("pw-{}", fake(r, ALNUM, 12));
     out.push((format!("DATABASE_PASSWORD={env_password}"), env_password));
     let key_body = fake(r, B64, 64);
@@ -1502,8 +1504,12 @@ fn columns_holding(client: &mut postgres::Client, needle: &str) -> Vec<String> {
     holding
 }
 
-/// A session whose every kind of entry text holds the fake secrets, each between ordinary words; its last line is
-/// unterminated (a write in progress) and holds one too.
+/// A password cut off before the `@` that makes it one: what the last line of [`secret_session`] stops in.
+const CUT_PASSWORD: &str = "W4tchH4lfP4ssw0rdXyz";
+
+/// A session whose every kind of entry text holds the fake secrets, each between ordinary words (an assistant's
+/// tool call holds them as a member's name too); its last line is unterminated (a write in progress) and holds
+/// one, then stops inside a URL's password ([`CUT_PASSWORD`]), where no rule can know it is one yet.
 fn secret_session(dir: &Path, secrets: &[(String, String)]) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let path = dir.join("2026-01-01T00-00-00-000Z_secrets01.jsonl");
@@ -1516,7 +1522,7 @@ fn secret_session(dir: &Path, secrets: &[(String, String)]) -> std::path::PathBu
         let message = match i % 4 {
             0 => serde_json::json!({"role":"user","content":said,"timestamp":1_767_225_600_000u64 + i as u64}),
             1 => serde_json::json!({"role":"assistant","content":[{"type":"text","text":said},
-                    {"type":"toolCall","id":format!("call{i}"),"name":"bash","arguments":{"command":format!("echo {text}")}}],
+                    {"type":"toolCall","id":format!("call{i}"),"name":"bash","arguments":{"command":format!("echo {text}"),"env":{text.clone():"as a member's name"}}}],
                     "api":"x","provider":"x","model":"x","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,
                     "cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","timestamp":1_767_225_600_000u64 + i as u64}),
             2 => serde_json::json!({"role":"toolResult","toolCallId":format!("call{i}"),"toolName":"bash",
@@ -1536,7 +1542,7 @@ fn secret_session(dir: &Path, secrets: &[(String, String)]) -> std::path::PathBu
     lines.push(name.to_string());
     let mut bytes = lines.join("\n") + "\n";
     bytes.push_str(&format!(
-        r#"{{"type":"message","id":"tail0001","parentId":"name0001","message":{{"role":"user","content":"half {}"#,
+        r#"{{"type":"message","id":"tail0001","parentId":"name0001","message":{{"role":"user","content":"half {} then postgres://admin:{CUT_PASSWORD}"#,
         secrets[1].0
     ));
     std::fs::write(&path, bytes).unwrap();
@@ -1545,7 +1551,7 @@ fn secret_session(dir: &Path, secrets: &[(String, String)]) -> std::path::PathBu
 
 #[test]
 #[ignore = "needs PostgreSQL"]
-fn a_push_stores_no_secret_of_23_kinds_in_any_column_and_keeps_the_words_around_them() {
+fn a_push_stores_no_secret_of_24_kinds_nor_half_a_line_s_in_any_column_and_keeps_the_words_around_them() {
     let pg = pg_server::server();
     let (url, _tmp, agent) = fresh(pg);
     let secrets = fake_secrets();
@@ -1561,6 +1567,8 @@ fn a_push_stores_no_secret_of_23_kinds_in_any_column_and_keeps_the_words_around_
         let holding = columns_holding(&mut client, needle);
         assert!(holding.is_empty(), "{text:?} is stored in {holding:?}");
     }
+    let holding = columns_holding(&mut client, CUT_PASSWORD);
+    assert!(holding.is_empty(), "the line still being written is stored in {holding:?}");
     // What was around each secret is kept, with a marker naming the rule where the secret was.
     let hits = run_search(&["--catalog", &url, "search", "--json", "--limit", "100", "ordinary words before"]);
     assert_eq!(hits.matches("\"snippet\":\"ordinary words before ").count(), secrets.len(), "{hits}");

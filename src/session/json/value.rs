@@ -83,6 +83,25 @@ impl Object {
         self.members.iter_mut().map(|(k, v)| (&*k, v))
     }
 
+    /// Renames the members whose key `rename` replaces, in place; returns how many. A new key that another member
+    /// already has gets ` #2` (` #3`, …) added, so no two members merge and no value is lost.
+    pub fn rename_keys(&mut self, mut rename: impl FnMut(&JsString) -> Option<JsString>) -> usize {
+        let mut renamed = 0;
+        for i in 0..self.members.len() {
+            let Some(new) = rename(&self.members[i].0) else { continue };
+            let taken = |key: &JsString| self.members.iter().enumerate().any(|(j, (k, _))| j != i && k == key);
+            let mut key = new.clone();
+            let mut n = 2;
+            while taken(&key) {
+                key = JsString::from(format!("{} #{n}", new.to_string_lossy()));
+                n += 1;
+            }
+            self.members[i].0 = key;
+            renamed += 1;
+        }
+        renamed
+    }
+
     /// Number of members.
     pub fn len(&self) -> usize {
         self.members.len()

@@ -412,11 +412,9 @@ pub(super) fn read_file(
         let mut unterminated = Vec::new();
         let mut rest_fed = if done && end < stat.size {
             let mut answer = state.clone();
-            unterminated = identity::bytes_at(f, end, stat.size - end)
+            let rest = identity::bytes_at(f, end, stat.size - end)
                 .ok_or_else(|| file_err(std::io::ErrorKind::UnexpectedEof.into()))?;
-            if let Some(r) = redactor.and_then(|r| r.redact_line(&unterminated)) {
-                unterminated = r;
-            }
+            unterminated = redact::outgoing_unterminated(rest, redactor, opened.keep_images);
             feed_readline(&mut answer, &unterminated, None);
             answer
         } else {
