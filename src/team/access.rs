@@ -53,6 +53,12 @@ pub fn glob_regex(glob: &str) -> Result<String, String> {
     if glob.is_empty() {
         return Err("--project: the glob is empty".to_owned());
     }
+    // Matched against whole cwds, which are absolute: a relative glob could never match one.
+    if !(glob.starts_with('/') || glob == "**" || glob.starts_with("**/")) {
+        return Err(format!(
+            "--project {glob:?}: a session's cwd is an absolute path, which this glob can never match: start it with / (or **/ for any directory)"
+        ));
+    }
     if let Some(c) = glob.chars().find(|c| matches!(c, '[' | ']' | '{' | '}' | '\\')) {
         return Err(format!("--project {glob:?}: {c:?} is not supported (only *, ** and ? are special)"));
     }
@@ -123,16 +129,16 @@ fn change(
     give: bool,
 ) -> DbResult<Vec<Grant>> {
     if scopes.is_empty() {
-        return Err(DbError::Config("name at least one --machine or --project".to_owned()));
+        return Err(DbError::Invalid("name at least one --machine or --project".to_owned()));
     }
     if push && scopes.iter().any(|s| matches!(s, Scope::Project(_))) {
-        return Err(DbError::Config("--push is a right to push as a machine: use it with --machine only".to_owned()));
+        return Err(DbError::Invalid("--push is a right to push as a machine: use it with --machine only".to_owned()));
     }
     let mut regexes = Vec::with_capacity(scopes.len());
     for s in scopes {
         regexes.push(match s {
-            Scope::Project(glob) => Some(glob_regex(glob).map_err(DbError::Config)?),
-            Scope::Machine(m) if m.is_empty() => return Err(DbError::Config("--machine: the name is empty".into())),
+            Scope::Project(glob) => Some(glob_regex(glob).map_err(DbError::Invalid)?),
+            Scope::Machine(m) if m.is_empty() => return Err(DbError::Invalid("--machine: the name is empty".into())),
             Scope::Machine(_) => None,
         });
     }
@@ -140,7 +146,7 @@ fn change(
     let mut tx = client.transaction().map_err(err)?;
     let exists = tx.query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&role]).map_err(err)?.is_some();
     if give && !exists {
-        return Err(DbError::Config(format!(
+        return Err(DbError::Invalid(format!(
             "role {role:?} does not exist: create it first (CREATE ROLE {} LOGIN PASSWORD '…')",
             quote_ident(role)
         )));
@@ -181,6 +187,20 @@ fn change(
     let grants = grants_of(&mut tx, role).map_err(err)?;
     tx.commit().map_err(err)?;
     Ok(grants)
+}
+
+/// Those of `machines` of which the database holds no session (as its owner sees it): never pushed, or misspelt.
+pub fn machines_never_pushed(client: &mut Client, target: &Target, machines: &[String]) -> DbResult<Vec<String>> {
+    let mut never = Vec::new();
+    for m in machines {
+        let row = client
+            .query_one("SELECT EXISTS (SELECT 1 FROM pi_sessions WHERE machine = $1)", &[m])
+            .map_err(|e| target.error(e))?;
+        if !row.get::<_, bool>(0) {
+            never.push(m.clone());
+        }
+    }
+    Ok(never)
 }
 
 fn grants_of(tx: &mut postgres::Transaction<'_>, role: &str) -> Result<Vec<Grant>, postgres::Error> {
@@ -228,6 +248,9 @@ mod tests {
         assert_eq!(glob_regex("**").unwrap(), r"^.*$");
         assert!(glob_regex("/a/[bc]").is_err());
         assert!(glob_regex("/a/b**").is_err());
+        let relative = glob_regex("src/shop").unwrap_err();
+        assert!(relative.contains("absolute path"), "{relative}");
+        assert!(glob_regex("*/shop").is_err(), "matches no absolute path: [^/]* before the first /");
         assert!(glob_regex("").is_err());
     }
 }

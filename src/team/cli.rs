@@ -18,7 +18,7 @@ use crate::session::ErrorKind;
 /// stdout, else one line on stderr) and returns the exit status for an error.
 fn fail(e: DbError, json: bool) -> i32 {
     let kind = match &e {
-        DbError::Config(_) => FailureKind::Session(ErrorKind::InvalidParams),
+        DbError::Config(_) | DbError::Invalid(_) => FailureKind::Session(ErrorKind::InvalidParams),
         DbError::File { .. } => FailureKind::Session(ErrorKind::IoError),
         DbError::NoSessions { .. } => FailureKind::Session(ErrorKind::SessionNotFound),
         _ => FailureKind::CatalogUnavailable,
@@ -122,10 +122,18 @@ pub fn access(request: &AccessRequest<'_>, give: bool, json: bool, out: &mut dyn
     let change = if give { super::access::grant } else { super::access::revoke };
     let result = Target::from_env(request.url).and_then(|target| {
         let mut client = super::schema::open(&target)?;
-        change(&mut client, &target, request.role, &scopes, request.push)
+        let grants = change(&mut client, &target, request.role, &scopes, request.push)?;
+        let unknown =
+            if give { super::access::machines_never_pushed(&mut client, &target, request.machines)? } else { vec![] };
+        Ok((grants, unknown))
     });
     match result {
-        Ok(grants) => {
+        Ok((grants, unknown)) => {
+            // A grant may come before a machine's first push, so a name never pushed is kept; but it is also
+            // what a misspelt name looks like.
+            for m in unknown {
+                eprintln!("pi-sessiond: note: no machine named {m:?} has pushed yet: the grant waits for its first push (check the name)");
+            }
             let list = grants
                 .iter()
                 .map(|g| {
@@ -157,7 +165,7 @@ pub fn redactor(redact: bool, rules_file: Option<&str>) -> Result<Option<Redacto
     }
     let Some(file) = rules_file else { return Ok(Some(Redactor::builtin())) };
     let text = std::fs::read_to_string(file).map_err(|source| DbError::File { path: file.to_owned(), source })?;
-    Redactor::with_team_rules(&text, file).map(Some).map_err(|e| DbError::Config(e.to_string()))
+    Redactor::with_team_rules(&text, file).map(Some).map_err(|e| DbError::Invalid(e.to_string()))
 }
 
 /// `pi-sessiond --agent-dir DIR push --postgres URL [--machine NAME] [--allow-empty] [--watch] [--no-redact]

@@ -18,6 +18,10 @@ pub enum DbError {
     /// The URL or a `PG*` variable is not understood.
     #[error("invalid PostgreSQL connection string: {0}")]
     Config(String),
+    /// An argument other than the connection cannot be used as given (a flag's value, a glob, a rules file, a
+    /// role that does not exist): the message names it.
+    #[error("{0}")]
+    Invalid(String),
     /// The server said no, or the connection broke.
     #[error("PostgreSQL ({server}): {detail}")]
     Postgres {
@@ -92,6 +96,7 @@ impl DbError {
             DbError::Postgres { source, .. } => source.code().is_none_or(|c| sqlstate_is_transient(c.code())),
             DbError::Busy { .. } | DbError::File { .. } | DbError::NoSessions { .. } => true,
             DbError::Config(_)
+            | DbError::Invalid(_)
             | DbError::Tls(_)
             | DbError::NewerSchema { .. }
             | DbError::Denied { .. }

@@ -2211,15 +2211,30 @@ fn a_project_grant_shows_the_sessions_whose_cwd_matches_its_glob_with_underscore
     assert_eq!(ids(&viewer), ["ab-deep", "ab-x", "pct-y"], "`**` crosses directories");
     team_access("revoke", &url, "rls_project", &["--project", "/work/a_b/*", "--project", "/work/a_b/**"]);
     assert_eq!(listed(&viewer), ["pct-y"]);
-    // A project grant cannot carry the right to push, and a glob this cannot translate faithfully is refused.
-    for args in [&["--project", "/work/**", "--push"][..], &["--project", "/work/[ab]"][..]] {
+    // A project grant cannot carry the right to push, and a glob this cannot translate faithfully, or that can
+    // match no cwd (they are absolute), is refused, each saying what is wrong with it and not with the URL.
+    let grant = |args: &[&str]| {
         let mut all = vec!["team", "grant", "--postgres", url.as_str(), "--role", "rls_project"];
         all.extend_from_slice(args);
         let out = Command::new(binary()).args(&all).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for (args, why) in [
+        (&["--project", "/work/**", "--push"][..], "--push is a right to push as a machine"),
+        (&["--project", "/work/[ab]"][..], "'[' is not supported"),
+        (&["--project", "work/a_b/*"][..], "a session's cwd is an absolute path"),
+    ] {
+        let (status, stderr) = grant(args);
+        assert_eq!(status, Some(2), "{args:?}");
+        assert!(stderr.contains(why) && !stderr.contains("connection string"), "{args:?}: {stderr}");
     }
     assert_eq!(listed(&viewer), ["pct-y"], "a refused grant changed nothing");
+    // A machine that never pushed is granted (a new laptop before its first push), with a word in case of a typo.
+    let (status, stderr) = grant(&["--machine", "laptpo"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(stderr.contains(r#"no machine named "laptpo" has pushed yet"#), "{stderr}");
+    let (status, stderr) = grant(&["--machine", "laptop"]);
+    assert_eq!((status, stderr.as_str()), (Some(0), ""), "a machine that pushed: nothing to say");
 }
 
 /// Writes a session of about `bytes` bytes of user and assistant messages (their text is what pi's

@@ -46,16 +46,16 @@ impl Filter {
             for g in globs {
                 // `*` stays within one directory and `**` crosses them, as in a shell with globstar.
                 let glob = globset::GlobBuilder::new(g).literal_separator(true).build();
-                b.add(glob.map_err(|e| DbError::Config(format!("--include/--exclude {g:?}: {e}")))?);
+                b.add(glob.map_err(|e| DbError::Invalid(format!("--include/--exclude {g:?}: {e}")))?);
             }
-            b.build().map(Some).map_err(|e| DbError::Config(e.to_string()))
+            b.build().map(Some).map_err(|e| DbError::Invalid(e.to_string()))
         };
         let since_ms = match since {
             None => None,
             Some(d) => {
                 let ms = crate::session::js::date::parse_date(d);
                 if !ms.is_finite() {
-                    return Err(DbError::Config(format!("--since {d:?}: not a date (2026-01-31, or an ISO time)")));
+                    return Err(DbError::Invalid(format!("--since {d:?}: not a date (2026-01-31, or an ISO time)")));
                 }
                 Some(ms)
             }
