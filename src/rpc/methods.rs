@@ -567,6 +567,9 @@ where
             }
             match m {
                 Some(m) => {
+                    if let Some(Err(e)) = job_server.team.as_ref().map(|t| t.check_still_shown(&slot.handle)) {
+                        return reply.error(&e);
+                    }
                     let cx = ReadCx { server: &job_server, m, slot, reply: &reply };
                     reply.answer(handler(p, &cx));
                 }

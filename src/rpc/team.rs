@@ -5,6 +5,7 @@
 use crate::rpc::error::WireKind;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::json;
@@ -21,9 +22,23 @@ use crate::team::{DbError, DbResult, Target, TeamCatalog};
 pub struct TeamServer {
     target: Target,
     catalog: Mutex<Option<TeamCatalog>>,
-    /// Handles opened from the database: handle → machine.
-    read_only: Mutex<HashMap<String, String>>,
+    /// Handles opened from the database: handle → whose session, and when the role was last seen to hold it.
+    read_only: Mutex<HashMap<String, Held>>,
 }
+
+/// A session a handle holds, read from the database.
+#[derive(Clone, Debug)]
+struct Held {
+    machine: String,
+    path: String,
+    /// When the database last showed this session to the role (at the open, then at reads).
+    shown_at: Instant,
+}
+
+/// How long the database's word that the role may read a held session stands: a revoke (or the session's
+/// deletion) reaches the reads of a handle opened before it within this time, at the cost of one small query
+/// per handle per period while it is read.
+const SHOWN_FOR: Duration = Duration::from_secs(2);
 
 impl std::fmt::Debug for TeamServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -70,9 +85,35 @@ impl TeamServer {
         }
     }
 
-    /// Notes that `handle` holds `machine`'s session, read from the database.
-    pub fn mark_read_only(&self, handle: &str, machine: &str) {
-        self.read_only.lock().unwrap_or_else(|e| e.into_inner()).insert(handle.to_owned(), machine.to_owned());
+    /// Notes that `handle` holds `machine`'s session `path`, just read from the database.
+    pub fn mark_read_only(&self, handle: &str, machine: &str, path: &str) {
+        let held = Held { machine: machine.to_owned(), path: path.to_owned(), shown_at: Instant::now() };
+        self.read_only.lock().unwrap_or_else(|e| e.into_inner()).insert(handle.to_owned(), held);
+    }
+
+    /// Refuses a read of `handle` when it holds a session the database no longer shows this role (a grant
+    /// revoked, the session deleted, since the open): the session was read into memory at the open, and
+    /// without this a page left open would go on showing what the role may no longer read. Asked again at
+    /// most every [`SHOWN_FOR`]; when the database cannot answer, the read is refused too (it fails closed).
+    /// Handles of this machine's own files pass.
+    pub fn check_still_shown(&self, handle: &str) -> Result<(), ErrorObjectOwned> {
+        let held = self.read_only.lock().unwrap_or_else(|e| e.into_inner()).get(handle).cloned();
+        let Some(held) = held.filter(|h| h.shown_at.elapsed() >= SHOWN_FOR) else { return Ok(()) };
+        let asked_at = Instant::now();
+        if !self.with(|c| c.shows(&held.machine, &held.path).map_err(unavailable))? {
+            return Err(rpc_error(
+                crate::session::ErrorKind::SessionNotFound,
+                format!(
+                    "the team catalog no longer shows {} of machine {} to this role (a grant was revoked, or the session deleted)",
+                    held.path, held.machine
+                ),
+                json!({ "path": held.path, "machine": held.machine }),
+            ));
+        }
+        if let Some(h) = self.read_only.lock().unwrap_or_else(|e| e.into_inner()).get_mut(handle) {
+            h.shown_at = asked_at;
+        }
+        Ok(())
     }
 
     /// Forgets `handle` (closed: the host may give its name to another session).
@@ -82,7 +123,7 @@ impl TeamServer {
 
     /// The machine whose session `handle` holds, when it was opened from the database.
     pub fn read_only(&self, handle: &str) -> Option<String> {
-        self.read_only.lock().unwrap_or_else(|e| e.into_inner()).get(handle).cloned()
+        self.read_only.lock().unwrap_or_else(|e| e.into_inner()).get(handle).map(|h| h.machine.clone())
     }
 
     /// A listing across machines: `list(cwd, dir)` with a cwd, `listAll(dir)` without.

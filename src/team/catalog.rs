@@ -160,6 +160,16 @@ impl TeamCatalog {
         Ok(row.get(0))
     }
 
+    /// Whether the role connected sees `machine`'s session `path` (its grants, through the row-level security
+    /// policies).
+    pub fn shows(&mut self, machine: &str, path: &str) -> DbResult<bool> {
+        let row = self
+            .client
+            .query_one("SELECT EXISTS (SELECT 1 FROM pi_sessions WHERE machine = $1 AND path = $2)", &[&machine, &path])
+            .map_err(self.err())?;
+        Ok(row.get(0))
+    }
+
     /// Whether the connection is gone (the server closed it, or the network failed).
     pub fn is_closed(&self) -> bool {
         self.client.is_closed()

@@ -885,6 +885,44 @@ fn a_role_that_may_only_read_lists_searches_and_opens_from_the_catalog() {
 
 #[test]
 #[ignore = "needs PostgreSQL"]
+fn a_revoke_reaches_a_session_a_sidecar_already_holds_open_within_seconds() {
+    use crate::support::sidecar::{Sidecar, Wire};
+    let pg = pg_server::server();
+    let (url, tmp, agent) = fresh(pg);
+    let file = session(&agent.join("sessions/--proj--"), "heldopen", &["what the viewer held open"]);
+    push(&agent, &url, "laptop");
+    create_roles(&url, &["rls_held"]);
+    team_access("grant", &url, "rls_held", &["--machine", "laptop"]);
+    let mut sc =
+        Sidecar::spawn(Wire::Jsonl, &["--agent-dir", &s(tmp.path()), "--catalog", &as_role(&url, "rls_held")], &[]);
+    let opened = sc.call("session/open", json(&format!(r#"{{"path":"{}","machine":"laptop"}}"#, s(&file))));
+    let read = json(&format!(r#"{{"handle":{}}}"#, opened.get("handle").unwrap().to_canonical_string()));
+    assert!(sc.call("session/getEntries", read.clone()).to_canonical_string().contains("what the viewer held open"));
+
+    // The session is in the sidecar's memory; the grant that let it be read goes.
+    team_access("revoke", &url, "rls_held", &["--machine", "laptop"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let err = loop {
+        match sc.call_result("session/getEntries", read.clone()) {
+            Err(err) => break err,
+            Ok(_) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(200)),
+            Ok(entries) => panic!("still read 10 s after the revoke: {entries:?}"),
+        }
+    };
+    assert_eq!(err.get("data").and_then(|d| d.get("kind")), Some(&Json::str("session_not_found")), "{err:?}");
+    let message = str_of(err.get("message").unwrap());
+    assert!(message.contains("no longer shows") && message.contains("laptop"), "{message}");
+    // Granted again, the same handle reads again.
+    team_access("grant", &url, "rls_held", &["--machine", "laptop"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sc.call_result("session/getEntries", read.clone()).is_err() {
+        assert!(std::time::Instant::now() < deadline, "not read again 10 s after the new grant");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+#[ignore = "needs PostgreSQL"]
 fn the_schema_is_created_once_however_many_machines_start_at_once_and_a_newer_one_is_refused() {
     let pg = pg_server::server();
     let url = pg.database();

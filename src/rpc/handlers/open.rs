@@ -311,7 +311,7 @@ fn open_from_team(
             )
         })?;
     let manager = SessionManager::open_pushed(&file.path, &file.bytes, new_env(server)).map_err(from_session)?;
-    team.mark_read_only(&slot.handle, machine);
+    team.mark_read_only(&slot.handle, machine, &p.path);
     Ok(Opening::New { manager: Box::new(manager), watch: false })
 }
 

@@ -231,6 +231,17 @@ impl Sidecar {
         }
     }
 
+    /// Sends a request and returns its `result`, or its `error`: for a request that may go either way.
+    pub fn call_result(&mut self, method: &str, params: Json) -> Result<Json, Json> {
+        let id = self.start(method, params);
+        let r = self.response(id);
+        match (r.get("result"), r.get("error")) {
+            (Some(v), _) => Ok(v.clone()),
+            (None, Some(e)) => Err(e.clone()),
+            (None, None) => panic!("{method}: neither result nor error: {}", r.to_canonical_string()),
+        }
+    }
+
     /// Sends a request and returns its `error`, panicking on success.
     pub fn call_err(&mut self, method: &str, params: Json) -> Json {
         let id = self.start(method, params);
