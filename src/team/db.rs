@@ -45,6 +45,15 @@ pub enum DbError {
         /// The newest version this build knows.
         known: i32,
     },
+    /// The connected role may not use pi-sessiond's tables: they are not there and it may not create them, or it
+    /// was never granted anything. `why` says which, and what an admin does about it.
+    #[error("PostgreSQL ({server}): {why}")]
+    NotSetUp {
+        /// Where the server is (no credentials).
+        server: String,
+        /// Which of the two, with the role named.
+        why: String,
+    },
     /// Another push of the same machine holds the machine's lock.
     #[error("another push for machine {machine:?} is running (it holds the machine's lock)")]
     Busy {
@@ -100,6 +109,7 @@ impl DbError {
             | DbError::Tls(_)
             | DbError::NewerSchema { .. }
             | DbError::Denied { .. }
+            | DbError::NotSetUp { .. }
             | DbError::Cancelled => false,
         }
     }

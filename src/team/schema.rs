@@ -222,16 +222,37 @@ pub fn migrate(client: &mut Client, target: &Target) -> DbResult<()> {
             _ => {}
         },
         Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) => {}
+        Err(e) if e.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => {
+            let role = current_role(client);
+            return Err(DbError::NotSetUp {
+                server: target.describe(),
+                why: format!(
+                    "role {role:?} has no grant in this team catalog (it may not read pi-sessiond's tables): an admin gives one with `pi-sessiond team grant --role {role} --machine NAME` (or --project GLOB)"
+                ),
+            });
+        }
         Err(e) => return Err(err(e)),
     }
     let mut tx = client.transaction().map_err(err)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(err)?;
-    tx.batch_execute(
+    let created = tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS pi_sessiond_schema (
            version integer PRIMARY KEY,
            applied_at timestamptz NOT NULL DEFAULT now())",
-    )
-    .map_err(err)?;
+    );
+    if let Err(e) = created {
+        if e.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+            drop(tx);
+            let role = current_role(client);
+            return Err(DbError::NotSetUp {
+                server: target.describe(),
+                why: format!(
+                    "pi-sessiond's tables are not in this database yet, and role {role:?} may not create them: the admin who is to own them sets them up (a first `pi-sessiond push`, or `pi-sessiond team grant`, connected as that role)"
+                ),
+            });
+        }
+        return Err(err(e));
+    }
     let current: i32 =
         tx.query_one("SELECT coalesce(max(version), 0) FROM pi_sessiond_schema", &[]).map_err(err)?.get(0);
     if current > SCHEMA_VERSION {
@@ -244,6 +265,11 @@ pub fn migrate(client: &mut Client, target: &Target) -> DbResult<()> {
         tx.execute("INSERT INTO pi_sessiond_schema (version) VALUES ($1)", &[&version]).map_err(err)?;
     }
     tx.commit().map_err(err)
+}
+
+/// The role connected, for a message (`?` if even that cannot be asked).
+fn current_role(client: &mut Client) -> String {
+    client.query_one("SELECT current_user::text", &[]).map_or_else(|_| "?".to_owned(), |r| r.get(0))
 }
 
 /// Connects and migrates: what every team command does first.

@@ -885,6 +885,39 @@ fn a_role_that_may_only_read_lists_searches_and_opens_from_the_catalog() {
 
 #[test]
 #[ignore = "needs PostgreSQL"]
+fn a_role_never_granted_and_a_database_never_set_up_are_told_what_an_admin_does() {
+    let pg = pg_server::server();
+    let (url, _tmp, agent) = fresh(pg);
+    session(&agent.join("sessions/--proj--"), "setupnot", &["hello"]);
+    create_roles(&url, &["rls_never"]);
+    let fails = |args: &[&str]| {
+        let out = Command::new(binary()).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // The database is empty: the role may not create the tables.
+    let empty = as_role(&url, "rls_never");
+    for args in [
+        &["--catalog", &empty, "ls", "--all"][..],
+        &["--agent-dir", &s(&agent), "push", "--postgres", &empty, "--machine", "m"][..],
+    ] {
+        let stderr = fails(args);
+        assert!(
+            stderr.contains(
+                r#"pi-sessiond's tables are not in this database yet, and role "rls_never" may not create them"#
+            ),
+            "{args:?}: {stderr}"
+        );
+    }
+    // Set up by the admin's push; a role never granted anything is told so, not "permission denied for table".
+    push(&agent, &url, "m");
+    let stderr = fails(&["--catalog", &empty, "ls", "--all"]);
+    assert!(stderr.contains(r#"role "rls_never" has no grant in this team catalog"#), "{stderr}");
+    assert!(stderr.contains("team grant --role rls_never"), "{stderr}");
+}
+
+#[test]
+#[ignore = "needs PostgreSQL"]
 fn a_revoke_reaches_a_session_a_sidecar_already_holds_open_within_seconds() {
     use crate::support::sidecar::{Sidecar, Wire};
     let pg = pg_server::server();
