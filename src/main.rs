@@ -527,6 +527,19 @@ fn main() -> ExitCode {
     ExitCode::from(status)
 }
 
+/// The name of a command that reads only this machine's session files, which `--catalog` would not change: it
+/// is refused with the flag rather than answered from local files as if from the team's.
+fn reads_local_files_only(command: &Command) -> Option<&'static str> {
+    match command {
+        Command::Tree { .. } => Some("tree"),
+        Command::Show { .. } => Some("show"),
+        Command::Stats { .. } => Some("stats"),
+        Command::Inspect { .. } => Some("inspect"),
+        Command::Export { .. } => Some("export"),
+        _ => None,
+    }
+}
+
 fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
     let agent_dir = agent_dir_of(global);
     let index = SharedIndex::new(existing_index_of(global, &agent_dir));
@@ -535,6 +548,13 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
     let json = global.json;
     // Output for reading at leisure goes through the pager on a terminal.
     let paged = |style: &Style| Screen::open(style, !global.no_pager);
+    if let Some(name) = global.catalog.as_ref().and_then(|_| reads_local_files_only(&command)) {
+        return Err(Failure::invalid(format!(
+            "--catalog: `{name}` reads this machine's session files, not the team catalog (another machine's \
+             sessions are listed, searched and counted with `ls`, `search` and `usage --catalog`, and read in \
+             `web --catalog`)"
+        )));
+    }
     match command {
         Command::Ls { cwd, dir, all } if global.catalog.is_some() => {
             let url = global.catalog.as_deref().unwrap_or_default();

@@ -229,6 +229,31 @@ fn ls_of_a_named_directory_that_is_missing_or_a_file_says_so_instead_of_listing_
 }
 
 #[test]
+fn a_command_that_reads_only_local_files_refuses_catalog_instead_of_answering_from_them() {
+    let a = agent();
+    let file = s(&a.app_session);
+    // Nothing listens there: a command that tried the database would fail differently, after a while.
+    let url = "postgres://nobody@127.0.0.1:1/none";
+    let page = s(&a.dir.join("page.html"));
+    for args in [
+        &["tree", &file][..],
+        &["show", &file, "u1"],
+        &["stats", &file],
+        &["inspect", &file],
+        &["export", &file, "--html", "-o", &page],
+    ] {
+        let command = args[0];
+        let out = run(&a.dir, &[&["--catalog", url][..], args].concat());
+        assert_fails_with_one_line(&out, &[&format!("--catalog: `{command}` reads this machine's session files")]);
+        let out = cmd(&a.dir).args(["--json", "--catalog", url]).args(args).output().unwrap();
+        let (code, kind, _) = json_error(&out);
+        assert_eq!((code, kind.as_str()), (Some(2), "invalid_params"), "{command}");
+        let out = run(&a.dir, args);
+        assert_eq!(out.status.code(), Some(0), "{command} without --catalog: {}", text(&out.stderr));
+    }
+}
+
+#[test]
 fn stats_of_a_file_without_a_header_says_so_and_reads_the_same_every_time() {
     // pi's open of an empty file makes a header up in memory, a new id each time: shown, it read as the file's.
     let a = agent();
