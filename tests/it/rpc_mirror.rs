@@ -564,7 +564,7 @@ fn changes_of(sc: &mut Sidecar, h: &str) -> Vec<Json> {
 
 #[test]
 fn a_watch_on_a_path_with_no_file_yet_reports_pis_first_write_and_every_append_after_it() {
-    // pi reports a new session's path before it writes the file (at the first assistant message); a tree opened on
+    // pi reports a new session's path before it writes the file (at its first user or assistant message); a tree opened on
     // that path early stayed empty forever.
     let dir = temp_dir();
     let path = s(&dir.path().join("not-yet.jsonl"));

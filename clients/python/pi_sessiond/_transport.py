@@ -242,6 +242,11 @@ class Connection:
         return self._closed is not None
 
     @property
+    def failure(self) -> Optional[SessiondClosed]:
+        """Why the child's output ended when it was not closed on purpose (it died), else ``None``."""
+        return None if self._closing else self._closed
+
+    @property
     def returncode(self) -> Optional[int]:
         """The child's exit status, once it has exited."""
         return self._proc.poll()

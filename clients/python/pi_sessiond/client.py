@@ -326,20 +326,21 @@ class Client:
         self._end_listeners()
         return returncode
 
-    def _end_listeners(self) -> None:
+    def _end_listeners(self, failure: Optional[SessiondClosed] = None) -> None:
         with self._lock:
             sessions = [s for group in self._sessions.values() for s in group]
             watches = list(self._dir_watches.values())
             self._sessions.clear()
             self._dir_watches.clear()
         for s in sessions:
-            s._mark_closed()
+            s._mark_closed(failure)
         for w in watches:
-            w._mark_closed()
+            w._mark_closed(failure)
 
     def _on_connection_closed(self) -> None:
-        # On the dispatcher thread, after the last notification: iterators waiting for events must end.
-        self._end_listeners()
+        # On the dispatcher thread, after the last notification: iterators waiting for events must end, and
+        # raise if the server died rather than was closed.
+        self._end_listeners(self._conn.failure)
 
     # -- raw calls and notifications -----------------------------------------------------------------------------
 
@@ -786,7 +787,8 @@ class Session:
         """A stream of this session's events from now on (the same events as :meth:`on_changed`).
 
         ``for event in session.changes(timeout=5):`` waits up to 5 s for each event and ends when none comes
-        (``None``: ends only when the session or client closes). Create the stream before the mutations whose
+        (``None``: ends only when the session or client closes); if the server dies, the loop raises
+        :class:`SessiondClosed` once the events that arrived before are delivered. Create the stream before the mutations whose
         events you want: it buffers from its creation.
         """
         return self._listeners.add_stream(timeout)
@@ -1045,9 +1047,9 @@ class Session:
             self._client._forget(self)
             self._listeners.end()
 
-    def _mark_closed(self) -> None:
+    def _mark_closed(self, failure: Optional[SessiondClosed] = None) -> None:
         self._closed = True
-        self._listeners.end()
+        self._listeners.end(failure)
 
 
 class SessionsWatch:
@@ -1089,12 +1091,16 @@ class SessionsWatch:
         return self._listeners.add_callback(fn)
 
     def get(self, timeout: Optional[float] = None) -> Optional[SessionsChanged]:
-        """The next buffered event, waiting up to ``timeout`` seconds; ``None`` on timeout or once closed."""
+        """The next buffered event, waiting up to ``timeout`` seconds; ``None`` on timeout or once closed.
+
+        Raises:
+            SessiondClosed: the server died, and the buffer is drained.
+        """
         return self._buffer.get(timeout)
 
     def changes(self, timeout: Optional[float] = None) -> Iterator[SessionsChanged]:
         """Iterates the buffered events and those to come, until none arrives within ``timeout`` seconds
-        (``None``: until the watch closes)."""
+        (``None``: until the watch closes); raises :class:`SessiondClosed` at the end if the server died."""
         while True:
             event = self._buffer.get(timeout)
             if event is None:
@@ -1115,7 +1121,7 @@ class SessionsWatch:
             self._client._unregister_watch(self)
             self._mark_closed()
 
-    def _mark_closed(self) -> None:
+    def _mark_closed(self, failure: Optional[SessiondClosed] = None) -> None:
         self._closed = True
-        self._buffer.end()
-        self._listeners.end()
+        self._buffer.end(failure)
+        self._listeners.end(failure)

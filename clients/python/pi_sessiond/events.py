@@ -75,7 +75,9 @@ class ChangeStream(Generic[E]):
     Iterate with ``for event in stream:``: each step waits up to ``timeout`` seconds (the stream's default, or
     ``None``: forever) for the next event, and the loop ends when none arrives in time or when the stream ends
     (its session or watch was closed, the client was closed, or :meth:`close` was called). Events buffered
-    before the end are still delivered. A stream may be iterated again after a timeout.
+    before the end are still delivered. A stream may be iterated again after a timeout. When the server died
+    (it was not closed), the loop raises :class:`pi_sessiond.SessiondClosed` once the buffered events are
+    delivered, so that a script can tell a crash from a quiet session or its own close.
 
     Streams are thread-safe; use one as a context manager to unsubscribe when done.
     """
@@ -86,6 +88,7 @@ class ChangeStream(Generic[E]):
         self._events: Deque[E] = collections.deque(maxlen=maxlen)
         self._cond = threading.Condition()
         self._ended = False
+        self._failure: Optional[BaseException] = None
         self._on_close = on_close
 
     def put(self, event: E) -> None:
@@ -96,9 +99,12 @@ class ChangeStream(Generic[E]):
             self._events.append(event)
             self._cond.notify_all()
 
-    def end(self) -> None:
-        """No more events will come; iteration stops once the buffer is drained."""
+    def end(self, failure: Optional[BaseException] = None) -> None:
+        """No more events will come; iteration stops once the buffer is drained, raising ``failure`` if given
+        (the server died)."""
         with self._cond:
+            if not self._ended:
+                self._failure = failure
             self._ended = True
             self._cond.notify_all()
 
@@ -111,12 +117,17 @@ class ChangeStream(Generic[E]):
         """The next event, waiting up to ``timeout`` seconds (``None``: until one comes or the stream ends).
 
         Returns ``None`` on timeout or when the stream has ended and is drained.
+
+        Raises:
+            SessiondClosed: the stream ended because the server died, and is drained.
         """
         with self._cond:
             if not self._events and not self._ended:
                 self._cond.wait_for(lambda: bool(self._events) or self._ended, timeout)
             if self._events:
                 return self._events.popleft()
+            if self._ended and self._failure is not None:
+                raise self._failure
             return None
 
     def drain(self) -> List[E]:
@@ -155,6 +166,7 @@ class Listeners(Generic[E]):
         self._callbacks: List[Callable[[E], Any]] = []
         self._streams: List[ChangeStream[E]] = []
         self._ended = False
+        self._failure: Optional[BaseException] = None
 
     def add_callback(self, fn: Callable[[E], Any]) -> Callable[[], None]:
         """Registers ``fn``; returns a function that unregisters it."""
@@ -173,7 +185,7 @@ class Listeners(Generic[E]):
         stream: ChangeStream[E] = ChangeStream(timeout, maxlen, on_close=self._remove_stream)
         with self._lock:
             if self._ended:
-                stream.end()
+                stream.end(self._failure)
             else:
                 self._streams.append(stream)
         return stream
@@ -201,11 +213,13 @@ class Listeners(Generic[E]):
             except Exception:
                 log.exception("change callback %r failed", fn)
 
-    def end(self) -> None:
-        """Ends every stream and drops every callback."""
+    def end(self, failure: Optional[BaseException] = None) -> None:
+        """Ends every stream (raising ``failure`` at its end, if given) and drops every callback."""
         with self._lock:
+            if not self._ended:
+                self._failure = failure
             self._ended = True
             streams, self._streams = self._streams, []
             self._callbacks = []
         for stream in streams:
-            stream.end()
+            stream.end(failure)

@@ -16,9 +16,11 @@ _PREVIEW_CHARS = 72
 _CUSTOM_TYPE_CHARS = 160
 _MISSING = object()
 # Control characters as ``pi-sessiond tree`` shows them (its ``terminal_safe``): C0 as their pictures (``␛`` for
-# ESC), DEL as ``␡``, C1 as ``�``; newlines and tabs never reach a line (previews are one line already).
-_TERMINAL_SAFE = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
+# ESC), DEL as ``␡``, C1 as ``�``, the bidi embedding, override and isolate controls (which reorder the rest of a
+# line) as ``<U+202E>``; newlines and tabs never reach a line (previews are one line already).
+_TERMINAL_SAFE: Dict[int, Union[int, str]] = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
 _TERMINAL_SAFE.update({0x7F: 0x2421, **{c: 0xFFFD for c in range(0x80, 0xA0)}})
+_TERMINAL_SAFE.update({c: f"<U+{c:04X}>" for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]})
 
 
 def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeNode]],

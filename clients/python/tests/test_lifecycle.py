@@ -144,6 +144,18 @@ def test_env_reaches_the_server(binary, tmp_path):
 def test_child_death_fails_pending_calls(client, session_file):
     session = client.open(session_file)
     stream = session.changes()  # no timeout: it must end when the server dies, not hang
+    iterated = session.changes()
+    watch = client.watch_sessions(os.path.dirname(session_file))
+    loop = {}
+
+    def iterate():
+        try:
+            loop["events"] = [event for event in iterated]
+        except BaseException as e:  # recorded for the assertions below
+            loop["error"] = e
+
+    iterator = threading.Thread(target=iterate)
+    iterator.start()
     # A stopped server reads nothing: the next call is certainly pending when the server is killed.
     os.kill(client.pid, signal.SIGSTOP)
     outcome = {}
@@ -167,11 +179,30 @@ def test_child_death_fails_pending_calls(client, session_file):
     # Later calls fail the same way, at once.
     with pytest.raises(SessiondClosed, match="exited unexpectedly"):
         session.get_leaf_id()
-    assert stream.get(timeout=10) is None and stream.ended
+    # A stream ends raising why, so a script tells the crash from a quiet session or its own close.
+    with pytest.raises(SessiondClosed, match="exited unexpectedly"):
+        stream.get(timeout=10)
+    assert stream.ended
+    iterator.join(10)
+    assert isinstance(loop.get("error"), SessiondClosed), loop
+    with pytest.raises(SessiondClosed, match="exited unexpectedly"):
+        list(watch.changes(timeout=10))
+    with pytest.raises(SessiondClosed, match="exited unexpectedly"):
+        list(session.changes())  # made after the death: it raises too
     assert session.closed
     started = time.monotonic()
     client.close()  # nothing to shut down; must not hang
     assert time.monotonic() - started < 5
+
+
+def test_streams_end_quietly_when_the_client_or_session_is_closed(binary, agent_dir, session_file):
+    client = Client.spawn(binary, args=["--agent-dir", agent_dir])
+    first, second = client.open(session_file), client.open(session_file)
+    of_first, of_second = first.changes(), second.changes()
+    first.close()
+    assert list(of_first) == []
+    client.close()
+    assert list(of_second) == [] and of_second.get(timeout=1) is None
 
 
 def test_close_kills_a_server_that_does_not_answer(binary, agent_dir):

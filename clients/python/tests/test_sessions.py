@@ -267,6 +267,8 @@ def test_format_tree_draws_the_servers_skeletons_as_it_draws_full_entries_and_as
         {"type": "usage", "kind": False},
         {"type": "context_edit", "targetId": 3},
         {"type": "someday", "text": "x"},
+        # Text that would act on a terminal: an OSC title, and bidi controls that reverse the rest of a line.
+        {"type": "message", "message": {"role": "user", "content": "RTL \u202eevil\u202c, \u2066iso\u2069 \x1b]0;t\x07 ok"}},
         {"type": "session_info", "name": "two   words"},
     ]
     path = tmp_path / "odd.jsonl"
@@ -285,7 +287,8 @@ def test_format_tree_draws_the_servers_skeletons_as_it_draws_full_entries_and_as
     assert lines[4] == "• o4 branchSummary: went elsewhere"
     assert lines[11] == "• o11 custom message (my ext): [image] shown"
     assert lines[12] == "• o12 custom (tool state)"
-    assert lines[-1] == "• o17 name: two words ◀ leaf"
+    assert lines[17] == "• o17 user: RTL <U+202E>evil<U+202C>, <U+2066>iso<U+2069> ␛]0;t␇ ok"
+    assert lines[-1] == "• o18 name: two words ◀ leaf"
     cli = subprocess.run([binary, "tree", "--filter", "all", str(path)], capture_output=True,
                          check=True).stdout.decode("utf-8")
     assert cli == "two   words\n" + full + "\n"

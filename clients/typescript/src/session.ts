@@ -2,7 +2,7 @@
 
 import type { AgentMessage } from "@earendil-works/pi-agent-core";
 import type { ImageContent, SystemMessage, TextContent, Usage } from "@earendil-works/pi-ai";
-import { SessiondError } from "./errors.js";
+import { SessiondError, SessiondExitedError } from "./errors.js";
 import { AsyncQueue, TypedEmitter } from "./events.js";
 import {
 	type BatchOp,
@@ -102,6 +102,8 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	private readonly host: SessionHost;
 	private state: SessionState;
 	private closedFlag = false;
+	/** Closed because the process died (not by `close()`): later calls then fail as the client's do. */
+	private endedByExit = false;
 	private closing: Promise<void> | undefined;
 	private readonly iterators = new Set<AsyncQueue<SessionUpdate>>();
 	/**
@@ -549,6 +551,7 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 	_terminate(error: Error | undefined): void {
 		if (this.closedFlag) return;
 		this.closedFlag = true;
+		this.endedByExit = error instanceof SessiondExitedError;
 		this.host.release(this);
 		for (const queue of [...this.iterators]) {
 			if (error) queue.fail(error);
@@ -568,6 +571,9 @@ export class RemoteSession extends TypedEmitter<RemoteSessionEvents> {
 		params: ProtocolRequests[M]["params"],
 		options?: RequestOptions,
 	): Promise<ProtocolRequests[M]["result"]> {
+		// The process died: the client rejects the call with the SessiondExitedError that says so (and names the
+		// method), which is what a host catches to start a new sidecar; nobody closed this session.
+		if (this.endedByExit) return this.host.request(method, params, options);
 		if (this.closedFlag || (this.closing && method !== "session/close")) {
 			// Another RemoteSession may still hold the same handle open on the server, so the server would accept the
 			// call: refuse it here, with the error the server gives for a closed handle.

@@ -169,7 +169,14 @@ describe("lifecycle", () => {
 		await assert.rejects(next, SessiondExitedError);
 		assert.ok(session.closed);
 		assert.deepEqual(exits, [{ code: null, signal: "SIGKILL", expected: false }]);
-		await assert.rejects(session.getLeafId(), SessiondError, "a closed session refuses calls");
+		// Nobody closed the session: a later call says the process died, as the client's own calls do, so a host
+		// that catches SessiondExitedError to start a new sidecar sees it.
+		await assert.rejects(session.getLeafId(), (e: unknown) => {
+			assert.ok(e instanceof SessiondExitedError, String(e));
+			assert.match(e.message, /^session\/getLeafId was not sent: pi-sessiond died \(killed by SIGKILL\)/);
+			return true;
+		});
+		await session.close(); // nothing to close: resolves
 		await assert.rejects(client.listAll(), /sessions\/listDelta was not sent: pi-sessiond died/);
 		assert.equal((await client.close()).signal, "SIGKILL");
 	});
