@@ -424,13 +424,26 @@ fn parse_text<P: DeserializeOwned>(text: &str) -> Result<P, ErrorObjectOwned> {
     serde_path_to_error::deserialize(&mut d).map_err(|e| {
         let path = e.path().to_string();
         let mut path = if path == "." { String::new() } else { path };
-        let inner = e.into_inner().to_string();
+        let inner = without_position(&e.into_inner());
         // serde reports a missing member at the object that lacks it; name the member itself.
         if let Some(field) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
             path = if path.is_empty() { field.to_owned() } else { format!("{path}.{field}") };
+            return invalid_params(&path, format!("invalid params: {inner}"));
         }
-        invalid_params(&path, format!("invalid params: {inner}"))
+        let at = if path.is_empty() { String::new() } else { format!("{path}: ") };
+        invalid_params(&path, format!("invalid params: {at}{inner}"))
     })
+}
+
+/// serde_json's message without the " at line L column C" it adds: a place in a frame the client library wrote,
+/// which tells a host's author nothing (the member's path, in `data.path` and the message, does).
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&position) {
+        Some(message) => message.to_owned(),
+        None => text,
+    }
 }
 
 /// `session/appendBatch`: each op parsed here, with its own method's params type, then run as one batch.

@@ -201,9 +201,13 @@ fn malformed_frames_and_bad_requests_get_json_rpc_errors_and_the_process_lives_o
     expect("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"nope\"}\n", -32601.0);
     let m = expect("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"session/create\",\"params\":{\"cwd\":7}}\n", -32602.0);
     assert_eq!(m.get("error").unwrap().get("data").unwrap().get("path"), Some(&Json::str("cwd")));
+    // The message names the member, not a line and column of a frame the host's library wrote.
+    let message = str_of(m.get("error").unwrap().get("message").unwrap());
+    assert_eq!(message, "invalid params: cwd: invalid type: integer `7`, expected a string");
     // A missing member is named too, not just a wrong one.
     let m = expect("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"sessions/list\",\"params\":{}}\n", -32602.0);
     assert_eq!(m.get("error").unwrap().get("data").unwrap().get("path"), Some(&Json::str("cwd")));
+    assert_eq!(str_of(m.get("error").unwrap().get("message").unwrap()), "invalid params: missing field `cwd`");
     let m = expect("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"session/create\",\"params\":[\"/x\"]}\n", -32602.0);
     assert_eq!(m.get("id"), Some(&Json::number(5.0)));
     expect(
