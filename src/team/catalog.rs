@@ -124,9 +124,9 @@ fn in_list_scope(path: &str, agent_dir: &str, cwd: &str, session_dir: Option<&st
 }
 
 impl TeamCatalog {
-    /// Connects to the database (creating or migrating the schema).
+    /// Connects to the database (migrating an older schema; one without pi-sessiond's tables is an error).
     pub fn open(target: &Target) -> DbResult<TeamCatalog> {
-        let mut client = super::schema::open(target)?;
+        let mut client = super::schema::open_for_reading(target)?;
         let row_security =
             client.query_one("SELECT row_security_active('pi_entries')", &[]).map_err(|e| target.error(e))?.get(0);
         Ok(TeamCatalog { target: target.clone(), client, window: NEWEST_WINDOW, cancel: Cancel::new(), row_security })

@@ -272,9 +272,31 @@ fn current_role(client: &mut Client) -> String {
     client.query_one("SELECT current_user::text", &[]).map_or_else(|_| "?".to_owned(), |r| r.get(0))
 }
 
-/// Connects and migrates: what every team command does first.
+/// Connects and migrates: what every command that writes to the team database does first (a push, `team grant`,
+/// `team revoke`, `team prune`), creating the tables in a database that has none.
 pub fn open(target: &Target) -> DbResult<Client> {
     let mut client = target.connect()?;
+    migrate(&mut client, target)?;
+    Ok(client)
+}
+
+/// Connects for reading (`--catalog`): brings an older schema up to date as [`open`] does, but never creates the
+/// tables in a database that has none, as a command that reads never creates a file. A URL pointing at the
+/// wrong database is then said to be one, rather than answered with an empty catalog made on the spot.
+pub fn open_for_reading(target: &Target) -> DbResult<Client> {
+    let mut client = target.connect()?;
+    let present: bool = client
+        .query_one("SELECT to_regclass('pi_sessiond_schema') IS NOT NULL", &[])
+        .map_err(|e| target.error(e))?
+        .get(0);
+    if !present {
+        return Err(DbError::NotSetUp {
+            server: target.describe(),
+            why: "pi-sessiond's tables are not in this database: nothing has been pushed to it (check the URL's \
+                  database; a first `pi-sessiond push` sets them up)"
+                .to_owned(),
+        });
+    }
     migrate(&mut client, target)?;
     Ok(client)
 }

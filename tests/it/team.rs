@@ -895,20 +895,30 @@ fn a_role_never_granted_and_a_database_never_set_up_are_told_what_an_admin_does(
         assert!(!out.status.success(), "{args:?}");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
-    // The database is empty: the role may not create the tables.
+    // The database is empty: a push by the role may not create the tables; reading, nobody creates them (not
+    // even their would-be owner: a URL naming the wrong database is said to be one).
     let empty = as_role(&url, "rls_never");
-    for args in [
-        &["--catalog", &empty, "ls", "--all"][..],
-        &["--agent-dir", &s(&agent), "push", "--postgres", &empty, "--machine", "m"][..],
-    ] {
-        let stderr = fails(args);
-        assert!(
-            stderr.contains(
-                r#"pi-sessiond's tables are not in this database yet, and role "rls_never" may not create them"#
-            ),
-            "{args:?}: {stderr}"
-        );
+    let args = ["--agent-dir", &s(&agent), "push", "--postgres", &empty, "--machine", "m"];
+    let stderr = fails(&args);
+    assert!(
+        stderr
+            .contains(r#"pi-sessiond's tables are not in this database yet, and role "rls_never" may not create them"#),
+        "{stderr}"
+    );
+    for reader in [&empty, &url] {
+        for command in [&["ls", "--all"][..], &["search", "hello"], &["usage"]] {
+            let stderr = fails(&[&["--catalog", reader.as_str()][..], command].concat());
+            assert!(
+                stderr.contains("pi-sessiond's tables are not in this database: nothing has been pushed to it"),
+                "{command:?}: {stderr}"
+            );
+        }
     }
+    assert_eq!(
+        psql(&url, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'pi\\_%'"),
+        ["0"],
+        "nothing was created"
+    );
     // Set up by the admin's push; a role never granted anything is told so, not "permission denied for table".
     push(&agent, &url, "m");
     let stderr = fails(&["--catalog", &empty, "ls", "--all"]);
