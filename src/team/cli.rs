@@ -239,7 +239,7 @@ pub fn push(request: &PushRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
             },
         };
         if !e.is_transient() {
-            return fail(e, json);
+            return fail(revoked_meanwhile(e, &target, &options.machine), json);
         }
         if matches!(e, DbError::Postgres { .. }) {
             // A connection that failed mid-statement may be out of step with the server (a cancelled COPY leaves
@@ -249,6 +249,21 @@ pub fn push(request: &PushRequest<'_>, json: bool, out: &mut dyn Write) -> i32 {
         tracing::warn!("team push: {e}; trying again in {wait:?}");
         std::thread::sleep(wait);
         wait = (wait * 2).min(MAX_RETRY_WAIT);
+    }
+}
+
+/// `e`, or the refusal that explains it: when a watching push's right to push is revoked, the policies refuse
+/// its next row in PostgreSQL's words ("new row violates row-level security policy"); the check a push makes at
+/// its start says which role may no longer push as which machine, and what gives the right back.
+fn revoked_meanwhile(e: DbError, target: &Target, machine: &str) -> DbError {
+    let refused = matches!(&e, DbError::Postgres { source, .. }
+        if source.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE));
+    if !refused {
+        return e;
+    }
+    match super::schema::open(target).and_then(|mut c| super::access::check_push(&mut c, target, machine)) {
+        Err(denied @ DbError::Denied { .. }) => denied,
+        _ => e,
     }
 }
 

@@ -86,7 +86,7 @@ impl View {
         if root.is_none() || in_root.as_deref() != root || !path.ends_with(".jsonl") || path.contains("/../") {
             return Err(Failure::new(
                 ErrorKind::SessionNotFound,
-                format!("{path}: no such session in this agent directory"),
+                format!("{path}: no such session in {}", self.place()),
             ));
         }
         let listing = self.bridge.call(
@@ -95,6 +95,15 @@ impl View {
         )?;
         let Ok(listed) = listing.into_array() else { return Ok(Json::Null) };
         Ok(listed.into_iter().find(|s| text_of(s.get("path")).as_deref() == Some(path)).unwrap_or(Json::Null))
+    }
+
+    /// Where the sessions this view shows are, as its messages name it.
+    fn place(&self) -> &'static str {
+        if self.team.is_some() {
+            "the team catalog"
+        } else {
+            "this agent directory"
+        }
     }
 
     /// Every session, newest activity first, without their full text: `[{path, id, name?, firstMessage,
@@ -126,8 +135,10 @@ impl View {
             _ => false,
         };
         if !listed {
-            let place = if self.team.is_some() { "the team catalog" } else { "this agent directory" };
-            return Err(Failure::new(ErrorKind::SessionNotFound, format!("{path}: no such session in {place}")));
+            return Err(Failure::new(
+                ErrorKind::SessionNotFound,
+                format!("{path}: no such session in {}", self.place()),
+            ));
         }
         match machine {
             Some(machine) => {

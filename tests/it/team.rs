@@ -721,6 +721,42 @@ fn a_cancelled_team_search_returns_promptly_and_leaves_no_statement_running_in_t
 
 #[test]
 #[ignore = "needs PostgreSQL"]
+fn a_watching_push_whose_right_is_revoked_stops_saying_so_not_in_the_policy_s_words() {
+    let pg = pg_server::server();
+    let (url, _tmp, agent) = fresh(pg);
+    let file = session(&agent.join("sessions/--p--"), "revoked1", &["before the revoke"]);
+    push(&agent, &url, "laptop"); // the tables, set up by the admin
+    create_roles(&url, &["rls_watcher"]);
+    team_access("grant", &url, "rls_watcher", &["--machine", "laptop", "--push"]);
+    let mut watcher = Command::new(binary())
+        .args(["--agent-dir", &s(&agent), "push", "--postgres", &as_role(&url, "rls_watcher"), "--machine", "laptop"])
+        .args(["--watch", "--poll-ms", "100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(KilledAtEnd)
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watcher.stdout.take().unwrap()));
+    assert!(lines.next().unwrap().unwrap().contains("\"pushed\""), "the first pass reports");
+    team_access("revoke", &url, "rls_watcher", &["--machine", "laptop", "--push"]);
+    append_line(&file, &message_line("revo0001", "\"revo0000\"", "after the revoke", 1));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = watcher.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "still pushing a minute after the revoke");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut watcher.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(r#"role "rls_watcher" may not push as machine "laptop""#), "{stderr}");
+    assert!(!stderr.contains("row-level security"), "{stderr}");
+}
+
+#[test]
+#[ignore = "needs PostgreSQL"]
 fn a_watching_push_connects_again_when_the_database_drops_its_connection() {
     let pg = pg_server::server();
     let (url, _tmp, agent) = fresh(pg);
