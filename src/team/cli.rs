@@ -134,6 +134,18 @@ pub fn access(request: &AccessRequest<'_>, give: bool, json: bool, out: &mut dyn
             for m in unknown {
                 eprintln!("pi-sessiond: note: no machine named {m:?} has pushed yet: the grant waits for its first push (check the name)");
             }
+            // Taking back the right to read leaves the reading that the right to push brings: said, since the
+            // command succeeded and the role reads on.
+            if !give && !request.push {
+                for g in grants.iter().filter(|g| g.push && scopes.contains(&g.scope)) {
+                    if let Scope::Machine(m) = &g.scope {
+                        eprintln!(
+                            "pi-sessiond: note: role {:?} still reads machine {m:?} through its right to push as it (revoke with --push to take that back)",
+                            request.role
+                        );
+                    }
+                }
+            }
             let list = grants
                 .iter()
                 .map(|g| {

@@ -2352,6 +2352,19 @@ fn a_project_grant_shows_the_sessions_whose_cwd_matches_its_glob_with_underscore
     assert!(stderr.contains(r#"no machine named "laptpo" has pushed yet"#), "{stderr}");
     let (status, stderr) = grant(&["--machine", "laptop"]);
     assert_eq!((status, stderr.as_str()), (Some(0), ""), "a machine that pushed: nothing to say");
+    // Taking back the right to read from a role that may push as the machine: it reads on, and is told so.
+    grant(&["--machine", "laptop", "--push"]);
+    let out = Command::new(binary())
+        .args(["team", "revoke", "--postgres", url.as_str(), "--role", "rls_project", "--machine", "laptop"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(r#"role "rls_project" still reads machine "laptop" through its right to push"#),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(r#"{"machine":"laptop","read":true,"push":true}"#));
 }
 
 /// Writes a session of about `bytes` bytes of user and assistant messages (their text is what pi's
