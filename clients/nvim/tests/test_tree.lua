@@ -165,7 +165,7 @@ local tree_a = {
   "u1 user: Hello there, please fix the bug in main.rs",
   "├─ b2 user: Try again, differently ◀ leaf",
   "├─ a1 assistant: Looking. → read [checkpoint]",
-  '│  r1 toolResult: fn main() { println!("hello, world — this line is long enoug…',
+  '│  r1 toolResult: fn main() { println!("hello, world — this line is long enough…', -- cut at 80 columns
   "│  l1 label a1 → checkpoint",
   "│  n1 name: Fix the parser",
   "└─ a2 assistant: Other branch [image]",
@@ -234,6 +234,34 @@ local function wait_answers(s, method, n)
   wait_for(n .. " answers to " .. method, function()
     return (s.answers[method] or 0) >= n
   end)
+end
+
+-- Kills the plugin's server as `kill -9` would, and waits until the plugin has handled its exit; returns the
+-- dead client and what was notified meanwhile.
+local function kill_server()
+  local old = pi.client()
+  local seen = capture_notify(function()
+    vim.loop.kill(old.pid, "sigkill")
+    wait_for("the server's exit", function()
+      return old.finished
+    end)
+  end)
+  return old, seen
+end
+
+-- What a tree whose server was killed shows above its entries.
+local NOT_LIVE = "[not live: pi-sessiond was killed by signal 9; R reconnects]"
+
+local function with_not_live(lines)
+  return vim.list_extend({ NOT_LIVE }, lines)
+end
+
+-- An executable shell script (for a server that writes to stderr before it runs or dies).
+local function script(name, body)
+  local path = root .. "/" .. name
+  write_file(path, { "#!/bin/sh", body })
+  vim.loop.fs_chmod(path, 493) -- 0755
+  return path
 end
 
 test("framing: frames split across chunks, several in one chunk, CRLF, UTF-8 cut mid-character", function()
@@ -730,6 +758,68 @@ local function s_lines(n, leaf)
   return out
 end
 
+-- Sends what Neovim sends after a resize: from inside this script the main loop, which sends it, never runs.
+local function resized()
+  vim.cmd("doautocmd VimResized")
+end
+
+test("a tree fills its window: previews are cut to its width in screen cells, label and leaf in view, again on resize", function()
+  vim.cmd("silent! only")
+  local columns = vim.o.columns
+  cleanups[#cleanups + 1] = function()
+    vim.o.columns = columns
+    resized()
+  end
+  vim.o.columns = 160
+  resized()
+  local digits = string.rep("0123456789", 20)
+  local wide = string.rep("日本語", 60)
+  local path = root .. "/wide.jsonl"
+  write_file(path, {
+    [[{"type":"session","version":3,"id":"0195a1b2-0000-7000-8000-0000000000f1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/w"}]],
+    [[{"type":"message","id":"w1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"]] .. digits .. [[","timestamp":1}}]],
+    [[{"type":"label","id":"w2","parentId":"w1","timestamp":"2025-01-01T00:00:02.000Z","targetId":"w1","label":"keep"}]],
+    [[{"type":"message","id":"w3","parentId":"w2","timestamp":"2025-01-01T00:00:03.000Z","message":{"role":"user","content":"]] .. wide .. [[","timestamp":3}}]],
+  })
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
+  local buf = api.nvim_get_current_buf()
+  -- "w1 user: " and " [keep]" take 16 cells of 160, "…" one: 143 digits. Each 日 takes two cells: 71 of them.
+  wait_lines(buf, {
+    "w1 user: " .. digits:sub(1, 143) .. "… [keep]",
+    "w2 label w1 → keep",
+    "w3 user: " .. vim.fn.strcharpart(wide, 0, 71) .. "… ◀ leaf",
+  }, "at 160 columns")
+  eq(vim.fn.strdisplaywidth(lines_of(buf)[1]), 160, "the first line fills the window")
+
+  vim.o.columns = 100
+  resized()
+  wait_lines(buf, {
+    "w1 user: " .. digits:sub(1, 83) .. "… [keep]",
+    "w2 label w1 → keep",
+    "w3 user: " .. vim.fn.strcharpart(wide, 0, 41) .. "… ◀ leaf",
+  }, "at 100 columns")
+  vim.cmd("bwipeout")
+end)
+
+test("a tree's window does not wrap, and the window's other buffers keep 'wrap'", function()
+  vim.cmd("silent! only")
+  local wrap = vim.o.wrap
+  cleanups[#cleanups + 1] = function()
+    vim.o.wrap = wrap
+  end
+  vim.o.wrap = true
+  local path = linear_session("nowrap", 2)
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
+  local buf, win = api.nvim_get_current_buf(), api.nvim_get_current_win()
+  wait_lines(buf, s_lines(2, 2), "the tree")
+  eq(api.nvim_win_get_option(win, "wrap"), false, "the tree's window")
+  vim.cmd("enew")
+  eq(api.nvim_win_get_option(win, "wrap"), true, "another buffer in that window")
+  vim.cmd("buffer " .. buf)
+  eq(api.nvim_win_get_option(win, "wrap"), false, "the tree shown again")
+  vim.cmd("bwipeout")
+end)
+
 test("live: an external append redraws the tree from its notification alone, with no request", function()
   local path = linear_session("nofetch", 3)
   vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
@@ -885,6 +975,100 @@ test("R after the server was killed opens the session again on a new server", fu
   truthy(pi.client() ~= old, "a new server")
 end)
 
+test("a killed server: every open tree says it is not live, and R in one reopens them all on a new server, following again", function()
+  vim.cmd("silent! only")
+  local p1, p2 = linear_session("dead1", 2), linear_session("dead2", 2)
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p1))
+  local b1, w1 = api.nvim_get_current_buf(), api.nvim_get_current_win()
+  vim.cmd("split")
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p2))
+  local b2, w2 = api.nvim_get_current_buf(), api.nvim_get_current_win()
+  wait_lines(b1, s_lines(2, 2), "first tree")
+  wait_lines(b2, s_lines(2, 2), "second tree")
+
+  local old = kill_server()
+  wait_lines(b1, with_not_live(s_lines(2, 2)), "the first tree says it is not live")
+  wait_lines(b2, with_not_live(s_lines(2, 2)), "so does the second")
+  local ns = api.nvim_create_namespace("pi_sessiond")
+  local marks = api.nvim_buf_get_extmarks(b2, ns, { 0, 0 }, { 0, -1 }, { details = true })
+  eq(marks[1] and marks[1][4].hl_group, "PiSessiondNotLive", "the line is highlighted")
+  append_line(p1, s_entry(3))
+  append_line(p2, s_entry(3))
+  vim.wait(200)
+  eq(lines_of(b2), with_not_live(s_lines(2, 2)), "nothing follows the file while no server runs")
+
+  -- <CR> says why it shows nothing, without the server's stderr again.
+  api.nvim_set_current_win(w2)
+  api.nvim_win_set_cursor(w2, { 2, 0 })
+  local seen = capture_notify(function()
+    vim.cmd([[execute "normal \<CR>"]])
+    vim.wait(100)
+  end)
+  eq(seen, { {
+    msg = "pi-sessiond: this tree is not live (pi-sessiond was killed by signal 9); R reconnects it",
+    level = vim.log.levels.WARN,
+  } }, "<CR> in a tree that is not live")
+
+  -- R in the other tree starts a server, and both trees move to it.
+  api.nvim_set_current_win(w1)
+  vim.cmd("normal R")
+  wait_lines(b1, s_lines(3, 3), "the tree R was pressed in")
+  wait_lines(b2, s_lines(3, 3), "the other tree, reopened too")
+  truthy(pi.client() ~= old, "a new server")
+  append_line(p2, s_entry(4))
+  wait_lines(b2, s_lines(4, 4), "the other tree follows its file again")
+  api.nvim_set_current_win(w2)
+  api.nvim_win_set_cursor(w2, { 4, 0 })
+  vim.cmd([[execute "normal \<CR>"]])
+  wait_for("entry s4 from the new server", function()
+    for _, w in ipairs(api.nvim_list_wins()) do
+      local ok, id = pcall(api.nvim_buf_get_var, api.nvim_win_get_buf(w), "pi_sessiond_entry_id")
+      if ok and id == "s4" then
+        return true
+      end
+    end
+    return false
+  end)
+  vim.cmd("silent! only")
+  vim.cmd("silent bwipeout " .. b1 .. " " .. b2)
+end)
+
+test(":PiSessions after the server was killed reopens the trees on its new server, a hidden one too", function()
+  local p = linear_session("dead3", 2)
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p))
+  local buf = api.nvim_get_current_buf()
+  wait_lines(buf, s_lines(2, 2), "the tree")
+  kill_server()
+  wait_lines(buf, with_not_live(s_lines(2, 2)), "not live")
+  vim.cmd("PiSessions") -- in the tree's window: the tree is hidden
+  append_line(p, s_entry(3))
+  wait_for("the list", function()
+    return lines_of(0)[1]:find("msgs", 1, true) ~= nil
+  end)
+  vim.cmd("buffer " .. buf)
+  wait_lines(buf, s_lines(3, 3), "reopened, with the append made while it was hidden")
+  append_line(p, s_entry(4))
+  wait_lines(buf, s_lines(4, 4), "following again")
+  vim.cmd("bwipeout")
+end)
+
+test(":PiSessionTree FILE on a tree whose server was killed reconnects it", function()
+  local p = linear_session("dead4", 2)
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p))
+  local buf = api.nvim_get_current_buf()
+  wait_lines(buf, s_lines(2, 2), "the tree")
+  kill_server()
+  wait_lines(buf, with_not_live(s_lines(2, 2)), "not live")
+  append_line(p, s_entry(3))
+  vim.cmd("enew")
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p))
+  eq(api.nvim_get_current_buf(), buf, "the open tree buffer")
+  wait_lines(buf, s_lines(3, 3), "reopened on a new server")
+  append_line(p, s_entry(4))
+  wait_lines(buf, s_lines(4, 4), "following again")
+  vim.cmd("bwipeout")
+end)
+
 test(":PiSessionTree on a missing file says so", function()
   local seen = capture_notify(function(seen)
     vim.cmd("PiSessionTree " .. vim.fn.fnameescape(root .. "/nope.jsonl"))
@@ -935,6 +1119,62 @@ test("a server that dies fails the request with its exit status", function()
   truthy(listed.msg:find("exited with code 1", 1, true), "message gives the exit status: " .. listed.msg)
   eq(lines_of(0)[1]:sub(1, 7), "Error: ", "the list buffer shows the error")
   pi.setup({ binary = bin })
+end)
+
+test("a dying server's message quotes what it wrote to stderr just before, not older lines, and only once", function()
+  local dying = script("dying.sh", table.concat({
+    "echo '2025-01-01T09:58:00.000000Z  WARN pi_sessiond: an old warning about /elsewhere.jsonl' >&2",
+    "sleep 0.6",
+    "echo \"thread 'main' panicked at src/main.rs:1:1: boom\" >&2",
+    "exit 101",
+  }, "\n"))
+  rpc.stderr_recent_ms = 300
+  cleanups[#cleanups + 1] = function()
+    rpc.stderr_recent_ms = 2000
+    pi.setup({ binary = bin })
+  end
+  pi.setup({ binary = dying })
+  local c
+  local seen = capture_notify(function()
+    c = pi.client()
+    wait_for("the exit", function()
+      return c.finished
+    end)
+  end)
+  eq(seen, { {
+    msg = "pi-sessiond: " .. dying .. " exited with code 101, after writing to stderr: thread 'main' panicked at src/main.rs:1:1: boom",
+    level = vim.log.levels.ERROR,
+  } }, "the exit message")
+  local err
+  c:request("sessions/list", { cwd = project }, function(e)
+    err = e
+  end)
+  wait_for("the answer", function()
+    return err ~= nil
+  end)
+  eq(err.message, "pi-sessiond (" .. dying .. ") is not running: it exited with code 101", "a later request's error")
+end)
+
+test("a server killed long after its last log line: the line is not quoted as the cause", function()
+  local logging = script("logging.sh", table.concat({
+    "echo '2025-01-01T09:58:00.000000Z  WARN pi_sessiond: an old warning about /elsewhere.jsonl' >&2",
+    "exec " .. vim.fn.shellescape(bin) .. ' "$@"',
+  }, "\n"))
+  rpc.stderr_recent_ms = 200
+  cleanups[#cleanups + 1] = function()
+    rpc.stderr_recent_ms = 2000
+    pi.setup({ binary = bin })
+  end
+  pi.setup({ binary = logging })
+  local p = linear_session("killed-later", 2)
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p))
+  local buf = api.nvim_get_current_buf()
+  wait_lines(buf, s_lines(2, 2), "the tree")
+  vim.wait(400)
+  local _, seen = kill_server()
+  eq(seen, { { msg = "pi-sessiond: " .. logging .. " was killed by signal 9", level = vim.log.levels.ERROR } },
+    "the exit message")
+  vim.cmd("bwipeout " .. buf)
 end)
 
 -- The lines of the :checkhealth report for this plugin (its own buffer, closed again).

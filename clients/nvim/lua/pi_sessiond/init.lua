@@ -35,6 +35,7 @@ local function define_highlights()
     highlight default link PiSessiondOffPath Comment
     highlight default link PiSessiondLeaf Title
     highlight default link PiSessiondLabel Special
+    highlight default link PiSessiondNotLive WarningMsg
   ]])
 end
 
@@ -98,9 +99,10 @@ function M.server_args()
   return vim.deepcopy(config.args or {})
 end
 
-local on_session_changed -- defined with the views below
+local on_session_changed, on_server_exit, reopen_all -- defined with the views below
 
---- The running server, started if needed; nil (after an error message) when it cannot run.
+--- The running server, started if needed; nil (after an error message) when it cannot run. A server started here
+--- also takes over every tree whose server died: each opens its session on it again.
 function M.client()
   if client and client:is_alive() then
     return client
@@ -121,6 +123,7 @@ function M.client()
       if not c.stopping then
         notify(bin .. " " .. (c.exit_description or "exited"), levels.ERROR)
       end
+      on_server_exit(c)
     end,
   })
   if not c then
@@ -128,7 +131,10 @@ function M.client()
     return nil
   end
   client = c
-  c:on("session/changed", on_session_changed)
+  -- Handles are the server's names: the same one may name another session on the next server.
+  c:on("session/changed", function(note)
+    on_session_changed(c, note)
+  end)
   c:request("initialize", { clientInfo = { name = "pi_sessiond.nvim" } }, function(ierr, result)
     if ierr then
       if ierr.data and ierr.data.kind ~= "client_exited" then
@@ -142,6 +148,7 @@ function M.client()
     end
     c:notify("initialized", {})
   end)
+  reopen_all(c)
   return c
 end
 
@@ -186,20 +193,47 @@ end
 -- ---------------------------------------------------------------------------------------------------------------
 -- Tree views
 
-local function views_of_handle(handle)
+-- The views of a handle on a server (a handle is only the server's name for it: the next server may give the same
+-- one to another session).
+local function views_of_handle(c, handle)
   local out = {}
+  if handle == nil then
+    return out
+  end
   for _, v in pairs(views) do
-    if v.handle == handle then
+    if v.client == c and v.handle == handle then
       out[#out + 1] = v
     end
   end
   return out
 end
 
+-- The width a tree is drawn to: the text area of the narrowest window showing it, so that in every window each
+-- line ends in view, with its label and leaf marker.
+local function text_width(wins)
+  local width
+  for _, w in ipairs(wins) do
+    local info = vim.fn.getwininfo(w)[1]
+    local cols = api.nvim_win_get_width(w) - (info and info.textoff or 0)
+    width = width and math.min(width, cols) or cols
+  end
+  return width
+end
+
+-- Tree lines are cut to the window instead: a wrapped line would go on at column 0, under the guides (│ ├─) of
+-- the lines around it. Local to the window and buffer, as :setlocal is, so other buffers keep the user's 'wrap'.
+local function no_wrap(win)
+  if api.nvim_win_get_option(win, "wrap") then
+    api.nvim_win_call(win, function()
+      vim.cmd("setlocal nowrap")
+    end)
+  end
+end
+
 local function render(view)
   local buf = view.buf
-  if not api.nvim_buf_is_loaded(buf) then
-    return
+  if not api.nvim_buf_is_loaded(buf) or not (view.loaded or view.dead) then
+    return -- nothing to draw over "Loading …" yet
   end
   local wins = windows_of(buf)
   if #wins == 0 then
@@ -208,7 +242,21 @@ local function render(view)
     return
   end
   view.dirty = false
-  local out = view.model:render()
+  for _, w in ipairs(wins) do
+    no_wrap(w)
+  end
+  view.width = text_width(wins)
+  local out = view.model:render(view.width)
+  local lines = {}
+  -- A tree whose server died says so above the entries: it shows what it held then, and follows nothing.
+  local top = view.dead and 1 or 0
+  if view.dead then
+    lines[1] = "[not live: " .. view.dead .. "; R reconnects]"
+  end
+  vim.list_extend(lines, out.lines)
+  if #out.lines == 0 and view.loaded then
+    lines[#lines + 1] = "(no entries)"
+  end
 
   -- Keep each window's cursor on the entry it was on; a cursor on the leaf follows the leaf as pi appends.
   local saved = {}
@@ -217,25 +265,29 @@ local function render(view)
     saved[w] = { id = view.ids[row], on_leaf = view.leaf_line ~= nil and row == view.leaf_line, row = row, col = col }
   end
 
-  set_lines(buf, #out.lines > 0 and out.lines or { "(no entries)" })
-  view.ids = out.ids
-  view.leaf_line = out.leaf_line
+  set_lines(buf, lines)
+  view.ids = {}
   local line_of = {}
   for line, id in pairs(out.ids) do
-    if line_of[id] == nil or line < line_of[id] then
-      line_of[id] = line
+    view.ids[line + top] = id
+    if line_of[id] == nil or line + top < line_of[id] then
+      line_of[id] = line + top
     end
   end
+  view.leaf_line = out.leaf_line and out.leaf_line + top
 
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  if view.dead then
+    api.nvim_buf_add_highlight(buf, ns, "PiSessiondNotLive", 0, 0, -1)
+  end
   for _, line in ipairs(out.off_path) do
-    api.nvim_buf_add_highlight(buf, ns, "PiSessiondOffPath", line - 1, 0, -1)
+    api.nvim_buf_add_highlight(buf, ns, "PiSessiondOffPath", line + top - 1, 0, -1)
   end
   for _, l in ipairs(out.labels) do
-    api.nvim_buf_add_highlight(buf, ns, "PiSessiondLabel", l[1] - 1, l[2], l[3])
+    api.nvim_buf_add_highlight(buf, ns, "PiSessiondLabel", l[1] + top - 1, l[2], l[3])
   end
-  if out.leaf_line then
-    api.nvim_buf_add_highlight(buf, ns, "PiSessiondLeaf", out.leaf_line - 1, 0, -1)
+  if view.leaf_line then
+    api.nvim_buf_add_highlight(buf, ns, "PiSessiondLeaf", view.leaf_line - 1, 0, -1)
   end
 
   local first = not view.rendered
@@ -243,8 +295,8 @@ local function render(view)
   local count = api.nvim_buf_line_count(buf)
   for w, s in pairs(saved) do
     local row
-    if (first or s.on_leaf) and out.leaf_line then
-      row = out.leaf_line
+    if (first or s.on_leaf) and view.leaf_line then
+      row = view.leaf_line
     elseif s.id ~= nil and line_of[s.id] then
       row = line_of[s.id]
     else
@@ -300,6 +352,7 @@ local function start_from(view, state, snapshot)
   view.model:set_entries(type(snapshot.entries) == "table" and snapshot.entries or {})
   view.model:set_leaf(state.leafId)
   view.seq = type(snapshot.seq) == "number" and snapshot.seq or 0
+  view.loaded = true
   render(view)
 end
 
@@ -415,12 +468,89 @@ apply_change = function(view, note)
   end
 end
 
-on_session_changed = function(note)
+on_session_changed = function(c, note)
   if type(note) ~= "table" then
     return
   end
-  for _, view in ipairs(views_of_handle(note.handle)) do
+  for _, view in ipairs(views_of_handle(c, note.handle)) do
     apply_change(view, note)
+  end
+end
+
+-- Opens the view's session on `view.client`: the skeletons, and a handle whose notifications keep them.
+local function open(view)
+  local c, buf, path = view.client, view.buf, view.path
+  view.gen = view.gen + 1
+  local gen = view.gen
+  c:request("session/open", { path = path, watch = true, snapshot = "skeleton" }, function(err, state)
+    if not current(view, gen) then
+      -- The buffer went away, was read again or its server died before the answer: give the reference back.
+      if not err and type(state) == "table" then
+        c:request("session/close", { handle = state.handle }, function() end)
+      end
+      return
+    end
+    if err then
+      views[buf] = nil
+      return show_error(view, "cannot open " .. path .. ": " .. tostring(err.message))
+    end
+    view.handle = state.handle
+    api.nvim_buf_set_var(buf, "pi_sessiond_handle", state.handle)
+    if type(state.snapshot) ~= "table" then
+      views[buf] = nil
+      return show_error(view, "cannot open " .. path .. ": this pi-sessiond sends no snapshot (too old)")
+    end
+    view.dead = nil
+    start_from(view, state, state.snapshot)
+  end)
+end
+
+-- True when the view's server is gone (died or stopped), so that what it shows follows nothing.
+local function orphaned(view)
+  return not view.client:is_alive()
+end
+
+-- Moves a view whose server is gone to `c`: its session is opened there again. The tree it shows (and each cursor
+-- on its entry) stays until the new snapshot replaces it.
+local function reopen(view, c)
+  view.handle = nil
+  view.held = nil
+  if not vim.loop.fs_stat(view.path) then
+    -- session/open would start a new, empty session at the path. The view keeps its dead server, so that the next
+    -- server (or R) tries again.
+    view.dead = view.path .. " no longer exists"
+    render(view)
+    return
+  end
+  view.client = c
+  open(view)
+end
+
+reopen_all = function(c)
+  for _, v in pairs(views) do
+    if v.client ~= c and orphaned(v) then
+      reopen(v, c)
+    end
+  end
+end
+
+-- Every tree of a server that is gone shows that it is no longer live, or moves at once to the server that
+-- already replaced it.
+on_server_exit = function(c)
+  local how = c.stopping and "pi-sessiond was stopped" or ("pi-sessiond " .. (c.exit_how or "exited"))
+  local live = client and client:is_alive() and client or nil
+  for _, v in pairs(views) do
+    if v.client == c then
+      v.gen = v.gen + 1 -- the requests still out on it are failed next, and ignored
+      v.handle = nil
+      v.held = nil
+      v.dead = how
+      if live then
+        reopen(v, live)
+      else
+        render(v)
+      end
+    end
   end
 end
 
@@ -460,6 +590,11 @@ end
 function M.show_entry()
   local buf = api.nvim_get_current_buf()
   local view = views[buf]
+  if view and (view.dead or orphaned(view)) then
+    -- Said once, by the exit: not the server's stderr again.
+    return notify("this tree is not live (" .. (view.dead or "its pi-sessiond is gone") .. "); R reconnects it",
+      levels.WARN)
+  end
   if not (view and view.handle) then
     return
   end
@@ -509,10 +644,18 @@ function M._read_tree(buf)
   views[buf] = view
   map(buf, "<CR>", M.show_entry, "Show the entry")
   map(buf, "R", function()
-    if view.client:is_alive() and view.handle then
-      M._reload(view)
+    local v = views[buf]
+    if v and (v.dead or orphaned(v)) then
+      -- Its server is gone: the server started here (or already running) takes this tree and every other that
+      -- lost its own.
+      local c = M.client()
+      if c and views[buf] == v and v.client ~= c then
+        reopen(v, c)
+      end
+    elseif v and v.handle then
+      M._reload(v)
     else
-      M._read_tree(buf) -- the server died (or the open failed): open the file again, on a new server
+      M._read_tree(buf) -- the open failed (or is still out): open the file again
     end
   end, "Read the session again")
   map(buf, "q", "<cmd>bwipeout<cr>", "Close the session")
@@ -531,32 +674,19 @@ function M._read_tree(buf)
     buffer = buf,
     callback = function()
       local v = views[buf]
-      if v and v.dirty then
-        render(v) -- changes came while it was hidden
+      if not v then
+        return
+      end
+      local wins = windows_of(buf)
+      for _, w in ipairs(wins) do
+        no_wrap(w)
+      end
+      if v.dirty or v.width ~= text_width(wins) then
+        render(v) -- changes came while it was hidden, or this window is narrower
       end
     end,
   })
-
-  c:request("session/open", { path = path, watch = true, snapshot = "skeleton" }, function(err, state)
-    if views[buf] ~= view then
-      -- The buffer went away (or was read again) before the answer: give the reference back.
-      if not err then
-        c:request("session/close", { handle = state.handle }, function() end)
-      end
-      return
-    end
-    if err then
-      views[buf] = nil
-      return show_error(view, "cannot open " .. path .. ": " .. tostring(err.message))
-    end
-    view.handle = state.handle
-    api.nvim_buf_set_var(buf, "pi_sessiond_handle", state.handle)
-    if type(state.snapshot) ~= "table" then
-      views[buf] = nil
-      return show_error(view, "cannot open " .. path .. ": this pi-sessiond sends no snapshot (too old)")
-    end
-    start_from(view, state, state.snapshot)
-  end)
+  open(view)
 end
 
 local function open_tree(path)
@@ -565,14 +695,21 @@ end
 
 --- `:PiSessionTree [file]`: the tree of `file`, or of the most recent session of the current directory.
 function M.tree(file)
+  -- First the server: :edit only shows a tree that is already open, without reading it, so a tree whose server
+  -- died is reopened by the server started here (with every other tree that lost its own).
+  local c = M.client()
+  if not c then
+    return
+  end
   if file and file ~= "" then
     if file:match("^[%%#<]") or file:sub(1, 1) == "~" then
       file = vim.fn.expand(file)
     end
-    return open_tree(vim.fn.fnamemodify(file, ":p"))
-  end
-  local c = M.client()
-  if not c then
+    open_tree(vim.fn.fnamemodify(file, ":p"))
+    local v = views[api.nvim_get_current_buf()]
+    if v and v.client ~= c and orphaned(v) then
+      reopen(v, c) -- a tree the new server could not take when it started (its file was gone then)
+    end
     return
   end
   local cwd = vim.fn.getcwd()
@@ -693,6 +830,21 @@ function M.sessions(all)
     api.nvim_buf_set_var(buf, "pi_sessiond_paths", paths)
   end)
 end
+
+-- Trees are drawn to the width of their windows: drawn again when it changes. WinResized is Neovim 0.9's; before
+-- it, WinScrolled is also sent for a window that changed size.
+local function refit()
+  for _, v in pairs(views) do
+    local wins = windows_of(v.buf)
+    if #wins > 0 and v.width ~= text_width(wins) then
+      render(v)
+    end
+  end
+end
+api.nvim_create_autocmd({ "VimResized", vim.fn.exists("##WinResized") == 1 and "WinResized" or "WinScrolled" }, {
+  group = api.nvim_create_augroup("pi_sessiond_resize", { clear = true }),
+  callback = refit,
+})
 
 define_highlights()
 M._define_highlights = define_highlights

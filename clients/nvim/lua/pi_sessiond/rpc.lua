@@ -12,6 +12,19 @@ local M = {}
 -- How much of the server's stderr is kept to explain an unexpected exit.
 local STDERR_KEEP = 4096
 
+--- Only stderr lines that came at most this long before the exit (or after it) are quoted as what the server said
+--- when it died: a server killed by a signal writes nothing, and its last log line may be a warning about another
+--- file from minutes before, which would read as the cause. A field so that tests can shorten it.
+M.stderr_recent_ms = 2000
+
+-- How long the end of stderr is waited for once the server has exited: a process it started may hold the pipe
+-- open, and the exit must not wait for that one.
+local STDERR_WAIT_MS = 500
+
+local function now_ms()
+  return uv.hrtime() / 1e6
+end
+
 --- A line splitter for LF-delimited frames. Chunks from a pipe end anywhere (in the middle of a frame, of a
 --- UTF-8 sequence, of an escape): partial data is kept in a list and joined only once its "\n" arrives, so a
 --- frame of N bytes costs O(N) however many chunks it came in (repeated `buf = buf .. chunk` would be O(N²) on
@@ -58,7 +71,9 @@ local Client = {}
 Client.__index = Client
 
 --- Starts the server.
---- @param opts table { cmd = {binary, args...}, on_exit = fun(client, code, signal)? }
+--- @param opts table { cmd = {binary, args...}, on_exit = fun(client, code, signal)? } (on_exit runs before the
+---   requests still out are failed; `client.exit_description` says how it ended, with what it wrote to stderr just
+---   before)
 --- @return table|nil client, string|nil error
 function M.start(opts)
   local cmd = opts.cmd
@@ -69,7 +84,9 @@ function M.start(opts)
     pending = {}, -- id → { cb, method, raw }
     handlers = {}, -- notification method → list of functions
     stdin = stdin,
-    stderr_tail = "",
+    stderr_lines = {}, -- { text, at (ms, when it came) }, oldest first, at most STDERR_KEEP bytes
+    stderr_bytes = 0,
+    stderr_partial = nil, -- the start of a line whose "\n" has not come yet: { text, at }
     alive = true,
     stopping = false,
     on_exit = opts.on_exit,
@@ -80,9 +97,11 @@ function M.start(opts)
     stdio = { stdin, stdout, stderr },
   }, function(code, signal)
     self.process:close()
+    local at = now_ms() -- the exit's own time, not when the main loop gets to it
     vim.schedule(function()
       self.alive = false
       self.exit_status = { code, signal }
+      self.exit_at = at
       self:_maybe_finish()
     end)
   end)
@@ -117,13 +136,55 @@ function M.start(opts)
   end)
   stderr:read_start(function(err, chunk)
     if chunk then
-      local tail = self.stderr_tail .. chunk
-      self.stderr_tail = #tail > STDERR_KEEP and string.sub(tail, -STDERR_KEEP) or tail
+      self:_stderr_chunk(chunk, now_ms())
     else
       stderr:close()
+      -- What the server wrote just before it died may be read after the exit: the exit is handled once it is in.
+      vim.schedule(function()
+        self.stderr_done = true
+        self:_maybe_finish()
+      end)
     end
   end)
   return self
+end
+
+-- Keeps the last lines of stderr with the time each came (a line's time is its last piece's).
+function Client:_stderr_chunk(chunk, at)
+  local start = 1
+  while true do
+    local nl = string.find(chunk, "\n", start, true)
+    local piece = string.sub(chunk, start, nl and nl - 1 or -1)
+    if self.stderr_partial then
+      piece = self.stderr_partial.text .. piece
+    end
+    if not nl then
+      self.stderr_partial = piece ~= "" and { text = string.sub(piece, -STDERR_KEEP), at = at } or nil
+      return
+    end
+    self.stderr_partial = nil
+    local lines = self.stderr_lines
+    lines[#lines + 1] = { text = string.sub(piece, -STDERR_KEEP), at = at }
+    self.stderr_bytes = self.stderr_bytes + #lines[#lines].text
+    while self.stderr_bytes > STDERR_KEEP and #lines > 1 do
+      self.stderr_bytes = self.stderr_bytes - #table.remove(lines, 1).text
+    end
+    start = nl + 1
+  end
+end
+
+--- The lines the server wrote to stderr shortly before it exited (see M.stderr_recent_ms), joined; "" if none.
+function Client:recent_stderr()
+  local since = (self.exit_at or now_ms()) - M.stderr_recent_ms
+  local out = {}
+  local lines = vim.list_slice(self.stderr_lines)
+  lines[#lines + 1] = self.stderr_partial
+  for _, l in ipairs(lines) do
+    if l.at >= since and vim.trim(l.text) ~= "" then
+      out[#out + 1] = vim.trim(l.text)
+    end
+  end
+  return table.concat(out, "\n")
 end
 
 function Client:_write(msg)
@@ -186,10 +247,12 @@ function Client:stop()
   end
 end
 
+-- The exit status only: what the server wrote before dying is said once, by the exit (on_exit), not again by
+-- every request that fails because of it.
 function Client:_gone_error()
   local msg = string.format("pi-sessiond (%s) is not running", self.cmd[1])
-  if self.exit_description then
-    msg = msg .. ": " .. self.exit_description
+  if self.exit_how then
+    msg = msg .. ": it " .. self.exit_how
   end
   return { message = msg, data = { kind = "client_exited" } }
 end
@@ -251,6 +314,16 @@ function Client:_maybe_finish()
   if not (self.exit_status and self.stdout_done) or self.finished then
     return
   end
+  if not self.stderr_done then
+    if not self.stderr_waiting then
+      self.stderr_waiting = true
+      vim.defer_fn(function()
+        self.stderr_done = true
+        self:_maybe_finish()
+      end, STDERR_WAIT_MS)
+    end
+    return
+  end
   self.finished = true
   if not self.stdin:is_closing() then
     self.stdin:close()
@@ -259,18 +332,20 @@ function Client:_maybe_finish()
 end
 
 function Client:_exited(code, signal)
-  local stderr = vim.trim(self.stderr_tail or "")
-  local how = signal ~= 0 and ("was killed by signal " .. signal) or ("exited with code " .. code)
-  self.exit_description = how .. (stderr ~= "" and (": " .. stderr) or "")
+  local stderr = self:recent_stderr()
+  self.exit_how = signal ~= 0 and ("was killed by signal " .. signal) or ("exited with code " .. code)
+  self.exit_description = self.exit_how .. (stderr ~= "" and (", after writing to stderr: " .. stderr) or "")
+  -- The exit is told first: its cause comes before the errors of the requests it fails, and their owners know the
+  -- server is gone when those come.
+  if self.on_exit then
+    self.on_exit(self, code, signal)
+  end
   local pending = self.pending
   self.pending = {}
   local ids = vim.tbl_keys(pending)
   table.sort(ids)
   for _, id in ipairs(ids) do
     pending[id].cb(self:_gone_error(), nil)
-  end
-  if self.on_exit then
-    self.on_exit(self, code, signal)
   end
 end
 

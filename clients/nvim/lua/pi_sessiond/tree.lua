@@ -10,6 +10,7 @@
 
 local M = {}
 
+-- The session list's titles; a tree's previews are cut to its window instead (Model:render).
 local PREVIEW_CHARS = 60
 -- Whitespace is collapsed in at most this many bytes of a text: enough for a preview, and a 5 MB tool output
 -- costs nothing.
@@ -52,13 +53,38 @@ local function truncate(s, n)
   return s
 end
 
---- A one-line preview of some text: whitespace runs (newlines included) become one space.
-local function one_line(s)
+-- Some text on one line: whitespace runs (newlines included) become one space.
+local function flatten(s)
   s = string.sub(s, 1, PREVIEW_SCAN_BYTES)
-  s = string.gsub(s, "%s+", " ")
-  return truncate(vim.trim(s), PREVIEW_CHARS)
+  return vim.trim((string.gsub(s, "%s+", " ")))
+end
+
+--- A one-line preview of some text, at most PREVIEW_CHARS characters.
+local function one_line(s)
+  return truncate(flatten(s), PREVIEW_CHARS)
 end
 M.one_line = one_line
+
+local strdisplaywidth, strcharpart, strchars = vim.fn.strdisplaywidth, vim.fn.strcharpart, vim.fn.strchars
+
+--- The longest start of `text` that takes at most `room` screen cells (wide characters take two), with "…" when
+--- cut.
+function M.fit(text, room)
+  if strdisplaywidth(text) <= room then
+    return text
+  end
+  room = room - strdisplaywidth("…")
+  local lo, hi = 0, strchars(text) - 1 -- characters known to fit, characters that might
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    if strdisplaywidth(strcharpart(text, 0, mid)) <= room then
+      lo = mid
+    else
+      hi = mid - 1
+    end
+  end
+  return strcharpart(text, 0, lo) .. "…"
+end
 
 local function field(entry, name)
   local v = entry[name]
@@ -69,25 +95,26 @@ local function field(entry, name)
 end
 
 --- What one line says about an entry (after its id), from its skeleton: its role or type and the server's
---- one-line preview of its text, in the words `pi-sessiond tree` puts around it. The preview is the sidecar's one
---- description of an entry (`src/session/describe.rs`: tool calls as `→ name`, images as `[image]`, a bash
---- execution as `$ command`, …); the plugin's entries are always skeletons (it opens with `snapshot:
---- "skeleton"` and its handle's notifications carry skeletons), so it reads no message content itself.
+--- one-line preview of its text (whole: Model:render cuts it to the window), in the words `pi-sessiond tree` puts
+--- around it. The preview is the sidecar's one description of an entry (`src/session/describe.rs`: tool calls as
+--- `→ name`, images as `[image]`, a bash execution as `$ command`, …); the plugin's entries are always skeletons
+--- (it opens with `snapshot: "skeleton"` and its handle's notifications carry skeletons), so it reads no message
+--- content itself.
 --- @param entry table a skeleton entry
 --- @return string
 function M.describe(entry)
   local t = entry.type
   local preview = type(entry.preview) == "string" and entry.preview or ""
   if t == "message" then
-    return (type(entry.role) == "string" and entry.role or "message") .. ": " .. one_line(preview)
+    return (type(entry.role) == "string" and entry.role or "message") .. ": " .. flatten(preview)
   elseif t == "thinking_level_change" or t == "model_change" then
     return preview
   elseif t == "compaction" then
-    return "compaction: " .. one_line(preview)
+    return "compaction: " .. flatten(preview)
   elseif t == "branch_summary" then
-    return "branch summary: " .. one_line(preview)
+    return "branch summary: " .. flatten(preview)
   elseif t == "custom_message" then
-    return "custom message (" .. field(entry, "customType") .. "): " .. one_line(preview)
+    return "custom message (" .. field(entry, "customType") .. "): " .. flatten(preview)
   elseif t == "custom" then
     return "custom (" .. preview .. ")"
   elseif t == "label" then
@@ -218,7 +245,7 @@ Model.__index = Model
 
 --- A skeleton mirror of a session's tree: empty until `set_entries`.
 function M.new_model()
-  return setmetatable({ entries = {}, leaf = nil, nodes = {}, built = true }, Model)
+  return setmetatable({ entries = {}, leaf = nil, nodes = {}, built = true, cut = {}, cut_count = 0 }, Model)
 end
 
 --- Replaces every entry (a snapshot's `entries`, skeletons in file order).
@@ -310,10 +337,13 @@ function Model:leaf_index()
 end
 
 --- Draws the tree: a root or a single child continues at its parent's indentation (a line of conversation);
---- siblings are branches, drawn with `├─`/`└─` in the order the server gave.
+--- siblings are branches, drawn with `├─`/`└─` in the order the server gave. With `width`, each line's
+--- description is cut so that the line takes at most `width` screen cells with its label and leaf marker, which
+--- would otherwise be the part out of sight.
+--- @param width integer|nil
 --- @return table { lines = string[], ids = table (line → entry id), leaf_line = integer|nil,
 ---   off_path = integer[] (lines not on the path from the root to the leaf), labels = { {line, col_start, col_end} } }
-function Model:render()
+function Model:render(width)
   self:build()
   local nodes = self.nodes
   local leaf_line = self:leaf_index()
@@ -333,6 +363,13 @@ function Model:render()
   local drawn_children = {}
   local child_prefix = {} -- node → what its children's lines start with
 
+  -- Measuring a line takes calls into Vim (tens of microseconds for a cut one): what each line was cut to is kept
+  -- for the width, so a redraw after an append measures the lines that changed, not the whole session again.
+  if width ~= self.cut_width or self.cut_count > 2 * #nodes + 1000 then
+    self.cut_width, self.cut, self.cut_count = width, {}, 0
+  end
+  local cut = self.cut
+
   local out = { lines = {}, ids = {}, off_path = {}, labels = {}, leaf_line = leaf_line }
   for k, n in ipairs(nodes) do
     local prefix, connector, continuation = "", "", ""
@@ -348,16 +385,28 @@ function Model:render()
       end
     end
     child_prefix[k] = prefix .. continuation
-    local line = prefix .. connector .. js_string(n.id) .. " " .. n.text
-    if n.label ~= nil then
-      local text = "[" .. js_string(n.label) .. "]"
-      out.labels[#out.labels + 1] = { k, #line + 1, #line + 1 + #text }
-      line = line .. " " .. text
+    local head = prefix .. connector .. js_string(n.id) .. " "
+    local label = n.label ~= nil and (" [" .. js_string(n.label) .. "]") or ""
+    local tail = label .. (k == leaf_line and " ◀ leaf" or "")
+    local text = n.text
+    if width then
+      local whole = head .. text .. tail
+      local fitted = cut[whole]
+      if not fitted then
+        fitted = text
+        if strdisplaywidth(whole) > width then
+          fitted = M.fit(text, math.max(width - strdisplaywidth(head) - strdisplaywidth(tail), 1))
+        end
+        cut[whole] = fitted
+        self.cut_count = self.cut_count + 1
+      end
+      text = fitted
     end
-    if k == leaf_line then
-      line = line .. " ◀ leaf"
+    local line = head .. text
+    if label ~= "" then
+      out.labels[#out.labels + 1] = { k, #line + 1, #line + #label }
     end
-    out.lines[k] = line
+    out.lines[k] = line .. tail
     out.ids[k] = n.id
     if not on_path[k] then
       out.off_path[#out.off_path + 1] = k
