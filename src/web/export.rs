@@ -44,6 +44,46 @@ pub fn export_html(
     }
 }
 
+/// The session as the live page's list shows it: pi's `SessionInfo` of the file (its `modified` is the last
+/// message's time, not the last entry's), or None when the file cannot be listed.
+fn listed_as(path: &str) -> Option<Json> {
+    let mtime_ms = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(f64::NAN, |d| d.as_millis() as f64);
+    let info = crate::catalog::info::session_info(path, mtime_ms, false, &crate::catalog::Cancel::new())?;
+    Json::parse(&crate::catalog::info::session_info_bytes(&info)).ok()
+}
+
+/// What the live list says of a session, made from its rows, for a file that cannot be listed: its messages
+/// (not its entries), its latest entry's time, its first user message.
+fn listed_from_rows(path: &str, state: &Json, rows: &Json) -> Json {
+    let mut session = Object::new();
+    session.insert("path", Json::str(path));
+    session.insert("id", state.get("sessionId").cloned().unwrap_or(Json::Null));
+    session.insert("name", state.get("sessionName").cloned().unwrap_or(Json::Null));
+    session.insert("cwd", state.get("cwd").cloned().unwrap_or(Json::Null));
+    let all_rows: &[Json] = match rows {
+        Json::Array(r) => r,
+        _ => &[],
+    };
+    let field = |r: &Json, k: &str| r.get(k).and_then(Json::as_js_str).map(|s| s.to_string_lossy());
+    let messages = all_rows.iter().filter(|r| field(r, "type").as_deref() == Some("message")).count();
+    let latest = all_rows
+        .iter()
+        .filter_map(|r| field(r, "timestamp"))
+        .map(|t| (parse_date(&t), t))
+        .filter(|(ms, _)| !ms.is_nan())
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, t)| t);
+    let first_user = all_rows.iter().find(|r| field(r, "role").as_deref() == Some("user"));
+    session.insert("messageCount", Json::number(messages as f64));
+    session.insert("modified", latest.map_or(Json::Null, |t| Json::str(&t)));
+    session.insert("firstMessage", Json::str(&first_user.and_then(|r| field(r, "preview")).unwrap_or_default()));
+    Json::Object(session)
+}
+
 /// The page for `path`; with a `redactor`, every string of its data is redacted (entries before they are
 /// rendered, the context, names).
 ///
@@ -77,32 +117,9 @@ pub fn render(path: &str, agent_dir: &str, redactor: Option<&Redactor>) -> Resul
     })?;
     pieces.push(b'}');
     let context = view.context(&handle)?;
-    let mut session = Object::new();
-    session.insert("path", Json::str(path));
-    session.insert("id", state.get("sessionId").cloned().unwrap_or(Json::Null));
-    session.insert("name", state.get("sessionName").cloned().unwrap_or(Json::Null));
-    session.insert("cwd", state.get("cwd").cloned().unwrap_or(Json::Null));
-    // What the live list says of a session, from the rows: its messages (not its entries), its latest entry's
-    // time, its first user message.
-    let all_rows: &[Json] = match &rows {
-        Json::Array(r) => r,
-        _ => &[],
-    };
-    let field = |r: &Json, k: &str| r.get(k).and_then(Json::as_js_str).map(|s| s.to_string_lossy());
-    let messages = all_rows.iter().filter(|r| field(r, "type").as_deref() == Some("message")).count();
-    let latest = all_rows
-        .iter()
-        .filter_map(|r| field(r, "timestamp"))
-        .map(|t| (parse_date(&t), t))
-        .filter(|(ms, _)| !ms.is_nan())
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, t)| t);
-    let first_user = all_rows.iter().find(|r| field(r, "role").as_deref() == Some("user"));
-    session.insert("messageCount", Json::number(messages as f64));
-    session.insert("modified", latest.map_or(Json::Null, |t| Json::str(&t)));
-    session.insert("firstMessage", Json::str(&first_user.and_then(|r| field(r, "preview")).unwrap_or_default()));
+    let session = listed_as(path).unwrap_or_else(|| listed_from_rows(path, &state, &rows));
     let mut data = Object::new();
-    data.insert("session", Json::Object(session));
+    data.insert("session", session);
     data.insert("state", state);
     data.insert("rows", rows);
     data.insert("context", context);

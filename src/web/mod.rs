@@ -12,6 +12,7 @@ pub mod assets;
 pub mod bridge;
 pub mod export;
 pub mod http;
+pub mod pages;
 pub mod transcript;
 pub mod view;
 
@@ -203,7 +204,7 @@ async fn answer(
         return Response::text(403, why).closing();
     }
     if request.path == "/api/events" {
-        return events(bridge, busy);
+        return events(bridge, busy, view.page_stream(request.param("page")));
     }
     let body = if request.method == "POST" && (request.path == "/api/entries" || request.path == "/api/transcript") {
         match http::read_body(body).await {
@@ -229,11 +230,13 @@ async fn answer(
 /// The sidecar's notifications as the page's live events, for as long as the page reads them. A page that falls
 /// behind by more than [`EVENTS_BUDGET`] gets `{"kind":"lagged"}` in place of what it missed, and loads its
 /// session again; when the page goes, the stream and everything it held go with it.
-fn events(bridge: Arc<bridge::Bridge>, busy: http::Busy) -> Response {
+fn events(bridge: Arc<bridge::Bridge>, busy: http::Busy, page: Option<pages::PageStream>) -> Response {
     use bridge::Heard;
     let feed = bridge.listen(EVENTS_BUDGET);
     let opened = futures_util::stream::once(async { Bytes::from_static(b": open\n\n") });
-    let heard = futures_util::stream::unfold((feed, busy), |(feed, busy)| async move {
+    // `page` lives as long as the stream: when the page is gone, the server drops it, and the page's sessions
+    // are closed after a while (`pages`).
+    let heard = futures_util::stream::unfold((feed, (busy, page)), |(feed, busy)| async move {
         loop {
             let piece = match tokio::time::timeout(EVENTS_PING, feed.next()).await {
                 Err(_) => Bytes::from_static(b": ping\n\n"),
@@ -272,9 +275,15 @@ fn route(request: &Request, body: &[u8], view: &View) -> Response {
             };
             Some(view.search(request.param("q").unwrap_or(""), offset))
         }
-        ("POST", "/api/open") => Some(view.open_listed(request.param("path").unwrap_or(""), request.param("machine"))),
+        ("POST", "/api/open") => Some(view.open_for_page(
+            request.param("path").unwrap_or(""),
+            request.param("machine"),
+            request.param("page"),
+        )),
         ("GET", "/api/snapshot") => Some(view.snapshot(request.param("handle").unwrap_or(""))),
-        ("POST", "/api/close") => Some(view.close(request.param("handle").unwrap_or(""))),
+        ("POST", "/api/close") => {
+            Some(view.close_for_page(request.param("handle").unwrap_or(""), request.param("page")))
+        }
         ("POST", path @ ("/api/entries" | "/api/transcript")) => {
             let body = Json::parse(body);
             let ids: Vec<String> = match &body {

@@ -19,6 +19,7 @@ use crate::session::json::{JsString, Json, Object};
 use crate::session::ErrorKind;
 
 use super::bridge::{params, Bridge};
+use super::pages::{PageStream, Pages};
 
 /// How many search hits the page shows at a time; its "more" button asks for the next as many.
 pub const SEARCH_SHOWN: usize = 100;
@@ -38,6 +39,8 @@ pub struct View {
     team_overview: Arc<Mutex<Option<(String, Json)>>>,
     /// The sessions root the sidecar watches whole ([`View::watch_sessions`]), once it does.
     watched_root: Arc<std::sync::OnceLock<String>>,
+    /// The references each page holds, closed once the page is gone.
+    pages: Arc<Pages>,
 }
 
 /// A team catalog failure as the page's failure.
@@ -56,7 +59,36 @@ fn text_of(v: Option<&Json>) -> Option<String> {
 impl View {
     /// A view over `bridge`.
     pub fn new(bridge: Arc<Bridge>) -> View {
-        View { bridge, team: None, team_overview: Arc::default(), watched_root: Default::default() }
+        let closing = bridge.clone();
+        let pages = Pages::new(
+            move |handle| {
+                let _ = closing.call("session/close", obj(vec![("handle", Json::str(handle))]));
+            },
+            super::pages::GRACE,
+        );
+        View { bridge, team: None, team_overview: Arc::default(), watched_root: Default::default(), pages }
+    }
+
+    /// [`View::open_listed`] for `page`, which then holds the reference until it closes it or is gone.
+    pub fn open_for_page(&self, path: &str, machine: Option<&str>, page: Option<&str>) -> Result<Json, Failure> {
+        let opened = self.open_listed(path, machine)?;
+        if let (Some(page), Some(handle)) = (page, text_of(opened.get("state").and_then(|s| s.get("handle")))) {
+            self.pages.opened(page, &handle);
+        }
+        Ok(opened)
+    }
+
+    /// [`View::close`] of a reference `page` held.
+    pub fn close_for_page(&self, handle: &str, page: Option<&str>) -> Result<Json, Failure> {
+        if let Some(page) = page {
+            self.pages.closed(page, handle);
+        }
+        self.close(handle)
+    }
+
+    /// The event stream of `page` (None: a client that names no page), open while the result lives.
+    pub fn page_stream(&self, page: Option<&str>) -> Option<PageStream> {
+        page.map(|p| self.pages.stream(p))
     }
 
     /// This view over the team catalog `team`, which its sidecar answers from too.
@@ -263,14 +295,16 @@ impl View {
             if let Some((_, json)) = memo().as_ref().filter(|(f, _)| *f == fingerprint) {
                 return Ok(json.clone());
             }
-            let o = team
+            let (o, days) = team
                 .with(|c| {
-                    let key =
-                        |machine: &str, _: &_, c: &Counted| (day_of(c.time_ms), c.key.clone(), machine.to_owned());
-                    crate::team::usage::overview(c, None, &Cancel::new(), key).map_err(crate::rpc::team::unavailable)
+                    let mut days = DaySums::default();
+                    let key = |machine: &str, _: &_, c: &Counted| (days.add(c), c.key.clone(), machine.to_owned());
+                    let o = crate::team::usage::overview(c, None, &Cancel::new(), key)
+                        .map_err(crate::rpc::team::unavailable)?;
+                    Ok((o, days))
                 })
                 .map_err(team_failure)?;
-            let json = overview_json(&o, |(day, model, machine), row| {
+            let json = overview_json(&o, &days, |(day, model, machine), row| {
                 row.insert("day", Json::str(day));
                 row.insert("model", Json::str(model));
                 row.insert("machine", Json::str(machine));
@@ -282,8 +316,9 @@ impl View {
         let Json::Array(listed) = &listing else { return Ok(Json::Array(Vec::new())) };
         let mut paths: Vec<String> = listed.iter().filter_map(|s| text_of(s.get("path"))).collect();
         paths.sort();
-        let o = overview(&paths, None, &Cancel::new(), None, |_, c| (day_of(c.time_ms), c.key.clone()))?;
-        Ok(overview_json(&o, |(day, model), row| {
+        let mut days = DaySums::default();
+        let o = overview(&paths, None, &Cancel::new(), None, |_, c| (days.add(c), c.key.clone()))?;
+        Ok(overview_json(&o, &days, |(day, model), row| {
             row.insert("day", Json::str(day));
             row.insert("model", Json::str(model));
         }))
@@ -328,8 +363,24 @@ impl View {
     }
 }
 
-/// `{sessions, unreadable, rows}` of an overview, each row its sums and the members `name` gives its group.
-fn overview_json<K>(o: &Overview<K>, name: impl Fn(&K, &mut Object)) -> Json {
+/// Each day's sums, added up as `pi-sessiond usage` adds them (every usage object of the day in the order the
+/// overview meets them), so that the page's table shows the command's figures to the last digit: summing the
+/// day's models instead rounds differently where a sum falls on a tie.
+#[derive(Default)]
+struct DaySums(std::collections::BTreeMap<String, crate::catalog::usage::Usage>);
+
+impl DaySums {
+    /// Adds `c` to its day; returns the day (the overview's key is made of it).
+    fn add(&mut self, c: &Counted) -> String {
+        let day = day_of(c.time_ms);
+        self.0.entry(day.clone()).or_default().merge(&c.usage);
+        day
+    }
+}
+
+/// `{sessions, unreadable, rows, days, total}` of an overview: each row its sums and the members `name` gives its
+/// group; `days` the sums of each day and `total` theirs, as `pi-sessiond usage` prints them.
+fn overview_json<K>(o: &Overview<K>, days: &DaySums, name: impl Fn(&K, &mut Object)) -> Json {
     let rows = o
         .groups
         .iter()
@@ -339,10 +390,23 @@ fn overview_json<K>(o: &Overview<K>, name: impl Fn(&K, &mut Object)) -> Json {
             Json::Object(row)
         })
         .collect();
+    let mut total = crate::catalog::usage::Usage::default();
+    let days = days
+        .0
+        .iter()
+        .map(|(day, u)| {
+            total.merge(u);
+            let mut row = u.to_json();
+            row.insert("day", Json::str(day));
+            Json::Object(row)
+        })
+        .collect();
     obj(vec![
         ("sessions", Json::number(o.sessions as f64)),
         ("unreadable", Json::number(o.unreadable.len() as f64)),
         ("rows", Json::Array(rows)),
+        ("days", Json::Array(days)),
+        ("total", Json::Object(total.to_json())),
     ])
 }
 

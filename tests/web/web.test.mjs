@@ -9,7 +9,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, readdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, mkdirSync, readdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -501,6 +501,133 @@ test("Back and Forward step through the sessions opened and the usage overview, 
   });
 });
 
+test("the session clicked last is shown, however long the one clicked before it takes to open", async () => {
+  // A person who clicks one session and at once another (or the first again) expects the last: an open answered
+  // late must not take the page over (helper 33's trial: 11 of 12 runs ended on the slow one).
+  await withSwitchServer(async (page, files) => {
+    await page.route("**/api/open*", async (route) => {
+      if (new URL(route.request().url()).searchParams.get("path") === files[0]) await new Promise((r) => setTimeout(r, 900));
+      await route.continue();
+    });
+    for (const last of [1, 2]) {
+      await page.click(`.session[data-path="${files[0]}"]`);
+      await page.waitForTimeout(100);
+      await page.click(`.session[data-path="${files[last]}"]`);
+      await page.waitForSelector(`body[data-state="ready"] .row[data-id="q${last}"]`);
+      await page.waitForTimeout(1300); // the slow open has been answered by now
+      assert.equal(await page.getAttribute(".session.on", "data-path"), files[last]);
+      assert.equal(await page.locator('.row[data-id="q0"]').count(), 0, "session 0's rows are not shown");
+      assert.match(page.url(), new RegExp(`session=0194dddd-000${last}-`));
+    }
+  });
+});
+
+test("Back pressed three times at once lands where the history says, and Forward goes on from there", async () => {
+  // Back pressed again while the page was still opening the session of the Back before pushed a step of its
+  // own, and the Forward steps were lost (helper 33's trial).
+  await withSwitchServer(async (page, files) => {
+    const order = [0, 1, 2, 0, 1];
+    const shows = async (k) => {
+      await page.waitForSelector(`body[data-state="ready"] .row[data-id="q${k}"]`);
+      assert.equal(await page.getAttribute(".session.on", "data-path"), files[k]);
+    };
+    for (const k of order) {
+      await page.click(`.session[data-path="${files[k]}"]`);
+      await shows(k);
+    }
+    const steps = await page.evaluate(() => history.length);
+    // The session of each step, by its place among the page's own (the Navigation API says where the page is).
+    const entries = await page.evaluate(() => navigation.entries().length);
+    const at = (index) => order[index - (entries - order.length)];
+    // Opens answer slowly, so that each Back starts before the one before it is done.
+    await page.route("**/api/open*", async (route) => {
+      await new Promise((r) => setTimeout(r, 300));
+      await route.continue();
+    });
+    await page.evaluate(() => new Promise((done) => {
+      history.back();
+      setTimeout(() => history.back(), 40);
+      setTimeout(() => (history.back(), done()), 80);
+    }));
+    await page.waitForTimeout(1500);
+    let index = await page.evaluate(() => navigation.currentEntry.index);
+    assert.ok(index < entries - 1 && index >= entries - order.length, `went back: at ${index} of ${entries}`);
+    await shows(at(index));
+    assert.equal(await page.evaluate(() => history.length), steps, "no step was added, none lost");
+    while (index < entries - 1) {
+      await page.goForward();
+      index++;
+      await shows(at(index));
+    }
+  });
+});
+
+test("the whole session's tokens and cost beside the tree, and a warning about a line being written, follow the file", async () => {
+  await withSwitchServer(async (page, files) => {
+    // Session 1's last line is half written when it is opened: the page says so.
+    const line = JSON.stringify({ type: "message", id: "r1b", parentId: "r1", timestamp: "2026-02-02T00:00:05.000Z", message: { role: "assistant", content: [{ type: "text", text: "a second answer" }], provider: "p", model: "m", stopReason: "stop", usage: { input: 30, output: 7, cacheRead: 0, cacheWrite: 0, totalTokens: 37, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0.02 } }, timestamp: 1770000005000 } });
+    appendFileSync(files[1], line.slice(0, 40));
+    await page.click(`.session[data-path="${files[1]}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="q1"]');
+    await page.waitForSelector("#notice:not([hidden])");
+    assert.match(await page.textContent("#notice"), /the last line is incomplete/);
+    await page.waitForFunction(() => /whole session: .*1 response .*\$0\.0100/.test(document.querySelector("#detail .t-usage")?.textContent || ""));
+    // The line is finished by the process writing it: the entry appears, the warning goes, the totals add it.
+    appendFileSync(files[1], line.slice(40) + "\n");
+    await page.waitForSelector('.row[data-id="r1b"]');
+    await page.waitForSelector("#notice", { state: "hidden" });
+    await page.waitForFunction(() => /whole session: .*2 responses .*40 in .*\$0\.0300/.test(document.querySelector("#detail .t-usage")?.textContent || ""));
+  });
+});
+
+test("a page that is reloaded, closed or killed gives its session back to the server", async () => {
+  // Each open is a reference on the server's sidecar; a page that went without closing held its session (and
+  // the memory it takes) for as long as the server ran: 80 reloads left a 51 MB session open with no page.
+  const { dir, files } = switchAgent();
+  await withServerOf(dir, async (page, _requests, first) => {
+    const token = new URL(first).searchParams.get("token");
+    const handles = [];
+    const watch = (p) => p.on("response", async (r) => {
+      if (new URL(r.url()).pathname === "/api/open" && r.ok()) handles.push((await r.json()).state.handle);
+    });
+    const still = async (handle) => (await statusOf(first, `/api/snapshot?handle=${handle}&token=${token}`)) === 200;
+    const gone = async (handle, within) => {
+      const deadline = Date.now() + within;
+      while (await still(handle)) {
+        if (Date.now() > deadline) return false;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      return true;
+    };
+    watch(page);
+    await page.goto(`${first}&session=0194dddd-0000-7000-8000-000000000000`);
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="q0"]');
+    for (let i = 0; i < 3; i++) {
+      await page.reload();
+      await page.waitForSelector('body[data-state="ready"] .row[data-id="q0"]');
+    }
+    // Each page that went gave its reference back as it went: only the page shown now holds one.
+    const shown = handles[handles.length - 1];
+    for (const h of handles.slice(0, -1).filter((h) => h !== shown)) assert.ok(await gone(h, 5000), `${h} of a reloaded page is closed`);
+    assert.ok(await still(shown), "open while a page shows it");
+    // Closed: the page's goodbye closes the last reference.
+    const closing = await browser.newPage();
+    await page.close();
+    assert.ok(await gone(shown, 5000), "closed once its last page was closed");
+    // Killed: no goodbye; the server notices the page's event stream has gone.
+    watch(closing);
+    await closing.goto(`${first}&session=0194dddd-0001-7000-8000-000000000001`);
+    await closing.waitForSelector('body[data-state="ready"] .row[data-id="q1"]');
+    const killed = handles[handles.length - 1];
+    const cdp = await closing.context().newCDPSession(closing);
+    const crashed = new Promise((r) => closing.once("crash", r));
+    cdp.send("Page.crash").catch(() => {}); // never answered: the page is gone
+    await crashed;
+    assert.ok(await gone(killed, 45000), "closed after its page was killed");
+    await closing.close().catch(() => {});
+  });
+});
+
 test("the page fits its window whatever the header's height, and at 600 px every header button is in the window", async () => {
   for (const width of [1400, 900, 600]) {
     await withSwitchServer(async (page, files) => {
@@ -521,6 +648,23 @@ test("the page fits its window whatever the header's height, and at 600 px every
       assert.equal(copy, "Copy resume command", "the button's words are whole");
     }, { width, height: 600 });
   }
+});
+
+test("at 420 px the list sits above the session and the tree takes the whole width", async () => {
+  // Side by side at 420 px the tree had 71 px and every row read "…", and the page scrolled sideways.
+  await withSwitchServer(async (page, files) => {
+    await page.click(`.session[data-path="${files[1]}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="q1"]');
+    const { scrollWidth, clientWidth, tree, row } = await page.evaluate(() => ({
+      scrollWidth: document.documentElement.scrollWidth,
+      clientWidth: document.documentElement.clientWidth,
+      tree: document.getElementById("tree-scroll").getBoundingClientRect().width,
+      row: document.querySelector('.row[data-id="q1"]').textContent,
+    }));
+    assert.ok(scrollWidth <= clientWidth, `no sideways scrolling: ${scrollWidth} in ${clientWidth}`);
+    assert.ok(tree >= 380, `the tree is ${tree} px wide`);
+    assert.match(row, /question of session 1/);
+  }, { width: 420, height: 800 });
 });
 
 test("each tab is shown alone", async () => {
@@ -574,6 +718,11 @@ test("at 700 px the whole toolbar is in the window, and loading the page asks fo
 
 test("an exported page's list says how many messages the session has, when it was active and where", async () => {
   const { dir, files } = switchAgent();
+  // An entry a day after the last message: pi's list says when the session was last *active* (its last
+  // message), and so does the live page; the export had said the last entry's day.
+  appendFileSync(files[2], JSON.stringify({ type: "custom", id: "c2", parentId: "lab2", timestamp: "2026-02-04T06:00:00.000Z", customType: "ext", data: {} }) + "\n");
+  const listed = JSON.parse(execFileSync(bin, ["--agent-dir", dir, "ls", "--json", "--all"], { encoding: "utf8" })).find((s) => s.path === files[2]);
+  assert.match(listed.modified, /^2026-02-03T/);
   const out = join(work, "switch-export.html");
   execFileSync(bin, ["--agent-dir", dir, "export", files[2], "--html", "-o", out]);
   const page = await browser.newPage();
@@ -641,6 +790,12 @@ test("the usage overview draws every session's tokens and cost by day, stacked b
       writeFileSync(join(sessions, `2026-03-0${d}T12-00-00-000Z_${id}.jsonl`), lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
     }
   }
+  // Months later, one more day of usage: the pause is one slot, not 200 that squeeze the bars.
+  const later = join(dir, "sessions", "--work-later--");
+  mkdirSync(later, { recursive: true });
+  const laterFile = join(later, "2026-09-30T12-00-00-000Z_0194eeee-0909-7000-8000-000000000909.jsonl");
+  const laterLine = (id, parent, s, cost) => JSON.stringify({ type: "message", id, parentId: parent, timestamp: `2026-09-30T12:00:0${s}.000Z`, message: { role: "assistant", content: [{ type: "text", text: "ok" }], provider: "anthropic", model: "big", usage: { input: 900, output: 9, cacheRead: 0, cacheWrite: 0, totalTokens: 909, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: cost } }, stopReason: "stop", timestamp: 1 } });
+  writeFileSync(laterFile, [JSON.stringify({ type: "session", version: 3, id: "0194eeee-0909-7000-8000-000000000909", timestamp: "2026-09-30T12:00:00.000Z", cwd: "/work/later" }), laterLine("l1", null, 1, 0.0123)].join("\n") + "\n");
   const cli = (by) => JSON.parse(execFileSync(bin, ["--agent-dir", dir, "usage", "--by", by, "--json"], { encoding: "utf8" }));
   const other = spawn(bin, ["--agent-dir", dir, "web", "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
   let page;
@@ -661,7 +816,7 @@ test("the usage overview draws every session's tokens and cost by day, stacked b
     const tokens = await bars("tokens");
     const cost = await bars("cost");
     const byDay = cli("day");
-    assert.deepEqual([...sum(tokens, "day").keys()].sort(), ["2026-03-01", "2026-03-02", "2026-03-04", "2026-03-07"]);
+    assert.deepEqual([...sum(tokens, "day").keys()].sort(), ["2026-03-01", "2026-03-02", "2026-03-04", "2026-03-07", "2026-09-30"]);
     // The axis is the calendar: a day without usage is a gap of one bar's room, not left out.
     const xOf = await page.$$eval('svg.chart[data-kind="tokens"] rect', (rs) => Object.fromEntries(rs.map((r) => [r.dataset.day, Number(r.getAttribute("x"))])));
     const step = xOf["2026-03-02"] - xOf["2026-03-01"];
@@ -675,7 +830,19 @@ test("the usage overview draws every session's tokens and cost by day, stacked b
       assert.equal(sum(tokens, "model").get(row.model), row.totalTokens, `tokens of ${row.model}`);
     }
     assert.deepEqual([...new Set(tokens.map((r) => r.model))].sort(), models, "one colour a model, stacked in each day's bar");
-    assert.equal(await page.locator(".usage-table tr[data-day]").count(), 4);
+    assert.equal(await page.locator(".usage-table tr[data-day]").count(), 5);
+    const gap = await page.$$eval('svg.chart[data-kind="tokens"] text.gap title', (ts) => ts.map((t) => t.textContent));
+    assert.deepEqual(gap, ["206 days without usage"], "the months between are one slot");
+    const width = await page.$eval('svg.chart[data-kind="tokens"]', (c) => Number(c.getAttribute("width")));
+    assert.ok(xOf["2026-09-30"] > xOf["2026-03-07"] && xOf["2026-09-30"] < width, `the newest day is drawn inside the chart: ${xOf["2026-09-30"]} of ${width}`);
+    // The table shows each day's sums and the total exactly as `pi-sessiond usage` adds them.
+    const tableCost = await page.$$eval(".usage-table tr[data-cost]", (rs) => rs.map((r) => [r.dataset.day ?? "total", Number(r.dataset.cost)]));
+    let total = 0;
+    for (const row of byDay) total += row.cost;
+    assert.deepEqual(tableCost, [...byDay.map((r) => [r.day, r.cost]).reverse(), ["total", total]]);
+    // It follows the sessions while it is shown: another process appends a response.
+    appendFileSync(laterFile, laterLine("l2", "l1", 2, 0.5) + "\n");
+    await page.waitForFunction(() => /\$0\.5123/.test(document.querySelector('.usage-table tr[data-day="2026-09-30"]')?.textContent || ""), null, { timeout: 15000 });
     // Choosing a session leaves the overview for that session's view.
     await page.click(".session");
     await page.waitForSelector("#overview-pane", { state: "hidden" });
@@ -849,6 +1016,23 @@ test("the resume command is pi's --session with the path quoted for a POSIX shel
     await page.waitForFunction(() => document.getElementById("resume-copy").textContent === "Copied");
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command);
   });
+});
+
+test("the resume command of a session in a right-to-left directory is drawn in the path's order", async () => {
+  // `--home-dev-مشروع-عربي--/2026-…`: the date after the Arabic name was drawn before it, the slash elsewhere.
+  const dir = join(work, "rtl-agent");
+  const file = piSession(join(dir, "sessions", "--home-dev-مشروع-عربي--"), "/home/dev/مشروع-عربي", 3, "مرحبا", "2026-03-03T09:00:00.000Z");
+  await withServerOf(dir, async (page) => {
+    await page.click(`.session[data-path="${file}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row');
+    assert.equal(await page.textContent("#resume-command"), `pi --session '${file}'`, "the text is the command");
+    const pieces = await page.$$eval("#resume-command bdi", (bs) => bs.map((b) => ({ text: b.textContent, left: b.getBoundingClientRect().left, right: b.getBoundingClientRect().right })));
+    const names = pieces.map((p) => p.text);
+    assert.ok(names.some((n) => n.includes("مشروع")) && names.some((n) => n.startsWith("2026-03-03T09")), JSON.stringify(names));
+    for (let i = 1; i < pieces.length; i++) {
+      assert.ok(pieces[i].left >= pieces[i - 1].right - 0.5, `piece ${i} (${pieces[i].text}) is drawn after ${pieces[i - 1].text}: ${JSON.stringify(pieces)}`);
+    }
+  }, { width: 2400, height: 600 });
 });
 
 test("a page opened on an agent directory without sessions shows the first session pi makes", async () => {

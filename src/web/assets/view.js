@@ -84,9 +84,21 @@
   // read as one), and pi runs in the session's own cwd, whatever the shell's is.
   function showResume() {
     const cur = state.current;
-    // Another machine's session (the team catalog) has no file here to resume.
-    $("resume").hidden = !cur || cur.machine !== undefined;
-    $("resume-command").textContent = cur ? visible(`pi --session ${shellWord(cur.path)}`) : "";
+    // Another machine's session (the team catalog) has no file here to resume, nor has a deleted one.
+    $("resume").hidden = !cur || cur.machine !== undefined || cur.deleted;
+    const code = $("resume-command");
+    code.replaceChildren();
+    if (!cur) return;
+    // Each piece between slashes is isolated (<bdi>): a right-to-left directory name followed by a date would
+    // otherwise take the date, and the slash between, into its own run and show them before itself.
+    const pieces = visible(`pi --session ${shellWord(cur.path)}`).split("/");
+    pieces.forEach((piece, i) => {
+      if (i) code.append("/");
+      const isolated = document.createElement("bdi");
+      isolated.dir = "ltr";
+      isolated.textContent = piece;
+      code.append(isolated);
+    });
   }
 
   async function copyResume() {
@@ -122,8 +134,11 @@
   // ---------------------------------------------------------------------------------------------------------
   // The session list and search
 
+  // A title is one line, cut: a first message can be pages long, and each list item would carry all of it.
+  const TITLE_CHARS = 300;
   function sessionTitle(s) {
-    return (s.name && String(s.name).trim()) || s.firstMessage || s.path;
+    const title = (s.name && String(s.name).trim()) || s.firstMessage || s.path;
+    return title.length > TITLE_CHARS ? `${Array.from(title.slice(0, TITLE_CHARS + 1)).slice(0, TITLE_CHARS).join("")}…` : title;
   }
 
   // A session of the team catalog (`web --catalog`) is a machine's path: paths repeat across machines.
@@ -313,7 +328,7 @@
       groups.get(key).push(h);
     }
     const counted = `${plural(total, "match", "matches")} in ${plural(sessions, "session")}`;
-    const head = el("p", "hint search-count", hits.length < total ? `${counted}, best first: the first ${num(hits.length)} shown` : `${counted}, best first`);
+    const head = el("p", "hint search-count", !total ? "No matches" : hits.length < total ? `${counted}, best first: the first ${num(hits.length)} shown` : `${counted}, best first`);
     list.append(head);
     // Grouped as the list is: by project (a machine's project over the team catalog), then by session, each in
     // the rank order of its best hit.
@@ -840,6 +855,14 @@
     box.append(el("div", "hint", `${plural(n, "entry", "entries")} from the root to ${toLeaf ? "the leaf" : "the selected entry"}`));
     const line = el("div", "t-usage", "");
     box.append(line);
+    usageLines.add(line);
+    fillUsage(line, cur);
+    return box;
+  }
+
+  // The heads' lines of the whole session's usage: filled again when the session changes.
+  const usageLines = new Set();
+  function fillUsage(line, cur) {
     usageOf(cur).then((u) => {
       if (state.current !== cur || !u.models.length) return;
       const sum = (k) => u.models.reduce((s, m) => s + (m[k] || 0), 0);
@@ -847,7 +870,12 @@
       // The totals are the whole session's, branches off this path included (pi's count), not the path's above.
       line.textContent = visible(`whole session: ${models} · ${plural(sum("responses"), "response")} · ${num(sum("input"))} in · ${num(sum("output"))} out · ${num(sum("cacheRead"))} cache read · ${num(sum("cacheWrite"))} cache write · ${money(sum("cost"))}`);
     }, () => {});
-    return box;
+  }
+  function refreshUsageLines() {
+    for (const line of [...usageLines]) {
+      if (!line.isConnected) usageLines.delete(line);
+      else if (state.current) fillUsage(line, state.current);
+    }
   }
 
   // A session's usage, asked for once per state of it (reading it costs a pass over the whole session).
@@ -922,7 +950,7 @@
       pane.replaceChildren(el("p", "hint", `What the model sees: ${plural(ctx.messages.length, "message")} · ${model} · thinking ${ctx.thinkingLevel}`));
       for (const m of ctx.messages) {
         const card = el("div", "card");
-        const extra = [m.title, m.images ? `${m.images} images` : "", m.toolCalls.length ? `calls ${m.toolCalls.join(", ")}` : ""].filter(Boolean).join(" · ");
+        const extra = [m.title, m.images ? plural(m.images, "image") : "", m.toolCalls.length ? `calls ${m.toolCalls.join(", ")}` : ""].filter(Boolean).join(" · ");
         card.append(el("div", "c-head", extra ? `${m.role} · ${extra}` : m.role));
         card.append(el("pre", "text", m.text));
         pane.append(card);
@@ -954,7 +982,7 @@
       table.append(tr);
       pane.append(table);
       const kinds = Object.entries(u.kinds).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${num(n)} ${k}`).join(", ");
-      pane.append(el("p", "hint", `Entries: ${kinds}`));
+      pane.append(el("p", "hint", kinds ? `Entries: ${kinds}` : "No entries yet."));
     } catch (e) {
       pane.replaceChildren(el("p", "hint", e.message));
     }
@@ -974,27 +1002,44 @@
     return e;
   };
 
-  /** Charts span at most this many days with one slot a day; a longer span draws only the days with usage. */
-  const MAX_CHART_DAYS = 366;
+  /** Days without usage between two that have some are drawn one slot each up to this many; a longer pause is
+   * one slot marked "…", so that months without usage neither squeeze the bars nor push the newest off-screen. */
+  const MAX_GAP_DAYS = 14;
 
-  /** Every calendar day (UTC) from the first of `days` to the last, so a day without usage shows as a gap rather
-   * than being left out of the axis; undefined when that is more than MAX_CHART_DAYS days. */
+  /** The chart's slots: the days of `days` (sorted, with usage) and the calendar days between them, a day without
+   * usage showing as a gap; a pause longer than MAX_GAP_DAYS is one `{gap: n}` slot. */
   function calendarDays(days) {
-    if (days.length < 2) return days;
     const DAY = 86400000;
-    const first = Date.parse(`${days[0]}T00:00:00Z`);
-    const span = Math.round((Date.parse(`${days[days.length - 1]}T00:00:00Z`) - first) / DAY) + 1;
-    if (!(span <= MAX_CHART_DAYS)) return undefined;
-    return Array.from({ length: span }, (_, i) => new Date(first + i * DAY).toISOString().slice(0, 10));
+    const slots = [];
+    days.forEach((day, i) => {
+      if (i) {
+        const from = Date.parse(`${days[i - 1]}T00:00:00Z`);
+        const missing = Math.round((Date.parse(`${day}T00:00:00Z`) - from) / DAY) - 1;
+        if (missing > MAX_GAP_DAYS) slots.push({ gap: missing });
+        else for (let k = 1; k <= missing; k++) slots.push(new Date(from + k * DAY).toISOString().slice(0, 10));
+      }
+      slots.push(day);
+    });
+    return slots;
+  }
+
+  /** The chart in a box that scrolls sideways when it is wider than the page, scrolled to its newest day. */
+  function scrolledToEnd(chart) {
+    const box = el("div", "chart-box");
+    box.append(chart);
+    requestAnimationFrame(() => (box.scrollLeft = box.scrollWidth));
+    return box;
   }
 
   function stackedBars(kind, days, models, value, label) {
-    const width = Math.max(320, Math.min(1100, 60 + days.length * 28));
     const height = 200;
     const top = 16, bottom = 24, left = 64;
-    const totals = days.map((d) => models.reduce((sum, m) => sum + value(d, m), 0));
+    // Wide slots while they fit 1,100 px; at least 6 px each beyond that (the box then scrolls).
+    const slot = Math.max(6, Math.min(32, (1100 - left - 10) / Math.max(days.length, 1)));
+    const width = Math.max(320, left + 10 + days.length * slot);
+    const totals = days.map((d) => (typeof d === "string" ? models.reduce((sum, m) => sum + value(d, m), 0) : 0));
     const most = Math.max(...totals, 0) || 1;
-    const bar = Math.max(4, Math.min(40, (width - left - 10) / days.length - 4));
+    const bar = Math.max(3, Math.min(40, slot - 4));
     const chart = svg("svg", { class: "chart", "data-kind": kind, width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
     chart.append(svg("line", { class: "axis", x1: left, y1: height - bottom, x2: width, y2: height - bottom }));
     const peak = svg("text", { x: left - 6, y: top + 4, "text-anchor": "end" });
@@ -1002,7 +1047,16 @@
     chart.append(peak);
     const scale = (height - top - bottom) / most;
     days.forEach((day, i) => {
-      const x = left + 4 + i * (bar + 4);
+      const x = left + 4 + i * slot;
+      if (typeof day !== "string") {
+        const t = svg("text", { x: x + bar / 2, y: height - bottom - 6, "text-anchor": "middle", class: "gap" });
+        t.textContent = "…";
+        const tip = svg("title");
+        tip.textContent = `${num(day.gap)} days without usage`;
+        t.append(tip);
+        chart.append(t);
+        return;
+      }
       let y = height - bottom;
       models.forEach((model, k) => {
         const v = value(day, model);
@@ -1037,18 +1091,32 @@
     return legend;
   }
 
-  async function showOverview() {
-    state.overview = true;
-    showAddress();
-    $("overview-button").classList.add("on");
-    $("tabs").hidden = true;
-    for (const t of ["tree", "branch", "context", "usage"]) $(`${t}-pane`).hidden = true;
-    $("empty").hidden = true;
+  // The overview on screen follows the sessions: a change to any is added up again, once things settle.
+  let overviewTicket = 0;
+  let overviewTimer = 0;
+  function overviewAgainSoon() {
+    if (!state.overview) return;
+    clearTimeout(overviewTimer);
+    overviewTimer = setTimeout(() => state.overview && showOverview(true), 1500);
+  }
+
+  /** Shows the usage overview; `again`: it is on screen already, and is replaced when the new sums come. */
+  async function showOverview(again = false) {
+    const ticket = ++overviewTicket;
     const pane = $("overview-pane");
-    pane.hidden = false;
-    pane.replaceChildren(el("p", "hint", "Adding up every session…"));
+    if (!again) {
+      state.overview = true;
+      showAddress();
+      $("overview-button").classList.add("on");
+      $("tabs").hidden = true;
+      for (const t of ["tree", "branch", "context", "usage"]) $(`${t}-pane`).hidden = true;
+      $("empty").hidden = true;
+      pane.hidden = false;
+      pane.replaceChildren(el("p", "hint", "Adding up every session…"));
+    }
     try {
       const o = await source.overview();
+      if (ticket !== overviewTicket || !state.overview) return;
       const days = [...new Set(o.rows.map((r) => r.day))].sort();
       const byModel = new Map();
       for (const r of o.rows) byModel.set(r.model, (byModel.get(r.model) || 0) + r.cost);
@@ -1067,31 +1135,36 @@
       pane.replaceChildren(el("p", "hint", `Every session (${plural(o.sessions, "session")}${o.unreadable ? `, ${num(o.unreadable)} unreadable and not counted` : ""}), by day (UTC) and model`));
       if (!o.rows.length) return pane.append(el("p", "hint", "No tokens recorded."));
       const legend = legendOf(models);
-      const axis = calendarDays(days);
-      if (axis === undefined) pane.append(el("p", "hint", `The charts leave out the days without usage (${days[0]} to ${days[days.length - 1]} is more than ${MAX_CHART_DAYS} days).`));
-      const chartDays = axis ?? days;
-      pane.append(el("h3", "hint", "Tokens"), stackedBars("tokens", chartDays, models, value("totalTokens"), num));
-      pane.append(el("h3", "hint", "Cost"), stackedBars("cost", chartDays, models, value("cost"), money), legend);
+      const chartDays = calendarDays(days);
+      pane.append(el("h3", "hint", "Tokens"), scrolledToEnd(stackedBars("tokens", chartDays, models, value("totalTokens"), num)));
+      pane.append(el("h3", "hint", "Cost"), scrolledToEnd(stackedBars("cost", chartDays, models, value("cost"), money)), legend);
       const machines = [...new Set(o.rows.map((r) => r.machine).filter((m) => m !== undefined))].sort();
       if (machines.length) {
         const perMachine = (field) => (day, m) => (byMachine.get(`${day}\n${m}`) || {})[field] || 0;
-        pane.append(el("h3", "hint", "Tokens by machine (person)"), stackedBars("machine-tokens", chartDays, machines, perMachine("totalTokens"), num));
-        pane.append(el("h3", "hint", "Cost by machine (person)"), stackedBars("machine-cost", chartDays, machines, perMachine("cost"), money), legendOf(machines));
+        pane.append(el("h3", "hint", "Tokens by machine (person)"), scrolledToEnd(stackedBars("machine-tokens", chartDays, machines, perMachine("totalTokens"), num)));
+        pane.append(el("h3", "hint", "Cost by machine (person)"), scrolledToEnd(stackedBars("machine-cost", chartDays, machines, perMachine("cost"), money)), legendOf(machines));
       }
+      // The days' sums and the total as the server added them, in the order `pi-sessiond usage` adds them, so
+      // that the two show the same figures to the last digit.
       const table = el("table", "usage-table");
       const head = el("tr");
       for (const h of ["day", "input", "output", "cache read", "cache write", "total tokens", "cost"]) head.append(el("th", "", h));
       table.append(head);
-      for (const day of days.slice().reverse()) {
-        const sum = (f) => models.reduce((t, m) => t + value(f)(day, m), 0);
+      const cells = (first, u) => [el("td", "", first), el("td", "n", num(u.input)), el("td", "n", num(u.output)), el("td", "n", num(u.cacheRead)), el("td", "n", num(u.cacheWrite)), el("td", "n", num(u.totalTokens)), el("td", "n", money(u.cost))];
+      for (const u of o.days.slice().reverse()) {
         const tr = el("tr");
-        tr.dataset.day = day;
-        tr.append(el("td", "", day), el("td", "n", num(sum("input"))), el("td", "n", num(sum("output"))), el("td", "n", num(sum("cacheRead"))), el("td", "n", num(sum("cacheWrite"))), el("td", "n", num(sum("totalTokens"))), el("td", "n", money(sum("cost"))));
+        tr.dataset.day = u.day;
+        tr.dataset.cost = String(u.cost);
+        tr.append(...cells(u.day, u));
         table.append(tr);
       }
+      const total = el("tr", "total");
+      total.dataset.cost = String(o.total.cost);
+      total.append(...cells("total", o.total));
+      table.append(total);
       pane.append(table);
     } catch (e) {
-      pane.replaceChildren(el("p", "hint", e.message));
+      if (ticket === overviewTicket) pane.replaceChildren(el("p", "hint", e.message));
     }
   }
 
@@ -1123,8 +1196,9 @@
   // with whoever has the token. Each session opened and the overview are a step of the browser's history, so
   // Back returns to the one before; moving from entry to entry is not (it replaces the step).
 
-  /** True while the page follows the history (Back, Forward) rather than making a step of it. */
-  let followingHistory = false;
+  /** Above 0 while the page follows the history (Back, Forward) rather than making a step of it: a count, since
+   * Back pressed again starts another before the first is done. */
+  let followingHistory = 0;
 
   function showAddress() {
     if (source.mode !== "live") return;
@@ -1153,10 +1227,14 @@
     const wanted = q.get("session") || new URLSearchParams(location.hash.slice(1)).get("session");
     const found = wanted && findSession(wanted);
     const cur = state.current;
-    followingHistory = true;
+    followingHistory++;
     try {
       if (source.mode === "export") await openSession(state.sessions[0].path, q.get("entry"));
       else if (found && cur && found.path === cur.path && found.machine === cur.machine) {
+        // The session shown is the one the address names: an open still under way (of the step Back left) is
+        // dropped, or it would take the page over when it is answered.
+        openTicket++;
+        document.body.dataset.state = "ready";
         const entry = q.get("entry");
         if (entry && cur.byId.has(entry)) select(entry);
       } else if (found) await openSession(found.path, q.get("entry"), found.machine);
@@ -1168,7 +1246,7 @@
       if (source.overview && q.has("overview") && !state.overview) await showOverview();
       else if (!q.has("overview") && state.overview) showTab(state.tab);
     } finally {
-      followingHistory = false;
+      followingHistory--;
     }
   }
 
@@ -1272,20 +1350,29 @@
   // ---------------------------------------------------------------------------------------------------------
   // Opening and following
 
+  // The last session asked for: an open answered after a later one was asked for is dropped, so the session
+  // clicked last is the one shown, however long the one before takes to read.
+  let openTicket = 0;
+
   async function openSession(path, entryId, machine) {
+    const ticket = ++openTicket;
     state.openedAt = performance.now();
     document.body.dataset.state = "opening";
     notice("");
-    const previous = state.current;
     let snap;
     try {
       snap = await source.open(path, machine);
     } catch (e) {
+      if (ticket !== openTicket) return;
       notice(`Cannot open ${path}: ${e.message}`);
       document.body.dataset.state = "error";
       return;
     }
-    if (previous && previous.handle !== snap.state.handle) source.close(previous.handle);
+    // Each open is one reference on the server (the same session opened again gives the same handle): one close
+    // for each, whether the open was overtaken or its session is replaced below.
+    if (ticket !== openTicket) return source.close(snap.state.handle);
+    const previous = state.current;
+    if (previous) source.close(previous.handle);
     state.current = index(snap, path);
     state.current.machine = machine;
     state.current.pushed = pushedAs(listedCurrent());
@@ -1321,6 +1408,7 @@
 
   /** Back to no session open (an address that names none, after Back). */
   function closeSession() {
+    openTicket++;
     source.close(state.current.handle);
     state.current = null;
     state.selected = null;
@@ -1338,22 +1426,26 @@
     const cur = state.current;
     try {
       const snap = await source.snapshot(cur.handle);
+      if (state.current !== cur) return; // another session was opened meanwhile
       state.current = index(snap, cur.path);
       state.current.machine = cur.machine;
       state.current.pushed = cur.pushed;
+      state.current.deleted = deleted;
+      showResume();
       noticeFile(state.current, deleted);
       relayout();
       transcript.tip = undefined;
       if (state.selected && state.current.byId.has(state.selected)) select(state.selected);
       else transcript.show(state.current.leafId, null);
     } catch (e) {
-      notice(`Lost the session: ${e.message}`);
+      if (state.current === cur) notice(`Cannot read the session file now (${e.message}); it is read again when it changes.`);
     }
   }
 
   function onEvent(ev) {
     const cur = state.current;
     // A push changed the team catalog (no path): the list is loaded again.
+    if (ev.kind === "sessions") overviewAgainSoon();
     if (ev.kind === "sessions" && ev.path === undefined) return loadSessions();
     // The server dropped events this page was too slow to take: what it shows is loaded again.
     if (ev.kind === "lagged") {
@@ -1366,6 +1458,8 @@
     if (ev.seq !== cur.seq + 1) return resync();
     cur.seq = ev.seq;
     const leafBefore = cur.leafId;
+    // A line that was incomplete when the file was read is whole now: what reading found is asked again.
+    if (ev.kind === "append" && cur.warnings.some((w) => w.kind === "torn_tail")) return resync();
     if (ev.kind === "append") {
       for (const r of ev.rows) {
         r.fresh = true;
@@ -1385,6 +1479,7 @@
       if ($("follow").checked && !state.selected) transcript.show(cur.leafId, null);
     }
     if (state.tab === "branch" && !state.selected) renderBranch();
+    refreshUsageLines();
   }
 
   // ---------------------------------------------------------------------------------------------------------
@@ -1404,10 +1499,14 @@
     if (source.overview) $("overview-button").onclick = () => (state.overview ? showTab(state.tab) : showOverview());
     else $("overview-button").hidden = true;
     showTab("tree");
+    // An exported page is a moment of the session: nothing is appended to follow.
+    $("follow-label").hidden = source.mode !== "live";
     source.onEvent(onEvent);
     document.addEventListener("keydown", onKey);
     loadSessions().then(showAddressed);
     window.addEventListener("popstate", () => showAddressed());
+    // A reload or a tab closed gives the open session back to the server now (the server would, a while later).
+    window.addEventListener("pagehide", () => state.current && source.leave && source.leave(state.current.handle));
     setInterval(refreshAges, 30000);
   }
   start();
