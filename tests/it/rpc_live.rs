@@ -590,3 +590,36 @@ fn writing_while_a_real_pi_process_writes_the_same_file_never_interleaves_a_line
     let between = ours.iter().map(line_of).filter(|&l| l > pi_first && l < pi_last).count();
     assert!(between > 0, "no overlap between the writers (refused {refused})");
 }
+
+#[test]
+fn a_watched_file_that_stays_emptied_is_warned_about_once_not_at_every_poll() {
+    use std::io::{BufRead, Read};
+    let dir = temp_dir();
+    let (path, _) = session_file(dir.path());
+    let mut child = std::process::Command::new(crate::support::sidecar::binary())
+        .args(["--no-index", "--poll-ms", "50"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answer = String::new();
+    let open =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"session/open","params":{{"path":"{path}","watch":true}}}}"#);
+    writeln!(stdin, "{open}").unwrap();
+    out.read_line(&mut answer).unwrap();
+    assert!(answer.contains("\"result\""), "{answer}");
+    // Emptied, and left so while its stamp is too fresh to vouch for it: it is read again at each poll.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(stdin);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains(r#""kind":"deleted""#), "the emptied file is reported: {rest}");
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child.wait().unwrap();
+    assert_eq!(stderr.matches("is no longer a pi session").count(), 1, "{stderr}");
+}

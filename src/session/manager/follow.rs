@@ -112,7 +112,12 @@ impl SessionManager {
             Err(e @ Error::Io { op: "read", .. }) => Err(e),
             // Not a session: no header, not a regular file, unreadable, or a legacy file pi cannot migrate.
             Err(e) => {
-                tracing::warn!("{path} is no longer a pi session ({e}); the handle keeps what it read");
+                // Said once: while a file's stamp is too fresh to vouch for it, each refresh reads it again.
+                if self.is_detached() {
+                    tracing::debug!("{path} is still not a pi session ({e})");
+                } else {
+                    tracing::warn!("{path} is no longer a pi session ({e}); the handle keeps what it read");
+                }
                 if let Some(f) = self.file.as_mut() {
                     // Still the inode we read, yet no longer a session: our bytes were overwritten in place.
                     let in_place = f.is_file(&seen);
