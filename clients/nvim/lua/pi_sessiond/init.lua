@@ -36,6 +36,7 @@ local function define_highlights()
     highlight default link PiSessiondLeaf Title
     highlight default link PiSessiondLabel Special
     highlight default link PiSessiondNotLive WarningMsg
+    highlight default link PiSessiondWarnings DiagnosticWarn
   ]])
 end
 
@@ -230,6 +231,36 @@ local function no_wrap(win)
   end
 end
 
+-- What `session/getWarnings` reports that a reader of the tree should know: a line pi skips, a torn last line, a
+-- broken parent link. An older format version (migrated in memory) and a missing final newline (added before
+-- the next append) lose nothing, so they are not reported, as the web view does not.
+local function problems(view)
+  local found = {}
+  for _, w in ipairs(view.warnings or {}) do
+    if type(w) == "table" and w.kind ~= "legacy_version" and w.kind ~= "missing_final_newline" then
+      found[#found + 1] = w
+    end
+  end
+  return found
+end
+
+-- The one line above the entries that says what reading the file found: how many problems, the first of them,
+-- cut to the window with its closing bracket in view. nil when nothing was found.
+local function problems_line(view, width)
+  local found = problems(view)
+  if #found == 0 then
+    return nil
+  end
+  local first = found[1]
+  local where = (type(first.line) == "number" and first.line > 0) and ("line " .. first.line .. ": ") or ""
+  local text = string.format("reading the file found %d %s: %s%s", #found, #found == 1 and "problem" or "problems",
+    where, tree.one_line(type(first.message) == "string" and first.message or tostring(first.kind)))
+  if #found > 1 then
+    text = text .. "; and " .. (#found - 1) .. " more"
+  end
+  return "[" .. tree.fit(text, math.max(width - 2, 1)) .. "]"
+end
+
 local function render(view)
   local buf = view.buf
   if not api.nvim_buf_is_loaded(buf) or not (view.loaded or view.dead) then
@@ -249,10 +280,16 @@ local function render(view)
   local out = view.model:render(view.width)
   local lines = {}
   -- A tree whose server died says so above the entries: it shows what it held then, and follows nothing.
-  local top = view.dead and 1 or 0
   if view.dead then
-    lines[1] = "[not live: " .. view.dead .. "; R reconnects]"
+    lines[#lines + 1] = "[not live: " .. view.dead .. "; R reconnects]"
   end
+  local problems_at = nil
+  local found = problems_line(view, view.width)
+  if found then
+    lines[#lines + 1] = found
+    problems_at = #lines
+  end
+  local top = #lines
   vim.list_extend(lines, out.lines)
   if #out.lines == 0 and view.loaded then
     lines[#lines + 1] = "(no entries)"
@@ -279,6 +316,9 @@ local function render(view)
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
   if view.dead then
     api.nvim_buf_add_highlight(buf, ns, "PiSessiondNotLive", 0, 0, -1)
+  end
+  if problems_at then
+    api.nvim_buf_add_highlight(buf, ns, "PiSessiondWarnings", problems_at - 1, 0, -1)
   end
   for _, line in ipairs(out.off_path) do
     api.nvim_buf_add_highlight(buf, ns, "PiSessiondOffPath", line + top - 1, 0, -1)
@@ -347,6 +387,40 @@ local function release_held(view)
   end
 end
 
+local function has_torn_tail(warnings)
+  for _, w in ipairs(warnings or {}) do
+    if type(w) == "table" and w.kind == "torn_tail" then
+      return true
+    end
+  end
+  return false
+end
+
+-- Asks what reading the file found (`session/getWarnings`), and draws it above the entries. The warnings shown
+-- until the answer are the previous read's: a reload that finds the same problems does not make the line blink.
+local function ask_warnings(view)
+  view.warnings_gen = (view.warnings_gen or 0) + 1
+  local gen, c, handle, appends = view.warnings_gen, view.client, view.handle, view.appends or 0
+  c:request("session/getWarnings", { handle = handle }, function(err, result)
+    if views[view.buf] ~= view or view.warnings_gen ~= gen or view.client ~= c or view.handle ~= handle then
+      return -- asked again since, or the tree went away or to another server
+    end
+    if err or type(result) ~= "table" then
+      return -- an older server, or a handle closed meanwhile: nothing more to say than the tree does
+    end
+    local before = problems(view)
+    view.warnings = result
+    if not vim.deep_equal(before, problems(view)) then
+      render(view)
+    end
+    -- Reads run beside the server's following of the file: an answer that still has the torn line may have been
+    -- read before the append that finished it, which no longer asks again (it saw the old warnings).
+    if (view.appends or 0) ~= appends and has_torn_tail(result) then
+      ask_warnings(view)
+    end
+  end)
+end
+
 -- Starts from a state carrying a skeleton snapshot (an open's, a reset's, a fresh getState's).
 local function start_from(view, state, snapshot)
   view.model:set_entries(type(snapshot.entries) == "table" and snapshot.entries or {})
@@ -354,6 +428,7 @@ local function start_from(view, state, snapshot)
   view.seq = type(snapshot.seq) == "number" and snapshot.seq or 0
   view.loaded = true
   render(view)
+  ask_warnings(view) -- this is a new read of the file
 end
 
 -- Reads the session's skeletons again (a reset that came without a snapshot, or `R`).
@@ -442,9 +517,15 @@ apply_change = function(view, note)
   local kind = change.kind
   if kind == "append" then
     view.seq = seq
+    view.appends = (view.appends or 0) + 1
     view.model:add_entries(type(change.entries) == "table" and change.entries or {})
     view.model:set_leaf(note.leafId)
     render(view)
+    -- A line that was incomplete when the file was read may be whole now: only then can an append change what
+    -- reading found (the server drops the torn line's warning), so only then is it asked again.
+    if has_torn_tail(view.warnings) then
+      ask_warnings(view)
+    end
   elseif kind == "leaf" then
     view.seq = seq
     view.model:set_leaf(note.leafId)
@@ -759,22 +840,51 @@ local function format_time(iso)
   return os.date("%Y-%m-%d %H:%M", seconds)
 end
 
---- One line of the session list: when it was last active, how many messages, its name or first message.
-function M.list_line(info, with_cwd)
+--- One line of the session list: when it was last active, how many messages, its name or first message, and
+--- with `with_cwd` its directory. With `width`, the title is cut so that the line takes at most `width` screen
+--- cells with the directory, which tells sessions of different projects apart.
+--- @param width integer|nil
+function M.list_line(info, with_cwd, width)
   local title = info.name
   if type(title) ~= "string" or title == "" then
     title = info.firstMessage
   end
-  local line = string.format(
-    "%s  %4d msgs  %s",
-    format_time(info.modified),
-    tonumber(info.messageCount) or 0,
-    tree.one_line(type(title) == "string" and title or "")
-  )
-  if with_cwd then
-    line = line .. "  (" .. tostring(info.cwd) .. ")"
+  local head = string.format("%s  %4d msgs  ", format_time(info.modified), tonumber(info.messageCount) or 0)
+  local tail = with_cwd and ("  (" .. tostring(info.cwd) .. ")") or ""
+  title = tree.one_line(type(title) == "string" and title or "")
+  if width then
+    local strdisplaywidth = vim.fn.strdisplaywidth
+    title = tree.fit(title, math.max(width - strdisplaywidth(head) - strdisplaywidth(tail), 1))
   end
-  return line
+  return head .. title .. tail
+end
+
+-- What each list buffer was last answered, kept to draw it again to a new width without asking again.
+local listed = {} -- list buffer → { infos, all, empty, width }
+
+-- Draws a list to the width of its narrowest window; each cursor stays on its line.
+local function render_list(buf)
+  local data = listed[buf]
+  if not (data and api.nvim_buf_is_valid(buf)) then
+    return
+  end
+  local wins = windows_of(buf)
+  data.width = text_width(wins) or vim.o.columns
+  local lines = {}
+  for i, info in ipairs(data.infos) do
+    lines[i] = M.list_line(info, data.all, data.width)
+  end
+  if #lines == 0 then
+    lines = { data.empty }
+  end
+  local cursors = {}
+  for _, w in ipairs(wins) do
+    cursors[w] = api.nvim_win_get_cursor(w)
+  end
+  set_lines(buf, lines)
+  for w, pos in pairs(cursors) do
+    api.nvim_win_set_cursor(w, { math.min(pos[1], #lines), pos[2] })
+  end
 end
 
 --- `:PiSessions` (`all`: `:PiSessions!`): the sessions of the current directory (or every session).
@@ -804,8 +914,15 @@ function M.sessions(all)
       M.sessions(all)
     end, "List again")
     map(buf, "q", "<cmd>bwipeout<cr>", "Close the list")
+    api.nvim_create_autocmd("BufWipeout", {
+      buffer = buf,
+      callback = function()
+        listed[buf] = nil
+      end,
+    })
   end
   api.nvim_win_set_buf(0, buf)
+  listed[buf] = nil -- a resize while listing again leaves "Listing …" alone
   set_lines(buf, { all and "Listing every pi session …" or ("Listing pi sessions of " .. cwd .. " …") })
   local method = all and "sessions/listAll" or "sessions/list"
   -- allMessagesText (every message of every session) is most of a listing's size and is not shown here.
@@ -818,26 +935,30 @@ function M.sessions(all)
       set_lines(buf, { "Error: " .. tostring(err.message) })
       return notify("cannot list sessions: " .. tostring(err.message), levels.ERROR)
     end
-    local lines, paths = {}, {}
+    local paths = {}
     for i, info in ipairs(result) do
-      lines[i] = M.list_line(info, all)
       paths[i] = info.path
     end
-    if #lines == 0 then
-      lines = { all and "No pi sessions." or ("No pi sessions for " .. cwd .. ".") }
-    end
-    set_lines(buf, lines)
+    local empty = all and "No pi sessions." or ("No pi sessions for " .. cwd .. ".")
+    listed[buf] = { infos = result, all = all, empty = empty }
+    render_list(buf)
     api.nvim_buf_set_var(buf, "pi_sessiond_paths", paths)
   end)
 end
 
--- Trees are drawn to the width of their windows: drawn again when it changes. WinResized is Neovim 0.9's; before
--- it, WinScrolled is also sent for a window that changed size.
+-- Trees and lists are drawn to the width of their windows: drawn again when it changes. WinResized is Neovim
+-- 0.9's; before it, WinScrolled is also sent for a window that changed size.
 local function refit()
   for _, v in pairs(views) do
     local wins = windows_of(v.buf)
     if #wins > 0 and v.width ~= text_width(wins) then
       render(v)
+    end
+  end
+  for buf, data in pairs(listed) do
+    local wins = windows_of(buf)
+    if #wins > 0 and data.width ~= text_width(wins) then
+      render_list(buf)
     end
   end
 end

@@ -10,8 +10,6 @@
 
 local M = {}
 
--- The session list's titles; a tree's previews are cut to its window instead (Model:render).
-local PREVIEW_CHARS = 60
 -- Whitespace is collapsed in at most this many bytes of a text: enough for a preview, and a 5 MB tool output
 -- costs nothing.
 local PREVIEW_SCAN_BYTES = 4096
@@ -37,33 +35,13 @@ local function js_string(v)
   return tostring(v)
 end
 
---- At most `n` characters (not bytes) of a UTF-8 string, with "…" when cut.
-local function truncate(s, n)
-  local count, cut = 0, nil
-  for pos in string.gmatch(s, "()[%z\1-\127\194-\244][\128-\191]*") do
-    count = count + 1
-    if count == n + 1 then
-      cut = pos
-      break
-    end
-  end
-  if cut then
-    return string.sub(s, 1, cut - 1) .. "…"
-  end
-  return s
-end
-
--- Some text on one line: whitespace runs (newlines included) become one space.
+--- Some text on one line (whitespace runs, newlines included, become one space), from its first
+--- PREVIEW_SCAN_BYTES bytes: whole, for the caller to cut to its window with `M.fit`.
 local function flatten(s)
   s = string.sub(s, 1, PREVIEW_SCAN_BYTES)
   return vim.trim((string.gsub(s, "%s+", " ")))
 end
-
---- A one-line preview of some text, at most PREVIEW_CHARS characters.
-local function one_line(s)
-  return truncate(flatten(s), PREVIEW_CHARS)
-end
-M.one_line = one_line
+M.one_line = flatten
 
 local strdisplaywidth, strcharpart, strchars = vim.fn.strdisplaywidth, vim.fn.strcharpart, vim.fn.strchars
 
