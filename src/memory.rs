@@ -22,6 +22,18 @@ use std::ptr;
 
 use rustix::mm::{madvise, mmap_anonymous, mremap, munmap, Advice, MapFlags, MremapFlags, ProtFlags};
 
+/// Gives the system back what freed small blocks leave in the heap: glibc keeps it for the process otherwise (it
+/// returns only the top of an arena, and only past a threshold), so a web view that showed a big session and
+/// closed it stayed 170 MB above its start with no page open. Called when a session is closed for good, which is
+/// rare and is when most of the heap a session took becomes free at once; a few milliseconds there.
+pub fn give_back_freed() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The size of a transparent huge page on x86-64 and most arm64 kernels.
 pub const HUGE_PAGE: usize = 2 << 20;
 

@@ -621,9 +621,13 @@ where
             let outcome = handler(p, &mut cx);
             let (wrote, closed) = (cx.wrote, cx.closed);
             if closed {
-                drop(session.take());
+                let dropped = session.take();
                 // The notifications it kept for changesSince go with the handle.
                 slot.recent().clear();
+                if dropped.is_some() {
+                    drop(dropped);
+                    crate::memory::give_back_freed();
+                }
             }
             if wrote && outcome.is_ok() && job_server.durability == Durability::Batch {
                 return Some(Box::new(move |synced: &crate::session::Result<()>| match synced {
