@@ -9,7 +9,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { appendFileSync, mkdtempSync, mkdirSync, readdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, closeSync, mkdtempSync, openSync, writeSync, mkdirSync, readdirSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -562,6 +562,72 @@ test("Back pressed three times at once lands where the history says, and Forward
   });
 });
 
+test("a session clicked while Back is still opening another is a step of its own", async () => {
+  await withSwitchServer(async (page, files) => {
+    const shows = async (k) => {
+      await page.waitForSelector(`body[data-state="ready"] .row[data-id="q${k}"]`);
+      assert.equal(await page.getAttribute(".session.on", "data-path"), files[k]);
+    };
+    for (const k of [0, 1, 2]) {
+      await page.click(`.session[data-path="${files[k]}"]`);
+      await shows(k);
+    }
+    const back = (await page.evaluate(() => navigation.currentEntry.index)) - 1;
+    await page.route("**/api/open*", async (route) => {
+      if (new URL(route.request().url()).searchParams.get("path") === files[1]) await new Promise((r) => setTimeout(r, 800));
+      await route.continue();
+    });
+    await page.evaluate(() => history.back()); // to session 1, slow to open
+    await page.waitForTimeout(150);
+    await page.click(`.session[data-path="${files[0]}"]`);
+    await shows(0);
+    await page.waitForTimeout(1200);
+    await shows(0);
+    assert.equal(await page.evaluate(() => navigation.currentEntry.index), back + 1, "the click is a step after the one Back reached");
+    await page.goBack();
+    await shows(1);
+  });
+});
+
+test("a session rewritten twice in quick succession shows the last rewrite, whichever snapshot is answered first", async () => {
+  // Each rewrite is read again (a snapshot each); the one answered last had been applied even when it was the
+  // older (or, later, an answer after the first was dropped): a file emptied and written again showed "The
+  // session file was deleted." for good now and then (helper 34's trial).
+  await withSwitchServer(async (page, files) => {
+    for (const slow of [1, 2]) {
+      await page.click(`.session[data-path="${files[1]}"]`);
+      await page.waitForSelector('body[data-state="ready"] .row[data-id="q1"]');
+      // Both snapshots under way at once: the first answered last, or first.
+      const delays = slow === 1 ? [1200, 0] : [600, 1200];
+      let asked = 0;
+      await page.route("**/api/snapshot*", async (route) => {
+        const delay = delays[asked++] ?? 0;
+        await new Promise((r) => setTimeout(r, delay));
+        await route.continue();
+      });
+      // Rewritten in place, the same length (no moment without a session in the file), twice.
+      const rewrite = (from, to) => {
+        const text = readFileSync(files[1], "utf8");
+        assert.ok(text.includes(from) && from.length === to.length);
+        const fd = openSync(files[1], "r+");
+        writeSync(fd, Buffer.from(text.replace(from, to)), 0, Buffer.byteLength(text), 0);
+        closeSync(fd);
+      };
+      rewrite("answer of session 1", "answer of SESSION 1");
+      await new Promise((r) => setTimeout(r, 300));
+      rewrite("answer of SESSION 1", "ANSWER OF SESSION 1");
+      await page.waitForTimeout(3000);
+      assert.ok(asked >= 2, `two snapshots: ${asked}`);
+      assert.match(await page.textContent('.row[data-id="r1"]'), /ANSWER OF SESSION 1/, `slow ${slow}`);
+      assert.equal(await page.isVisible("#notice"), false, `slow ${slow}: ${await page.textContent("#notice")}`);
+      await page.unroute("**/api/snapshot*");
+      rewrite("ANSWER OF SESSION 1", "answer of session 1");
+      await page.click(`.session[data-path="${files[0]}"]`);
+      await page.waitForSelector('body[data-state="ready"] .row[data-id="q0"]');
+    }
+  });
+});
+
 test("the whole session's tokens and cost beside the tree, and a warning about a line being written, follow the file", async () => {
   await withSwitchServer(async (page, files) => {
     // Session 1's last line is half written when it is opened: the page says so.
@@ -647,6 +713,23 @@ test("the page fits its window whatever the header's height, and at 600 px every
       const copy = await page.textContent("#resume-copy");
       assert.equal(copy, "Copy resume command", "the button's words are whole");
     }, { width, height: 600 });
+  }
+});
+
+test("at 360 px nothing pushes the page sideways, and a short window scrolls rather than squeeze the tree", async () => {
+  for (const [width, height] of [[360, 800], [420, 320]]) {
+    await withSwitchServer(async (page, files) => {
+      await page.click(`.session[data-path="${files[2]}"]`);
+      await page.waitForSelector('body[data-state="ready"] .row');
+      const { scrollWidth, clientWidth, tree, list } = await page.evaluate(() => ({
+        scrollWidth: document.documentElement.scrollWidth,
+        clientWidth: document.documentElement.clientWidth,
+        tree: document.getElementById("tree-scroll").getBoundingClientRect().height,
+        list: document.getElementById("list").getBoundingClientRect().height,
+      }));
+      assert.ok(scrollWidth <= clientWidth, `${width}×${height}: no sideways scrolling: ${scrollWidth} in ${clientWidth}`);
+      assert.ok(tree >= 66 && list >= 66, `${width}×${height}: the tree (${tree} px) and the list (${list} px) show rows`);
+    }, { width, height });
   }
 });
 

@@ -88,17 +88,29 @@
     $("resume").hidden = !cur || cur.machine !== undefined || cur.deleted;
     const code = $("resume-command");
     code.replaceChildren();
-    if (!cur) return;
-    // Each piece between slashes is isolated (<bdi>): a right-to-left directory name followed by a date would
-    // otherwise take the date, and the slash between, into its own run and show them before itself.
-    const pieces = visible(`pi --session ${shellWord(cur.path)}`).split("/");
-    pieces.forEach((piece, i) => {
-      if (i) code.append("/");
+    if (cur) code.append(...pathPieces(`pi --session ${shellWord(cur.path)}`));
+  }
+
+  /** `text` (a path, or a command holding one) as nodes that show its pieces in the path's order: each piece
+   * between slashes isolated (<bdi>), or a right-to-left directory name would take the pieces after it (a
+   * date, a file name) and the slashes between into its own run and show them before itself. */
+  function pathPieces(text) {
+    const nodes = [];
+    visible(text).split("/").forEach((piece, i) => {
+      if (i) nodes.push(document.createTextNode("/"));
       const isolated = document.createElement("bdi");
       isolated.dir = "ltr";
       isolated.textContent = piece;
-      code.append(isolated);
+      nodes.push(isolated);
     });
+    return nodes;
+  }
+
+  /** An element of class `cls` showing the path `text` in its order (see pathPieces). */
+  function pathEl(tag, cls, text) {
+    const e = el(tag, cls);
+    e.append(...pathPieces(text));
+    return e;
   }
 
   async function copyResume() {
@@ -182,7 +194,7 @@
       if (team) group.dataset.machine = of;
       group.setAttribute("role", "group");
       const head = el("div", "g-head");
-      head.append(el("span", team ? "g-cwd project" : "g-cwd", cwd), el("span", "g-count", plural(sessions.length, "session")));
+      head.append(pathEl("span", team ? "g-cwd project" : "g-cwd", cwd), el("span", "g-count", plural(sessions.length, "session")));
       head.title = cwd;
       group.append(head);
       for (const s of sessions) {
@@ -346,7 +358,7 @@
       project.dataset.cwd = cwd;
       if (machine !== undefined) project.dataset.machine = machine;
       const head = el("div", "g-head");
-      head.append(el("span", "g-cwd", machine === undefined ? cwd : `${machine} · ${cwd}`), el("span", "g-count", plural(sessions.reduce((n, [, , g]) => n + g.length, 0), "match", "matches")));
+      head.append(pathEl("span", "g-cwd", machine === undefined ? cwd : `${machine} · ${cwd}`), el("span", "g-count", plural(sessions.reduce((n, [, , g]) => n + g.length, 0), "match", "matches")));
       head.title = cwd;
       project.append(head);
       for (const [path, info, group] of sessions) {
@@ -1229,7 +1241,7 @@
     const cur = state.current;
     followingHistory++;
     try {
-      if (source.mode === "export") await openSession(state.sessions[0].path, q.get("entry"));
+      if (source.mode === "export") await openSession(state.sessions[0].path, q.get("entry"), undefined, true);
       else if (found && cur && found.path === cur.path && found.machine === cur.machine) {
         // The session shown is the one the address names: an open still under way (of the step Back left) is
         // dropped, or it would take the page over when it is answered.
@@ -1237,7 +1249,7 @@
         document.body.dataset.state = "ready";
         const entry = q.get("entry");
         if (entry && cur.byId.has(entry)) select(entry);
-      } else if (found) await openSession(found.path, q.get("entry"), found.machine);
+      } else if (found) await openSession(found.path, q.get("entry"), found.machine, true);
       else if (!wanted && cur) closeSession();
       else {
         if (wanted) notice(ambiguity(wanted));
@@ -1354,7 +1366,9 @@
   // clicked last is the one shown, however long the one before takes to read.
   let openTicket = 0;
 
-  async function openSession(path, entryId, machine) {
+  /** `fromHistory`: opened to show what Back or Forward reached (its address is replaced, not pushed); a click's
+   * open answered while such an open is under way is a step of its own all the same. */
+  async function openSession(path, entryId, machine, fromHistory = false) {
     const ticket = ++openTicket;
     state.openedAt = performance.now();
     document.body.dataset.state = "opening";
@@ -1371,6 +1385,17 @@
     // Each open is one reference on the server (the same session opened again gives the same handle): one close
     // for each, whether the open was overtaken or its session is replaced below.
     if (ticket !== openTicket) return source.close(snap.state.handle);
+    // What follows runs at once (no await): the history counter says what this open is for, while it runs.
+    const following = followingHistory;
+    followingHistory = fromHistory ? 1 : 0;
+    try {
+      showOpened(snap, path, entryId, machine);
+    } finally {
+      followingHistory = following;
+    }
+  }
+
+  function showOpened(snap, path, entryId, machine) {
     const previous = state.current;
     if (previous) source.close(previous.handle);
     state.current = index(snap, path);
@@ -1422,11 +1447,16 @@
   }
 
   /** Loads the open session again; `deleted`: its file was just deleted (said until it comes back). */
+  // The last resync asked for is the one applied: a file emptied and written again in place is reported
+  // `deleted`, then `reset`, and the snapshot asked after the first may be answered after the second's.
+  let resyncTicket = 0;
   async function resync(deleted = false) {
+    const ticket = ++resyncTicket;
     const cur = state.current;
     try {
       const snap = await source.snapshot(cur.handle);
-      if (state.current !== cur) return; // another session was opened meanwhile
+      // Overtaken by a later resync, or another session was opened meanwhile.
+      if (ticket !== resyncTicket || !state.current || state.current.handle !== cur.handle) return;
       state.current = index(snap, cur.path);
       state.current.machine = cur.machine;
       state.current.pushed = cur.pushed;
@@ -1438,7 +1468,7 @@
       if (state.selected && state.current.byId.has(state.selected)) select(state.selected);
       else transcript.show(state.current.leafId, null);
     } catch (e) {
-      if (state.current === cur) notice(`Cannot read the session file now (${e.message}); it is read again when it changes.`);
+      if (ticket === resyncTicket && state.current === cur) notice(`Cannot read the session file now (${e.message}); it is read again when it changes.`);
     }
   }
 
