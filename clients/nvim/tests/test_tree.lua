@@ -765,15 +765,20 @@ local function resized()
   vim.cmd("doautocmd VimResized")
 end
 
-test("a tree fills its window: previews are cut to its width in screen cells, label and leaf in view, again on resize", function()
+-- One window, the screen `columns` wide, for this test; the width is put back after it.
+local function one_window_of(columns)
   vim.cmd("silent! only")
-  local columns = vim.o.columns
+  local before = vim.o.columns
   cleanups[#cleanups + 1] = function()
-    vim.o.columns = columns
+    vim.o.columns = before
     resized()
   end
-  vim.o.columns = 160
+  vim.o.columns = columns
   resized()
+end
+
+test("a tree fills its window: previews are cut to its width in screen cells, label and leaf in view, again on resize", function()
+  one_window_of(160)
   local digits = string.rep("0123456789", 20)
   local wide = string.rep("日本語", 60)
   local path = root .. "/wide.jsonl"
@@ -823,15 +828,10 @@ test("a tree's window does not wrap, and the window's other buffers keep 'wrap'"
 end)
 
 test(":PiSessions fits titles to the window in screen cells, the directory of :PiSessions! in view, again on resize", function()
-  vim.cmd("silent! only")
-  local columns = vim.o.columns
+  one_window_of(160)
   cleanups[#cleanups + 1] = function()
-    vim.o.columns = columns
-    resized()
     vim.cmd("cd " .. vim.fn.fnameescape(project))
   end
-  vim.o.columns = 160
-  resized()
   local digits = string.rep("0123456789", 20)
   local wide = string.rep("日本語", 60)
   local dir = root .. "/titles"
@@ -1023,14 +1023,7 @@ local function problems_marks(buf)
 end
 
 test("a tree says on a highlighted line above its entries what reading its file found, each cursor kept on its entry, dead or alive", function()
-  vim.cmd("silent! only")
-  local columns = vim.o.columns
-  cleanups[#cleanups + 1] = function()
-    vim.o.columns = columns
-    resized()
-  end
-  vim.o.columns = 200
-  resized()
+  one_window_of(200)
   -- Line 3 is not JSON (pi skips it) and s3's parent does not exist; the old version (migrated in memory) and
   -- the missing final newline lose nothing, and are not counted.
   local path = root .. "/problems.jsonl"
@@ -1095,14 +1088,7 @@ test("a tree says on a highlighted line above its entries what reading its file 
 end)
 
 test("a torn last line is reported until the writer finishes it, then not (asked again after that append only)", function()
-  vim.cmd("silent! only")
-  local columns = vim.o.columns
-  cleanups[#cleanups + 1] = function()
-    vim.o.columns = columns
-    resized()
-  end
-  vim.o.columns = 200
-  resized()
+  one_window_of(200)
   local path = linear_session("torn", 2)
   local line = s_entry(3)
   local f = assert(io.open(path, "a"))
