@@ -1221,13 +1221,19 @@ test("a killed server: every open tree says it is not live, and R in one reopens
   vim.cmd("silent bwipeout " .. b1 .. " " .. b2)
 end)
 
-test(":PiSessions after the server was killed reopens the trees on its new server, a hidden one too", function()
-  local p = linear_session("dead3", 2)
+-- A two-entry session's tree whose server was then killed (it says so); the session's path and the tree's buffer.
+local function tree_of_a_killed_server(name)
+  local p = linear_session(name, 2)
   vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p))
   local buf = api.nvim_get_current_buf()
   wait_lines(buf, s_lines(2, 2), "the tree")
   kill_server()
   wait_lines(buf, with_not_live(s_lines(2, 2)), "not live")
+  return p, buf
+end
+
+test(":PiSessions after the server was killed reopens the trees on its new server, a hidden one too", function()
+  local p, buf = tree_of_a_killed_server("dead3")
   vim.cmd("PiSessions") -- in the tree's window: the tree is hidden
   append_line(p, s_entry(3))
   wait_for("the list", function()
@@ -1241,12 +1247,7 @@ test(":PiSessions after the server was killed reopens the trees on its new serve
 end)
 
 test(":PiSessionTree FILE on a tree whose server was killed reconnects it", function()
-  local p = linear_session("dead4", 2)
-  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p))
-  local buf = api.nvim_get_current_buf()
-  wait_lines(buf, s_lines(2, 2), "the tree")
-  kill_server()
-  wait_lines(buf, with_not_live(s_lines(2, 2)), "not live")
+  local p, buf = tree_of_a_killed_server("dead4")
   append_line(p, s_entry(3))
   vim.cmd("enew")
   vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p))
