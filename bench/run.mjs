@@ -99,7 +99,7 @@ if (wanted("open")) {
   console.error("open a 40 MB session (8,900 entries, branches, compactions)");
   const [pi, [engine, sidecar]] = await interleaved(
     reps,
-    () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
+    () => json(process.execPath, [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
     [
       () => json(bin, ["stats", "--reads", "--json", session40]),
       async () => {
@@ -140,7 +140,7 @@ if (wanted("open")) {
   };
   const [piCold, [cold, plain, skeleton, kept, keptSkeleton]] = await interleaved(
     reps,
-    () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
+    () => json(process.execPath, [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", session40]),
     [
       async () => {
         const t = performance.now();
@@ -204,7 +204,7 @@ if (wanted("append")) {
   ];
   const [pi, oursRuns] = await interleaved(
     Math.min(reps, 3),
-    () => json("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "append", fresh(), String(n)]),
+    () => json(process.execPath, [new URL("./pi-ops.mjs", import.meta.url).pathname, "append", fresh(), String(n)]),
     modes.map(([d, p]) => ours(d, p)),
   );
   const piMs = pick(pi, "appendMs");
@@ -320,7 +320,7 @@ if (wanted("rss") && !quick) {
   if (!existsSync(huge)) execFileSync(join(gen, "gen_session"), [huge, "--bytes", "2600000000", "--image-kib", "400"], { stdio: "inherit" });
   const ours = json(bin, ["stats", "--timing", "--json", huge]);
   // pi gets 3 minutes; its peak is read from /proc while it runs, so a kill still leaves a figure.
-  const child = spawn("node", [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", huge], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [new URL("./pi-ops.mjs", import.meta.url).pathname, "open", huge], { stdio: ["ignore", "pipe", "pipe"] });
   let peak = 0;
   let out = "";
   let err = "";
@@ -685,7 +685,7 @@ if (wanted("usage")) {
   const agent = catalog(3000, 300e6);
   console.error("usage: tokens and cost by day of 3,000 sessions");
   execFileSync("sh", ["-c", `find '${agent}/sessions' -type f -exec cat {} + > /dev/null`]);
-  const piRun = () => json("node", ["--max-old-space-size=8192", new URL("./pi-ops.mjs", import.meta.url).pathname, "usage", agent]);
+  const piRun = () => json(process.execPath, ["--max-old-space-size=8192", new URL("./pi-ops.mjs", import.meta.url).pathname, "usage", agent]);
   // Ours through a catalog index of its own: the first run fills its usage memo (cold), the next ones read it.
   const index = join(data, "usage-index.sqlite");
   const dropIndex = () => ["", "-wal", "-shm"].forEach((x) => rmSync(index + x, { force: true }));
@@ -821,7 +821,7 @@ if (wanted("mirror")) {
 
   // (a) Open to a usable tree: pi's open() then getTree(), against session/open with a skeleton snapshot and the
   // host's own index of it.
-  const [pi, [ours]] = await interleaved(reps, () => json("node", [piOps, "open", session40]), [
+  const [pi, [ours]] = await interleaved(reps, () => json(process.execPath, [piOps, "open", session40]), [
     async () => {
       const sc = new Sidecar(bin, ["--no-index"]);
       const before = sc.bytesIn;
@@ -925,7 +925,7 @@ if (wanted("mirror")) {
   const turnModes = [["none", false], ["none", true], ["entry", false], ["entry", true]];
   const [piTurns, oursTurns] = await interleaved(
     Math.min(reps, 3),
-    () => json("node", [piOps, "turn", copy("turn-pi.jsonl"), String(turns)]),
+    () => json(process.execPath, [piOps, "turn", copy("turn-pi.jsonl"), String(turns)]),
     turnModes.map(([d, batch]) => mirrorTurns(d, batch)),
   );
   for (const [i, [d, batch]] of turnModes.entries()) {
@@ -962,7 +962,7 @@ if (wanted("mirror")) {
   const modes = [["none", 100], ["none", 1000], ["entry", 100], ["entry", 1000]];
   const [piAppends, oursBatched] = await interleaved(
     Math.min(reps, 3),
-    () => json("node", [piOps, "append", fresh(), String(count)]),
+    () => json(process.execPath, [piOps, "append", fresh(), String(count)]),
     modes.map(([d, size]) => batched(d, size)),
   );
   for (const [i, [d, size]] of modes.entries()) {
