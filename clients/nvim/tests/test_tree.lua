@@ -1232,6 +1232,23 @@ local function tree_of_a_killed_server(name)
   return p, buf
 end
 
+test("a narrow tree whose server was killed says so in one line that fits, what to press kept in view", function()
+  one_window_of(40)
+  local p = linear_session("dead-narrow", 2)
+  vim.cmd("PiSessionTree " .. vim.fn.fnameescape(p))
+  local buf = api.nvim_get_current_buf()
+  wait_lines(buf, s_lines(2, 2), "the tree")
+  kill_server()
+  wait_for("the not-live line", function()
+    return lines_of(buf)[1]:find("not live", 1, true) ~= nil
+  end)
+  local first = lines_of(buf)[1]
+  truthy(vim.fn.strdisplaywidth(first) <= 40, "fits 40 columns: " .. first)
+  truthy(first:find("^%[not live: pi%-sessiond") ~= nil, "says what happened: " .. first)
+  truthy(first:find("; R reconnects]$") ~= nil, "and what to press: " .. first)
+  vim.cmd("bwipeout")
+end)
+
 test(":PiSessions after the server was killed reopens the trees on its new server, a hidden one too", function()
   local p, buf = tree_of_a_killed_server("dead3")
   vim.cmd("PiSessions") -- in the tree's window: the tree is hidden

@@ -281,7 +281,10 @@ local function render(view)
   local lines = {}
   -- A tree whose server died says so above the entries: it shows what it held then, and follows nothing.
   if view.dead then
-    lines[#lines + 1] = "[not live: " .. view.dead .. "; R reconnects]"
+    -- Cut in its middle, so what to press stays in view however narrow the window.
+    local head, tail = "[not live: ", "; R reconnects]"
+    local room = math.max(view.width - vim.fn.strdisplaywidth(head .. tail), 1)
+    lines[#lines + 1] = head .. tree.fit(tree.one_line(view.dead), room) .. tail
   end
   local problems_at = nil
   local found = problems_line(view, view.width)
