@@ -460,7 +460,9 @@ fn parse_args() -> Result<Args, u8> {
             use clap::error::ErrorKind as K;
             let usage =
                 !matches!(e.kind(), K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand);
-            if usage && std::env::args().any(|a| a == "--json") {
+            // `args_os`: an argument that is not UTF-8 (a file name's bytes) is what clap refused here, and
+            // `args` would panic on it.
+            if usage && std::env::args_os().any(|a| a == "--json") {
                 // clap's message without its advice: the error and, for a bad value, the accepted ones.
                 let text = e.render().to_string();
                 let lines: Vec<&str> = text

@@ -41,10 +41,19 @@ pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
         }
         Err(_) => {}
     }
-    let matches = sessions_with_id_prefix(name, &places.agent_dir);
+    let IdMatches { found: matches, unreadable } = sessions_with_id_prefix(name, &places.agent_dir);
     let exact: Vec<&(String, String)> = matches.iter().filter(|(id, _)| id == name).collect();
     match (exact.as_slice(), matches.as_slice()) {
         ([(_, path)], _) | ([], [(_, path)]) => Ok(path.clone()),
+        // A file named as the session asked for, that holds none: what is wrong with it, not "no such file".
+        ([], []) if !unreadable.is_empty() => {
+            let (path, why, kind) = &unreadable[0];
+            let more = match unreadable.len() {
+                1 => String::new(),
+                n => format!(" ({} more files so named cannot be read either)", n - 1),
+            };
+            Err(Failure::new(*kind, format!("{name}: no session id starts with it; {path}, named so, {why}{more}")))
+        }
         ([], []) => Err(Failure::new(
             ErrorKind::SessionNotFound,
             format!("{name}: no such file, and no session id starts with it (in {}/sessions)", places.agent_dir),
@@ -77,36 +86,68 @@ pub fn project_cwd(cwd: &str, agent_dir: &str) -> String {
     }
 }
 
-/// `(id, path)` of every session under `<agentDir>/sessions/*/` whose header id starts with `prefix`. pi names
-/// its files `<time>_<id>.jsonl`, so the file name says which headers are worth reading; files named otherwise
-/// are read only when no name matches.
-fn sessions_with_id_prefix(prefix: &str, agent_dir: &str) -> Vec<(String, String)> {
+/// What looking an id prefix up found.
+struct IdMatches {
+    /// `(id, path)` of every session whose header id starts with the prefix, in order.
+    found: Vec<(String, String)>,
+    /// Files whose name carries an id starting with the prefix but that hold no session header: `(path, why, kind)`.
+    unreadable: Vec<(String, String, FailureKind)>,
+}
+
+/// Every session under `<agentDir>/sessions/*/` whose header id starts with `prefix` (the id `ls` shows). pi
+/// names its files `<time>_<id>.jsonl`, so the files whose name carries such an id are read first, and a full id
+/// found there is the answer. Otherwise every other file's header is read too: a file's name need not carry its
+/// header's id (a copied or renamed file; an empty file, whose first write made a header with a new id, as pi's
+/// does), and two sessions matching a prefix must be told apart, not one of them picked.
+fn sessions_with_id_prefix(prefix: &str, agent_dir: &str) -> IdMatches {
     let root = paths::join(&[agent_dir, "sessions"]);
-    let Ok(projects) = std::fs::read_dir(&root) else { return Vec::new() };
     let mut named = Vec::new();
     let mut others = Vec::new();
-    for project in projects.flatten() {
-        let dir = paths::join(&[&root, &project.file_name().to_string_lossy()]);
-        let Ok(names) = dirscan::jsonl_names(&dir) else { continue };
-        for name in names {
-            let path = paths::join(&[&dir, &name]);
-            let id_in_name = name.trim_end_matches(".jsonl").split_once('_').map(|(_, id)| id.to_owned());
-            match id_in_name {
-                Some(id) if id.starts_with(prefix) => named.push(path),
-                Some(_) => {}
-                None => others.push(path),
+    if let Ok(projects) = std::fs::read_dir(&root) {
+        for project in projects.flatten() {
+            let dir = paths::join(&[&root, &project.file_name().to_string_lossy()]);
+            let Ok(names) = dirscan::jsonl_names(&dir) else { continue };
+            for name in names {
+                let path = paths::join(&[&dir, &name]);
+                let id_in_name = name.trim_end_matches(".jsonl").split_once('_').map(|(_, id)| id.to_owned());
+                match id_in_name {
+                    Some(id) if id.starts_with(prefix) => named.push(path),
+                    _ => others.push(path),
+                }
             }
         }
     }
-    let candidates = if named.is_empty() { others } else { named };
-    let mut found: Vec<(String, String)> = candidates
-        .into_iter()
-        .filter_map(|path| {
-            let header = read_header_bounded(&path)?;
-            let id = header.get("id").and_then(Json::as_js_str)?.to_string_lossy();
+    let header_id = |path: &str| -> Option<String> {
+        let header = read_header_bounded(path)?;
+        Some(header.get("id").and_then(Json::as_js_str)?.to_string_lossy())
+    };
+    let mut found = Vec::new();
+    let mut unreadable = Vec::new();
+    for path in named {
+        match header_id(&path) {
+            Some(id) if id.starts_with(prefix) => found.push((id, path)),
+            Some(_) => {}
+            None => {
+                let (why, kind) = why_no_header(&path);
+                unreadable.push((path, why, kind));
+            }
+        }
+    }
+    if !found.iter().any(|(id, _)| id == prefix) {
+        found.extend(others.into_iter().filter_map(|path| {
+            let id = header_id(&path)?;
             id.starts_with(prefix).then_some((id, path))
-        })
-        .collect();
+        }));
+    }
     found.sort();
-    found
+    IdMatches { found, unreadable }
+}
+
+/// Why the file at `path` gave no session header, for a person, and the kind of that failure.
+fn why_no_header(path: &str) -> (String, FailureKind) {
+    match std::fs::File::open(path).and_then(|f| f.metadata()) {
+        Err(e) => (format!("cannot be read: {}", describe_io(&e)), ErrorKind::IoError.into()),
+        Ok(m) if m.len() == 0 => ("is empty (no session header yet)".to_owned(), ErrorKind::InvalidSessionFile.into()),
+        Ok(_) => ("does not start with a session header".to_owned(), ErrorKind::InvalidSessionFile.into()),
+    }
 }

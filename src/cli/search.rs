@@ -123,7 +123,11 @@ fn grouped(hits: &[Hit], query: &Query, style: &Style, counted: &Counted) -> Str
     for path in &order {
         let in_session: Vec<&Hit> = hits.iter().filter(|h| h.path == *path).collect();
         let id = crate::session::js::to_js_string(&in_session[0].session_id).to_string_lossy();
-        let count = count(in_session.len(), "match", "matches");
+        // Of this page only when the search has more than it shows: a session's whole count is not known then.
+        let count = match hits.len() < counted.total {
+            true => format!("{} on this page", count(in_session.len(), "match", "matches")),
+            false => count(in_session.len(), "match", "matches"),
+        };
         // On a terminal the path gives way, from its start, so that the id (what names the session) stays whole.
         let mut shown = tilde(path);
         if let Some(width) = style.width {

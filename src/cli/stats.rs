@@ -13,7 +13,7 @@ use crate::session::json::{Json, Object};
 use crate::session::render::{self, JsonOut};
 use crate::session::{Env, SessionManager};
 
-use super::output::{emit, human_bytes, terminal_safe_output, thousands, Failure, Style};
+use super::output::{count, emit, human_bytes, terminal_safe_output, thousands, Failure, Style};
 
 /// A sum as `stats` prints it: the cost to the micro-dollar, so a sum of decimal prices reads as one.
 fn usage_json(u: &Usage) -> Object {
@@ -243,12 +243,12 @@ impl Report {
             &mut t,
             "tree",
             format!(
-                "{} branch tips, {} branch points, active branch {} entries, {} labels, {} compactions",
-                thousands(self.leaves as u64),
-                thousands(self.branch_points as u64),
-                thousands(self.branch_length as u64),
-                thousands(self.labels as u64),
-                thousands(compactions)
+                "{}, {}, active branch {}, {}, {}",
+                count(self.leaves, "branch tip", "branch tips"),
+                count(self.branch_points, "branch point", "branch points"),
+                count(self.branch_length, "entry", "entries"),
+                count(self.labels, "label", "labels"),
+                count(compactions as usize, "compaction", "compactions")
             ),
         );
         if self.warnings > 0 {

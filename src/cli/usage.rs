@@ -13,7 +13,7 @@ use crate::catalog::Cancel;
 use crate::session::js::date::parse_date;
 use crate::session::json::{Json, Object};
 
-use super::output::{emit, terminal_safe_output, thousands, Failure, Style};
+use super::output::{count, emit, terminal_safe_output, thousands, Failure, Style};
 
 /// How `usage` groups.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -139,16 +139,20 @@ pub fn print(o: &Overview<String>, by: GroupBy, json: bool, style: &Style, out: 
     };
     let mut rows: Vec<[String; 7]> = o.groups.iter().map(|(k, u)| cells(k, u)).collect();
     if rows.is_empty() {
-        t.push_str(&format!("no usage recorded in {} sessions\n", o.sessions));
+        t.push_str(&format!("no usage recorded in {}\n", count(o.sessions, "session", "sessions")));
     } else {
         let mut total = Usage::default();
         o.groups.values().for_each(|u| total.merge(u));
         rows.push(cells("total", &total));
         t.push_str(&super::output::table(&header, &rows, style));
-        t.push_str(&format!("{} sessions\n", thousands(o.sessions as u64)));
+        t.push_str(&format!("{}\n", count(o.sessions, "session", "sessions")));
     }
     if !o.unreadable.is_empty() {
-        t.push_str(&format!("{} sessions could not be read and are not counted\n", o.unreadable.len()));
+        let unread = count(o.unreadable.len(), "session", "sessions");
+        t.push_str(&format!(
+            "{unread} could not be read and {} not counted\n",
+            if o.unreadable.len() == 1 { "is" } else { "are" }
+        ));
     }
     emit(out, &terminal_safe_output(&t))
 }

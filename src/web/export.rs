@@ -22,6 +22,9 @@ pub fn export_html(
     output: Option<&str>,
     redactor: Option<&Redactor>,
 ) -> Result<u8, Failure> {
+    if let Some(file) = output {
+        refuse_a_session_file(file)?;
+    }
     let html = render(path, agent_dir, redactor)?;
     match output {
         Some(file) => {
@@ -42,6 +45,22 @@ pub fn export_html(
             }
         }
     }
+}
+
+/// Refuses an output that is a session file (its first line a session header, or named `.jsonl`): an export
+/// replaces whatever `-o` names with a page, and a slip of the tab key (`-o` given the session itself) must not
+/// turn a session into HTML. Checked before anything is rendered, so nothing is written.
+fn refuse_a_session_file(file: &str) -> Result<(), Failure> {
+    let Ok(meta) = std::fs::metadata(file) else { return Ok(()) };
+    let session = meta.is_file() && crate::session::store::read_header_bounded(file).is_some();
+    if session || (meta.is_file() && file.ends_with(".jsonl")) {
+        let what = if session { "a pi session file" } else { "a .jsonl file, as pi's sessions are" };
+        return Err(Failure::invalid(format!(
+            "-o {file}: is {what}; export writes HTML and would replace it, so nothing was written (choose another \
+             file)"
+        )));
+    }
+    Ok(())
 }
 
 /// The session as the live page's list shows it: pi's `SessionInfo` of the file (its `modified` is the last

@@ -665,7 +665,10 @@ fn stats_reports_tokens_and_cost_by_model_and_timing_only_when_asked() {
     let t = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0));
     assert!(t.contains("6 (5 message, 1 label)") && t.contains("3 user, 2 assistant"), "{t}");
-    assert!(t.contains("2 branch tips, 1 branch points") && t.contains("1 labels"), "{t}");
+    assert!(
+        t.contains("2 branch tips, 1 branch point,") && t.contains(", 1 label,") && t.contains("0 compactions"),
+        "{t}"
+    );
     let row = |model: &str| {
         t.lines()
             .find(|l| l.starts_with(model))
@@ -929,4 +932,92 @@ fn control_sequences_in_session_text_are_shown_as_pictures_by_every_command_neve
     }
     let json = text(&run(&dir, &["show", id, "u1", "--json"]).stdout);
     assert!(json.contains(r"\u001b[31mRED"), "--json keeps the text exactly, escaped as JSON: {json}");
+}
+
+#[test]
+fn export_refuses_to_write_its_page_over_a_session_file_and_writes_nothing() {
+    let a = agent();
+    let file = s(&a.app_session);
+    let before = std::fs::read(&a.app_session).unwrap();
+    let other = project_dir(&a.dir, "/work/other").join(format!("2026-01-01T00-00-02-000Z_{OTHER_ID}.jsonl"));
+    let other_before = std::fs::read(&other).unwrap();
+    let empty_jsonl = a.dir.join("notes.jsonl");
+    std::fs::write(&empty_jsonl, "").unwrap();
+    for (target, what) in [
+        (file.clone(), "is a pi session file"),
+        (s(&other), "is a pi session file"),
+        (s(&empty_jsonl), "is a .jsonl file"),
+    ] {
+        let out = run(&a.dir, &["export", &file, "--html", "-o", &target]);
+        assert_fails_with_one_line(&out, &[&target, what, "nothing was written"]);
+        let out = cmd(&a.dir).args(["--json", "export", &file, "--html", "-o", &target]).output().unwrap();
+        let (code, kind, _) = json_error(&out);
+        assert_eq!((code, kind.as_str()), (Some(2), "invalid_params"), "{target}");
+    }
+    assert_eq!(std::fs::read(&a.app_session).unwrap(), before, "the session exported is as it was");
+    assert_eq!(std::fs::read(&other).unwrap(), other_before, "the other session too");
+    assert_eq!(std::fs::read(&empty_jsonl).unwrap(), b"", "and the .jsonl file");
+    // An earlier page is replaced, as `-o` says.
+    let page = a.dir.join("page.html");
+    std::fs::write(&page, "old page").unwrap();
+    let out = run(&a.dir, &["export", &file, "--html", "-o", &s(&page)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&page).unwrap().starts_with("<!doctype html>"));
+}
+
+#[test]
+fn an_argument_that_is_not_utf8_is_refused_with_status_2_not_a_crash() {
+    use std::os::unix::ffi::OsStrExt;
+    let a = agent();
+    let bytes = std::ffi::OsStr::from_bytes(b"/tmp/bad\xffname.jsonl");
+    for args in [vec![std::ffi::OsStr::new("tree"), bytes], vec![std::ffi::OsStr::new("search"), bytes]] {
+        let out = cmd(&a.dir).args(&args).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.contains("invalid UTF-8"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_session_is_found_by_the_id_in_its_header_whatever_its_file_is_named_and_two_matches_are_both_named() {
+    let a = agent();
+    let app = project_dir(&a.dir, "/work/app");
+    let session =
+        |id: &str, text: &str| [header(id, "/work/app"), message("z1", None, 1, &user(text))].join("\n") + "\n";
+    // Named after one id, holding another (a copied or renamed file; an empty file pi wrote a header into).
+    let renamed_id = "0193dddd-4444-7000-8000-000000000004";
+    std::fs::write(
+        app.join("2026-01-02T00-00-00-000Z_0193eeee-5555-7000-8000-000000000005.jsonl"),
+        session(renamed_id, "renamed"),
+    )
+    .unwrap();
+    let out = run(&a.dir, &["tree", renamed_id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("renamed"), "{}", text(&out.stdout));
+    let out = run(&a.dir, &["tree", "0193dddd"]);
+    assert!(text(&out.stdout).contains("renamed"), "a prefix of it: {}", text(&out.stderr));
+    // A prefix one file's name matches and another file's header matches: both, not the one the name showed.
+    std::fs::write(
+        app.join("2026-01-03T00-00-00-000Z_0193ffff-6666-7000-8000-000000000006.jsonl"),
+        session("0193ffff-6666-7000-8000-000000000006", "named"),
+    )
+    .unwrap();
+    std::fs::write(
+        app.join("2026-01-03T00-00-01-000Z_0194aaaa-7777-7000-8000-000000000007.jsonl"),
+        session("0193ffff-6666-7000-8000-000000000099", "copied"),
+    )
+    .unwrap();
+    let out = run(&a.dir, &["tree", "0193ffff-6666"]);
+    assert_fails_with_one_line(
+        &out,
+        &["2 sessions match", "0193ffff-6666-7000-8000-000000000006", "0193ffff-6666-7000-8000-000000000099"],
+    );
+    // A file named as the session asked for that holds none says what is wrong with it.
+    let empty = app.join("2026-01-04T00-00-00-000Z_0195eeee-8888-7000-8000-000000000008.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let out = run(&a.dir, &["tree", "0195eeee"]);
+    assert_fails_with_one_line(&out, &[&s(&empty), "is empty (no session header yet)"]);
+    let out = cmd(&a.dir).args(["--json", "tree", "0195eeee"]).output().unwrap();
+    assert_eq!(json_error(&out).1, "invalid_session_file");
 }
