@@ -229,11 +229,23 @@ class SessiondClosed(SessiondException):
         self.returncode = returncode
         self.stderr_tail = stderr_tail
         text = message
-        if returncode is not None:
+        if returncode is not None and returncode < 0:
+            text += f" (killed by {_signal_name(-returncode)})"
+        elif returncode is not None:
             text += f" (exit status {returncode})"
         if stderr_tail:
             text += "\nlast lines of its stderr:\n" + stderr_tail
         super().__init__(text)
+
+
+def _signal_name(number: int) -> str:
+    """``SIGKILL`` for 9, as the TypeScript client says it; the number for one Python does not name."""
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class SessiondTimeout(SessiondException, TimeoutError):

@@ -175,6 +175,7 @@ def test_child_death_fails_pending_calls(client, session_file):
     error = outcome.get("error")
     assert isinstance(error, SessiondClosed), outcome
     assert "exited unexpectedly" in str(error)
+    assert "(killed by SIGKILL)" in str(error), str(error)
     assert error.returncode == -signal.SIGKILL
     # Later calls fail the same way, at once.
     with pytest.raises(SessiondClosed, match="exited unexpectedly"):
