@@ -5,7 +5,7 @@
 // refusing to write a session a pi on pi-sessiond holds.
 import { execFileSync } from "node:child_process";
 import { deepStrictEqual, equal, match, notEqual, ok } from "node:assert/strict";
-import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync } from "node:fs";
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync, truncateSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -328,6 +328,38 @@ test("after a plain pi's appends, what a pi on pi-sessiond appends next continue
 		"every entry pi holds is in the file, with the id pi was given",
 	);
 });
+
+for (const [how, cut] of [
+	["truncated in place", (file, keep) => truncateSync(file, keep)],
+	// A new file renamed over the old one; `keep` ends a line, so the line after the kept ones is the first deleted.
+	["rewritten by sed -i", (file, keep) => execFileSync("sed", ["-i", "-e", `${readFileSync(file).subarray(0, keep).toString().split("\n").length},$d`, file])],
+]) {
+	test(`a session file ${how} under pi on pi-sessiond, losing its last entries, costs no prompt: pi goes on in a fork holding them`, async () => {
+		const box = sandbox(`cut-${how.split(" ")[0]}`);
+		const pi = new RpcPi(box, { sessiond: true });
+		await pi.prompt("one");
+		const file = (await pi.command({ type: "get_state" })).sessionFile;
+		const afterOne = readFileSync(file).length;
+		await pi.prompt("two");
+		// Another program takes "two" and its answer out of the file (an editor's save, a backup put back).
+		cut(file, afterOne);
+		const cutFile = readFileSync(file, "utf8");
+		await pi.prompt("three");
+		await pi.prompt("four");
+		const texts = (await pi.command({ type: "get_messages" })).messages
+			.filter((m) => m.role !== "system")
+			.map((m) => m.errorMessage ?? m.content.map((c) => c.text).join(""));
+		deepStrictEqual(texts, ["one", "echo: one", "two", "echo: two", "three", "echo: three", "four", "echo: four"], "pi kept every prompt and answer");
+		const fork = (await pi.command({ type: "get_state" })).sessionFile;
+		equal(await pi.close(), 0, pi.stderr);
+		notEqual(fork, file, "pi went on in another file");
+		ok(pi.notices.some((n) => n.includes(file) && n.includes(fork) && /no longer holds this pi's last 2 entries/.test(n)), pi.notices.join("\n"));
+		equal(readFileSync(file, "utf8"), cutFile, "the file the other program changed is left as it left it");
+		deepStrictEqual(userTexts(fork), ["one", "two", "three", "four"], "the fork holds the whole conversation");
+		const entries = lines(fork).filter((e) => e.type !== "session");
+		entries.forEach((e, i) => equal(e.parentId, i === 0 ? null : entries[i - 1].id, `entry ${i} (${e.type}) continues the one before it`));
+	});
+}
 
 test("a line another writer is still writing, a byte at a time, as pi on pi-sessiond prompts costs no prompt: they continue after it", async () => {
 	const box = sandbox("slow-line");

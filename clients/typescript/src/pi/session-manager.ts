@@ -1185,7 +1185,16 @@ export class SessionManager extends SessionView {
 			const state = handles.get(handle);
 			if (state && state.leafId !== this.leafId) {
 				if (this.leafId === null) this.callOnHandle("session/resetLeaf", {});
-				else this.callOnHandle("session/branch", { entryId: this.leafId });
+				else {
+					const moved = bridge().call<unknown>("session/branch", { handle, entryId: this.leafId });
+					this.track(handle, moved.changes);
+					if (moved.error?.data?.kind === "entry_not_found" && !tried.has("leaf_lost") && this.sessionFile !== undefined) {
+						tried.add("leaf_lost");
+						this.carryOverLost();
+						continue;
+					}
+					unwrap(moved, this.sessionFile);
+				}
 			}
 			const expected = this.leafId === null ? {} : { expectedLeafId: this.leafId };
 			const outcome = bridge().call<unknown>(method, { handle, ...expected, ...params });
@@ -1363,6 +1372,53 @@ export class SessionManager extends SessionView {
 		const theirs = this.getEntries().filter((e) => !known.has(e.id));
 		const last = theirs[theirs.length - 1];
 		if (last !== undefined && leaf !== null && theirs[0]?.parentId === leaf) this.placeBesideOthers(entry, leaf, last.id, { one: "this pi's next entry" }, source);
+	}
+
+	/**
+	 * The file no longer holds this instance's leaf: another program cut it short or rewrote it (a `truncate`,
+	 * `sed -i`, an editor's save, a backup or a sync tool putting an older copy back) and took this pi's last
+	 * entries with it. pi's own module goes on appending under an entry its file lacks (orphans a later open
+	 * cannot place); the sidecar refuses to, and every later write would fail with pi left on "Working". This pi
+	 * goes on in a new session forked from the file as it is now, into which the entries it holds that the file
+	 * lost are written again with their ids and timestamps: nothing pi was told was saved is lost, and the file the
+	 * other program changed stays as it left it. An entry that cannot be written again (a kind pi's appends do not
+	 * make, or a long string that was left in the file and went with it) ends the carrying over there, and says so.
+	 */
+	private carryOverLost(): void {
+		const source = this.sessionFile as string;
+		const path = this.getBranch(this.leafId ?? undefined).filter((e) => e.type !== "session");
+		const state = unwrap(
+			bridge().call<ServerState>("session/forkFrom", { sourcePath: source, targetCwd: this.cwd, sessionDir: this.sessionDir, snapshot: "full" }),
+			source,
+		);
+		const previousLeaf = this.leafId;
+		this.adopt(state);
+		const firstLost = path.findIndex((e) => !this.byId.has(e.id));
+		const lost = firstLost < 0 ? [] : path.slice(firstLost);
+		this.leafId = firstLost > 0 ? (path[firstLost - 1] as Entry).id : firstLost === 0 ? null : previousLeaf;
+		let carried = 0;
+		for (const entry of lost) {
+			// A plain copy, every member read now: a long string left in the lost file fails here, not half-way
+			// through a write, and the new session's entry does not read from the old file later.
+			let copy: Entry | undefined;
+			try {
+				copy = JSON.parse(JSON.stringify(entry)) as Entry;
+			} catch {
+				copy = undefined;
+			}
+			const op = copy && replayOf(copy);
+			if (copy === undefined || op === undefined) break;
+			this.write(op.method, op.params);
+			this.pushEntry(copy);
+			carried++;
+		}
+		const of = `this pi's last ${lost.length === 1 ? "entry" : `${lost.length} entries`}`;
+		const missing = lost.length - carried;
+		notice(
+			`Session file ${source} no longer holds ${of}: another program cut it short or rewrote it. Continuing in a new session forked from it${
+				missing === 0 ? ", with them" : `, with ${carried} of them (${missing} could not be written again)`
+			}: ${this.sessionFile}`,
+		);
 	}
 
 	/** Moves to a new session forked from this one's file, which `holder` (as a message names it) writes. */
