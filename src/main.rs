@@ -563,7 +563,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             let request = cli::ls::LsRequest { cwd, dir, all };
             let mut screen = paged(&style);
             let status = pi_sessiond::team::cli::ls(url, &request, json, &style, &mut screen.writer());
-            screen.finish();
+            screen.finish()?;
             Ok(status as u8)
         }
         Command::Push {
@@ -619,8 +619,8 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             }
             let mut screen = paged(&style);
             let status = cli::ls::print(&listing, json, &style, &mut screen.writer());
-            screen.finish();
-            status
+            let shown = screen.finish();
+            status.and_then(|status| shown.map(|()| status))
         }
         Command::Tree { session, filter, depth } => {
             let path = resolve::session_path(&session, &places)?;
@@ -631,15 +631,15 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             }
             let mut screen = paged(&style);
             let status = cli::tree::tree(&path, &options, &style, &mut screen.writer());
-            screen.finish();
-            status
+            let shown = screen.finish();
+            status.and_then(|status| shown.map(|()| status))
         }
         Command::Show { session, entry } => {
             let path = resolve::session_path(&session, &places)?;
             let mut screen = paged(&style);
             let status = cli::show::show(&path, &entry, json, &style, &mut screen.writer());
-            screen.finish();
-            status
+            let shown = screen.finish();
+            status.and_then(|status| shown.map(|()| status))
         }
         Command::Search { query, cwd, dir, limit, offset, roles } => {
             let roles = (!roles.is_empty()).then_some(roles);
@@ -657,8 +657,8 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             let mut screen = paged(&style);
             let status =
                 index.with(|ix| cli::search::search(&request, &agent_dir, ix, json, &style, &mut screen.writer()));
-            screen.finish();
-            status
+            let shown = screen.finish();
+            status.and_then(|status| shown.map(|()| status))
         }
         Command::Stats { session, timing, reads } => {
             let path = resolve::session_path(&session, &places)?;
@@ -684,8 +684,8 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             };
             let mut screen = paged(&style);
             let status = cli::inspect::run(&path, &options, pi_sessiond::session::Env::system(), &mut screen.writer());
-            screen.finish();
-            status
+            let shown = screen.finish();
+            status.and_then(|status| shown.map(|()| status))
         }
         Command::Export { session, html, output, no_redact, redact_rules } => {
             if !html {

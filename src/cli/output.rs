@@ -175,21 +175,35 @@ impl Screen {
         }
     }
 
-    /// Flushes, and waits for the pager (the person reads until they quit it).
-    pub fn finish(mut self) {
-        if let Some(mut child) = self.pager.take() {
-            drop(child.stdin.take());
-            let _ = child.wait();
-        } else {
+    /// Flushes, and waits for the pager (the person reads until they quit it). Fails when the pager could not
+    /// be run at all (the shell's 127 or 126: not found, not executable), since the output went nowhere.
+    pub fn finish(mut self) -> Result<(), Failure> {
+        let Some(mut child) = self.pager.take() else {
             let _ = self.stdout.flush();
+            return Ok(());
+        };
+        drop(child.stdin.take());
+        match child.wait().map(|status| status.code()) {
+            Ok(Some(code @ (126 | 127))) => Err(Failure::io(format!(
+                "the pager `{}` could not be run (status {code}), so nothing was shown: set PAGER (or \
+                 PI_SESSIOND_PAGER) to one that runs, or use --no-pager",
+                pager_command()
+            ))),
+            _ => Ok(()),
         }
     }
 }
 
-fn start_pager() -> Option<Child> {
+/// The pager's command line: `PI_SESSIOND_PAGER`, else `PAGER`, else `less`.
+fn pager_command() -> String {
     let pager =
         std::env::var("PI_SESSIOND_PAGER").or_else(|_| std::env::var("PAGER")).unwrap_or_else(|_| "less".into());
-    let pager = pager.trim();
+    pager.trim().to_owned()
+}
+
+fn start_pager() -> Option<Child> {
+    let pager = pager_command();
+    let pager = pager.as_str();
     if pager.is_empty() || pager == "cat" {
         return None;
     }

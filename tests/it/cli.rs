@@ -550,6 +550,17 @@ fn long_output_goes_through_the_pager_on_a_terminal_and_never_into_a_pipe() {
 }
 
 #[test]
+fn a_pager_that_cannot_be_run_is_an_error_not_a_silent_success() {
+    let a = agent();
+    for pager in ["/nonexistent/pager", "/etc/hostname"] {
+        let screen = run_on_terminal(cmd(&a.dir).env("PAGER", pager).args(["tree", &s(&a.app_session)]), 120, 40, b"");
+        assert_eq!(screen.status.code(), Some(2), "PAGER={pager}: {}", screen.text);
+        assert!(screen.text.contains(&format!("the pager `{pager}` could not be run")), "{}", screen.text);
+        assert!(screen.text.contains("--no-pager"), "{}", screen.text);
+    }
+}
+
+#[test]
 fn sessions_are_named_by_full_id_unique_prefix_or_latest() {
     let a = agent();
     let by_id = run(&a.dir, &["stats", APP_ID, "--json"]);
