@@ -583,6 +583,9 @@ async function refusedInPrintMode(box, file, holder) {
 	const printed = await printPi(box, { sessiond: false, args: ["--session", file, "hello from a script"] });
 	equal(printed.code, 1, "print mode fails");
 	match(printed.stderr, new RegExp(`being written by process ${holder.pid}\\b`));
+	equal(printed.stderr.split("being written by").length, 2, `said once: ${printed.stderr}`);
+	// Not the session's previous answer, printed as if it were this prompt's (a script reads stdout).
+	equal(printed.stdout, "", "nothing on stdout");
 	equal(readFileSync(file, "utf8"), before, "plain pi wrote nothing");
 }
 

@@ -62,6 +62,9 @@ function guard(sessionManager: object): void {
 	};
 }
 
+/** Files whose refusal this process said at session start (in print mode, a prompt's refusal is not said again). */
+const saidAtStart = new Set<string>();
+
 /** The widget that keeps the notice of a held session in view in pi's TUI. */
 const HELD_WIDGET = "pi-sessiond-held";
 
@@ -96,6 +99,7 @@ export default function lockExtension(pi: ExtensionAPI): void {
 			if (ctx.mode === "tui") ctx.ui.setWidget(HELD_WIDGET, [`Warning: ${told}`]);
 		} else {
 			say(ctx, refusal(file, holder), "warning");
+			saidAtStart.add(file);
 		}
 	});
 
@@ -114,9 +118,14 @@ export default function lockExtension(pi: ExtensionAPI): void {
 		const file = ctx.sessionManager.getSessionFile();
 		const holder = file === undefined ? undefined : otherLockHolder(file);
 		if (file === undefined || holder === undefined) return { action: "continue" };
+		// Without a UI (`-p`, `--mode json`) the prompt is all this run was for: it ends here, status 1, with the
+		// refusal said once (session_start said it already for this file) and nothing on stdout, where pi would go
+		// on to print the session's previous answer as if it were this prompt's.
+		if (!ctx.hasUI) {
+			if (!saidAtStart.has(file)) say(ctx, refusal(file, holder), "error");
+			process.exit(1);
+		}
 		say(ctx, refusal(file, holder), "error");
-		// In print mode nothing else would tell a script that the prompt was not run.
-		if (!ctx.hasUI) process.exitCode = 1;
 		return { action: "handled" };
 	});
 }
