@@ -3,12 +3,13 @@
 // name, /fork, /resume, /new) must leave files that pi's own SessionManager reads identically, ids and timestamps
 // aside (issue 14). And two pi processes on one session on pi-sessiond: the second names the first and writes a
 // fork of the session, so the file is never interleaved (pi #8177, #8300, #8334, #8848, #9596).
+import { spawnSync } from "node:child_process";
 import { deepStrictEqual, equal, match, ok } from "node:assert/strict";
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { descendants, exampleCopy, normalise, printPi, readsOf, RpcPi, runNode, running, sandbox, sessionFiles } from "./lib.mjs";
+import { descendants, exampleCopy, launcher, normalise, printPi, readsOf, RpcPi, runNode, running, sandbox, sessionFiles } from "./lib.mjs";
 
 const { defaultSessionDirPath } = await import(new URL("../../clients/typescript/dist/pi/paths.js", import.meta.url).href);
 
@@ -193,6 +194,21 @@ test("pi-sessiond-pi killed with SIGKILL leaves no pi and no sidecar behind (iss
 	} finally {
 		for (const pid of below.filter(running)) process.kill(pid, "SIGKILL");
 	}
+});
+
+test("pi-sessiond-pi says in one line, before pi starts, that the sidecar refuses PI_SESSIOND_ARGS or that PI_BIN is missing", () => {
+	const box = sandbox("launcher-args");
+	const run = (extraEnv) =>
+		spawnSync(process.execPath, [launcher, "-p", "hi"], { cwd: box.cwd, env: { ...process.env, HOME: box.home, PI_CODING_AGENT_DIR: box.agentDir, ...extraEnv }, encoding: "utf8" });
+	const refused = run({ PI_SESSIOND_ARGS: "--durability sometimes" });
+	equal(refused.status, 2, refused.stderr);
+	equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
+	match(refused.stderr, /^pi-sessiond-pi: pi-sessiond refuses PI_SESSIOND_ARGS="--durability sometimes": .*invalid value 'sometimes'/);
+	equal(refused.stdout, "");
+	const missing = run({ PI_BIN: "/no/such/pi" });
+	equal(missing.status, 127, missing.stderr);
+	equal(missing.stderr.trim().split("\n").length, 1, missing.stderr);
+	match(missing.stderr, /^pi-sessiond-pi: PI_BIN=\/no\/such\/pi: no such file/);
 });
 
 test("pi 1.6.0's bundle holds what the register hook binds: SessionManager once, and the inline extensions once", async () => {

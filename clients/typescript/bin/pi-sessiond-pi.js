@@ -5,6 +5,7 @@
 // in a child: a launcher killed with SIGKILL takes pi with it (and pi's sidecar, which ends with its input), and
 // no second Node starts. pi needs Node >= 22.19. Exit status and signals are pi's own. What is missing (the sidecar,
 // pi, a Node pi runs on) is said in one line before pi starts, not as a stack trace from inside it.
+import { spawnSync } from "node:child_process";
 import { accessSync, constants, realpathSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -15,15 +16,36 @@ if (major < 22 || (major === 22 && minor < 19)) {
 	console.error(`pi-sessiond-pi: pi 1.6.0 needs Node >= 22.19, and this is Node ${process.versions.node} (install a newer Node, e.g. from nodejs.org or with nvm, and run pi-sessiond-pi with it)`);
 	process.exit(1);
 }
+let binary;
 try {
-	resolveBinary();
+	binary = resolveBinary();
 } catch (e) {
 	console.error(`pi-sessiond-pi: ${e instanceof Error ? e.message : e}`);
 	process.exit(127);
 }
 
+// Extra arguments for the sidecar are tried before pi starts: one it refuses would otherwise end pi with a stack
+// trace from inside its start-up. The sidecar, given an input that is already closed, starts and ends at once.
+const extra = (process.env.PI_SESSIOND_ARGS ?? "").split(/\s+/).filter((a) => a !== "");
+if (extra.length > 0) {
+	const tried = spawnSync(binary, [...extra, "--no-index"], { input: "", encoding: "utf8", timeout: 10_000 });
+	if (tried.error || tried.status !== 0) {
+		const said = (tried.stderr ?? "").split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("For more information"));
+		const why = tried.error ? tried.error.message : said.slice(0, 2).join(" ") || `status ${tried.status ?? tried.signal}`;
+		console.error(`pi-sessiond-pi: pi-sessiond refuses PI_SESSIOND_ARGS="${process.env.PI_SESSIOND_ARGS}": ${why}`);
+		process.exit(2);
+	}
+}
+
 function findPi() {
-	if (process.env.PI_BIN) return realpathSync(process.env.PI_BIN);
+	if (process.env.PI_BIN) {
+		try {
+			return realpathSync(process.env.PI_BIN);
+		} catch (e) {
+			console.error(`pi-sessiond-pi: PI_BIN=${process.env.PI_BIN}: ${e.code === "ENOENT" ? "no such file" : e.message} (set it to pi's cli.js, or unset it to use the pi on PATH)`);
+			process.exit(127);
+		}
+	}
 	for (const dir of (process.env.PATH ?? "").split(delimiter)) {
 		if (!dir) continue;
 		const candidate = join(dir, "pi");
