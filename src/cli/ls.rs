@@ -113,6 +113,31 @@ pub fn tilde(path: &str) -> String {
     }
 }
 
+/// How wide a title `ls` wants on a terminal before it shortens ids to prefixes.
+const TITLE_COLUMNS_WANTED: usize = 30;
+
+/// The shortest id prefix `ls` shows: a UUIDv7's first 13 characters are its creation time to the millisecond.
+const ID_PREFIX_CHARS: usize = 13;
+
+/// Cuts each row's id (its last cell) to [`ID_PREFIX_CHARS`], or longer where another row's id starts the same,
+/// so each still names its session among those listed.
+fn shorten_ids(rows: &mut [[String; 5]]) {
+    let ids: Vec<String> = rows.iter().map(|r| r[4].clone()).collect();
+    for row in rows.iter_mut() {
+        let id = &row[4];
+        let shared = ids
+            .iter()
+            .filter(|other| *other != id)
+            .map(|other| other.chars().zip(id.chars()).take_while(|(a, b)| a == b).count())
+            .max()
+            .unwrap_or(0);
+        let keep = (shared + 1).max(ID_PREFIX_CHARS);
+        if id.chars().count() > keep {
+            row[4] = id.chars().take(keep).collect();
+        }
+    }
+}
+
 fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
     let rows: Vec<[String; 5]> = listing
         .iter()
@@ -134,10 +159,24 @@ fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
         })
         .collect();
     let header = ["SESSION", "MSGS", "MODIFIED", "CWD", "ID"];
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(visible_len(cell));
+    let widths_of = |rows: &[[String; 5]]| {
+        let mut widths = header.map(str::len);
+        for r in rows {
+            for (w, cell) in widths.iter_mut().zip(r) {
+                *w = (*w).max(visible_len(cell));
+            }
+        }
+        widths
+    };
+    let mut rows = rows;
+    let mut widths = widths_of(&rows);
+    // On a terminal too narrow for whole ids beside a readable title (80 columns left a title of 9), ids are
+    // shown as the prefixes that name them (what `tree`, `show` and `stats` take).
+    if let Some(width) = style.width {
+        let others: usize = widths[1..].iter().sum::<usize>() + 2 * 4;
+        if width.saturating_sub(others) < TITLE_COLUMNS_WANTED && widths[4] > ID_PREFIX_CHARS {
+            shorten_ids(&mut rows);
+            widths = widths_of(&rows);
         }
     }
     // On a terminal, the title gives way first, then the cwd (from its start), so that the id (what names the

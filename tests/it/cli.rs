@@ -369,7 +369,7 @@ fn ls_prints_a_table_for_people_and_pis_listing_with_json() {
 }
 
 #[test]
-fn ls_on_a_terminal_fits_its_width_and_keeps_the_ids_whole() {
+fn ls_on_a_terminal_fits_its_width_and_names_each_session_by_its_id_or_a_prefix_of_it() {
     let a = agent();
     for width in [90, 76] {
         let screen = run_on_terminal(cmd(&a.dir).args(["ls", "--all", "--no-pager"]), width, 40, b"");
@@ -380,7 +380,9 @@ fn ls_on_a_terminal_fits_its_width_and_keeps_the_ids_whole() {
             let visible = strip_ansi(row);
             assert!(visible.chars().count() <= width as usize, "{visible:?} is wider than the terminal");
         }
-        assert!(screen.text.contains(APP_ID) && screen.text.contains(OTHER_ID), "at {width} columns: {}", screen.text);
+        // Whole ids would leave the titles a few columns: the prefixes that name them (see the test below).
+        let (app, other) = (&APP_ID[..13], &OTHER_ID[..13]);
+        assert!(screen.text.contains(app) && screen.text.contains(other), "at {width} columns: {}", screen.text);
     }
     // A search's heading names the session by its path and id: the path gives way, from its start.
     let screen = run_on_terminal(cmd(&a.dir).args(["search", "then", "--no-pager"]), 70, 40, b"");
@@ -547,6 +549,54 @@ fn long_output_goes_through_the_pager_on_a_terminal_and_never_into_a_pipe() {
         b"",
     );
     assert_eq!(std::fs::read_to_string(&told).unwrap(), "/mine");
+}
+
+#[test]
+fn ls_on_an_80_column_terminal_names_sessions_by_id_prefixes_that_resolve_leaving_the_title_room() {
+    let a = agent();
+    let ls = |cols: u16| {
+        let screen = run_on_terminal(
+            cmd(&a.dir).current_dir("/").args(["--no-pager", "ls", "--cwd", "/work/app"]),
+            cols,
+            40,
+            b"",
+        );
+        assert_eq!(screen.status.code(), Some(0), "{}", screen.text);
+        let rows: Vec<String> =
+            screen.text.lines().skip(1).filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
+        (screen.text, rows)
+    };
+    let shown_ids = |rows: &[String]| -> Vec<String> {
+        rows.iter().map(|l| l.split_whitespace().last().unwrap().to_owned()).collect()
+    };
+    let (narrow, rows) = ls(80);
+    assert!(narrow.lines().all(|l| l.chars().count() <= 80), "fits: {narrow}");
+    assert!(narrow.contains("a second session"), "the title keeps room: {narrow}");
+    let mut shown = shown_ids(&rows);
+    shown.sort();
+    assert_eq!(shown, [&APP_ID[..13], &APP_ID2[..13]], "{narrow}");
+    let (wide, rows) = ls(200);
+    let mut shown = shown_ids(&rows);
+    shown.sort();
+    assert_eq!(shown, [APP_ID, APP_ID2], "wide enough, whole ids: {wide}");
+    // A session created in the same millisecond as another: both prefixes go on until they differ.
+    let app = project_dir(&a.dir, "/work/app");
+    let twin = "0193aaaa-1111-7000-8000-0000000000ff";
+    let body = [header(twin, "/work/app"), message("t1", None, 1, &user("a twin"))].join("\n") + "\n";
+    std::fs::write(app.join(format!("2026-01-01T00-00-03-000Z_{twin}.jsonl")), body).unwrap();
+    let (narrow, rows) = ls(80);
+    let shown = shown_ids(&rows);
+    assert_eq!(shown.len(), 3, "{narrow}");
+    for prefix in &shown {
+        let id = [APP_ID, APP_ID2, twin].into_iter().find(|id| id.starts_with(prefix.as_str())).expect(prefix);
+        let out = run(&a.dir, &["stats", prefix, "--json"]);
+        let stats = Json::parse(&out.stdout).unwrap_or_else(|_| panic!("{prefix}: {}", text(&out.stderr)));
+        assert_eq!(
+            stats.get("sessionId").and_then(Json::as_js_str).unwrap().to_string_lossy(),
+            id,
+            "{prefix} names it"
+        );
+    }
 }
 
 #[test]
