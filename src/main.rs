@@ -609,8 +609,8 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             let listing = index.with(|ix| cli::ls::listing(&request, &agent_dir, ix))?;
             if listing.is_empty() && !json {
                 // A mistyped --agent-dir looks like an empty one unless it is named as missing.
-                if !paths::as_path(&agent_dir).is_dir() {
-                    eprintln!("no sessions: {agent_dir} does not exist (pi's agent directory: --agent-dir or PI_CODING_AGENT_DIR)");
+                if let Some(missing) = cli::output::missing_agent_dir(&agent_dir) {
+                    eprintln!("no sessions: {missing}");
                     return Ok(EXIT_OK);
                 }
                 let scope = if all { agent_dir.clone() } else { request.cwd.unwrap_or_else(paths::process_cwd) };
@@ -670,6 +670,10 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             if let Some(url) = &global.catalog {
                 let mut out = std::io::stdout().lock();
                 return Ok(pi_sessiond::team::cli::usage(url, since_ms, by, json, &style, &mut out) as u8);
+            }
+            if let (Some(missing), false) = (cli::output::missing_agent_dir(&agent_dir), json) {
+                eprintln!("no usage: {missing}");
+                return Ok(EXIT_OK);
             }
             index
                 .with(|ix| cli::usage::usage(&agent_dir, ix, since_ms, by, json, &style, &mut std::io::stdout().lock()))

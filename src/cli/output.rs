@@ -479,6 +479,13 @@ pub fn emit(out: &mut dyn Write, text: &str) -> Result<u8, Failure> {
     }
 }
 
+/// Why a command found nothing, when the agent directory it looked in is not there: a mistyped `--agent-dir` (or
+/// `PI_CODING_AGENT_DIR`) otherwise reads as an empty one.
+pub fn missing_agent_dir(agent_dir: &str) -> Option<String> {
+    (!crate::session::paths::as_path(agent_dir).is_dir())
+        .then(|| format!("{agent_dir} does not exist (pi's agent directory: --agent-dir or PI_CODING_AGENT_DIR)"))
+}
+
 /// `n` and the noun it counts, in the number that agrees with it: "1 match", "1,701 matches".
 pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{} {}", thousands(n as u64), if n == 1 { one } else { many })

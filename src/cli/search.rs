@@ -86,7 +86,10 @@ pub fn search(
         eprintln!("{}; none from --offset {}", count(total, "match", "matches"), request.offset);
         Ok(status)
     } else if hits.is_empty() {
-        eprintln!("no matches");
+        match super::output::missing_agent_dir(agent_dir) {
+            Some(missing) => eprintln!("no matches: {missing}"),
+            None => eprintln!("no matches"),
+        }
         Ok(status)
     } else {
         let counted = Counted { total, sessions, offset: request.offset, limit: request.limit };
