@@ -387,8 +387,8 @@ enum Command {
 
 /// Installs logging: stdout carries the protocol (or a command's output); logs go to stderr only, and never block
 /// or fail a request.
-fn init_logging(level: LogLevel) -> pi_sessiond::rpc::log::LogWriter {
-    pi_sessiond::rpc::log::init(level.as_str())
+fn init_logging(level: LogLevel, lines: pi_sessiond::rpc::log::Lines) -> pi_sessiond::rpc::log::LogWriter {
+    pi_sessiond::rpc::log::init_as(level.as_str(), lines)
 }
 
 fn serve(global: &GlobalArgs, args: ServeArgs) -> i32 {
@@ -514,7 +514,15 @@ fn main() -> ExitCode {
         None => Command::Serve(ServeArgs::default()),
         Some(c) => c,
     };
-    let log = init_logging(global.log_level);
+    // Servers (the sidecar, the web view) log with times, to be read later; a command says what it has to say to
+    // the person who ran it.
+    let lines = match &command {
+        Command::Serve(_) | Command::Web { .. } | Command::Push { watch: true, .. } => {
+            pi_sessiond::rpc::log::Lines::Timed
+        }
+        _ => pi_sessiond::rpc::log::Lines::Said,
+    };
+    let log = init_logging(global.log_level, lines);
     if let Command::Serve(inner) = command {
         let code = serve(&global, inner.or(args.serve));
         log.flush(std::time::Duration::from_millis(200));

@@ -25,9 +25,10 @@ pub fn show(path: &str, id: &str, json: bool, style: &Style, out: &mut dyn Write
         ([], []) => return Err(Failure::new(ErrorKind::EntryNotFound, format!("Entry {id} not found in {path}"))),
         _ => {
             let ids: Vec<String> = matching.iter().take(5).map(|&i| m.records()[i].id.display()).collect();
+            let more = if matching.len() > 5 { format!(", and {} more", matching.len() - 5) } else { String::new() };
             return Err(Failure::new(
                 FailureKind::AmbiguousEntry,
-                format!("{id}: {} entries match: {}", matching.len(), ids.join(", ")),
+                format!("{id}: {} entries match: {}{more}", matching.len(), ids.join(", ")),
             ));
         }
     };

@@ -163,16 +163,55 @@ impl<'a> MakeWriter<'a> for LogWriter {
 /// Installs the process's logging: `filter` (`RUST_LOG` wins), to stderr through a [`LogWriter`]. Never prints
 /// its own errors (that would be a write to stderr from a request's thread).
 pub fn init(filter: &str) -> LogWriter {
+    init_as(filter, Lines::Timed)
+}
+
+/// How [`init_as`] writes each line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lines {
+    /// Time, level, where it comes from, the message: a server's log, read later beside other logs.
+    Timed,
+    /// `pi-sessiond: warning: …`: a command's remark to the person who just ran it.
+    Said,
+}
+
+/// [`init`], its lines written as `lines` says.
+pub fn init_as(filter: &str, lines: Lines) -> LogWriter {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
     let writer = LogWriter::start(std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer.clone())
-        .with_ansi(false)
-        .log_internal_errors(false)
-        .try_init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).log_internal_errors(false);
+    let _ = match lines {
+        Lines::Timed => builder.with_writer(writer.clone()).try_init(),
+        Lines::Said => builder.event_format(Said).with_writer(writer.clone()).try_init(),
+    };
     writer
+}
+
+/// The [`Lines::Said`] format.
+struct Said;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Said
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            tracing::Level::INFO => "note",
+            _ => "debug",
+        };
+        write!(writer, "pi-sessiond: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 #[cfg(test)]

@@ -1094,3 +1094,23 @@ fn a_session_is_found_by_the_id_in_its_header_whatever_its_file_is_named_and_two
     let out = cmd(&a.dir).args(["--json", "tree", "0195eeee"]).output().unwrap();
     assert_eq!(json_error(&out).1, "invalid_session_file");
 }
+
+#[test]
+fn a_command_s_warning_is_one_plain_line_to_the_person_not_a_timestamped_log_record() {
+    let a = agent();
+    let index = a.dir.join("garbage.sqlite");
+    std::fs::write(&index, "not a database").unwrap();
+    let out = cmd(&a.dir).args(["--index", &s(&index), "ls", "--cwd", "/work/app"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let first = err.lines().next().unwrap_or_default();
+    assert!(first.starts_with("pi-sessiond: warning: catalog index: "), "{err}");
+    assert!(first.contains(&s(&index)) && !first.contains("WARN"), "{err}");
+}
+
+#[test]
+fn a_regex_that_does_not_compile_is_refused_in_one_line_naming_the_fault() {
+    let a = agent();
+    let out = run(&a.dir, &["search", "re:(unclosed"]);
+    assert_fails_with_one_line(&out, &["invalid search query: re:(unclosed: unclosed group"]);
+}

@@ -26,6 +26,14 @@ pub const MAX_QUERY_BYTES: usize = 4096;
 /// The most words a query may have (each word of a quoted phrase counts).
 pub const MAX_QUERY_WORDS: usize = 64;
 
+/// A regex that does not compile, in one line: the regex crate draws the pattern with a caret under the fault
+/// over four lines, which a command line's one-line errors (and a host's message box) cannot hold.
+fn regex_error(pattern: &str, e: &regex::Error) -> String {
+    let text = e.to_string();
+    let why = text.lines().rev().find_map(|l| l.trim().strip_prefix("error: ")).unwrap_or_else(|| text.trim());
+    format!("re:{pattern}: {}", why.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
 /// pi's `parseSearchQuery`. An empty or invalid regex is an error, and so is a query over [`MAX_QUERY_BYTES`] or
 /// [`MAX_QUERY_WORDS`].
 pub fn parse_query(query: &str) -> Result<Query, String> {
@@ -42,7 +50,7 @@ pub fn parse_query(query: &str) -> Result<Query, String> {
             .case_insensitive(true)
             .build()
             .map(Query::Regex)
-            .map_err(|e| e.to_string());
+            .map_err(|e| regex_error(pattern, &e));
     }
     let mut tokens = Vec::new();
     let mut buf = String::new();
