@@ -329,10 +329,12 @@ test("after a plain pi's appends, what a pi on pi-sessiond appends next continue
 	);
 });
 
-for (const [how, cut] of [
+for (const [how, cut, kept] of [
 	["truncated in place", (file, keep) => truncateSync(file, keep)],
 	// A new file renamed over the old one; `keep` ends a line, so the line after the kept ones is the first deleted.
 	["rewritten by sed -i", (file, keep) => execFileSync("sed", ["-i", "-e", `${readFileSync(file).subarray(0, keep).toString().split("\n").length},$d`, file])],
+	// Nothing to fork: the new session holds every entry, and its header names the emptied file.
+	["emptied", (file) => truncateSync(file, 0), "all"],
 ]) {
 	test(`a session file ${how} under pi on pi-sessiond, losing its last entries, costs no prompt: pi goes on in a fork holding them`, async () => {
 		const box = sandbox(`cut-${how.split(" ")[0]}`);
@@ -353,7 +355,9 @@ for (const [how, cut] of [
 		const fork = (await pi.command({ type: "get_state" })).sessionFile;
 		equal(await pi.close(), 0, pi.stderr);
 		notEqual(fork, file, "pi went on in another file");
-		ok(pi.notices.some((n) => n.includes(file) && n.includes(fork) && /no longer holds this pi's last 2 entries/.test(n)), pi.notices.join("\n"));
+		const said = kept === "all" ? /was emptied or overwritten by another program/ : /no longer holds this pi's last 2 entries/;
+		ok(pi.notices.some((n) => n.includes(file) && n.includes(fork) && said.test(n)), pi.notices.join("\n"));
+		if (kept === "all") equal(lines(fork)[0].parentSession, file, "the new session names the emptied file");
 		equal(readFileSync(file, "utf8"), cutFile, "the file the other program changed is left as it left it");
 		deepStrictEqual(userTexts(fork), ["one", "two", "three", "four"], "the fork holds the whole conversation");
 		const entries = lines(fork).filter((e) => e.type !== "session");

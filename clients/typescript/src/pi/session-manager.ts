@@ -28,7 +28,7 @@
  * another instance) it opens its file again.
  */
 
-import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { appendsWithoutWaiting, bridge, type Changed, type CallOutcome, closeHandle, onSidecarDeath, type RequestFailure, type RpcError, type SyncBridge } from "./bridge.js";
 import { type Entry, getCurrentSystemMessage, type Message } from "./context.js";
@@ -372,6 +372,27 @@ function errorOf(error: RpcError, file: string | undefined, appended = false): S
 		return new SessiondSessionError(error, `Session file ${file ?? ""}: ${error.message}`);
 	}
 	return new SessiondSessionError(error);
+}
+
+/**
+ * True when `file` still starts with a session header (pi's test, on its first line), so a session can be forked
+ * from it; false for a file emptied, gone, or overwritten with something else.
+ */
+function holdsSession(file: string): boolean {
+	let first: string;
+	try {
+		const fd = openSync(file, "r");
+		try {
+			const buf = Buffer.alloc(4096);
+			const n = readSync(fd, buf, 0, buf.length, 0);
+			first = buf.subarray(0, n).toString("utf8").split("\n")[0] ?? "";
+		} finally {
+			closeSync(fd);
+		}
+	} catch {
+		return false;
+	}
+	return /^\s*\{\s*"type"\s*:\s*"session"/.test(first);
 }
 
 /** True while process `pid` exists (a zombie counts as gone). */
@@ -1213,6 +1234,12 @@ export class SessionManager extends SessionView {
 				continue;
 			}
 			if (kind === "content_modified" && first && this.goesOnAfterThem(method, params, leafBefore)) continue;
+			// Refused because the file holds no session any more (emptied, or overwritten with something else).
+			if (kind === "content_modified" && !tried.has("leaf_lost") && this.sessionFile !== undefined && !holdsSession(this.sessionFile)) {
+				tried.add("leaf_lost");
+				this.carryOverLost();
+				continue;
+			}
 			if (outcome.error) {
 				const appended = changes.some((c) => c.origin === "external" && c.change.kind === "append");
 				throw errorOf(outcome.error, this.sessionFile, appended);
@@ -1387,12 +1414,20 @@ export class SessionManager extends SessionView {
 	private carryOverLost(): void {
 		const source = this.sessionFile as string;
 		const path = this.getBranch(this.leafId ?? undefined).filter((e) => e.type !== "session");
-		const state = unwrap(
-			bridge().call<ServerState>("session/forkFrom", { sourcePath: source, targetCwd: this.cwd, sessionDir: this.sessionDir, snapshot: "full" }),
-			source,
-		);
 		const previousLeaf = this.leafId;
-		this.adopt(state);
+		// A file emptied (`: > FILE`), or overwritten with something that is not a session, has nothing to fork:
+		// the new session starts empty, its header naming the old file, and holds every entry of this pi's path.
+		const emptied = !holdsSession(source);
+		if (emptied) {
+			const created = unwrap(callRestarting<ServerState>("session/create", defined({ cwd: this.cwd, sessionDir: this.sessionDir, parentSession: source })), source);
+			this.adopt(created, { parentSession: source } as NewSessionOptions);
+		} else {
+			const state = unwrap(
+				bridge().call<ServerState>("session/forkFrom", { sourcePath: source, targetCwd: this.cwd, sessionDir: this.sessionDir, snapshot: "full" }),
+				source,
+			);
+			this.adopt(state);
+		}
 		const firstLost = path.findIndex((e) => !this.byId.has(e.id));
 		const lost = firstLost < 0 ? [] : path.slice(firstLost);
 		this.leafId = firstLost > 0 ? (path[firstLost - 1] as Entry).id : firstLost === 0 ? null : previousLeaf;
@@ -1412,12 +1447,13 @@ export class SessionManager extends SessionView {
 			this.pushEntry(copy);
 			carried++;
 		}
-		const of = `this pi's last ${lost.length === 1 ? "entry" : `${lost.length} entries`}`;
+		const one = lost.length === 1;
 		const missing = lost.length - carried;
+		const carriedOver = missing === 0 ? (one ? ", with it" : ", with them") : `, with ${carried} of them (${missing} could not be written again)`;
 		notice(
-			`Session file ${source} no longer holds ${of}: another program cut it short or rewrote it. Continuing in a new session forked from it${
-				missing === 0 ? ", with them" : `, with ${carried} of them (${missing} could not be written again)`
-			}: ${this.sessionFile}`,
+			emptied
+				? `Session file ${source} was emptied or overwritten by another program and holds no session now. Continuing in a new session with this pi's ${one ? "entry" : `${lost.length} entries`}${missing === 0 ? "" : ` (${carried} of them; ${missing} could not be written again)`}: ${this.sessionFile}`
+				: `Session file ${source} no longer holds this pi's last ${one ? "entry" : `${lost.length} entries`}: another program cut it short or rewrote it. Continuing in a new session forked from it${carriedOver}: ${this.sessionFile}`,
 		);
 	}
 
