@@ -626,7 +626,9 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 return Ok(EXIT_OK);
             }
             let mut screen = paged(&style);
-            let status = cli::ls::print(&listing, json, &style, &mut screen.writer());
+            // On a terminal ids may be shown as prefixes, which must name their sessions among every project's.
+            let others = if style.width.is_some() { cli::ls::ids_in_file_names(&agent_dir) } else { Vec::new() };
+            let status = cli::ls::print_among(&listing, &others, json, &style, &mut screen.writer());
             let shown = screen.finish();
             status.and_then(|status| shown.map(|()| status))
         }

@@ -76,12 +76,40 @@ fn named_directory(dir: &str) -> Result<(), Failure> {
 
 /// Prints the listing: pi's JSON with `json`, else a table.
 pub fn print(listing: &[Arc<ListedSession>], json: bool, style: &Style, out: &mut dyn Write) -> Result<u8, Failure> {
+    print_among(listing, &[], json, style, out)
+}
+
+/// [`print`], where an id shown as a prefix must also stay distinct from `other_ids` (sessions not listed, which
+/// `tree` and `show` look among all the same).
+pub fn print_among(
+    listing: &[Arc<ListedSession>],
+    other_ids: &[String],
+    json: bool,
+    style: &Style,
+    out: &mut dyn Write,
+) -> Result<u8, Failure> {
     if json {
         let mut bytes = info::session_infos(listing, true);
         bytes.push(b'\n');
         return emit(out, &String::from_utf8_lossy(&bytes));
     }
-    emit(out, &terminal_safe_output(&table(listing, style, now_ms())))
+    emit(out, &terminal_safe_output(&table(listing, other_ids, style, now_ms())))
+}
+
+/// The session ids pi's file names carry under `<agentDir>/sessions/*/` (`<time>_<id>.jsonl`): the sessions of
+/// every project, found without reading a file.
+pub fn ids_in_file_names(agent_dir: &str) -> Vec<String> {
+    let root = paths::join(&[agent_dir, "sessions"]);
+    let Ok(projects) = std::fs::read_dir(&root) else { return Vec::new() };
+    let mut ids = Vec::new();
+    for project in projects.flatten() {
+        let dir = paths::join(&[&root, &project.file_name().to_string_lossy()]);
+        let Ok(names) = crate::session::dirscan::jsonl_names(&dir) else { continue };
+        ids.extend(
+            names.iter().filter_map(|n| n.trim_end_matches(".jsonl").split_once('_').map(|(_, id)| id.to_owned())),
+        );
+    }
+    ids
 }
 
 fn now_ms() -> f64 {
@@ -119,10 +147,10 @@ const TITLE_COLUMNS_WANTED: usize = 30;
 /// The shortest id prefix `ls` shows: a UUIDv7's first 13 characters are its creation time to the millisecond.
 const ID_PREFIX_CHARS: usize = 13;
 
-/// Cuts each row's id (its last cell) to [`ID_PREFIX_CHARS`], or longer where another row's id starts the same,
-/// so each still names its session among those listed.
-fn shorten_ids(rows: &mut [[String; 5]]) {
-    let ids: Vec<String> = rows.iter().map(|r| r[4].clone()).collect();
+/// Cuts each row's id (its last cell) to [`ID_PREFIX_CHARS`], or longer where another row's id, or one of
+/// `other_ids`, starts the same, so each still names its session.
+fn shorten_ids(rows: &mut [[String; 5]], other_ids: &[String]) {
+    let ids: Vec<String> = rows.iter().map(|r| r[4].clone()).chain(other_ids.iter().cloned()).collect();
     for row in rows.iter_mut() {
         let id = &row[4];
         let shared = ids
@@ -138,7 +166,7 @@ fn shorten_ids(rows: &mut [[String; 5]]) {
     }
 }
 
-fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
+fn table(listing: &[Arc<ListedSession>], other_ids: &[String], style: &Style, now: f64) -> String {
     let rows: Vec<[String; 5]> = listing
         .iter()
         .map(|s| {
@@ -175,7 +203,7 @@ fn table(listing: &[Arc<ListedSession>], style: &Style, now: f64) -> String {
     if let Some(width) = style.width {
         let others: usize = widths[1..].iter().sum::<usize>() + 2 * 4;
         if width.saturating_sub(others) < TITLE_COLUMNS_WANTED && widths[4] > ID_PREFIX_CHARS {
-            shorten_ids(&mut rows);
+            shorten_ids(&mut rows, other_ids);
             widths = widths_of(&rows);
         }
     }

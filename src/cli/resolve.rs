@@ -59,7 +59,13 @@ pub fn session_path(name: &str, places: &Places) -> Result<String, Failure> {
             format!("{name}: no such file, and no session id starts with it (in {}/sessions)", places.agent_dir),
         )),
         _ => {
-            let shown: Vec<&str> = matches.iter().take(5).map(|(id, _)| id.as_str()).collect();
+            // Copies of one session share its id: then only their files tell them apart.
+            let copies = matches.windows(2).any(|w| w[0].0 == w[1].0);
+            let shown: Vec<String> = matches
+                .iter()
+                .take(5)
+                .map(|(id, path)| if copies { format!("{id} ({path})") } else { id.clone() })
+                .collect();
             let more = if matches.len() > 5 { format!(", and {} more", matches.len() - 5) } else { String::new() };
             Err(Failure::new(
                 FailureKind::AmbiguousSession,

@@ -591,6 +591,17 @@ fn ls_on_an_80_column_terminal_names_sessions_by_id_prefixes_that_resolve_leavin
     let mut shown = shown_ids(&rows);
     shown.sort();
     assert_eq!(shown, [APP_ID, APP_ID2], "wide enough, whole ids: {wide}");
+    // A session of another project, not listed, made in the same millisecond as a listed one: `stats` looks among
+    // every project's, so the listed one's prefix goes on until it differs from that one's too.
+    let other = project_dir(&a.dir, "/work/other");
+    let neighbour = "0193aaaa-2222-7000-8000-0000000000ee";
+    let body = [header(neighbour, "/work/other"), message("n1", None, 1, &user("next door"))].join("\n") + "\n";
+    std::fs::write(other.join(format!("2026-01-01T00-00-04-000Z_{neighbour}.jsonl")), body).unwrap();
+    let (narrow, rows) = ls(80);
+    let shown = shown_ids(&rows);
+    let second = shown.iter().find(|p| APP_ID2.starts_with(p.as_str())).expect("the second session's prefix");
+    assert!(second.len() > 13 && !neighbour.starts_with(second.as_str()), "{narrow}");
+    std::fs::remove_file(other.join(format!("2026-01-01T00-00-04-000Z_{neighbour}.jsonl"))).unwrap();
     // A session created in the same millisecond as another: both prefixes go on until they differ.
     let app = project_dir(&a.dir, "/work/app");
     let twin = "0193aaaa-1111-7000-8000-0000000000ff";
@@ -1086,6 +1097,12 @@ fn a_session_is_found_by_the_id_in_its_header_whatever_its_file_is_named_and_two
         &out,
         &["2 sessions match", "0193ffff-6666-7000-8000-000000000006", "0193ffff-6666-7000-8000-000000000099"],
     );
+    // Copies of one session share its id: the files are named, since nothing typed can pick one by id.
+    let copy = app.join("2026-01-03T00-00-02-000Z_0193ffff-6666-7000-8000-0000000000aa.jsonl");
+    std::fs::copy(app.join("2026-01-03T00-00-00-000Z_0193ffff-6666-7000-8000-000000000006.jsonl"), &copy).unwrap();
+    let out = run(&a.dir, &["tree", "0193ffff-6666-7000-8000-00000000000"]);
+    assert_fails_with_one_line(&out, &["2 sessions match", &s(&copy), "2026-01-03T00-00-00-000Z_0193ffff-6666"]);
+    std::fs::remove_file(&copy).unwrap();
     // A file named as the session asked for that holds none says what is wrong with it.
     let empty = app.join("2026-01-04T00-00-00-000Z_0195eeee-8888-7000-8000-000000000008.jsonl");
     std::fs::write(&empty, "").unwrap();
