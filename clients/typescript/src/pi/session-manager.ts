@@ -375,12 +375,15 @@ function errorOf(error: RpcError, file: string | undefined, appended = false): S
 }
 
 /**
- * True when `file` still starts with a session header (pi's test, on its first line), so a session can be forked
- * from it; false for a file emptied, gone, or overwritten with something else.
+ * False when `file` is a regular file that no longer starts with a session header (pi's test, on its first line):
+ * emptied, or overwritten with something else, so nothing can be forked from it. A path that is gone or is not a
+ * regular file (a directory put in its place) counts as holding one: writing there fails, and is thrown, as pi's
+ * module throws it.
  */
 function holdsSession(file: string): boolean {
 	let first: string;
 	try {
+		if (!statSync(file).isFile()) return true;
 		const fd = openSync(file, "r");
 		try {
 			const buf = Buffer.alloc(4096);
@@ -390,7 +393,7 @@ function holdsSession(file: string): boolean {
 			closeSync(fd);
 		}
 	} catch {
-		return false;
+		return true;
 	}
 	return /^\s*\{\s*"type"\s*:\s*"session"/.test(first);
 }
