@@ -28,7 +28,7 @@
  * another instance) it opens its file again.
  */
 
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { appendsWithoutWaiting, bridge, type Changed, type CallOutcome, closeHandle, onSidecarDeath, type RequestFailure, type RpcError, type SyncBridge } from "./bridge.js";
 import { type Entry, getCurrentSystemMessage, type Message } from "./context.js";
@@ -375,27 +375,17 @@ function errorOf(error: RpcError, file: string | undefined, appended = false): S
 }
 
 /**
- * False when `file` is a regular file that no longer starts with a session header (pi's test, on its first line):
+ * False when `file` is a regular file whose first line is no longer a session header (pi's `readSessionHeader`):
  * emptied, or overwritten with something else, so nothing can be forked from it. A path that is gone or is not a
- * regular file (a directory put in its place) counts as holding one: writing there fails, and is thrown, as pi's
- * module throws it.
+ * regular file (a directory put in its place), or whose header pi cannot scan, counts as holding one: writing
+ * there fails, and is thrown, as pi's module throws it.
  */
 function holdsSession(file: string): boolean {
-	let first: string;
 	try {
-		if (!statSync(file).isFile()) return true;
-		const fd = openSync(file, "r");
-		try {
-			const buf = Buffer.alloc(4096);
-			const n = readSync(fd, buf, 0, buf.length, 0);
-			first = buf.subarray(0, n).toString("utf8").split("\n")[0] ?? "";
-		} finally {
-			closeSync(fd);
-		}
+		return !statSync(file).isFile() || readSessionHeader(file) !== null;
 	} catch {
 		return true;
 	}
-	return /^\s*\{\s*"type"\s*:\s*"session"/.test(first);
 }
 
 /** True while process `pid` exists (a zombie counts as gone). */
