@@ -96,20 +96,10 @@ pub fn print_among(
     emit(out, &terminal_safe_output(&table(listing, other_ids, style, now_ms())))
 }
 
-/// The session ids pi's file names carry under `<agentDir>/sessions/*/` (`<time>_<id>.jsonl`): the sessions of
-/// every project, found without reading a file.
+/// The session ids pi's file names carry under `<agentDir>/sessions/*/`: the sessions of every project, found
+/// without reading a file.
 pub fn ids_in_file_names(agent_dir: &str) -> Vec<String> {
-    let root = paths::join(&[agent_dir, "sessions"]);
-    let Ok(projects) = std::fs::read_dir(&root) else { return Vec::new() };
-    let mut ids = Vec::new();
-    for project in projects.flatten() {
-        let dir = paths::join(&[&root, &project.file_name().to_string_lossy()]);
-        let Ok(names) = crate::session::dirscan::jsonl_names(&dir) else { continue };
-        ids.extend(
-            names.iter().filter_map(|n| n.trim_end_matches(".jsonl").split_once('_').map(|(_, id)| id.to_owned())),
-        );
-    }
-    ids
+    super::resolve::session_files(agent_dir).into_iter().filter_map(|(_, id)| id).collect()
 }
 
 fn now_ms() -> f64 {

@@ -106,21 +106,12 @@ struct IdMatches {
 /// header's id (a copied or renamed file; an empty file, whose first write made a header with a new id, as pi's
 /// does), and two sessions matching a prefix must be told apart, not one of them picked.
 fn sessions_with_id_prefix(prefix: &str, agent_dir: &str) -> IdMatches {
-    let root = paths::join(&[agent_dir, "sessions"]);
     let mut named = Vec::new();
     let mut others = Vec::new();
-    if let Ok(projects) = std::fs::read_dir(&root) {
-        for project in projects.flatten() {
-            let dir = paths::join(&[&root, &project.file_name().to_string_lossy()]);
-            let Ok(names) = dirscan::jsonl_names(&dir) else { continue };
-            for name in names {
-                let path = paths::join(&[&dir, &name]);
-                let id_in_name = name.trim_end_matches(".jsonl").split_once('_').map(|(_, id)| id.to_owned());
-                match id_in_name {
-                    Some(id) if id.starts_with(prefix) => named.push(path),
-                    _ => others.push(path),
-                }
-            }
+    for (path, id_in_name) in session_files(agent_dir) {
+        match id_in_name {
+            Some(id) if id.starts_with(prefix) => named.push(path),
+            _ => others.push(path),
         }
     }
     let header_id = |path: &str| -> Option<String> {
@@ -147,6 +138,23 @@ fn sessions_with_id_prefix(prefix: &str, agent_dir: &str) -> IdMatches {
     }
     found.sort();
     IdMatches { found, unreadable }
+}
+
+/// Every session file under `<agentDir>/sessions/*/`, with the id its name carries (pi names them
+/// `<time>_<id>.jsonl`; None for a file named otherwise): every project's sessions, found without reading a file.
+pub fn session_files(agent_dir: &str) -> Vec<(String, Option<String>)> {
+    let root = paths::join(&[agent_dir, "sessions"]);
+    let Ok(projects) = std::fs::read_dir(&root) else { return Vec::new() };
+    let mut files = Vec::new();
+    for project in projects.flatten() {
+        let dir = paths::join(&[&root, &project.file_name().to_string_lossy()]);
+        let Ok(names) = dirscan::jsonl_names(&dir) else { continue };
+        for name in names {
+            let id = name.trim_end_matches(".jsonl").split_once('_').map(|(_, id)| id.to_owned());
+            files.push((paths::join(&[&dir, &name]), id));
+        }
+    }
+    files
 }
 
 /// Why the file at `path` gave no session header, for a person, and the kind of that failure.

@@ -32,6 +32,11 @@ fn user(text: &str) -> String {
     format!(r#"{{"role":"user","content":"{text}","timestamp":1767225600000}}"#)
 }
 
+/// A session of `cwd` with header `id` and one user message `text` (entry `entry`), as file text.
+fn one_message_session(id: &str, cwd: &str, entry: &str, text: &str) -> String {
+    [header(id, cwd), message(entry, None, 1, &user(text))].join("\n") + "\n"
+}
+
 fn assistant(text: &str, model: &str, input: u32, output: u32, cost: f64) -> String {
     format!(
         r#"{{"role":"assistant","content":[{{"type":"text","text":"{text}"}}],"api":"x","provider":"acme","model":"{model}","usage":{{"input":{input},"output":{output},"cacheRead":0,"cacheWrite":0,"totalTokens":{},"cost":{{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":{cost}}}}},"stopReason":"stop","timestamp":1767225600000}}"#,
@@ -75,9 +80,9 @@ fn agent() -> Agent {
     std::fs::create_dir_all(&other).unwrap();
     let app_session = app.join(format!("2026-01-01T00-00-00-000Z_{APP_ID}.jsonl"));
     std::fs::write(&app_session, branched_session(APP_ID, "/work/app")).unwrap();
-    let second = [header(APP_ID2, "/work/app"), message("x1", None, 1, &user("a second session"))].join("\n") + "\n";
+    let second = one_message_session(APP_ID2, "/work/app", "x1", "a second session");
     std::fs::write(app.join(format!("2026-01-01T00-00-01-000Z_{APP_ID2}.jsonl")), second).unwrap();
-    let third = [header(OTHER_ID, "/work/other"), message("y1", None, 1, &user("elsewhere"))].join("\n") + "\n";
+    let third = one_message_session(OTHER_ID, "/work/other", "y1", "elsewhere");
     std::fs::write(other.join(format!("2026-01-01T00-00-02-000Z_{OTHER_ID}.jsonl")), third).unwrap();
     Agent { _tmp: tmp, dir, app_session }
 }
@@ -595,7 +600,7 @@ fn ls_on_an_80_column_terminal_names_sessions_by_id_prefixes_that_resolve_leavin
     // every project's, so the listed one's prefix goes on until it differs from that one's too.
     let other = project_dir(&a.dir, "/work/other");
     let neighbour = "0193aaaa-2222-7000-8000-0000000000ee";
-    let body = [header(neighbour, "/work/other"), message("n1", None, 1, &user("next door"))].join("\n") + "\n";
+    let body = one_message_session(neighbour, "/work/other", "n1", "next door");
     std::fs::write(other.join(format!("2026-01-01T00-00-04-000Z_{neighbour}.jsonl")), body).unwrap();
     let (narrow, rows) = ls(80);
     let shown = shown_ids(&rows);
@@ -605,7 +610,7 @@ fn ls_on_an_80_column_terminal_names_sessions_by_id_prefixes_that_resolve_leavin
     // A session created in the same millisecond as another: both prefixes go on until they differ.
     let app = project_dir(&a.dir, "/work/app");
     let twin = "0193aaaa-1111-7000-8000-0000000000ff";
-    let body = [header(twin, "/work/app"), message("t1", None, 1, &user("a twin"))].join("\n") + "\n";
+    let body = one_message_session(twin, "/work/app", "t1", "a twin");
     std::fs::write(app.join(format!("2026-01-01T00-00-03-000Z_{twin}.jsonl")), body).unwrap();
     let (narrow, rows) = ls(80);
     let shown = shown_ids(&rows);
@@ -652,11 +657,7 @@ fn sessions_are_named_by_full_id_unique_prefix_or_latest() {
     let app2 = project_dir(&a.dir, "/tmp/pi-sessiond-cli-latest");
     std::fs::create_dir_all(&app2).unwrap();
     let newest = app2.join("b.jsonl");
-    std::fs::write(
-        &newest,
-        [header("n1", "/tmp/pi-sessiond-cli-latest"), message("z1", None, 1, &user("newest"))].join("\n") + "\n",
-    )
-    .unwrap();
+    std::fs::write(&newest, one_message_session("n1", "/tmp/pi-sessiond-cli-latest", "z1", "newest")).unwrap();
     let latest = cmd(&a.dir).current_dir("/tmp/pi-sessiond-cli-latest").args(["tree", "latest"]).output().unwrap();
     assert!(text(&latest.stdout).contains("z1 user: newest"), "{}", text(&latest.stderr));
     let none = cmd(&a.dir).current_dir("/").args(["tree", "latest"]).output().unwrap();
@@ -861,7 +862,7 @@ fn ls_and_latest_from_a_subdirectory_of_a_project_find_the_projects_sessions() {
     let sessions = project_dir(&a.dir, &app_cwd);
     std::fs::create_dir_all(&sessions).unwrap();
     let id = "0193cccc-4444-7000-8000-000000000004";
-    let session = [header(id, &app_cwd), message("p1", None, 1, &user("parser session"))].join("\n") + "\n";
+    let session = one_message_session(id, &app_cwd, "p1", "parser session");
     std::fs::write(sessions.join(format!("2026-01-01T00-00-03-000Z_{id}.jsonl")), session).unwrap();
     let from_deep = |args: &[&str]| cmd(&a.dir).args(args).current_dir(&deep).env("PWD", &deep).output().unwrap();
     let ls = from_deep(&["ls"]);
@@ -885,7 +886,7 @@ fn a_session_with_a_megabyte_cwd_does_not_widen_every_row_of_a_piped_listing() {
     let sessions = project_dir(&a.dir, "/work/huge");
     std::fs::create_dir_all(&sessions).unwrap();
     let id = "0193dddd-5555-7000-8000-000000000005";
-    let session = [header(id, &huge), message("h1", None, 1, &user("huge cwd"))].join("\n") + "\n";
+    let session = one_message_session(id, &huge, "h1", "huge cwd");
     std::fs::write(sessions.join(format!("2026-01-01T00-00-04-000Z_{id}.jsonl")), session).unwrap();
     let out = run(&a.dir, &["ls", "--all"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -904,7 +905,7 @@ fn wide_characters_take_their_two_columns_in_a_table_on_a_terminal() {
     let sessions = project_dir(&a.dir, "/work/app");
     let id = "0193eeee-6666-7000-8000-000000000006";
     let title = "日本語の質問について詳しく説明してください。トークナイザーの状態機械を作りたい";
-    let session = [header(id, "/work/app"), message("w1", None, 1, &user(title))].join("\n") + "\n";
+    let session = one_message_session(id, "/work/app", "w1", title);
     std::fs::write(sessions.join(format!("2026-01-01T00-00-05-000Z_{id}.jsonl")), session).unwrap();
     let screen = run_on_terminal(cmd(&a.dir).args(["ls", "--cwd", "/work/app", "--no-pager"]), 90, 40, b"");
     let columns =
@@ -1067,8 +1068,7 @@ fn an_argument_that_is_not_utf8_is_refused_with_status_2_not_a_crash() {
 fn a_session_is_found_by_the_id_in_its_header_whatever_its_file_is_named_and_two_matches_are_both_named() {
     let a = agent();
     let app = project_dir(&a.dir, "/work/app");
-    let session =
-        |id: &str, text: &str| [header(id, "/work/app"), message("z1", None, 1, &user(text))].join("\n") + "\n";
+    let session = |id: &str, text: &str| one_message_session(id, "/work/app", "z1", text);
     // Named after one id, holding another (a copied or renamed file; an empty file pi wrote a header into).
     let renamed_id = "0193dddd-4444-7000-8000-000000000004";
     std::fs::write(
