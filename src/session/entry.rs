@@ -297,6 +297,11 @@ impl Record {
         self.kind == EntryType::Session
     }
 
+    /// True for an entry (not a header) read without its skeleton.
+    pub fn lacks_skeleton(&self) -> bool {
+        !self.is_header() && self.skeleton.is_none()
+    }
+
     /// True for a message entry with a user or assistant message (pi's `_hasConversation` test).
     pub fn is_conversation(&self) -> bool {
         self.kind == EntryType::Message && self.message == MessageShape::Object && self.role.is_conversation()

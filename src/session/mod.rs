@@ -33,6 +33,18 @@ pub mod skeleton;
 pub mod store;
 pub mod tree;
 
+/// A fixed pseudo-random draw below a bound (xorshift32 from `seed`), for tests that generate many inputs: the
+/// same sequence every run, so a failure repeats.
+#[cfg(test)]
+pub(crate) fn draws_below(mut seed: u32) -> impl FnMut(u32) -> u32 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        seed % n
+    }
+}
+
 pub use change::NewSessionOptions;
 pub use change::{Change, Commit, EntryRef, Op, OpValue, Origin, Outcome};
 pub use error::{Error, ErrorKind, Result};

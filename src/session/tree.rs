@@ -7,6 +7,7 @@
 //! order) and of `getTree` children (V8's sort by timestamp), is pi's.
 
 use std::collections::HashSet;
+use std::hash::BuildHasher;
 
 use indexmap::IndexMap;
 
@@ -30,9 +31,17 @@ pub struct ResolvedLabel {
 }
 
 /// pi's in-memory index over the records of one session.
+///
+/// pi's `byId` is held as `latest` (for each distinct id, in the order it was first indexed, the record it maps
+/// to now: a later duplicate takes its place, as `Map.set` keeps a key's position) and `slots` (positions in
+/// `latest`, found by the hash of their record's id and compared through the records). The ids stay the records'
+/// own: an index of copied ids cost a fifth of a kept open (each id cloned, a 48-byte bucket per entry). So every
+/// lookup takes the records the index was built over.
 #[derive(Clone, Debug, Default)]
 pub struct TreeIndex {
-    by_id: IdMap<Key, usize>,
+    latest: Vec<usize>,
+    slots: hashbrown::HashTable<usize>,
+    hasher: foldhash::fast::RandomState,
     labels: IdMap<Key, ResolvedLabel>,
     /// The leaf id; [`Key::Null`] when there is no leaf (empty session, or after `resetLeaf`).
     pub leaf: Key,
@@ -66,11 +75,12 @@ impl TreeIndex {
     pub fn build(records: &[Record]) -> TreeIndex {
         let mut index = TreeIndex::default();
         // One allocation of the right size, not a rehash of every id at each doubling.
-        index.by_id.reserve(records.len());
+        index.latest.reserve(records.len());
+        index.slots.reserve(records.len(), |_| unreachable!("empty"));
         let mut last = None;
         for (i, r) in records.iter().enumerate() {
             if !r.is_header() {
-                index.insert(i, r);
+                index.insert(records, i);
                 index.apply_label(r);
                 last = Some(r);
             }
@@ -82,17 +92,24 @@ impl TreeIndex {
         index
     }
 
-    fn insert(&mut self, i: usize, r: &Record) {
-        if self.by_id.insert(r.id.clone(), i).is_some() {
+    fn insert(&mut self, records: &[Record], i: usize) {
+        let hash = self.hasher.hash_one(&records[i].id);
+        let latest = &mut self.latest;
+        if let Some(&slot) = self.slots.find(hash, |&slot| records[latest[slot]].id == records[i].id) {
+            latest[slot] = i;
             self.has_duplicates = true;
+        } else {
+            latest.push(i);
+            let hasher = &self.hasher;
+            self.slots.insert_unique(hash, latest.len() - 1, |&slot| hasher.hash_one(&records[latest[slot]].id));
         }
     }
 
-    /// Indexes a record and makes it the leaf (pi's `byId.set`, `leafId = id`). Labels are applied separately
-    /// ([`TreeIndex::apply_label`]) because an append applies them only once its write succeeded.
-    pub fn add(&mut self, i: usize, r: &Record) {
-        self.insert(i, r);
-        self.leaf = r.id.clone();
+    /// Indexes record `i` of `records` and makes it the leaf (pi's `byId.set`, `leafId = id`). Labels are applied
+    /// separately ([`TreeIndex::apply_label`]) because an append applies them only once its write succeeded.
+    pub fn add(&mut self, records: &[Record], i: usize) {
+        self.insert(records, i);
+        self.leaf = records[i].id.clone();
     }
 
     /// Applies a label record to the resolved labels (a truthy label sets, anything else clears).
@@ -113,36 +130,46 @@ impl TreeIndex {
         }
     }
 
-    /// Undoes [`TreeIndex::add`] of the newest record after a failed write (pi's rollback: delete the id, restore
-    /// the leaf). Label state is only changed by callers after a successful write.
-    pub fn remove_newest(&mut self, id: &Key, previous_leaf: Key) {
-        self.by_id.shift_remove(id);
+    /// Undoes [`TreeIndex::add`] of the newest record, record `i` with `id`, after a failed write (pi's rollback:
+    /// delete the id, restore the leaf); the record itself may already be gone from the records. Label state is
+    /// only changed by callers after a successful write.
+    pub fn remove_newest(&mut self, i: usize, id: &Key, previous_leaf: Key) {
+        let latest = &self.latest;
+        if let Ok(found) = self.slots.find_entry(self.hasher.hash_one(id), |&slot| latest[slot] == i) {
+            let (slot, _) = found.remove();
+            self.latest.remove(slot);
+            // Positions after it move down one (only when a rollback is not of the newest id: rare).
+            if slot < self.latest.len() {
+                self.slots.iter_mut().filter(|s| **s > slot).for_each(|s| *s -= 1);
+            }
+        }
         self.leaf = previous_leaf;
     }
 
-    /// The record the id maps to (the last duplicate).
-    pub fn get(&self, id: &Key) -> Option<usize> {
-        self.by_id.get(id).copied()
+    /// The record `id` maps to in `records` (the last duplicate).
+    pub fn get(&self, records: &[Record], id: &Key) -> Option<usize> {
+        let hash = self.hasher.hash_one(id);
+        self.slots.find(hash, |&slot| records[self.latest[slot]].id == *id).map(|&slot| self.latest[slot])
     }
 
     /// True when `id` is a key of the map.
-    pub fn contains(&self, id: &Key) -> bool {
-        self.by_id.contains_key(id)
+    pub fn contains(&self, records: &[Record], id: &Key) -> bool {
+        self.get(records, id).is_some()
     }
 
     /// `getEntryCount()`: distinct ids.
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.latest.len()
     }
 
     /// True when no entry is indexed.
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.latest.is_empty()
     }
 
     /// True when a string id is taken (for new-id collision checks).
-    pub fn has_str(&self, id: &str) -> bool {
-        self.by_id.contains_key(&Key::str(id))
+    pub fn has_str(&self, records: &[Record], id: &str) -> bool {
+        self.contains(records, &Key::str(id))
     }
 
     /// The resolved label of `id`.
@@ -157,7 +184,7 @@ impl TreeIndex {
 
     /// Record indices in map order (`byId.values()`).
     pub fn values(&self) -> impl Iterator<Item = usize> + '_ {
-        self.by_id.values().copied()
+        self.latest.iter().copied()
     }
 
     /// Follows parent links from `start` to a root and returns the path root first. Stops where an entry would
@@ -171,8 +198,8 @@ impl TreeIndex {
             if !parent.truthy() {
                 break;
             }
-            match self.by_id.get(parent) {
-                Some(&p) if seen.insert(p) => {
+            match self.get(records, parent) {
+                Some(p) if seen.insert(p) => {
                     path.push(p);
                     current = p;
                 }
@@ -191,8 +218,8 @@ impl TreeIndex {
         if !start.truthy() {
             return Vec::new();
         }
-        match self.by_id.get(start) {
-            Some(&i) => self.walk_from(records, i),
+        match self.get(records, start) {
+            Some(i) => self.walk_from(records, i),
             None => Vec::new(),
         }
     }
@@ -203,7 +230,7 @@ impl TreeIndex {
         if self.leaf == Key::Null {
             return Vec::new();
         }
-        let start = if self.leaf.truthy() { self.by_id.get(&self.leaf).copied() } else { None };
+        let start = if self.leaf.truthy() { self.get(records, &self.leaf) } else { None };
         let start = start.or_else(|| records.iter().rposition(|r| !r.is_header()));
         match start {
             Some(i) => self.walk_from(records, i),
@@ -268,7 +295,7 @@ impl TreeIndex {
                 let before = i.checked_sub(1).map(|b| (b, &records[b]));
                 match before {
                     Some((b, before)) if previous_first && !before.is_header() && before.id == r.parent => Some(b),
-                    _ => self.by_id.get(&r.parent).copied(),
+                    _ => self.get(records, &r.parent),
                 }
             })
             .collect()
@@ -383,13 +410,7 @@ mod tests {
     fn taking_the_line_before_as_the_parent_gives_what_looking_every_parent_up_gives() {
         // Ids from a small alphabet, so files with repeated ids, missing parents, self-parents, cycles, headers
         // in the middle and entries without ids all come up; a fixed generator, so a failure repeats.
-        let mut seed = 0x9e37_79b9_u32;
-        let mut next = |n: u32| {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed % n
-        };
+        let mut next = crate::session::draws_below(0x9e37_79b9_u32);
         let ids = ["a", "b", "c", "d", "e", "f"];
         for file in 0..400 {
             let len = 1 + next(10) as usize;
@@ -419,6 +440,61 @@ mod tests {
                 .collect();
             let index = TreeIndex::build(&records);
             assert_eq!(index.parents(&records, true), index.parents(&records, false), "file {file}");
+        }
+    }
+
+    /// A record of an entry with `id` (and no parent), parsed as a file line is.
+    fn entry(id: &str, line: u32) -> Record {
+        let text = format!(r#"{{"type":"custom","id":"{id}","parentId":null}}"#);
+        match parse_line(text.as_bytes(), line, Body::memory(text.clone().into_bytes())) {
+            LineOutcome::Record(r) => r,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    /// What the index must agree with: a JavaScript `Map` from id to record, as an insertion-ordered map.
+    fn map_model(records: &[Record]) -> IndexMap<Key, usize> {
+        let mut model = IndexMap::new();
+        for (i, r) in records.iter().enumerate() {
+            model.insert(r.id.clone(), i);
+        }
+        model
+    }
+
+    fn assert_agrees(index: &TreeIndex, records: &[Record], model: &IndexMap<Key, usize>, what: &str) {
+        assert_eq!(index.values().collect::<Vec<_>>(), model.values().copied().collect::<Vec<_>>(), "{what}");
+        assert_eq!(index.len(), model.len(), "{what}");
+        for id in ["a", "b", "c", "d", "e", "f", "g", "h", "absent"] {
+            let key = Key::str(id);
+            assert_eq!(index.get(records, &key), model.get(&key).copied(), "{what}: {id}");
+        }
+    }
+
+    #[test]
+    fn the_index_answers_as_a_map_through_duplicates_appends_and_rollbacks() {
+        let mut next = crate::session::draws_below(0x2545_f491_u32);
+        let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        for file in 0..300 {
+            let len = next(12) as usize;
+            let mut records: Vec<Record> = (0..len).map(|i| entry(ids[next(8) as usize], i as u32 + 1)).collect();
+            let mut index = TreeIndex::build(&records);
+            assert_agrees(&index, &records, &map_model(&records), &format!("file {file} built"));
+            // Appends staged one by one, then rolled back newest first, as after a failed write.
+            let staged = 1 + next(4) as usize;
+            for _ in 0..staged {
+                records.push(entry(ids[next(8) as usize], records.len() as u32 + 1));
+                index.add(&records, records.len() - 1);
+            }
+            let mut model = map_model(&records);
+            assert_agrees(&index, &records, &model, &format!("file {file} appended"));
+            // pi's rollback deletes each id (`byId.delete`): an earlier entry with it is then not found either.
+            for i in (len..records.len()).rev() {
+                let id = records[i].id.clone();
+                index.remove_newest(i, &id, Key::Null);
+                model.shift_remove(&id);
+            }
+            records.truncate(len);
+            assert_agrees(&index, &records, &model, &format!("file {file} rolled back"));
         }
     }
 }

@@ -30,7 +30,12 @@ impl JsString {
     }
 
     /// [`JsString::from_wtf8`] of borrowed bytes: a short string is not allocated at all.
+    #[inline]
     pub fn from_wtf8_slice(bytes: &[u8]) -> Self {
+        // Ids and most keys are ASCII: checked in line, without the general validation's call.
+        if bytes.is_ascii() {
+            return JsString(Bytes16::from_slice(bytes));
+        }
         Self::wtf8_or_lossy(bytes, Bytes16::from_slice)
     }
 

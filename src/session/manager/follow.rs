@@ -191,7 +191,7 @@ impl SessionManager {
             for i in first_new..self.records.len() {
                 let r = &self.records[i];
                 if !r.is_header() {
-                    self.index.add(i, r);
+                    self.index.add(&self.records, i);
                     self.index.apply_label(r);
                 }
             }

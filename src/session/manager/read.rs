@@ -120,7 +120,7 @@ impl SessionManager {
     /// `getLeafEntry()`.
     pub fn leaf_entry(&self) -> Option<usize> {
         if self.index.leaf.truthy() {
-            self.index.get(&self.index.leaf)
+            self.index.get(&self.records, &self.index.leaf)
         } else {
             None
         }
@@ -128,7 +128,7 @@ impl SessionManager {
 
     /// `getEntry(id)`.
     pub fn entry(&self, id: &Key) -> Option<usize> {
-        self.index.get(id)
+        self.index.get(&self.records, id)
     }
 
     /// `getChildren(parentId)`.

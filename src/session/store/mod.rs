@@ -139,7 +139,7 @@ impl LoadedFile {
 
     /// True when every entry read carries its skeleton (none does when read for a host that declined them).
     pub fn has_every_skeleton(&self) -> bool {
-        self.records.iter().all(|r| r.is_header() || r.skeleton.is_some())
+        !self.records.iter().any(Record::lacks_skeleton)
     }
 
     /// True when what was read ends with a complete line, so lines read after it start a line of their own.

@@ -201,7 +201,7 @@ impl SessionManager {
         });
         match first {
             Some(first) if first + count <= self.records.len() => {
-                if !leaf.truthy() || self.index.contains(&leaf) {
+                if !leaf.truthy() || self.index.contains(&self.records, &leaf) {
                     self.index.leaf = leaf;
                 }
                 Ok(first..first + count)
@@ -226,9 +226,9 @@ impl SessionManager {
     ) -> Result<Range<usize>> {
         let leaf = self.index.leaf.clone();
         let ours = self.records.split_off(write_from);
-        for r in ours.iter().rev() {
+        for (i, r) in ours.iter().enumerate().rev() {
             if !r.is_header() {
-                self.index.remove_newest(&r.id, Key::Null);
+                self.index.remove_newest(write_from + i, &r.id, Key::Null);
             }
         }
         let file = self.file.as_ref().expect("just written");
@@ -265,10 +265,11 @@ impl SessionManager {
             let i = self.records.len();
             r.body = Body::file(offset, len);
             self.lines.push(LineSlot { offset, len, record: Some(i) });
-            if !r.is_header() {
-                self.index.add(i, &r);
-            }
+            let entry = !r.is_header();
             self.records.push(r);
+            if entry {
+                self.index.add(&self.records, i);
+            }
             offset += len + 1;
         }
         self.index.leaf = leaf;
@@ -288,7 +289,7 @@ impl SessionManager {
         for i in first_new..self.records.len() {
             let r = &self.records[i];
             if !r.is_header() {
-                self.index.add(i, r);
+                self.index.add(&self.records, i);
                 self.index.apply_label(r);
             }
         }

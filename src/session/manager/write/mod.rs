@@ -183,7 +183,7 @@ impl SessionManager {
             }
         }
         if ours.start != first {
-            relocate(&mut value, &self.index);
+            relocate(&mut value, &self.index, &self.records);
         }
         let last_appended = ours.clone().last().map(|i| self.records[i].id.clone());
         if !ours.is_empty() {
@@ -199,7 +199,7 @@ impl SessionManager {
     fn recover_from_panic(&mut self, first: usize, leaf: Key) {
         if self.persist && self.flushed && self.file.is_some() {
             match self.reload() {
-                Ok(_) if !leaf.truthy() || self.index.contains(&leaf) => self.index.leaf = leaf,
+                Ok(_) if !leaf.truthy() || self.index.contains(&self.records, &leaf) => self.index.leaf = leaf,
                 Ok(_) => {}
                 Err(e) => tracing::error!("after a panic, the session file could not be read again: {e}"),
             }
@@ -212,9 +212,9 @@ impl SessionManager {
 
     /// Undoes staging: the records from `first` on leave memory and the index, and the leaf is put back.
     fn unstage(&mut self, first: usize, leaf: Key) {
-        for r in self.records[first..].iter().rev() {
+        for (i, r) in self.records.iter().enumerate().skip(first).rev() {
             if !r.is_header() {
-                self.index.remove_newest(&r.id, Key::Null);
+                self.index.remove_newest(i, &r.id, Key::Null);
             }
         }
         self.records.truncate(first);
@@ -243,14 +243,14 @@ fn resolve(entry: EntryRef, earlier: &[OpValue]) -> Result<Key> {
 
 /// Points the record indices of `value` at where their entries are now (after another writer's records were
 /// put before them).
-fn relocate(value: &mut OpValue, index: &TreeIndex) {
+fn relocate(value: &mut OpValue, index: &TreeIndex, records: &[Record]) {
     match value {
         OpValue::Entry { id, record } => {
-            if let Some(i) = index.get(&Key::str(id)) {
+            if let Some(i) = index.get(records, &Key::str(id)) {
                 *record = i;
             }
         }
-        OpValue::Batch(values) => values.iter_mut().for_each(|v| relocate(v, index)),
+        OpValue::Batch(values) => values.iter_mut().for_each(|v| relocate(v, index, records)),
         OpValue::Done | OpValue::Path(_) => {}
     }
 }

@@ -7,8 +7,8 @@ impl SessionManager {
     // Staging: pi's entries, built in memory
 
     pub(super) fn new_entry_id(&mut self) -> String {
-        let index = &self.index;
-        ids::generate_entry_id(self.env.ids.as_mut(), |id| index.has_str(id))
+        let (index, records) = (&self.index, &self.records);
+        ids::generate_entry_id(self.env.ids.as_mut(), |id| index.has_str(records, id))
     }
 
     /// The common fields of a new entry, in pi's order: type, id, parentId, timestamp.
@@ -54,7 +54,7 @@ impl SessionManager {
         Json::Object(entry).write_canonical(&mut bytes);
         let i = self.records.len();
         self.records.push(record_from_bytes(bytes));
-        self.index.add(i, &self.records[i]);
+        self.index.add(&self.records, i);
         OpValue::Entry { id, record: i }
     }
 
@@ -115,7 +115,7 @@ impl SessionManager {
             }
             Op::AppendLabelChange { target_id, label } => {
                 let target_id = resolve(target_id, earlier)?;
-                if !self.index.contains(&target_id) {
+                if !self.index.contains(&self.records, &target_id) {
                     return Err(Error::EntryNotFound { id: target_id.display() });
                 }
                 let (mut o, id) = self.base_entry("label");
@@ -129,7 +129,7 @@ impl SessionManager {
             }
             Op::Branch { entry_id } => {
                 let entry_id = resolve(entry_id, earlier)?;
-                if !self.index.contains(&entry_id) {
+                if !self.index.contains(&self.records, &entry_id) {
                     return Err(Error::EntryNotFound { id: entry_id.display() });
                 }
                 self.index.leaf = entry_id;
@@ -142,7 +142,7 @@ impl SessionManager {
             Op::BranchWithSummary { entry_id, summary, details, from_hook, usage } => {
                 let entry_id = entry_id.map(|r| resolve(r, earlier)).transpose()?;
                 if let Some(id) = &entry_id {
-                    if !self.index.contains(id) {
+                    if !self.index.contains(&self.records, id) {
                         return Err(Error::EntryNotFound { id: id.display() });
                     }
                 }
@@ -160,7 +160,7 @@ impl SessionManager {
                 self.stage_entry(o, id)
             }
             Op::WithIdentity { identity, op } => {
-                if let Some(id) = identity.id.as_deref().filter(|id| self.index.has_str(id)) {
+                if let Some(id) = identity.id.as_deref().filter(|id| self.index.has_str(&self.records, id)) {
                     return Err(Error::IdTaken { id: id.to_owned() });
                 }
                 self.chosen = Some(identity);
@@ -241,7 +241,7 @@ impl SessionManager {
         if !valid {
             return Err(Error::InvalidReplacement);
         }
-        let Some(target) = self.index.get(target_id) else {
+        let Some(target) = self.index.get(&self.records, target_id) else {
             return Err(Error::EntryNotFound { id: target_id.display() });
         };
         let branch = self.index.branch(&self.records, None);
