@@ -93,15 +93,23 @@ impl TreeIndex {
     }
 
     fn insert(&mut self, records: &[Record], i: usize) {
-        let hash = self.hasher.hash_one(&records[i].id);
-        let latest = &mut self.latest;
-        if let Some(&slot) = self.slots.find(hash, |&slot| records[latest[slot]].id == records[i].id) {
-            latest[slot] = i;
-            self.has_duplicates = true;
-        } else {
-            latest.push(i);
-            let hasher = &self.hasher;
-            self.slots.insert_unique(hash, latest.len() - 1, |&slot| hasher.hash_one(&records[latest[slot]].id));
+        let id = &records[i].id;
+        let (hasher, latest) = (&self.hasher, &mut self.latest);
+        // One probe whether the id is new or not.
+        let entry = self.slots.entry(
+            hasher.hash_one(id),
+            |&slot| records[latest[slot]].id == *id,
+            |&slot| hasher.hash_one(&records[latest[slot]].id),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(found) => {
+                latest[*found.get()] = i;
+                self.has_duplicates = true;
+            }
+            hashbrown::hash_table::Entry::Vacant(place) => {
+                place.insert(latest.len());
+                latest.push(i);
+            }
         }
     }
 
