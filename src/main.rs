@@ -615,6 +615,9 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
         Command::Ls { cwd, dir, all } => {
             let request = cli::ls::LsRequest { cwd, dir, all };
             let listing = index.with(|ix| cli::ls::listing(&request, &agent_dir, ix))?;
+            if listing.is_empty() && json {
+                cli::output::warn_if_missing_agent_dir(&agent_dir);
+            }
             if listing.is_empty() && !json {
                 // A mistyped --agent-dir looks like an empty one unless it is named as missing.
                 if let Some(missing) = cli::output::missing_agent_dir(&agent_dir) {
@@ -681,7 +684,9 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
                 let mut out = std::io::stdout().lock();
                 return Ok(pi_sessiond::team::cli::usage(url, since_ms, by, json, &style, &mut out) as u8);
             }
-            if let (Some(missing), false) = (cli::output::missing_agent_dir(&agent_dir), json) {
+            if json {
+                cli::output::warn_if_missing_agent_dir(&agent_dir);
+            } else if let Some(missing) = cli::output::missing_agent_dir(&agent_dir) {
                 eprintln!("no usage: {missing}");
                 return Ok(EXIT_OK);
             }

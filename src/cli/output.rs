@@ -486,6 +486,14 @@ pub fn missing_agent_dir(agent_dir: &str) -> Option<String> {
         .then(|| format!("{agent_dir} does not exist (pi's agent directory: --agent-dir or PI_CODING_AGENT_DIR)"))
 }
 
+/// For a `--json` answer that found nothing: says on stderr (stdout stays the JSON a script parses) that the agent
+/// directory it looked in is not there.
+pub fn warn_if_missing_agent_dir(agent_dir: &str) {
+    if let Some(missing) = missing_agent_dir(agent_dir) {
+        tracing::warn!("{missing}");
+    }
+}
+
 /// `n` and the noun it counts, in the number that agrees with it: "1 match", "1,701 matches".
 pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{} {}", thousands(n as u64), if n == 1 { one } else { many })

@@ -78,6 +78,9 @@ pub fn search(
     let Searched { hits, total, sessions, unindexed } = searched;
     let status = if hits.is_empty() { EXIT_NO_MATCH } else { EXIT_OK };
     let printed = if json {
+        if hits.is_empty() && total == 0 {
+            super::output::warn_if_missing_agent_dir(agent_dir);
+        }
         let mut bytes = Vec::new();
         Json::Array(hits.iter().map(search_hit_json).collect()).write_preserving(&mut bytes);
         bytes.push(b'\n');

@@ -47,14 +47,15 @@ pub fn export_html(
     }
 }
 
-/// Refuses an output that is a session file (its first line a session header, or named `.jsonl`): an export
-/// replaces whatever `-o` names with a page, and a slip of the tab key (`-o` given the session itself) must not
-/// turn a session into HTML. Checked before anything is rendered, so nothing is written.
+/// Refuses an output that is a session file (its first line a session header) or named as one (`.jsonl`, there
+/// or not yet): an export replaces whatever `-o` names with a page, a slip of the tab key (`-o` given the session
+/// itself) must not turn a session into HTML, and a page named `.jsonl` in a sessions directory would be listed by
+/// pi as a session it cannot read. Checked before anything is rendered, so nothing is written.
 fn refuse_a_session_file(file: &str) -> Result<(), Failure> {
-    let Ok(meta) = std::fs::metadata(file) else { return Ok(()) };
-    let session = meta.is_file() && crate::session::store::read_header_bounded(file).is_some();
-    if session || (meta.is_file() && file.ends_with(".jsonl")) {
-        let what = if session { "a pi session file" } else { "a .jsonl file, as pi's sessions are" };
+    let session = std::fs::metadata(file).is_ok_and(|meta| meta.is_file())
+        && crate::session::store::read_header_bounded(file).is_some();
+    if session || file.ends_with(".jsonl") {
+        let what = if session { "a pi session file" } else { "named .jsonl, as pi's sessions are" };
         return Err(Failure::invalid(format!(
             "-o {file}: is {what}; export writes HTML and would replace it, so nothing was written (choose another \
              file)"

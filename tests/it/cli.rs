@@ -291,9 +291,16 @@ fn commands_that_only_read_create_no_directory_and_no_index() {
         &["tree", "latest"],
         &["ls", "--cwd", "/work/app"],
         &["usage"],
+        // A script's --json answer is still JSON on stdout; the missing directory is said on stderr.
+        &["ls", "--all", "--json"],
+        &["search", "x", "--json"],
+        &["usage", "--json"],
     ] {
         let out = run(&missing, args);
         assert!(out.status.code() != Some(0) || ["ls", "usage"].contains(&args[0]), "{args:?}");
+        if args.contains(&"--json") {
+            assert_eq!(text(&out.stdout), "[]\n", "{args:?}");
+        }
         // A mistyped --agent-dir is named as missing, not taken for an empty one.
         if args[0] != "tree" {
             assert!(
@@ -1028,10 +1035,13 @@ fn export_refuses_to_write_its_page_over_a_session_file_and_writes_nothing() {
     let other_before = std::fs::read(&other).unwrap();
     let empty_jsonl = a.dir.join("notes.jsonl");
     std::fs::write(&empty_jsonl, "").unwrap();
+    // Named as a session where pi would list it: the page would be a session pi cannot read.
+    let new_jsonl = other.with_file_name("2026-01-02T00-00-00-000Z_page.jsonl");
     for (target, what) in [
         (file.clone(), "is a pi session file"),
         (s(&other), "is a pi session file"),
-        (s(&empty_jsonl), "is a .jsonl file"),
+        (s(&empty_jsonl), "is named .jsonl"),
+        (s(&new_jsonl), "is named .jsonl"),
     ] {
         let out = run(&a.dir, &["export", &file, "--html", "-o", &target]);
         assert_fails_with_one_line(&out, &[&target, what, "nothing was written"]);
@@ -1042,6 +1052,7 @@ fn export_refuses_to_write_its_page_over_a_session_file_and_writes_nothing() {
     assert_eq!(std::fs::read(&a.app_session).unwrap(), before, "the session exported is as it was");
     assert_eq!(std::fs::read(&other).unwrap(), other_before, "the other session too");
     assert_eq!(std::fs::read(&empty_jsonl).unwrap(), b"", "and the .jsonl file");
+    assert!(!new_jsonl.exists(), "no page is written under a session's name");
     // An earlier page is replaced, as `-o` says.
     let page = a.dir.join("page.html");
     std::fs::write(&page, "old page").unwrap();
