@@ -196,15 +196,26 @@ test("pi-sessiond-pi killed with SIGKILL leaves no pi and no sidecar behind (iss
 	}
 });
 
-test("pi-sessiond-pi says in one line, before pi starts, that the sidecar refuses PI_SESSIOND_ARGS or that PI_BIN is missing", () => {
+test("pi-sessiond-pi says in one line, before pi starts, that the sidecar refuses PI_SESSIOND_ARGS, is not a sidecar, or that PI_BIN is missing", () => {
 	const box = sandbox("launcher-args");
 	const run = (extraEnv) =>
 		spawnSync(process.execPath, [launcher, "-p", "hi"], { cwd: box.cwd, env: { ...process.env, HOME: box.home, PI_CODING_AGENT_DIR: box.agentDir, ...extraEnv }, encoding: "utf8" });
 	const refused = run({ PI_SESSIOND_ARGS: "--durability sometimes" });
 	equal(refused.status, 2, refused.stderr);
 	equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
-	match(refused.stderr, /^pi-sessiond-pi: pi-sessiond refuses PI_SESSIOND_ARGS="--durability sometimes": .*invalid value 'sometimes'/);
+	match(refused.stderr, /^pi-sessiond-pi: \S+ refuses PI_SESSIOND_ARGS="--durability sometimes": .*invalid value 'sometimes'/);
 	equal(refused.stdout, "");
+	// Arguments that make it a command rather than the sidecar, and a binary that is no sidecar at all.
+	for (const [env, said] of [
+		[{ PI_SESSIOND_ARGS: "ls" }, /^pi-sessiond-pi: \S+ with PI_SESSIOND_ARGS="ls" does not answer as pi-sessiond's sidecar \(it ended with status 0/],
+		[{ PI_SESSIOND_BIN: "/bin/false" }, /^pi-sessiond-pi: \/bin\/false does not answer as pi-sessiond's sidecar \(it ended with status 1/],
+	]) {
+		const notSidecar = run(env);
+		equal(notSidecar.status, 2, notSidecar.stderr);
+		equal(notSidecar.stderr.trim().split("\n").length, 1, notSidecar.stderr);
+		match(notSidecar.stderr, said);
+		equal(notSidecar.stdout, "");
+	}
 	const missing = run({ PI_BIN: "/no/such/pi" });
 	equal(missing.status, 127, missing.stderr);
 	equal(missing.stderr.trim().split("\n").length, 1, missing.stderr);

@@ -24,15 +24,35 @@ try {
 	process.exit(127);
 }
 
-// Extra arguments for the sidecar are tried before pi starts: one it refuses would otherwise end pi with a stack
-// trace from inside its start-up. The sidecar, given an input that is already closed, starts and ends at once.
+// A sidecar the user chose (PI_SESSIOND_BIN, or arguments in PI_SESSIOND_ARGS) is tried before pi starts: one
+// that refuses its arguments, or is not pi-sessiond's sidecar at all (`PI_SESSIOND_ARGS=ls`, a wrong binary), would
+// otherwise end pi with a stack trace from inside its start-up. It is asked to `initialize`, its input then closed,
+// so it answers and ends at once; the packaged binary with no arguments is not tried (pi's start pays nothing).
 const extra = (process.env.PI_SESSIOND_ARGS ?? "").split(/\s+/).filter((a) => a !== "");
-if (extra.length > 0) {
-	const tried = spawnSync(binary, [...extra, "--no-index"], { input: "", encoding: "utf8", timeout: 10_000 });
-	if (tried.error || tried.status !== 0) {
-		const said = (tried.stderr ?? "").split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("For more information"));
-		const why = tried.error ? tried.error.message : said.slice(0, 2).join(" ") || `status ${tried.status ?? tried.signal}`;
-		console.error(`pi-sessiond-pi: pi-sessiond refuses PI_SESSIOND_ARGS="${process.env.PI_SESSIOND_ARGS}": ${why}`);
+if (extra.length > 0 || process.env.PI_SESSIOND_BIN) {
+	const initialize = `${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {} })}\n`;
+	const tried = spawnSync(binary, [...extra, "--no-index"], { input: initialize, encoding: "utf8", timeout: 10_000 });
+	const said = (tried.stderr ?? "").split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("For more information"));
+	const answered = () => {
+		try {
+			const first = JSON.parse((tried.stdout ?? "").split("\n")[0]);
+			return first?.jsonrpc === "2.0" && first.id === 1 && first.result !== undefined;
+		} catch {
+			return false;
+		}
+	};
+	// A sidecar that ends before reading its input leaves the write to it failing with EPIPE: its status says more.
+	const failed = tried.error && tried.error.code !== "EPIPE" ? tried.error : undefined;
+	const ended = `status ${tried.status ?? tried.signal}`;
+	const args = extra.length > 0 ? `PI_SESSIOND_ARGS="${process.env.PI_SESSIOND_ARGS}"` : "";
+	if (failed) {
+		console.error(`pi-sessiond-pi: cannot run ${binary}: ${failed.message}`);
+		process.exit(2);
+	} else if (tried.status !== 0 && said.length > 0) {
+		console.error(`pi-sessiond-pi: ${binary} refuses ${args || "to start"}: ${said.slice(0, 2).join(" ")}`);
+		process.exit(2);
+	} else if (!answered()) {
+		console.error(`pi-sessiond-pi: ${binary}${args ? ` with ${args}` : ""} does not answer as pi-sessiond's sidecar (it ended with ${ended} without answering initialize)`);
 		process.exit(2);
 	}
 }
