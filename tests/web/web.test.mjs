@@ -628,6 +628,21 @@ test("a session rewritten twice in quick succession shows the last rewrite, whic
   });
 });
 
+test("a session file emptied under the page keeps its tree on the page, says so, and shows the file again once it is back", async () => {
+  await withSwitchServer(async (page, files) => {
+    await page.click(`.session[data-path="${files[1]}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="r1"]');
+    const text = readFileSync(files[1], "utf8");
+    writeFileSync(files[1], "");
+    await page.waitForSelector("#notice:not([hidden])");
+    assert.match(await page.textContent("#notice"), /no longer holds a session: what was read of it is shown/);
+    assert.match(await page.textContent('.row[data-id="r1"]'), /answer of session 1/, "the tree read before is still shown");
+    writeFileSync(files[1], text);
+    await page.waitForFunction(() => document.querySelector("#notice").hidden);
+    assert.match(await page.textContent('.row[data-id="r1"]'), /answer of session 1/);
+  });
+});
+
 test("the whole session's tokens and cost beside the tree, and a warning about a line being written, follow the file", async () => {
   await withSwitchServer(async (page, files) => {
     // Session 1's last line is half written when it is opened: the page says so.

@@ -135,7 +135,7 @@
 
   /** What the page says of the open session's file: deleted, or what reading it found, or nothing. */
   function noticeFile(cur, deleted) {
-    if (deleted) return notice("The session file was deleted.");
+    if (deleted) return notice("The session file was deleted, or no longer holds a session: what was read of it is shown.");
     const found = (cur.warnings || []).filter((w) => w.kind !== "legacy_version" && w.kind !== "missing_final_newline");
     if (!found.length) return notice("");
     const first = found[0];
@@ -1446,11 +1446,11 @@
     renderList();
   }
 
-  /** Loads the open session again; `deleted`: its file was just deleted (said until it comes back). */
-  // The last resync asked for is the one applied: a file emptied and written again in place is reported
-  // `deleted`, then `reset`, and the snapshot asked after the first may be answered after the second's.
+  /** Loads the open session again. */
+  // The last resync asked for is the one applied: a file rewritten twice is reported `reset` twice, and the
+  // snapshot asked after the first may be answered after the second's.
   let resyncTicket = 0;
-  async function resync(deleted = false) {
+  async function resync() {
     const ticket = ++resyncTicket;
     const cur = state.current;
     try {
@@ -1460,9 +1460,9 @@
       state.current = index(snap, cur.path);
       state.current.machine = cur.machine;
       state.current.pushed = cur.pushed;
-      state.current.deleted = deleted;
+      state.current.deleted = false;
       showResume();
-      noticeFile(state.current, deleted);
+      noticeFile(state.current, false);
       relayout();
       transcript.tip = undefined;
       if (state.selected && state.current.byId.has(state.selected)) select(state.selected);
@@ -1470,6 +1470,16 @@
     } catch (e) {
       if (ticket === resyncTicket && state.current === cur) notice(`Cannot read the session file now (${e.message}); it is read again when it changes.`);
     }
+  }
+
+  /** The open session's file was deleted, or emptied: the page keeps what it shows (what was read of it) and
+   * asks nothing of the file until it is back (a `reset`, which resyncs). A file emptied and written again is
+   * reported `deleted`, then `reset`: a snapshot asked before the deletion is of the file as it was, dropped. */
+  function fileGone() {
+    resyncTicket++;
+    state.current.deleted = true;
+    showResume();
+    noticeFile(state.current, true);
   }
 
   function onEvent(ev) {
@@ -1498,8 +1508,10 @@
       cur.leafId = ev.leafId ?? cur.leafId;
     } else if (ev.kind === "leaf") {
       cur.leafId = ev.leafId ?? null;
+    } else if (ev.kind === "deleted") {
+      return fileGone();
     } else {
-      return resync(ev.kind === "deleted");
+      return resync();
     }
     relayout();
     if ($("follow").checked) scrollToId(shownLeaf);
