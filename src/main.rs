@@ -350,7 +350,7 @@ enum Command {
     Export {
         /// The session: a path, an id, a unique id prefix, or `latest`.
         session: String,
-        /// The format (HTML is the only one).
+        /// HTML, the one format (the default; accepted so that scripts may name it).
         #[arg(long)]
         html: bool,
         /// The file to write (default: stdout, unless it is a terminal).
@@ -706,10 +706,7 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
             let shown = screen.finish();
             status.and_then(|status| shown.map(|()| status))
         }
-        Command::Export { session, html, output, no_redact, redact_rules } => {
-            if !html {
-                return Err(Failure::invalid("export needs a format: --html"));
-            }
+        Command::Export { session, html: _, output, no_redact, redact_rules } => {
             let path = resolve::session_path(&session, &places)?;
             if output.is_none() && style.tty {
                 return Err(Failure::invalid("export writes HTML: give -o FILE (or redirect stdout)"));

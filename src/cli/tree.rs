@@ -119,7 +119,23 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
     let drawn: std::collections::HashMap<usize, usize> =
         tree.nodes.iter().enumerate().filter(|(k, _)| lines_of[*k].is_some()).map(|(k, n)| (n.record, k)).collect();
     let leaf_node = branch.iter().rev().find_map(|r| drawn.get(r).copied());
-    let visible = VisibleTree::new(&tree, &|k| lines_of[k].is_some());
+    let mut visible = VisibleTree::new(&tree, &|k| lines_of[k].is_some());
+    // pi's /tree puts the branch holding the leaf first among its siblings (and among the roots). A node holds
+    // the leaf exactly when it is on the leaf's path. A stable sort: the other branches keep getTree's order.
+    let on_path = |k: &usize| active.contains(&tree.nodes[*k].record);
+    visible.roots.sort_by_key(|k| !on_path(k));
+    for siblings in &mut visible.children {
+        siblings.sort_by_key(|k| !on_path(k));
+    }
+    // Where the leaf is hidden by the filter, the mark on its nearest shown ancestor says so and what it is.
+    let leaf_mark = match m.leaf_entry() {
+        Some(leaf) if leaf_node.is_some_and(|k| tree.nodes[k].record != leaf) => {
+            let scanned = bodies.bytes(leaf).ok().and_then(Scanned::of_bytes);
+            let what = scanned.map_or_else(|| "entry".to_owned(), |s| s.describe().what());
+            format!("◀ leaf below (hidden {})", terminal_safe(&what))
+        }
+        _ => "◀ leaf".to_owned(),
+    };
     let mut text = String::new();
     if let Ok(Some(name)) = m.session_name() {
         text.push_str(&style.fit(&style.paint("1", &name.to_string_lossy())));
@@ -151,7 +167,7 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
         let mut line = if active.contains(&record) { format!("• {line}") } else { line.clone() };
         if leaf_node == Some(k) {
             line.push(' ');
-            line.push_str(&style.paint("1;32", "◀ leaf"));
+            line.push_str(&style.paint("1;32", &leaf_mark));
         }
         let line = if style.color && !active.contains(&record) {
             format!("\x1b[2m{}\x1b[0m", line.replace("\x1b[0m", "\x1b[0m\x1b[2m"))

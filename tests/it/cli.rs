@@ -431,15 +431,16 @@ fn strip_ansi(s: &str) -> String {
 }
 
 #[test]
-fn tree_marks_the_leaf_and_labels_and_draws_the_abandoned_branch_beside_the_active_one() {
+fn tree_marks_the_leaf_and_labels_and_draws_the_branch_holding_the_leaf_first_as_pis_tree_does() {
     let a = agent();
     let out = run(&a.dir, &["tree", &s(&a.app_session)]);
     assert_eq!(out.status.code(), Some(0));
     let t = text(&out.stdout);
+    // The abandoned branch (u3) is the earlier one: pi's /tree puts the one holding the leaf before it.
     assert_eq!(
         t,
         "• u1 user: how do I parse a tokenizer\n• a1 assistant: use a state machine [checkpoint]\n\
-         ├─ u3 user: abandoned question\n└─ • u2 user: and then what\n   • a2 assistant: then you test it ◀ leaf\n"
+         ├─ • u2 user: and then what\n│  • a2 assistant: then you test it ◀ leaf\n└─ u3 user: abandoned question\n"
     );
 }
 
@@ -456,7 +457,7 @@ fn a_label_with_line_breaks_stays_on_its_entrys_line_in_the_tree() {
 }
 
 #[test]
-fn a_leaf_that_is_a_label_is_marked_on_the_entry_it_hangs_from_and_the_active_path_is_marked_in_a_pipe() {
+fn a_leaf_that_is_a_label_is_marked_on_the_entry_it_hangs_from_as_hidden_below_it_and_the_active_path_in_a_pipe() {
     let a = agent();
     let mut session = branched_session(APP_ID, "/work/app");
     // pi resumed the session and labelled an entry: the label entry is the leaf, hidden by the default filter.
@@ -467,7 +468,8 @@ fn a_leaf_that_is_a_label_is_marked_on_the_entry_it_hangs_from_and_the_active_pa
     assert_eq!(
         t,
         "• u1 user: how do I parse a tokenizer\n• a1 assistant: use a state machine [checkpoint]\n\
-         ├─ u3 user: abandoned question\n└─ • u2 user: and then what [resumed]\n   • a2 assistant: then you test it ◀ leaf\n"
+         ├─ • u2 user: and then what [resumed]\n│  • a2 assistant: then you test it ◀ leaf below (hidden label)\n\
+         └─ u3 user: abandoned question\n"
     );
     let all = text(&run(&a.dir, &["tree", &s(&a.app_session), "--filter", "all"]).stdout);
     assert!(all.contains("• l2 label u2 → resumed ◀ leaf\n"), "{all}");
@@ -518,15 +520,23 @@ fn tree_filters_as_pis_tree_does_and_folds_deep_branches() {
     };
     assert_eq!(
         lines(&["--filter", "user-only"]),
-        ["u1 user: how do I parse a tokenizer", "u3 user: abandoned question", "u2 user: and then what ◀ leaf"],
-        "the leaf, hidden, is marked on its nearest shown ancestor"
+        [
+            "u1 user: how do I parse a tokenizer",
+            "u2 user: and then what ◀ leaf below (hidden assistant)",
+            "u3 user: abandoned question"
+        ],
+        "the leaf, hidden, is marked on its nearest shown ancestor, as below it"
     );
-    assert_eq!(lines(&["--filter", "labeled-only"]), ["a1 assistant: use a state machine [checkpoint] ◀ leaf"]);
+    assert_eq!(
+        lines(&["--filter", "labeled-only"]),
+        ["a1 assistant: use a state machine [checkpoint] ◀ leaf below (hidden assistant)"]
+    );
     let all = lines(&["--filter", "all"]);
     assert!(all.iter().any(|l| l.starts_with("l1 label a1 → checkpoint")), "{all:?}");
     assert!(!lines(&[]).iter().any(|l| l.starts_with("l1")), "pi's default view hides label entries");
     let folded = lines(&["--depth", "0"]);
-    assert_eq!(folded[2..], ["… 1 entry folded", "… 2 entries folded"], "{folded:?}");
+    // The branch holding the leaf (u2, a2) first, then the abandoned one (u3).
+    assert_eq!(folded[2..], ["… 2 entries folded", "… 1 entry folded"], "{folded:?}");
     let named = temp_dir();
     let file = named.path().join("named.jsonl");
     let mut text_of_file = branched_session(APP_ID, "/work/app");
@@ -1057,6 +1067,11 @@ fn export_refuses_to_write_its_page_over_a_session_file_and_writes_nothing() {
     let page = a.dir.join("page.html");
     std::fs::write(&page, "old page").unwrap();
     let out = run(&a.dir, &["export", &file, "--html", "-o", &s(&page)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&page).unwrap().starts_with("<!doctype html>"));
+    // HTML is the one format: naming it is not needed.
+    std::fs::write(&page, "old page").unwrap();
+    let out = run(&a.dir, &["export", &file, "-o", &s(&page)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(std::fs::read_to_string(&page).unwrap().starts_with("<!doctype html>"));
 }

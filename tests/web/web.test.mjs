@@ -200,16 +200,21 @@ test("the tree takes pi's /tree filters, folds at a branch point and dims entrie
   const lineCount = async () => parseInt(await page.$eval("#tree-inner", (e) => e.style.height), 10);
   const all = await lineCount();
 
-  // The generated session branches every 500 entries: the entries of an abandoned branch are drawn dimmed.
+  // The generated session branches every 500 entries: the entries of an abandoned branch are drawn dimmed, after
+  // the whole branch that holds the leaf (pi's /tree draws that one first at every branch point), so at the end.
+  assert.ok(await page.$eval(".row .leaf", (e) => e.textContent === "◀ leaf"), "the leaf itself is shown");
+  await page.$eval("#tree-scroll", (e) => (e.scrollTop = e.scrollHeight));
+  await page.waitForSelector(".row.off");
+  const lastRows = await page.$$eval("#tree-inner .row", (rows) => rows.slice(-5).map((r) => r.classList.contains("off")));
+  assert.ok(lastRows.every(Boolean), `the rows at the end are the abandoned branches': ${lastRows}`);
   const point = await page.$eval(".row:has(.fold)", (e) => e.dataset.id).catch(() => null);
   if (point === null) {
-    // The branch points are below the rows in view: bring one up through search.
+    // The branch points are above the rows in view: bring one up through search.
     await page.fill("#search", '"question 4996"');
     await page.click(".hit");
     await page.fill("#search", "");
   }
   await page.waitForSelector(".row:has(.fold)");
-  assert.ok((await page.locator(".row.off").count()) > 0, "an abandoned branch is dimmed");
   await page.click(".row .fold");
   assert.ok((await lineCount()) < all, "folding a branch point hides what is under it");
   await page.click(".row .fold");
@@ -229,6 +234,9 @@ test("the tree takes pi's /tree filters, folds at a branch point and dims entrie
   await page.waitForFunction((n) => parseInt(document.getElementById("tree-inner").style.height, 10) < n, all);
   const kinds = await page.$$eval(".row .kind", (es) => es.map((e) => e.textContent));
   assert.ok(kinds.length > 0 && kinds.every((k) => k === "user"), `user only: ${[...new Set(kinds)].join(", ")}`);
+  // The leaf (an assistant's answer) is hidden: the mark on the user message it hangs below says so.
+  await page.click("#to-leaf");
+  assert.equal(await page.textContent(".row .leaf"), "◀ leaf below (hidden assistant)");
 
   await page.selectOption("#filter", "labeled-only");
   await page.waitForFunction(() => document.querySelectorAll(".row").length > 0);
@@ -625,6 +633,33 @@ test("a session rewritten twice in quick succession shows the last rewrite, whic
       await page.click(`.session[data-path="${files[0]}"]`);
       await page.waitForSelector('body[data-state="ready"] .row[data-id="q0"]');
     }
+  });
+});
+
+test("the Context and Tokens & cost tabs follow the file while they are shown, as the tree does", async () => {
+  await withSwitchServer(async (page, files) => {
+    await page.click(`.session[data-path="${files[1]}"]`);
+    await page.waitForSelector('body[data-state="ready"] .row[data-id="r1"]');
+    const turn = (n) => {
+      const at = (s) => `2026-02-02T00:0${n}:0${s}.000Z`;
+      const lines = [
+        { type: "message", id: `q1-${n}`, parentId: n === 1 ? "r1" : `r1-${n - 1}`, timestamp: at(1), message: { role: "user", content: `follow-up ${n}`, timestamp: Date.parse(at(1)) } },
+        { type: "message", id: `r1-${n}`, parentId: `q1-${n}`, timestamp: at(2), message: { role: "assistant", content: [{ type: "text", text: `reply ${n}` }], provider: "p", model: "m", stopReason: "stop", usage: { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, totalTokens: 15, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0.01 } }, timestamp: Date.parse(at(2)) } },
+      ];
+      appendFileSync(files[1], lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+    };
+    await page.click('#tabs button[data-tab="context"]');
+    await page.waitForFunction(() => /What the model sees: 2 messages/.test(document.querySelector("#context-pane").textContent));
+    turn(1);
+    await page.waitForFunction(() => /What the model sees: 4 messages/.test(document.querySelector("#context-pane").textContent));
+    assert.match(await page.textContent("#context-pane"), /reply 1/);
+    await page.click('#tabs button[data-tab="usage"]');
+    // The total row's cells: "total", responses, input, output, cache read, cache write, cost.
+    const responses = (n) => page.waitForFunction((n) => document.querySelector("#usage-pane tr.total")?.cells[1].textContent === String(n), n);
+    await responses(2);
+    turn(2);
+    await responses(3);
+    assert.equal(await page.evaluate(() => document.querySelector("#usage-pane tr.total").cells[6].textContent), "$0.0300");
   });
 });
 

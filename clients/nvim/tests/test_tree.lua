@@ -392,10 +392,11 @@ test(":PiSessionTree FILE shows the same buffer", function()
   wait_lines(tree_buf, tree_a, "tree of A")
 end)
 
-test("the tree drawn from skeletons is the server's getTreeFlat, which is getTree (timestamp order, orphans, labels)", function()
+test("the tree drawn from skeletons is getTree's (timestamp order, orphans, labels), the leaf's branch first as in pi's /tree", function()
   -- c1's children, in file order c2 c3 c4 c10 c11, are in time order c10 (a date alone: midnight UTC), c3
-  -- (11:00:01Z, written with an offset), c11, then c2 and c4 (a tie: file order). Labels: c2's is set, then
-  -- cleared; c3's is kept. c5's parent does not exist and c6 is its own parent: both roots.
+  -- (11:00:01Z, written with an offset), c11, then c2 and c4 (a tie: file order); c11 is the leaf, and pi's
+  -- /tree draws the branch holding it first. Labels: c2's is set, then cleared; c3's is kept. c5's parent does
+  -- not exist and c6 is its own parent: both roots.
   local path_c = root .. "/c.jsonl"
   write_file(path_c, {
     [[{"type":"session","version":3,"id":"0195a1b2-0000-7000-8000-00000000000c","timestamp":"2025-03-01T12:00:00.000Z","cwd":"/c"}]],
@@ -417,9 +418,9 @@ test("the tree drawn from skeletons is the server's getTreeFlat, which is getTre
     -- c5 and c6 are roots because their parent links are broken: reading the file says so (cut at 80 columns).
     "[reading the file found 2 problems: line 6: parent gone does not exist; the en…]",
     "c1 user: root",
+    "├─ c11 user: ms ◀ leaf",
     "├─ c10 user: date only",
     "├─ c3 user: early, with an offset [kept]",
-    "├─ c11 user: ms ◀ leaf",
     "├─ c2 user: late",
     "└─ c4 user: tie with c2",
     "   c7 label c2 → first",
@@ -459,7 +460,10 @@ test("the tree drawn from skeletons is the server's getTreeFlat, which is getTre
   local served = vim.tbl_map(function(r)
     return { id = r.id, label = r.label }
   end, from_flat)
-  eq(drawn, served, "the drawn entries and labels, in the server's order")
+  -- getTree's order, but for the branch holding the leaf (c11), which pi's /tree draws first among c1's children.
+  eq(served[4], { id = "c11" }, "getTree puts c11 third among c1's children")
+  table.insert(served, 2, table.remove(served, 4))
+  eq(drawn, served, "the drawn entries and labels, in the server's order, the leaf's branch first")
   vim.cmd("bwipeout")
   vim.cmd("buffer " .. tree_buf)
 end)

@@ -31,7 +31,8 @@ def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeN
     a compaction or branch summary, a label, … followed by `` [label]`` when the entry is labelled and
     `` ◀ leaf`` on the entry whose id is ``leaf_id``; entries on the path from the root to the leaf start with
     pi's ``• `` (as ``pi-sessiond tree`` draws them). A node with one child continues at the same depth (a
-    conversation reads as a column); branches get ``├─``/``└─`` connectors.
+    conversation reads as a column); branches get ``├─``/``└─`` connectors, the one holding the leaf first (as pi's
+    /tree and ``pi-sessiond tree`` draw them), the others in the tree's order.
 
     Args:
         tree: what :meth:`Session.get_tree_flat` returns (items ``{entry, parentIndex, depth, label?}`` in
@@ -43,6 +44,13 @@ def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeN
     """
     roots, children, entry_of, label_of = _shape(tree)
     active = _active_path(roots, children, entry_of, leaf_id)
+
+    def leaf_first(nodes: Sequence[Any]) -> List[Any]:
+        # pi's /tree puts the branch holding the leaf first among its siblings: a node holds it exactly when it
+        # is on the leaf's path. The others keep getTree's order.
+        return sorted(nodes, key=lambda node: entry_of(node).get("id") not in active)
+
+    roots = leaf_first(roots)
     lines: List[str] = []
     # (node, prefix of its line, is the last sibling, is drawn without a connector). An explicit stack rather
     # than recursion: a long conversation is a chain thousands of entries deep.
@@ -60,7 +68,7 @@ def format_tree(tree: Union[Sequence[SessionTreeFlatItem], Sequence[SessionTreeN
         text = f"{describe_entry(entry)}{label_text}".replace("\r\n", "\n").translate(_TERMINAL_SAFE)
         lines.append(f"{prefix}{connector}{bullet}{text}{marker}")
         child_prefix = prefix if bare else prefix + ("   " if last else "│  ")
-        kids = children(node)
+        kids = leaf_first(children(node))
         # A single child continues the line of conversation without another level of indentation.
         single = len(kids) == 1
         for i in range(len(kids) - 1, -1, -1):

@@ -220,16 +220,16 @@ def test_tree_and_format_tree_match_the_cli(client, session_file, binary):
         text = format_tree(flat, leaf)
         assert format_tree(tree, leaf) == text, "both shapes draw the same"
     lines = text.split("\n")
-    # The path from the root to the leaf carries pi's bullet: e1, e2, then the branch taken from e2.
+    # The path from the root to the leaf carries pi's bullet: e1, e2, then the branch taken from e2, drawn
+    # before the older branch (e3, e4) as pi's /tree draws the branch holding the leaf.
     assert lines[0] == "• e1 user: hello [start]"
     assert lines[1] == "• e2 assistant: hi, how can I help?"
-    assert lines[2] == "├─ e3 user: fix the flaky test"
-    assert lines[3] == "│  e4 assistant: done"
     # Whitespace runs collapse, and the preview stops at 72 characters.
-    assert lines[4].startswith("└─ • ")
-    assert lines[4].endswith("user: " + ("a different question " + "x" * 80)[:72] + "…")
-    assert lines[5].endswith("assistant: → bash [image]")
-    assert lines[-1].endswith("name: Tree test ◀ leaf")
+    assert lines[2].startswith("├─ • ")
+    assert lines[2].endswith("user: " + ("a different question " + "x" * 80)[:72] + "…")
+    assert lines[3].endswith("assistant: → bash [image]")
+    assert lines[5].endswith("name: Tree test ◀ leaf")
+    assert lines[6:] == ["└─ e3 user: fix the flaky test", "   e4 assistant: done"]
 
     # The same drawing as `pi-sessiond tree --filter all FILE` (which also prints the session name first).
     cli = subprocess.run([binary, "tree", "--filter", "all", session_file], capture_output=True,

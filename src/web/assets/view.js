@@ -487,6 +487,10 @@
   // The lines to draw: shown entries in tree order, a single line of conversation straight down, branches
   // indented (as pi's /tree and `pi-sessiond tree` draw them), folded branch points closed.
   function layout(cur) {
+    // pi's /tree puts the branch holding the leaf first among its siblings (and among the roots): a node holds
+    // it exactly when it is on the leaf's path. The other branches keep getTree's order.
+    const onPath = activePath(cur);
+    const leafFirst = (ids) => [...ids.filter((id) => onPath.has(id)), ...ids.filter((id) => !onPath.has(id))];
     const visibleChildren = new Map();
     const visibleRoots = [];
     const seen = new Set();
@@ -506,10 +510,10 @@
       for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], here]);
     }
     const lines = [];
-    const work = visibleRoots.slice().reverse().map((id) => ({ id, prefix: "", last: true, straight: true, level: 0 }));
+    const work = leafFirst(visibleRoots).reverse().map((id) => ({ id, prefix: "", last: true, straight: true, level: 0 }));
     while (work.length) {
       const w = work.pop();
-      const kids = visibleChildren.get(w.id) || [];
+      const kids = leafFirst(visibleChildren.get(w.id) || []);
       const connector = w.straight ? "" : w.last ? "└─ " : "├─ ";
       const folded = kids.length > 1 && state.folded.has(w.id);
       lines.push({ id: w.id, gutter: w.prefix + connector, branch: kids.length > 1 ? kids.length : 0, folded, level: w.level });
@@ -589,8 +593,9 @@
       const label = cur.labels.get(r.id);
       if (label !== undefined) row.append(el("span", "label", String(label)));
       if (r.id === shownLeaf) {
-        const mark = el("span", "leaf", "◀ leaf");
-        if (r.id !== cur.leafId) mark.title = `The leaf, ${cur.leafId}, is a ${cur.byId.get(cur.leafId).what} entry this filter hides`;
+        const hidden = r.id !== cur.leafId ? cur.byId.get(cur.leafId).what : null;
+        const mark = el("span", "leaf", hidden === null ? "◀ leaf" : `◀ leaf below (hidden ${hidden})`);
+        if (hidden !== null) mark.title = `The leaf, ${cur.leafId}, is a ${hidden} entry this filter hides`;
         row.append(mark);
       }
       row.onclick = () => select(r.id);
@@ -953,11 +958,17 @@
   // ---------------------------------------------------------------------------------------------------------
   // Context and usage
 
-  async function renderContext() {
+  // A tab made again as the session changes: the last one asked for is shown, an older answer dropped; `again`
+  // leaves what is shown in place until the new answer comes (no placeholder flashing at every append).
+  let tabTicket = 0;
+  async function renderContext(again = false) {
     const pane = $("context-pane");
-    pane.replaceChildren(el("p", "hint", "Building the context…"));
+    const ticket = ++tabTicket;
+    const cur = state.current;
+    if (!again) pane.replaceChildren(el("p", "hint", "Building the context…"));
     try {
-      const ctx = await source.context(state.current.handle);
+      const ctx = await source.context(cur.handle);
+      if (ticket !== tabTicket || state.current !== cur) return;
       const model = ctx.model ? `${ctx.model.provider}/${ctx.model.modelId}` : "no model recorded";
       pane.replaceChildren(el("p", "hint", `What the model sees: ${plural(ctx.messages.length, "message")} · ${model} · thinking ${ctx.thinkingLevel}`));
       for (const m of ctx.messages) {
@@ -968,15 +979,18 @@
         pane.append(card);
       }
     } catch (e) {
-      pane.replaceChildren(el("p", "hint", e.message));
+      if (ticket === tabTicket) pane.replaceChildren(el("p", "hint", e.message));
     }
   }
 
-  async function renderUsage() {
+  async function renderUsage(again = false) {
     const pane = $("usage-pane");
-    pane.replaceChildren(el("p", "hint", "Adding up…"));
+    const ticket = ++tabTicket;
+    const cur = state.current;
+    if (!again) pane.replaceChildren(el("p", "hint", "Adding up…"));
     try {
-      const u = await usageOf(state.current);
+      const u = await usageOf(cur);
+      if (ticket !== tabTicket || state.current !== cur) return;
       pane.replaceChildren();
       const table = el("table", "usage-table");
       const head = el("tr");
@@ -996,7 +1010,7 @@
       const kinds = Object.entries(u.kinds).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${num(n)} ${k}`).join(", ");
       pane.append(el("p", "hint", kinds ? `Entries: ${kinds}` : "No entries yet."));
     } catch (e) {
-      pane.replaceChildren(el("p", "hint", e.message));
+      if (ticket === tabTicket) pane.replaceChildren(el("p", "hint", e.message));
     }
   }
 
@@ -1467,6 +1481,7 @@
       transcript.tip = undefined;
       if (state.selected && state.current.byId.has(state.selected)) select(state.selected);
       else transcript.show(state.current.leafId, null);
+      refreshTab();
     } catch (e) {
       if (ticket === resyncTicket && state.current === cur) notice(`Cannot read the session file now (${e.message}); it is read again when it changes.`);
     }
@@ -1521,7 +1536,15 @@
       if ($("follow").checked && !state.selected) transcript.show(cur.leafId, null);
     }
     if (state.tab === "branch" && !state.selected) renderBranch();
+    refreshTab();
     refreshUsageLines();
+  }
+
+  /** What the model sees and what the session cost change with every append, leaf move or rewrite: the tab
+   * showing either is made again. */
+  function refreshTab() {
+    if (state.tab === "context") renderContext(true);
+    if (state.tab === "usage") renderUsage(true);
   }
 
   // ---------------------------------------------------------------------------------------------------------

@@ -272,6 +272,27 @@ function Model:build()
       roots[#roots + 1] = node
     end
   end
+  -- The nodes on the leaf's path: pi's /tree puts the branch holding the leaf first among its siblings (and
+  -- among the roots), and a node holds it exactly when it is on that path.
+  local on_path = {}
+  local at = self.leaf ~= nil and by_id[key(self.leaf)] or nil
+  while at and not on_path[at] do
+    on_path[at] = true
+    local e = at.entry
+    at = (not is_nil(e.parentId) and e.parentId ~= e.id) and by_id[key(e.parentId)] or nil
+  end
+  local function leaf_first(list)
+    local first, rest = {}, {}
+    for _, node in ipairs(list) do
+      local into = on_path[node] and first or rest
+      into[#into + 1] = node
+    end
+    for _, node in ipairs(rest) do
+      first[#first + 1] = node
+    end
+    return first
+  end
+  roots = leaf_first(roots)
   -- `new Date(a) - new Date(b)`: NaN for an unreadable timestamp, which sorts as equal.
   local function before(a, b)
     return a.ms ~= nil and b.ms ~= nil and a.ms < b.ms
@@ -287,7 +308,7 @@ function Model:build()
     local label = not is_nil(e.id) and labels[key(e.id)] or nil
     nodes[#nodes + 1] = { id = e.id, parent = top.parent, text = M.describe(e), label = label }
     local here = #nodes
-    local children = stable_sort(top.node.children, before)
+    local children = leaf_first(stable_sort(top.node.children, before))
     for i = #children, 1, -1 do
       stack[#stack + 1] = { node = children[i], parent = here }
     end
@@ -297,7 +318,12 @@ end
 
 --- Sets the active leaf (an entry id, or nil/vim.NIL for none).
 function Model:set_leaf(id)
-  self.leaf = not is_nil(id) and id or nil
+  local leaf = not is_nil(id) and id or nil
+  -- The branch holding the leaf is drawn first among its siblings: a new leaf may change the order.
+  if leaf ~= self.leaf then
+    self.built = false
+  end
+  self.leaf = leaf
 end
 
 --- The line (1-based) that shows the active leaf, or nil when the tree does not hold it.
@@ -315,7 +341,7 @@ function Model:leaf_index()
 end
 
 --- Draws the tree: a root or a single child continues at its parent's indentation (a line of conversation);
---- siblings are branches, drawn with `├─`/`└─` in the order the server gave. With `width`, each line's
+--- siblings are branches, drawn with `├─`/`└─`, the one holding the leaf first (as pi's /tree draws them). With `width`, each line's
 --- description is cut so that the line takes at most `width` screen cells with its label and leaf marker, which
 --- would otherwise be the part out of sight.
 --- @param width integer|nil
