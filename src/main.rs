@@ -353,7 +353,7 @@ enum Command {
         /// HTML, the one format (the default; accepted so that scripts may name it).
         #[arg(long)]
         html: bool,
-        /// The file to write (default: stdout, unless it is a terminal).
+        /// The file to write (default, or `-`: stdout, which must not be a terminal unless named).
         #[arg(short, long, value_name = "FILE")]
         output: Option<String>,
         /// Export session text as it is: without this, secrets are replaced by `[redacted: RULE]`, as `push`
@@ -708,7 +708,10 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
         }
         Command::Export { session, html: _, output, no_redact, redact_rules } => {
             let path = resolve::session_path(&session, &places)?;
-            if output.is_none() && style.tty {
+            // `-o -` is stdout, as a terminal too: asked for by name.
+            let named_stdout = output.as_deref() == Some("-");
+            let output = output.filter(|o| o != "-");
+            if output.is_none() && !named_stdout && style.tty {
                 return Err(Failure::invalid("export writes HTML: give -o FILE (or redirect stdout)"));
             }
             let redactor = pi_sessiond::team::cli::redactor(!no_redact, redact_rules.as_deref())

@@ -1052,6 +1052,8 @@ fn export_refuses_to_write_its_page_over_a_session_file_and_writes_nothing() {
         (s(&other), "is a pi session file"),
         (s(&empty_jsonl), "is named .jsonl"),
         (s(&new_jsonl), "is named .jsonl"),
+        (s(&new_jsonl.with_extension("JSONL")), "is named .jsonl"),
+        (s(&a.dir), "is a directory"),
     ] {
         let out = run(&a.dir, &["export", &file, "--html", "-o", &target]);
         assert_fails_with_one_line(&out, &[&target, what, "nothing was written"]);
@@ -1074,6 +1076,11 @@ fn export_refuses_to_write_its_page_over_a_session_file_and_writes_nothing() {
     let out = run(&a.dir, &["export", &file, "-o", &s(&page)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(std::fs::read_to_string(&page).unwrap().starts_with("<!doctype html>"));
+    // `-o -` is stdout, not a file named `-`.
+    let out = cmd(&a.dir).current_dir(&a.dir).args(["export", &file, "-o", "-"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("<!doctype html>"));
+    assert!(!a.dir.join("-").exists());
 }
 
 #[test]

@@ -198,13 +198,22 @@ test("pi-sessiond-pi killed with SIGKILL leaves no pi and no sidecar behind (iss
 
 test("pi-sessiond-pi says in one line, before pi starts, that the sidecar refuses PI_SESSIOND_ARGS, is not a sidecar, or that PI_BIN is missing", () => {
 	const box = sandbox("launcher-args");
-	const run = (extraEnv) =>
-		spawnSync(process.execPath, [launcher, "-p", "hi"], { cwd: box.cwd, env: { ...process.env, HOME: box.home, PI_CODING_AGENT_DIR: box.agentDir, ...extraEnv }, encoding: "utf8" });
+	const run = (extraEnv, args = ["-p", "hi"]) =>
+		spawnSync(process.execPath, [launcher, ...args], { cwd: box.cwd, env: { ...process.env, HOME: box.home, PI_CODING_AGENT_DIR: box.agentDir, ...extraEnv }, encoding: "utf8" });
 	const refused = run({ PI_SESSIOND_ARGS: "--durability sometimes" });
 	equal(refused.status, 2, refused.stderr);
 	equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
 	match(refused.stderr, /^pi-sessiond-pi: \S+ refuses PI_SESSIOND_ARGS="--durability sometimes": .*invalid value 'sometimes'/);
 	equal(refused.stdout, "");
+	// Arguments the sidecar takes are tried as the drop-in passes them (beside pi's agent directory): pi starts.
+	for (const args of ["--no-index", `--index ${join(box.home, "index.sqlite")}`, "--durability none"]) {
+		const started = run({ PI_SESSIOND_ARGS: args }, ["--version"]);
+		equal(started.status, 0, `${args}: ${started.stderr}`);
+		equal(started.stdout.trim(), "1.6.0");
+	}
+	const twice = run({ PI_SESSIOND_ARGS: "--agent-dir /elsewhere" });
+	equal(twice.status, 2, twice.stderr);
+	match(twice.stderr, /cannot be used multiple times.*\(the agent directory is pi's: set PI_CODING_AGENT_DIR instead\)$/m);
 	// Arguments that make it a command rather than the sidecar, and a binary that is no sidecar at all.
 	for (const [env, said] of [
 		[{ PI_SESSIOND_ARGS: "ls" }, /^pi-sessiond-pi: \S+ with PI_SESSIOND_ARGS="ls" does not answer as pi-sessiond's sidecar \(it ended with status 0/],

@@ -10,6 +10,7 @@ import { accessSync, constants, realpathSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { resolveBinary } from "../dist/binary.js";
+import { extraSidecarArgs, sidecarArgs } from "../dist/pi/bridge.js";
 
 const [major, minor] = process.versions.node.split(".").map(Number);
 if (major < 22 || (major === 22 && minor < 19)) {
@@ -24,14 +25,16 @@ try {
 	process.exit(127);
 }
 
-// A sidecar the user chose (PI_SESSIOND_BIN, or arguments in PI_SESSIOND_ARGS) is tried before pi starts: one
-// that refuses its arguments, or is not pi-sessiond's sidecar at all (`PI_SESSIOND_ARGS=ls`, a wrong binary), would
-// otherwise end pi with a stack trace from inside its start-up. It is asked to `initialize`, its input then closed,
-// so it answers and ends at once; the packaged binary with no arguments is not tried (pi's start pays nothing).
-const extra = (process.env.PI_SESSIOND_ARGS ?? "").split(/\s+/).filter((a) => a !== "");
+// A sidecar the user chose (PI_SESSIOND_BIN, or arguments in PI_SESSIOND_ARGS) is tried before pi starts, with the
+// arguments the drop-in will start it with: one that refuses them, or is not pi-sessiond's sidecar at all
+// (`PI_SESSIOND_ARGS=ls`, a wrong binary), would otherwise end pi with a stack trace from inside its start-up. It is
+// asked to `initialize`, its input then closed, so it answers and ends at once; the packaged binary with no
+// arguments is not tried (pi's start pays nothing).
+const extra = extraSidecarArgs();
+const ANSWER_WITHIN_MS = 10_000;
 if (extra.length > 0 || process.env.PI_SESSIOND_BIN) {
 	const initialize = `${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {} })}\n`;
-	const tried = spawnSync(binary, [...extra, "--no-index"], { input: initialize, encoding: "utf8", timeout: 10_000 });
+	const tried = spawnSync(binary, sidecarArgs(), { input: initialize, encoding: "utf8", timeout: ANSWER_WITHIN_MS });
 	const said = (tried.stderr ?? "").split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("For more information"));
 	const answered = () => {
 		try {
@@ -45,11 +48,16 @@ if (extra.length > 0 || process.env.PI_SESSIOND_BIN) {
 	const failed = tried.error && tried.error.code !== "EPIPE" ? tried.error : undefined;
 	const ended = `status ${tried.status ?? tried.signal}`;
 	const args = extra.length > 0 ? `PI_SESSIOND_ARGS="${process.env.PI_SESSIOND_ARGS}"` : "";
-	if (failed) {
+	if (failed?.code === "ETIMEDOUT") {
+		console.error(`pi-sessiond-pi: ${binary}${args ? ` with ${args}` : ""} does not answer as pi-sessiond's sidecar (no answer to initialize within ${ANSWER_WITHIN_MS / 1000} s)`);
+		process.exit(2);
+	} else if (failed) {
 		console.error(`pi-sessiond-pi: cannot run ${binary}: ${failed.message}`);
 		process.exit(2);
 	} else if (tried.status !== 0 && said.length > 0) {
-		console.error(`pi-sessiond-pi: ${binary} refuses ${args || "to start"}: ${said.slice(0, 2).join(" ")}`);
+		// The drop-in passes pi's own agent directory: another one is set where pi reads it.
+		const hint = extra.some((a) => a === "--agent-dir" || a.startsWith("--agent-dir=")) ? " (the agent directory is pi's: set PI_CODING_AGENT_DIR instead)" : "";
+		console.error(`pi-sessiond-pi: ${binary} refuses ${args || "to start"}: ${said.slice(0, 2).join(" ")}${hint}`);
 		process.exit(2);
 	} else if (!answered()) {
 		console.error(`pi-sessiond-pi: ${binary}${args ? ` with ${args}` : ""} does not answer as pi-sessiond's sidecar (it ended with ${ended} without answering initialize)`);

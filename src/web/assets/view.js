@@ -594,8 +594,8 @@
       if (label !== undefined) row.append(el("span", "label", String(label)));
       if (r.id === shownLeaf) {
         const hidden = r.id !== cur.leafId ? cur.byId.get(cur.leafId).what : null;
-        const mark = el("span", "leaf", hidden === null ? "◀ leaf" : `◀ leaf below (hidden ${hidden})`);
-        if (hidden !== null) mark.title = `The leaf, ${cur.leafId}, is a ${hidden} entry this filter hides`;
+        const mark = el("span", "leaf", hidden === null ? "◀ leaf" : "◀ leaf below");
+        if (hidden !== null) mark.title = `The leaf, ${cur.leafId} (${hidden}), is below this entry, hidden by the filter or a folded branch`;
         row.append(mark);
       }
       row.onclick = () => select(r.id);
@@ -682,10 +682,13 @@
       const ids = [...pending].slice(0, TRANSCRIPT_PAGE);
       for (const id of ids) pending.delete(id);
       let pieces = [];
+      let failed = false;
       try {
         pieces = await source.transcript(cur.handle, ids);
       } catch (e) {
-        if (state.current === cur) notice(`Cannot read the transcript: ${e.message}`);
+        failed = true;
+        // A file deleted or emptied is said already, and is why.
+        if (state.current === cur && !cur.deleted) notice(`Cannot read the transcript: ${e.message}`);
       }
       loading = false;
       if (state.current !== cur) return;
@@ -694,15 +697,19 @@
         got.add(p.id);
         fill(p);
       }
-      // A page ends early when its pieces are large: the rest are asked for again while still near the view.
+      // A page ends early when its pieces are large: the rest are asked for again while still near the view. A
+      // refused request is not asked again (a file emptied under the page refused it 25 times a second): the
+      // transcript is shown anew, and asked again, once the session changes.
       for (const id of ids) {
         const place = t.places.get(id);
         if (place && !got.has(id) && place.dataset.state === "asked") {
-          place.dataset.state = "place";
+          place.dataset.state = failed ? "failed" : "place";
+          if (failed) continue;
           near.unobserve(place);
           near.observe(place);
         }
       }
+      if (failed) return;
       if (t.focus !== null && got.has(t.focus)) reveal();
       if (pending.size) flush();
     }

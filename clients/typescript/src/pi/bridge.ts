@@ -78,6 +78,17 @@ export function appendsWithoutWaiting(): boolean {
 /** The environment variable with extra pi-sessiond arguments (`--durability batch`, `--log-level debug`, …). */
 export const ARGS_ENV_VAR = "PI_SESSIOND_ARGS";
 
+/** The arguments the user adds for the sidecar (`PI_SESSIOND_ARGS`, split at white space). */
+export function extraSidecarArgs(env: NodeJS.ProcessEnv = process.env): string[] {
+	return (env[ARGS_ENV_VAR] ?? "").split(/\s+/).filter((a) => a !== "");
+}
+
+/** The sidecar's arguments as the drop-in starts it: pi's agent directory, then the user's (the launcher tries
+ * the same before pi starts). */
+export function sidecarArgs(env: NodeJS.ProcessEnv = process.env): string[] {
+	return ["--agent-dir", getAgentDir(env), ...extraSidecarArgs(env)];
+}
+
 
 /** Nothing heard for this long while calls are pending: the process is probed. */
 const PROBE_AFTER_MS = 2_000;
@@ -187,11 +198,12 @@ export class SyncBridge {
 		this.generation = generation;
 		this.binary = resolveBinary();
 		this.agentDir = getAgentDir();
-		const extra = (process.env[ARGS_ENV_VAR] ?? "").split(/\s+/).filter((a) => a !== "");
+		const args = sidecarArgs();
 		// Appends that do not wait (pi's process) are fsynced right after they are answered, unless asked otherwise:
-		// pi then waits for the write alone at the end of a turn, as for its own appendFileSync.
-		if (appendsWithoutWaiting() && !extra.some((a) => a === "--durability" || a.startsWith("--durability="))) extra.unshift("--durability", "after");
-		this.child = spawn(this.binary, ["--agent-dir", this.agentDir, ...extra], {
+		// pi then waits for the write alone at the end of a turn, as for its own appendFileSync. Before the user's
+		// arguments, after the agent directory.
+		if (appendsWithoutWaiting() && !args.some((a) => a === "--durability" || a.startsWith("--durability="))) args.splice(2, 0, "--durability", "after");
+		this.child = spawn(this.binary, args, {
 			cwd: process.cwd(),
 			env: process.env,
 			stdio: ["pipe", "pipe", "pipe"],
