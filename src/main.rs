@@ -638,6 +638,13 @@ fn run(command: Command, global: &GlobalArgs) -> Result<u8, Failure> {
         Command::Tree { session, filter, depth } => {
             let path = resolve::session_path(&session, &places)?;
             let options = cli::tree::TreeOptions { filter, depth };
+            // getTree holds every entry: `--filter all` says as much, any other filter or a depth would be ignored.
+            if json && (![cli::tree::Filter::Default, cli::tree::Filter::All].contains(&filter) || depth.is_some()) {
+                return Err(Failure::invalid(
+                    "tree --json is pi's whole getTree; --filter and --depth choose what the drawn tree shows (leave them out, \
+                     or drop --json)",
+                ));
+            }
             if json {
                 let inspect = cli::inspect::InspectOptions { only: Some("tree".into()), ..Default::default() };
                 return cli::inspect::run(&path, &inspect, pi_sessiond::session::Env::system(), &mut std::io::stdout());

@@ -14,7 +14,9 @@ use crate::session::json::Json;
 use crate::session::tree::Tree;
 use crate::session::{Env, SessionManager};
 
-use super::output::{char_width, emit, terminal_safe, terminal_safe_output, Failure, Style};
+use clap::ValueEnum;
+
+use super::output::{char_width, count, emit, terminal_safe, terminal_safe_output, Failure, Style};
 
 /// pi's `/tree` filter modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -44,7 +46,16 @@ pub struct TreeOptions {
 /// Opens `path` and draws its tree into `out`.
 pub fn tree(path: &str, options: &TreeOptions, style: &Style, out: &mut dyn Write) -> Result<u8, Failure> {
     let m = SessionManager::open(path, None, None, Env::system())?;
-    let text = draw(&m, options, style)?;
+    let (text, shown) = draw(&m, options, style)?;
+    let entries = m.records().iter().filter(|r| !r.is_header()).count();
+    // A filter that leaves nothing would otherwise print nothing at all (the session's name at most).
+    if entries > 0 && shown == 0 {
+        let filter = options.filter.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
+        eprintln!(
+            "nothing to show: none of the session's {} passes --filter {filter}",
+            count(entries, "entry", "entries")
+        );
+    }
     emit(out, &terminal_safe_output(&text))
 }
 
@@ -93,8 +104,9 @@ fn kind_color(what: &str) -> &'static str {
     }
 }
 
-/// The session as text: its name (when it has one), then one line per shown entry.
-pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<String, Failure> {
+/// The session as text: its name (when it has one), then one line per shown entry; and how many entries the
+/// filter shows.
+pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<(String, usize), Failure> {
     let tree = m.tree();
     let bodies = m.bodies();
     let n = tree.nodes.len();
@@ -186,7 +198,8 @@ pub fn draw(m: &SessionManager, options: &TreeOptions, style: &Style) -> Result<
             }
         }
     }
-    Ok(text)
+    let shown = lines_of.iter().filter(|l| l.is_some()).count();
+    Ok((text, shown))
 }
 
 /// One entry's line: id, what it is, a preview, its label.

@@ -534,6 +534,16 @@ fn tree_filters_as_pis_tree_does_and_folds_deep_branches() {
     let all = lines(&["--filter", "all"]);
     assert!(all.iter().any(|l| l.starts_with("l1 label a1 → checkpoint")), "{all:?}");
     assert!(!lines(&[]).iter().any(|l| l.starts_with("l1")), "pi's default view hides label entries");
+    // --json is pi's whole getTree: a filter or depth it would ignore is refused, not dropped without a word.
+    for args in [&["--filter", "user-only"][..], &["--depth", "1"]] {
+        let mut all = vec!["tree", a.app_session.to_str().unwrap(), "--json"];
+        all.extend_from_slice(args);
+        let (code, kind, message) = json_error(&run(&a.dir, &all));
+        assert_eq!((code, kind.as_str()), (Some(2), "invalid_params"), "{args:?}");
+        assert!(message.starts_with("tree --json is pi's whole getTree"), "{message}");
+    }
+    let whole = run(&a.dir, &["tree", a.app_session.to_str().unwrap(), "--json", "--filter", "all"]);
+    assert_eq!(whole.status.code(), Some(0), "{}", text(&whole.stderr));
     let folded = lines(&["--depth", "0"]);
     // The branch holding the leaf (u2, a2) first, then the abandoned one (u3).
     assert_eq!(folded[2..], ["… 2 entries folded", "… 1 entry folded"], "{folded:?}");
@@ -545,6 +555,12 @@ fn tree_filters_as_pis_tree_does_and_folds_deep_branches() {
     std::fs::write(&file, text_of_file).unwrap();
     let first = text(&run(&a.dir, &["tree", &s(&file)]).stdout).lines().next().unwrap().to_owned();
     assert_eq!(first, "Parser work", "a named session's tree starts with its name");
+    // A filter that leaves nothing says so, rather than printing nothing (or the name alone) and ending well.
+    let unlabelled = named.path().join("unlabelled.jsonl");
+    std::fs::write(&unlabelled, one_message_session(APP_ID, "/work/app", "u1", "hello")).unwrap();
+    let none = run(&a.dir, &["tree", &s(&unlabelled), "--filter", "labeled-only"]);
+    assert_eq!((none.status.code(), text(&none.stdout)), (Some(0), String::new()));
+    assert_eq!(text(&none.stderr), "nothing to show: none of the session's 1 entry passes --filter labeled-only\n");
     let bad = run(&a.dir, &["tree", &s(&a.app_session), "--filter", "tools"]);
     assert!(bad.status.code() == Some(2) && text(&bad.stderr).contains("no-tools, user-only, labeled-only"));
 }
