@@ -1560,14 +1560,23 @@ export class SessionManager extends SessionView {
 	private startNew(options: NewSessionOptions | undefined): void {
 		if (options?.id !== undefined) assertValidSessionId(options.id);
 		takeOpenedAhead(undefined);
-		const state = unwrap(
-			callRestarting<ServerState>(
-				"session/create",
-				defined({ cwd: this.cwd, sessionDir: this.sessionDir, id: options?.id, parentSession: options?.parentSession }),
-			),
-			undefined,
-		);
-		this.adopt(state, options ?? {});
+		const create = () =>
+			unwrap(
+				callRestarting<ServerState>(
+					"session/create",
+					defined({ cwd: this.cwd, sessionDir: this.sessionDir, id: options?.id, parentSession: options?.parentSession }),
+				),
+				undefined,
+			);
+		try {
+			this.adopt(create(), options ?? {});
+		} catch (error) {
+			// The sidecar died between the create and the read of the new session's entries (as `openFile`'s open
+			// may): nothing of it outlived that process, a new session being in memory until its first message, so
+			// it is made again on the next one, once.
+			if (!(error instanceof SessiondSessionError && error.kind === "sidecar_exited")) throw error;
+			this.adopt(create(), options ?? {});
+		}
 	}
 
 	/** `openFile`, for pi's own opens: notes who else holds the file's lock, if anyone (see `keepForkPromise`). */
