@@ -486,10 +486,9 @@
 
   // The lines to draw: shown entries in tree order, a single line of conversation straight down, branches
   // indented (as pi's /tree and `pi-sessiond tree` draw them), folded branch points closed.
-  function layout(cur) {
+  function layout(cur, onPath) {
     // pi's /tree puts the branch holding the leaf first among its siblings (and among the roots): a node holds
-    // it exactly when it is on the leaf's path. The other branches keep getTree's order.
-    const onPath = activePath(cur);
+    // it exactly when it is on the leaf's path (`onPath`). The other branches keep getTree's order.
     const leafFirst = (ids) => [...ids.filter((id) => onPath.has(id)), ...ids.filter((id) => !onPath.has(id))];
     const visibleChildren = new Map();
     const visibleRoots = [];
@@ -533,8 +532,8 @@
   let shownLeaf = null;
   function relayout() {
     const cur = state.current;
-    state.lines = cur ? layout(cur) : [];
     active = cur ? activePath(cur) : new Set();
+    state.lines = cur ? layout(cur, active) : [];
     shownLeaf = null;
     if (cur) {
       const drawn = new Set(state.lines.map((l) => l.id));
