@@ -52,6 +52,22 @@ fn is_big(size: usize, align: usize) -> bool {
     size >= BIG_FROM && align <= HUGE_PAGE && mapped_len(size).is_some_and(|len| (len - size).saturating_mul(4) <= len)
 }
 
+/// How many items of `item_size` bytes a list reserving room for `count` of them should make room for: `count`,
+/// or, when that room is a big block, as many as fill its huge pages. Room a list reserves but never fills is
+/// never touched, so it costs no memory; but a block that [`is_big`] refuses for the rounding it would waste is
+/// the system's, in 4 KiB pages, each a fault on first touch. An open's records are reserved from an estimate
+/// (the whole 40 MB session's: 2.2 MB, over three quarters of nothing) and filled on one thread as the other
+/// waits: rounded, they take one huge page instead of 400 faults.
+pub fn room_in_whole_huge_pages(count: usize, item_size: usize) -> usize {
+    match count.checked_mul(item_size) {
+        Some(size) if size >= BIG_FROM && item_size > 0 => match mapped_len(size) {
+            Some(len) => len / item_size,
+            None => count,
+        },
+        _ => count,
+    }
+}
+
 /// The length of the mapping that holds a big block of `size` bytes.
 fn mapped_len(size: usize) -> Option<usize> {
     size.checked_next_multiple_of(HUGE_PAGE)

@@ -221,11 +221,19 @@ impl<'a> Description<'a> {
     /// The text on one line, cut after `max` of `width` (with `…`): a skeleton's preview is
     /// `preview(PREVIEW_CHARS, chars)`.
     pub fn preview(&self, max: usize, width: Width) -> String {
-        // Fed piece by piece, so a long text is decoded only as far as the preview shows (an open makes a
-        // preview of every entry): the same preview as `one_line(&self.text(), …)`.
-        let mut line = OneLine::new(max, width);
+        let mut preview = String::new();
+        self.preview_into(max, width, &mut preview);
+        preview
+    }
+
+    /// [`Description::preview`] written over `out`, whose room is reused: an open makes a preview of every entry.
+    pub fn preview_into(&self, max: usize, width: Width, out: &mut String) {
+        // Fed piece by piece, so a long text is decoded only as far as the preview shows: the same preview as
+        // `one_line(&self.text(), …)`.
+        out.clear();
+        let mut line = OneLine::over(std::mem::take(out), max, width);
         let _ = self.text_to(TEXT_SCAN_BYTES, &mut line);
-        line.out
+        *out = line.out;
     }
 
     /// The whole description around a `preview` of this entry, as a tree prints it after the id: `ROLE: TEXT`,
@@ -350,7 +358,15 @@ impl<'a> Content<'a> {
                         feed_string_prefix(v, max_bytes, &mut part)?;
                     } else if is("toolCall") {
                         part.start()?;
-                        part.take(&format!("→ {}", member("name").map(value_text).unwrap_or_default()))?;
+                        // Fed as it lies, as a text is: formatting it made two strings for every tool call.
+                        part.take("→ ")?;
+                        match member("name") {
+                            Some(name) if name.first() == Some(&b'"') => {
+                                feed_string_prefix(name, TEXT_SCAN_BYTES, &mut part)?
+                            }
+                            Some(name) => part.take(&value_text(name))?,
+                            None => {}
+                        }
                     } else if is("image") {
                         part.start()?;
                         part.take("[image]")?;
@@ -573,10 +589,16 @@ struct OneLine {
 
 impl OneLine {
     fn new(max: usize, width: Width) -> OneLine {
+        OneLine::over(String::new(), max, width)
+    }
+
+    /// A line written into `out` (empty), keeping its room.
+    fn over(mut out: String, max: usize, width: Width) -> OneLine {
+        debug_assert!(out.is_empty());
         // Room for a skeleton's preview of ASCII and the `…`, so it is one allocation, not six as the string
         // grows (a caller's `max` may be any width a terminal asks for: past this the string grows as it must).
-        let room = max.min(PREVIEW_CHARS) + '…'.len_utf8();
-        OneLine { out: String::with_capacity(room), used: 0, max, width, space: false }
+        out.reserve(max.min(PREVIEW_CHARS) + '…'.len_utf8());
+        OneLine { out, used: 0, max, width, space: false }
     }
 
     /// Writes the space that stands for the white space seen before the next character, if any is due.

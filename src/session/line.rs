@@ -68,12 +68,14 @@ pub fn parse_line(bytes: &[u8], line: u32, body: Body) -> LineOutcome {
     parse_line_with(&mut LineScanner::default(), bytes, line, body)
 }
 
-/// What [`parse_line_with`] reuses from line to line: the scanner's lists and the buffer skeletons are written
-/// in before each is copied out at its size; and whether it makes skeletons at all.
+/// What [`parse_line_with`] reuses from line to line: the scanner's lists, the buffers a skeleton and its preview
+/// are written in, the chunk skeletons are kept in; and whether it makes skeletons at all.
 #[derive(Debug)]
 pub struct LineScanner {
     scanner: DocumentScanner,
     skeleton: Vec<u8>,
+    preview: String,
+    kept: SkeletonChunks,
     skeletons: bool,
 }
 
@@ -87,7 +89,13 @@ impl LineScanner {
     /// A scanner whose records carry their skeleton, or (`skeletons` false, for a host that never asks for them)
     /// none: a third of a cold open's work and most of what an open session holds beside its index.
     pub fn new(skeletons: bool) -> Self {
-        LineScanner { scanner: DocumentScanner::default(), skeleton: Vec::new(), skeletons }
+        LineScanner {
+            scanner: DocumentScanner::default(),
+            skeleton: Vec::new(),
+            preview: String::new(),
+            kept: SkeletonChunks::new(),
+            skeletons,
+        }
     }
 
     /// A new scanner making skeletons as this one does (for another thread).
@@ -96,19 +104,51 @@ impl LineScanner {
     }
 }
 
+/// Skeletons kept side by side in shared chunks, each record's a slice of one: an allocation per skeleton was a
+/// third of a cold open's 27,000 `malloc`s, and the two threads reading a file's halves share one of the
+/// process's two malloc arenas (`main.rs`, `tune_malloc`), so they waited on its lock. A chunk is freed with
+/// the last record pointing into it; records of one read live and go together, and the chunks grow from small,
+/// so a read of one appended line keeps no more than its skeleton's size.
+#[derive(Debug)]
+struct SkeletonChunks {
+    chunk: bytes::BytesMut,
+    next_capacity: usize,
+}
+
+impl SkeletonChunks {
+    /// The first chunk's size; each next one is twice the last, up to [`SkeletonChunks::MOST`].
+    const FIRST: usize = 1 << 10;
+    /// The largest chunk: a 40 MB session's 1.7 MB of skeletons in 27 chunks.
+    const MOST: usize = 64 << 10;
+
+    fn new() -> Self {
+        SkeletonChunks { chunk: bytes::BytesMut::new(), next_capacity: Self::FIRST }
+    }
+
+    /// `skeleton`, copied into the current chunk (or a new one when it has no room left).
+    fn keep(&mut self, skeleton: &[u8]) -> bytes::Bytes {
+        if self.chunk.capacity() - self.chunk.len() < skeleton.len() {
+            self.chunk = bytes::BytesMut::with_capacity(self.next_capacity.max(skeleton.len()));
+            self.next_capacity = (self.next_capacity * 2).min(Self::MOST);
+        }
+        self.chunk.extend_from_slice(skeleton);
+        self.chunk.split().freeze()
+    }
+}
+
 /// [`parse_line`] reusing `scanner`, as a thread reading many lines does.
 pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body: Body) -> LineOutcome {
     if is_blank(bytes) {
         return LineOutcome::Blank;
     }
-    let LineScanner { scanner, skeleton: skeleton_buffer, skeletons } = scanner;
+    let LineScanner { scanner, skeleton: skeleton_buffer, preview, kept, skeletons } = scanner;
     let mut skeleton_of = |kind: EntryType, doc: &Document| {
         if !*skeletons {
             return None;
         }
         skeleton_buffer.clear();
-        skeleton::write_line(kind, bytes, doc, skeleton_buffer);
-        Some(bytes::Bytes::copy_from_slice(skeleton_buffer))
+        skeleton::write_line(kind, bytes, doc, skeleton_buffer, preview);
+        Some(kept.keep(skeleton_buffer))
     };
     let doc = match scanner.scan(bytes) {
         Ok(doc) => doc,

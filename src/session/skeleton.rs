@@ -19,12 +19,13 @@ use std::io::Write as _;
 /// The skeleton of one line, scanned as `doc` (ranges into `bytes`), whose `type` is `kind`.
 pub fn of_line(kind: EntryType, bytes: &[u8], doc: &Document) -> Vec<u8> {
     let mut out = Vec::with_capacity(160);
-    write_line(kind, bytes, doc, &mut out);
+    write_line(kind, bytes, doc, &mut out, &mut String::new());
     out
 }
 
 /// [`of_line`] written to the end of `out`, so a thread making many skeletons reuses one buffer.
-pub fn write_line(kind: EntryType, bytes: &[u8], doc: &Document, out: &mut Vec<u8>) {
+/// `preview` is where the preview is made before it is written (its room is kept from line to line).
+pub fn write_line(kind: EntryType, bytes: &[u8], doc: &Document, out: &mut Vec<u8>, preview: &mut String) {
     let value = &bytes[doc.value.clone()];
     let mut o = Writer { out, first: true };
     o.out.push(b'{');
@@ -57,7 +58,7 @@ pub fn write_line(kind: EntryType, bytes: &[u8], doc: &Document, out: &mut Vec<u
             | EntryType::BranchSummary
             | EntryType::Other => {}
         }
-        let preview = entry.preview(PREVIEW_CHARS, chars);
+        entry.preview_into(PREVIEW_CHARS, chars, preview);
         if !preview.is_empty() {
             o.key("preview");
             write_json_string_bytes(preview.as_bytes(), o.out);

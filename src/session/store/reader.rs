@@ -2,6 +2,7 @@
 //! parallel batches, and the load that makes a [`LoadedFile`] of it.
 
 use super::*;
+use crate::memory::room_in_whole_huge_pages;
 use crate::session::line::LineScanner;
 
 /// Where a load starts: the beginning of a file, or (when following a file another process appends to) the end
@@ -36,6 +37,8 @@ pub struct LineReader<R> {
     /// File offset of `buf[start]`.
     pub(super) offset: u64,
     pub(super) limit: usize,
+    /// The last batch's lines, the list kept from batch to batch.
+    pub(super) batch_lines: Vec<BatchLine>,
 }
 
 /// Why a line was not buffered.
@@ -78,7 +81,16 @@ impl<R: Read> LineReader<R> {
 
     /// A reader whose buffer starts at `initial` bytes (it grows for longer lines, up to `limit`).
     pub fn with_buffer(reader: R, initial: usize, limit: usize) -> Self {
-        LineReader { reader, buf: vec![0; initial.min(limit + 1)], start: 0, end: 0, eof: false, offset: 0, limit }
+        LineReader {
+            reader,
+            buf: vec![0; initial.min(limit + 1)],
+            start: 0,
+            end: 0,
+            eof: false,
+            offset: 0,
+            limit,
+            batch_lines: Vec::new(),
+        }
     }
 
     /// The next line.
@@ -167,7 +179,9 @@ impl<R: Read> LineReader<R> {
         let real_len = first.len;
         // `next_line` consumed the first line; the batch starts at it (a skipped line is not in the buffer).
         let base = if skipped.is_some() { self.start } else { self.start - len - usize::from(terminated) };
-        let mut lines = vec![BatchLine { offset, len: real_len, range: 0..len, terminated, skipped }];
+        let mut lines = std::mem::take(&mut self.batch_lines);
+        lines.clear();
+        lines.push(BatchLine { offset, len: real_len, range: 0..len, terminated, skipped });
         let mut at = self.start;
         let mut file_offset = self.offset;
         if terminated {
@@ -184,7 +198,8 @@ impl<R: Read> LineReader<R> {
         }
         self.start = at;
         self.offset = file_offset;
-        Ok(Some(LineBatch { bytes: &self.buf[base..at], lines }))
+        self.batch_lines = lines;
+        Ok(Some(LineBatch { bytes: &self.buf[base..at], lines: &self.batch_lines }))
     }
 }
 
@@ -226,47 +241,49 @@ pub struct LineBatch<'a> {
     /// The bytes of every line of the batch, newlines included.
     pub bytes: &'a [u8],
     /// The lines.
-    pub lines: Vec<BatchLine>,
+    pub lines: &'a [BatchLine],
 }
 
 /// Parses lines, on two threads when there are enough of them to pay for it (opening a large session is mostly
-/// this, and lines are independent). Outcomes come back in line order.
+/// this, and lines are independent). Outcomes are put in `outcomes` (emptied first: the list is kept from batch
+/// to batch) in line order.
 pub(super) fn parse_lines(
     batch: &LineBatch<'_>,
     first_line_no: u32,
     body_at: &(impl Fn(u64, u64) -> Body + Sync),
     parallel: bool,
     scanner: &mut LineScanner,
-) -> Vec<LineOutcome> {
-    let parse = |range: std::ops::Range<usize>, scanner: &mut LineScanner| -> Vec<LineOutcome> {
-        batch.lines[range.clone()]
-            .iter()
-            .zip(range)
-            .map(|(line, i)| match &line.skipped {
-                Some(Skipped::TooLong) => LineOutcome::TooLong,
-                Some(Skipped::NotJson(e)) => LineOutcome::Malformed(e.clone()),
-                None => parse_line_with(
-                    scanner,
-                    &batch.bytes[line.range.clone()],
-                    first_line_no + i as u32,
-                    body_at(line.offset, line.len),
-                ),
-            })
-            .collect()
+    outcomes: &mut Vec<LineOutcome>,
+) {
+    outcomes.clear();
+    let parse = |range: std::ops::Range<usize>, scanner: &mut LineScanner, out: &mut Vec<LineOutcome>| {
+        out.extend(batch.lines[range.clone()].iter().zip(range).map(|(line, i)| match &line.skipped {
+            Some(Skipped::TooLong) => LineOutcome::TooLong,
+            Some(Skipped::NotJson(e)) => LineOutcome::Malformed(e.clone()),
+            None => parse_line_with(
+                scanner,
+                &batch.bytes[line.range.clone()],
+                first_line_no + i as u32,
+                body_at(line.offset, line.len),
+            ),
+        }))
     };
     let n = batch.lines.len();
     if !parallel || n < 256 || batch.bytes.len() < (1 << 20) || parallelism() < 2 {
-        return parse(0..n, scanner);
+        return parse(0..n, scanner, outcomes);
     }
     // Split by bytes, not lines: one huge line must not leave a thread idle.
     let half_bytes = batch.bytes.len() / 2;
     let split = batch.lines.partition_point(|l| l.range.start < half_bytes).clamp(1, n - 1);
     let mut second_scanner = scanner.fresh();
     std::thread::scope(|scope| {
-        let second = scope.spawn(|| parse(split..n, &mut second_scanner));
-        let mut out = parse(0..split, scanner);
-        out.extend(second.join().expect("line parsing does not panic"));
-        out
+        let second = scope.spawn(|| {
+            let mut out = Vec::with_capacity(n - split);
+            parse(split..n, &mut second_scanner, &mut out);
+            out
+        });
+        parse(0..split, scanner, outcomes);
+        outcomes.extend(second.join().expect("line parsing does not panic"));
     })
 }
 
@@ -347,7 +364,9 @@ pub fn load_file(
             let start = Start { offset: split, line: 0, seen_header: true, ..whole };
             load_lines(file.reader_at(split), path, start, &body_at, Pass::Half, Some(size - split))
         });
-        let first = load_lines(file.reader_at(0).take(split), path, whole, &body_at, Pass::Half, Some(split));
+        // Room for the whole file's lines: the second half's are appended to these lists once both are read,
+        // and growing them then copied every record into fresh pages on one thread while the other waited.
+        let first = load_lines(file.reader_at(0).take(split), path, whole, &body_at, Pass::Half, Some(size));
         (first, second.join().expect("loading lines does not panic"))
     });
     let mut loaded = first?;
@@ -387,8 +406,9 @@ fn newline_past(file: &DiskFile, path: &str, from: u64) -> Result<Option<u64>> {
     Ok(None)
 }
 
-/// [`load_from`], read as `pass` says; `expected_bytes`, when known, is how much it will read (room for the
-/// lines is made from it).
+/// [`load_from`], read as `pass` says; `expected_bytes`, when known, is how many bytes of lines its lists make
+/// room for: what it reads, or for a file's first half the whole file, whose second half's lines are appended to
+/// them.
 fn load_lines(
     reader: impl Read,
     path: &str,
@@ -401,6 +421,7 @@ fn load_lines(
     let buffer = if pass == Pass::Half { HALF_READ_BUFFER } else { READ_BUFFER };
     let mut lines = LineReader::with_buffer(reader, buffer, MAX_LINE_BYTES);
     let mut scanner = LineScanner::new(!start.without_skeletons);
+    let mut outcomes = Vec::new();
     lines.offset = start.offset;
     let mut line_no = start.line;
     let mut seen_header = start.seen_header;
@@ -418,14 +439,14 @@ fn load_lines(
                     let room_per_line = (size_of::<Record>() + size_of::<LineSlot>()) as u64;
                     let estimate = estimate.saturating_add(estimate / 4).min(expected / 4 / room_per_line);
                     let estimate = usize::try_from(estimate).unwrap_or(usize::MAX).min(RESERVE_LINES_MOST);
-                    out.lines.reserve(estimate);
-                    out.records.reserve(estimate);
+                    out.lines.reserve_exact(room_in_whole_huge_pages(estimate, size_of::<LineSlot>()));
+                    out.records.reserve_exact(room_in_whole_huge_pages(estimate, size_of::<Record>()));
                 }
                 _ => {}
             }
         }
-        let outcomes = parse_lines(&batch, line_no + 1, body_at, pass == Pass::Whole, &mut scanner);
-        for (line, outcome) in batch.lines.iter().zip(outcomes) {
+        parse_lines(&batch, line_no + 1, body_at, pass == Pass::Whole, &mut scanner, &mut outcomes);
+        for (line, outcome) in batch.lines.iter().zip(outcomes.drain(..)) {
             let BatchLine { offset, len, terminated, .. } = *line;
             let content = &batch.bytes[line.range.clone()];
             if !terminated && start.hold_back_partial {
