@@ -269,6 +269,21 @@ mod tests {
     }
 
     #[test]
+    fn room_for_a_big_list_fills_its_huge_pages_and_room_for_a_small_one_is_what_was_asked() {
+        let record = 184;
+        // The 40 MB session's estimate: 2.2 MB, which alone would be the system's (over a quarter wasted).
+        let asked = 11_830;
+        assert!(!is_big(asked * record, 8));
+        let room = room_in_whole_huge_pages(asked, record);
+        assert!(room >= asked && is_big(room * record, 8), "{room}");
+        assert!((room + 1) * record > 2 * HUGE_PAGE, "fills the two huge pages: {room}");
+        let small = (BIG_FROM - 1) / record;
+        assert_eq!(room_in_whole_huge_pages(small, record), small);
+        assert_eq!(room_in_whole_huge_pages(usize::MAX / 2, record), usize::MAX / 2, "no overflow");
+        assert_eq!(room_in_whole_huge_pages(5, 0), 5);
+    }
+
+    #[test]
     fn a_big_block_aligned_past_a_page_keeps_its_alignment_when_it_grows() {
         let layout = Layout::from_size_align(2 * HUGE_PAGE, 1 << 16).unwrap();
         let block = unsafe { HugeBlocks.alloc(layout) };

@@ -342,6 +342,33 @@ mod tests {
     }
 
     #[test]
+    fn skeletons_kept_in_shared_chunks_are_each_lines_own_across_chunks_and_past_the_largest() {
+        let mut scanner = LineScanner::default();
+        let mut kept = Vec::new();
+        // Small skeletons fill and spill several chunks; a label of 100 KB makes one larger than any chunk.
+        let lines: Vec<String> = (0..600)
+            .map(|i| {
+                let label = if i == 300 { "x".repeat(100_000) } else { format!("label {i}") };
+                format!(
+                    r#"{{"type":"label","id":"e{i}","parentId":"e{}","timestamp":"2026-01-01T00:00:00.000Z","targetId":"e0","label":"{label}"}}"#,
+                    i.max(1) - 1
+                )
+            })
+            .collect();
+        for (i, line) in lines.iter().enumerate() {
+            match parse_line_with(&mut scanner, line.as_bytes(), i as u32 + 1, Body::memory(line.as_bytes().to_vec())) {
+                LineOutcome::Record(r) => kept.push(r.skeleton.expect("a skeleton")),
+                other => panic!("{other:?}"),
+            }
+        }
+        for (line, skeleton) in lines.iter().zip(&kept) {
+            let doc = DocumentScanner::default().scan(line.as_bytes()).unwrap().clone();
+            assert_eq!(&skeleton[..], &skeleton::of_line(EntryType::Label, line.as_bytes(), &doc)[..]);
+        }
+        assert!(kept[300].len() > SkeletonChunks::MOST);
+    }
+
+    #[test]
     fn a_timestamp_read_where_it_lies_is_the_date_its_value_gives() {
         let raws: [&[u8]; 16] = [
             br#""2025-10-09T08:53:21.500Z""#,
