@@ -340,6 +340,11 @@ impl TreeIndex {
                 });
             }
         }
+        // A chain of parents can loop back only through a parent later in the file than its child: when every
+        // parent comes before its child (every file pi writes), there is no cycle to look for.
+        if parent_of.iter().enumerate().all(|(i, parent)| parent.is_none_or(|p| p < i)) {
+            return out;
+        }
         // Cycles through two or more entries: colour the parent graph in one linear pass.
         let mut state = vec![0u8; records.len()];
         let mut walk = Vec::new();

@@ -439,8 +439,14 @@ fn load_lines(
                     let room_per_line = (size_of::<Record>() + size_of::<LineSlot>()) as u64;
                     let estimate = estimate.saturating_add(estimate / 4).min(expected / 4 / room_per_line);
                     let estimate = usize::try_from(estimate).unwrap_or(usize::MAX).min(RESERVE_LINES_MOST);
-                    out.lines.reserve_exact(room_in_whole_huge_pages(estimate, size_of::<LineSlot>()));
-                    out.records.reserve_exact(room_in_whole_huge_pages(estimate, size_of::<Record>()));
+                    // Lists read from a file's start become the session's, and are rounded to fill their huge
+                    // pages; the lists of a second half or of appended lines are copied onto those and freed, and
+                    // a huge page zeroed whole for them cost more than the faults it saved (13.24 against 13.05
+                    // ms, 81 alternated rounds).
+                    let room =
+                        |size| if start.offset == 0 { room_in_whole_huge_pages(estimate, size) } else { estimate };
+                    out.lines.reserve_exact(room(size_of::<LineSlot>()));
+                    out.records.reserve_exact(room(size_of::<Record>()));
                 }
                 _ => {}
             }
