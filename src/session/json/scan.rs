@@ -106,9 +106,10 @@ impl Member {
 
     /// True when the key decodes to `name`.
     pub fn key_is(&self, bytes: &[u8], name: &str) -> bool {
-        // Names asked for never contain a backslash, so a key without escapes matches only byte for byte. This
-        // runs for every member of every line on open, several names per line, so a mismatch must cost no more
-        // than comparing lengths: the scan that found the key noted whether it had escapes.
+        // Names asked for never contain a backslash, so a key without escapes matches only byte for byte. Names
+        // other than the known ones (`KnownName`) are looked up this way on every line of an open (a label's
+        // target, a compaction's first kept entry), so a mismatch must cost no more than comparing lengths: the
+        // scan that found the key noted whether it had escapes.
         if !self.key_escaped {
             // Compared in line: names are a few bytes, and a call to memcmp for each was a tenth of an open. The
             // lengths first, before the key is sliced out: most keys asked about are not the name.
