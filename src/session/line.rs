@@ -107,12 +107,14 @@ impl LineScanner {
 /// Skeletons kept side by side in shared chunks, each record's a slice of one: an allocation per skeleton was a
 /// third of a cold open's 27,000 `malloc`s, and the two threads reading a file's halves share one of the
 /// process's two malloc arenas (`main.rs`, `tune_malloc`), so they waited on its lock. A chunk is freed with
-/// the last record pointing into it; records of one read live and go together, and the chunks grow from small,
-/// so a read of one appended line keeps no more than its skeleton's size.
+/// the last record pointing into it; records of one read live and go together. A scanner's first skeleton is
+/// copied at its size, as every entry appended through `parse_line` is the only one its scanner makes (a chunk
+/// for it kept a kilobyte for a 300-byte skeleton); chunks start with the second and grow from small.
 #[derive(Debug)]
 struct SkeletonChunks {
     chunk: bytes::BytesMut,
     next_capacity: usize,
+    any_kept: bool,
 }
 
 impl SkeletonChunks {
@@ -122,11 +124,14 @@ impl SkeletonChunks {
     const MOST: usize = 64 << 10;
 
     fn new() -> Self {
-        SkeletonChunks { chunk: bytes::BytesMut::new(), next_capacity: Self::FIRST }
+        SkeletonChunks { chunk: bytes::BytesMut::new(), next_capacity: Self::FIRST, any_kept: false }
     }
 
-    /// `skeleton`, copied into the current chunk (or a new one when it has no room left).
+    /// `skeleton`, copied at its size (the first) or into the current chunk (or a new one when it has no room).
     fn keep(&mut self, skeleton: &[u8]) -> bytes::Bytes {
+        if !std::mem::replace(&mut self.any_kept, true) {
+            return bytes::Bytes::copy_from_slice(skeleton);
+        }
         if self.chunk.capacity() - self.chunk.len() < skeleton.len() {
             self.chunk = bytes::BytesMut::with_capacity(self.next_capacity.max(skeleton.len()));
             self.next_capacity = (self.next_capacity * 2).min(Self::MOST);
@@ -366,6 +371,16 @@ mod tests {
             assert_eq!(&skeleton[..], &skeleton::of_line(EntryType::Label, line.as_bytes(), &doc)[..]);
         }
         assert!(kept[300].len() > SkeletonChunks::MOST);
+    }
+
+    #[test]
+    fn the_skeleton_of_an_entry_parsed_alone_holds_no_more_than_its_size() {
+        // Every entry appended is parsed alone (`parse_line`); a chunk for it would keep a kilobyte.
+        let line = r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"hi","timestamp":1}}"#;
+        let skeleton = record(line).skeleton.expect("a skeleton");
+        let len = skeleton.len();
+        let held = skeleton.try_into_mut().expect("the only reference").capacity();
+        assert_eq!(held, len);
     }
 
     #[test]
