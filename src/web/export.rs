@@ -52,13 +52,13 @@ pub fn export_html(
 /// itself) must not turn a session into HTML, and a page named `.jsonl` in a sessions directory would be listed by
 /// pi as a session it cannot read. Checked before anything is rendered, so nothing is written.
 fn refuse_a_session_file(file: &str) -> Result<(), Failure> {
-    if std::fs::metadata(file).is_ok_and(|meta| meta.is_dir()) {
+    let meta = std::fs::metadata(file).ok();
+    if meta.as_ref().is_some_and(|meta| meta.is_dir()) {
         return Err(Failure::invalid(format!(
             "-o {file}: is a directory, so nothing was written (name the file to write)"
         )));
     }
-    let session = std::fs::metadata(file).is_ok_and(|meta| meta.is_file())
-        && crate::session::store::read_header_bounded(file).is_some();
+    let session = meta.is_some_and(|meta| meta.is_file()) && crate::session::store::read_header_bounded(file).is_some();
     if session || file.to_ascii_lowercase().ends_with(".jsonl") {
         let what = if session { "a pi session file" } else { "named .jsonl, as pi's sessions are" };
         return Err(Failure::invalid(format!(
