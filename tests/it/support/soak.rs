@@ -41,6 +41,10 @@ pub struct SoakConfig {
     pub seed: u32,
 }
 
+/// How long the load waits, once over, before its last look: tokio ends a blocking thread idle for 10 s (its
+/// default keep-alive, which the sidecar keeps), so a thread still there after this is one that never ends.
+const IDLE_THREADS_END: Duration = Duration::from_secs(12);
+
 /// One look at the process.
 #[derive(Clone, Copy, Debug)]
 pub struct Sample {
@@ -73,6 +77,9 @@ pub struct SoakReport {
     pub acknowledged: usize,
     /// Session files checked, deleted and replaced on the way.
     pub rotated: usize,
+    /// The process once the load is over, every handle and watch released and the blocking pool's idle threads
+    /// given time to end.
+    pub idle: Option<Sample>,
 }
 
 impl SoakReport {
@@ -578,6 +585,8 @@ pub fn run(config: &SoakConfig, agent: &Path) -> SoakReport {
     samples.push(sample(pid, started.elapsed().as_secs_f64(), d.report.requests));
     d.check();
     d.release_everything(pid);
+    std::thread::sleep(IDLE_THREADS_END);
+    d.report.idle = Some(sample(pid, started.elapsed().as_secs_f64(), d.report.requests));
     d.report.raw_lines = lines.load(Ordering::SeqCst);
     d.report.samples = samples;
     let mut report = std::mem::take(&mut d.report);
