@@ -203,12 +203,18 @@ end
 -- `answer(err, result)` when it likes.
 local function spy(fake)
   local c = pi.client()
-  local s = { requests = {}, answers = {} }
+  -- answers: by method; answers_of: by handle, then method (trees of earlier tests may still be reopening on the
+  -- same server, so a test about one tree counts that tree's).
+  local s = { requests = {}, answers = {}, answers_of = {} }
   c.request = function(self, method, params, cb, opts)
     s.requests[#s.requests + 1] = { method = method, params = params }
     local function done(...)
       cb(...)
       s.answers[method] = (s.answers[method] or 0) + 1
+      local handle = type(params) == "table" and params.handle or ""
+      local of = s.answers_of[handle] or {}
+      s.answers_of[handle] = of
+      of[method] = (of[method] or 0) + 1
     end
     if fake and fake(method, params, done) then
       return nil
@@ -229,11 +235,19 @@ local function deliver(note)
   end
 end
 
--- Waits until the plugin has handled `n` answers to `method` (counted by a spy).
-local function wait_answers(s, method, n)
+-- Waits until the plugin has handled `n` answers to `method` (counted by a spy), about `handle` if given.
+local function wait_answers(s, method, n, handle)
   wait_for(n .. " answers to " .. method, function()
-    return (s.answers[method] or 0) >= n
+    local answers = handle and (s.answers_of[handle] or {}) or s.answers
+    return (answers[method] or 0) >= n
   end)
+end
+
+-- The requests a spy saw about one handle.
+local function requests_of(s, handle)
+  return vim.tbl_filter(function(r)
+    return type(r.params) == "table" and r.params.handle == handle
+  end, s.requests)
 end
 
 -- Kills the plugin's server as `kill -9` would, and waits until the plugin has handled its exit; returns the
@@ -1112,7 +1126,8 @@ test("a torn last line is reported until the writer finishes it, then not (asked
   s.restore()
   eq(vim.tbl_map(function(r)
     return r.method
-  end, s.requests), { "session/getWarnings" }, "asked again after the append that finished the line, not after the next")
+  end, requests_of(s, vim.b[buf].pi_sessiond_handle)), { "session/getWarnings" },
+    "asked again after the append that finished the line, not after the next")
   vim.cmd("bwipeout")
 end)
 
@@ -1123,15 +1138,15 @@ test("what reading found, if read before the append that finished a torn line, i
   f:write(line:sub(1, 40))
   f:close()
   -- The first answer is held back; the test gives it as the server would have read it before the append.
-  local held
-  local s = spy(function(method, _, answer)
-    if method == "session/getWarnings" and not held then
+  local held, buf
+  local s = spy(function(method, params, answer)
+    if method == "session/getWarnings" and not held and params.handle == vim.b[buf].pi_sessiond_handle then
       held = answer
       return true
     end
   end)
   vim.cmd("PiSessionTree " .. vim.fn.fnameescape(path))
-  local buf = api.nvim_get_current_buf()
+  buf = api.nvim_get_current_buf()
   wait_lines(buf, s_lines(2, 2), "the tree, before what reading found")
   wait_for("the question", function()
     return held ~= nil
@@ -1139,7 +1154,7 @@ test("what reading found, if read before the append that finished a torn line, i
   append_line(path, line:sub(41))
   wait_lines(buf, s_lines(3, 3), "the line finished")
   held(nil, { { line = 4, kind = "torn_tail", message = "the last line is incomplete" } })
-  wait_answers(s, "session/getWarnings", 2)
+  wait_answers(s, "session/getWarnings", 2, vim.b[buf].pi_sessiond_handle)
   s.restore()
   eq(lines_of(buf), s_lines(3, 3), "the server's answer to the second question: nothing to report")
   vim.cmd("bwipeout")
