@@ -35,8 +35,10 @@ use super::tree::TreeIndex;
 pub const KEEP_FROM_BYTES: u64 = 256 << 10;
 
 /// What a kept file starts with: the format and the program that wrote it (records mean what this build
-/// means by them).
-const MAGIC: &str = concat!("pi-sessiond kept skeletons 4 ", env!("CARGO_PKG_VERSION"), "\n");
+/// means by them). The format's number goes up whenever what a record holds changes within a version (5: a key
+/// written with an escape, `"m\u0065ssage"`, is the name `JSON.parse` reads, so such a message has its role and
+/// preview).
+const MAGIC: &str = concat!("pi-sessiond kept skeletons 5 ", env!("CARGO_PKG_VERSION"), "\n");
 
 /// Where kept skeletons live: a directory pi-sessiond owns (beside the catalog index).
 #[derive(Clone, Debug)]

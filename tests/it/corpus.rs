@@ -443,6 +443,7 @@ pub const DAMAGE: &[&str] = &[
     "invalid-utf8",
     "raw-u2028",
     "spaced-json",
+    "escaped-keys",
 ];
 
 /// Applies one kind of damage to a file's bytes.
@@ -536,9 +537,61 @@ pub fn damage(r: &mut Rng, kind: &str, bytes: Vec<u8>) -> Vec<u8> {
             let out = join(&lines);
             String::from_utf8_lossy(&out).replace("\",\"", "\" , \"").replace("{\"", "{ \"").into_bytes()
         }
+        "escaped-keys" => escape_keys(r, &join(&lines), 50),
         _ => unreachable!("{kind}"),
     }
 }
+
+/// `bytes` with the keys of [`ESCAPABLE_KEYS`] spelled as another JSON writer (or a hand edit) may spell them,
+/// each with `percent` chance: `"m\u0065ssage"` is `message` to `JSON.parse`. An unescaped `"` always starts or
+/// ends a string, so `"name":` not after a backslash is a key.
+pub fn escape_keys(r: &mut Rng, bytes: &[u8], percent: usize) -> Vec<u8> {
+    let mut res = Vec::with_capacity(bytes.len() + 256);
+    let mut i = 0;
+    while i < bytes.len() {
+        let key = ESCAPABLE_KEYS.iter().find(|k| {
+            bytes[i..].starts_with(b"\"")
+                && bytes[i + 1..].starts_with(k.as_bytes())
+                && bytes[i + 1 + k.len()..].starts_with(b"\":")
+                && (i == 0 || bytes[i - 1] != b'\\')
+        });
+        match key {
+            Some(k) if r.chance(percent) => {
+                res.push(b'"');
+                res.push(k.as_bytes()[0]);
+                res.extend_from_slice(format!("\\u{:04x}", k.as_bytes()[1]).as_bytes());
+                res.extend_from_slice(&k.as_bytes()[2..]);
+                i += 1 + k.len();
+            }
+            _ => {
+                res.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    res
+}
+
+/// Keys [`escape_keys`] spells with an escape: the ones every read looks for, on entries, messages and blocks.
+const ESCAPABLE_KEYS: &[&str] = &[
+    "type",
+    "id",
+    "parentId",
+    "timestamp",
+    "message",
+    "role",
+    "content",
+    "text",
+    "name",
+    "stopReason",
+    "cwd",
+    "version",
+    "summary",
+    "targetId",
+    "label",
+    "customType",
+    "firstKeptEntryId",
+];
 
 /// Entries pi 1.6.0 loads but some of whose reads throw on (a `TypeError` in pi): a context edit without
 /// `replacement` (the private corpus's h27), a message entry without `message` or with `message: null`, a

@@ -68,6 +68,15 @@ fn odd_bodies() -> Vec<String> {
                         field("summary", v)
                     ));
                 }
+                // Keys written with escapes (another JSON writer, a hand edit) are the names `JSON.parse` reads.
+                bodies.push(
+                    r#""typ\u0065":"message","m\u0065ssage":{"r\u006fle":"user","c\u006fntent":"escaped keys"}"#
+                        .to_owned(),
+                );
+                bodies.push(
+                    r#""type":"message","message":{"role":"assistant","c\u006fntent":[{"t\u0079pe":"text","t\u0065xt":"escaped blocks"},{"type":"toolCall","n\u0061me":"bash"}]}"#
+                        .to_owned(),
+                );
                 bodies.push(r#""type":"message","message":"not an object""#.to_owned());
                 bodies.push(r#""type":"message""#.to_owned());
             }

@@ -50,6 +50,16 @@ pub(crate) fn tree(r: &mut Rng) -> (Vec<FileSpec>, Vec<(String, String)>) {
             add(format!("agent/sessions/{dir}/2026-01-0{p}T00-00-{i:02}-000Z_{:08x}.jsonl", r.below(1 << 30)), bytes);
         }
     }
+    // Every key another JSON writer may escape, escaped: the first message, the count, the text, the name and
+    // the activity time are pi's.
+    let lines = [
+        header("escaped", "2025-04-01T00:00:00.000Z", "/proj/b"),
+        r#"{"type":"message","id":"e1","parentId":null,"timestamp":"2025-04-01T00:00:01.000Z","message":{"role":"user","content":"first words","timestamp":1743465601000}}"#.into(),
+        r#"{"type":"message","id":"e2","parentId":"e1","timestamp":"2025-04-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"an answer"}],"stopReason":"stop","timestamp":1743465602000}}"#.into(),
+        r#"{"type":"session_info","id":"e3","parentId":"e2","timestamp":"2025-04-01T00:00:03.000Z","name":"escaped keys"}"#.into(),
+    ];
+    let bytes = crate::corpus::escape_keys(r, format!("{}\n", lines.join("\n")).as_bytes(), 100);
+    add("agent/sessions/--proj-b--/2025-04-01T00-00-00-000Z_escaped.jsonl".into(), bytes);
     // Ties: no messages and the same header time, names that byte order and ICU collation sort differently.
     for name in ["a-b", "a_b", "A", "B", "a.b", "a"] {
         let h = header(name, "2025-06-01T00:00:00.000Z", "/proj/a");

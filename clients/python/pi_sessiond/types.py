@@ -1099,8 +1099,10 @@ class _SessionEntryRequired(TypedDict):
 class SessionEntry(_SessionEntryRequired, total=False):
     """A session entry exactly as stored (pi's SessionEntry); unknown members are kept."""
 
-    id: str
-    parentId: Optional[str]
+    #: As stored: a string in files pi wrote (a hand-written file may hold a number, which pi keeps).
+    id: Any
+    #: As stored: a string, or null for a root, in files pi wrote (a hand-written file may hold a number).
+    parentId: Any
     #: As stored: an ISO 8601 string in files pi wrote (a hand-written file may hold a number).
     timestamp: Any
 

@@ -1127,8 +1127,14 @@ export interface EntryResult {
  * via the `definition` "SessionEntry".
  */
 export interface SessionEntry {
-	id?: string;
-	parentId?: string | null;
+	/**
+	 * As stored: a string in files pi wrote (a hand-written file may hold a number, which pi keeps).
+	 */
+	id?: unknown;
+	/**
+	 * As stored: a string, or null for a root, in files pi wrote (a hand-written file may hold a number).
+	 */
+	parentId?: unknown;
 	/**
 	 * As stored: an ISO 8601 string in files pi wrote (a hand-written file may hold a number).
 	 */

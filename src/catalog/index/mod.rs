@@ -75,8 +75,9 @@ use self::text::*;
 /// Bumped whenever the schema or the meaning of what is stored changes: an index of another version is rebuilt.
 /// (1 had no generations; its rows may hold the text of lines twice, from the race generations fix. 2 kept no
 /// change time, so a same-length rewrite with its mtime set back went unseen once the row had settled: every row
-/// of it would be read again anyway, so it is rebuilt rather than migrated.)
-const SCHEMA_VERSION: i64 = 3;
+/// of it would be read again anyway, so it is rebuilt rather than migrated. 3 read a key written with an escape,
+/// `"m\u0065ssage"`, as another name than `JSON.parse` does, so a row of such a file lacks its messages.)
+const SCHEMA_VERSION: i64 = 4;
 
 /// `PRAGMA application_id` of every index this program creates: "pisd".
 const APPLICATION_ID: i32 = 0x7069_7364;

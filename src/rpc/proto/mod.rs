@@ -176,8 +176,8 @@ pi_shape!(
         "description": "A session entry exactly as stored (pi's SessionEntry); unknown members are kept.",
         "properties": {
             "type": { "type": "string" },
-            "id": { "type": "string" },
-            "parentId": { "type": ["string", "null"] },
+            "id": { "description": "As stored: a string in files pi wrote (a hand-written file may hold a number, which pi keeps)." },
+            "parentId": { "description": "As stored: a string, or null for a root, in files pi wrote (a hand-written file may hold a number)." },
             "timestamp": { "description": "As stored: an ISO 8601 string in files pi wrote (a hand-written file may hold a number)." }
         },
         "required": ["type"]

@@ -90,17 +90,24 @@ impl KnownName {
             _ => KnownName::Other,
         }
     }
+
+    /// The known name of the key whose literal (quotes included) is `bytes[key]`, decoded first when it holds an
+    /// escape (`escaped`): `JSON.parse` reads `"m\u0065ssage"` as `message`, and so must every scan.
+    #[inline]
+    pub fn of_key(bytes: &[u8], key: Range<usize>, escaped: bool) -> KnownName {
+        if escaped {
+            KnownName::of(super::string::decode_string_literal(&bytes[key]).as_bytes())
+        } else {
+            KnownName::of(&bytes[key.start + 1..key.end - 1])
+        }
+    }
 }
 
 impl Member {
     /// The member whose key's literal is `bytes[key]` (`escaped` when it holds an escape) and whose value is
     /// `bytes[value]`.
     pub fn new(bytes: &[u8], key: Range<usize>, value: Range<usize>, escaped: bool) -> Member {
-        let known = if escaped {
-            KnownName::of(super::string::decode_string_literal(&bytes[key.clone()]).as_bytes())
-        } else {
-            KnownName::of(&bytes[key.start + 1..key.end - 1])
-        };
+        let known = KnownName::of_key(bytes, key.clone(), escaped);
         Member { key, value, key_escaped: escaped, known }
     }
 
@@ -464,9 +471,9 @@ impl<'a> Scanner<'a> {
             self.skip_ws();
             let value_start = self.pos;
             let member_key = key_start..key_end;
-            let key = &self.bytes[member_key.clone()];
-            match level {
-                Level::Top if key == b"\"message\"" => {
+            let known = KnownName::of_key(self.bytes, member_key.clone(), key_escaped);
+            match (level, known) {
+                (Level::Top, KnownName::Message) => {
                     found.message_members.clear();
                     recycle(found.content_blocks, found.spare);
                     if self.peek() == Some(b'{') {
@@ -480,7 +487,7 @@ impl<'a> Scanner<'a> {
                         self.skip_value()?;
                     }
                 }
-                Level::Message if key == b"\"content\"" => {
+                (Level::Message, KnownName::Content) => {
                     recycle(found.content_blocks, found.spare);
                     if self.peek() == Some(b'[') {
                         self.scan_blocks(found.content_blocks, found.spare)?;
@@ -490,7 +497,7 @@ impl<'a> Scanner<'a> {
                 }
                 _ => self.skip_value()?,
             }
-            members.push(Member::new(self.bytes, member_key, value_start..self.pos, key_escaped));
+            members.push(Member { key: member_key, value: value_start..self.pos, key_escaped, known });
             if self.closed_after_element(b'}')? {
                 return Ok(());
             }
