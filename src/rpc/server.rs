@@ -133,6 +133,7 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
         tree_watches: Mutex::new(HashMap::new()),
         next_watch_id: Default::default(),
         listings: Mutex::new(RecentListings::default()),
+        quiet_dirs: crate::catalog::quiet::QuietDirs::new(),
         team,
         skeletons: std::sync::atomic::AtomicBool::new(true),
     });

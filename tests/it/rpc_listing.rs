@@ -171,3 +171,135 @@ fn a_large_result_is_the_same_over_both_framings_in_a_batch_and_under_any_id() {
     assert_eq!(by_id(&Json::str("list-1")).get("result"), Some(&expected));
     assert_eq!(by_id(&Json::number(-5.0)).get("result"), Some(&expected));
 }
+
+/// A change to make to the files, by name.
+type Change<'a> = Box<dyn Fn() + 'a>;
+
+#[test]
+fn a_held_listing_answered_unread_while_its_directories_are_quiet_is_pis_after_every_kind_of_change_issue_21() {
+    let root = temp_dir();
+    let (agent, dir) = project(root.path());
+    let paths: Vec<String> = (0..12).map(|n| write_session(&dir, n, 2, 40)).collect();
+    let elsewhere = root.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let log = root.path().join("sidecar.log");
+    let mut cmd = std::process::Command::new(crate::support::sidecar::binary());
+    cmd.args(["--agent-dir", &agent])
+        .env("RUST_LOG", "pi_sessiond::rpc::handlers::catalog=debug")
+        .stderr(fs::File::create(&log).unwrap());
+    let mut sc = Sidecar::spawn_command(Wire::Jsonl, cmd, true);
+    // Two hosts' scopes, each holding its last listing: the project's (`list`) and every project's (`listAll`).
+    let scopes = [(r#""cwd":"/work/proj""#, "sessions/list"), (r#""includeAllMessagesText":true"#, "sessions/listAll")];
+    let mut held: Vec<(String, Vec<Json>)> = scopes
+        .iter()
+        .map(|(scope, _)| {
+            let first = sc.call("sessions/listDelta", json(&format!("{{{scope}}}")));
+            (token(&first), rebuild(&first, &[]).0)
+        })
+        .collect();
+    let append = |path: &Path, id: &str, text: &str| {
+        use std::io::Write;
+        let line = format!(
+            "{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":null,\"timestamp\":\"2026-02-01T00:00:00.000Z\",\"message\":{{\"role\":\"user\",\"content\":\"{text}\",\"timestamp\":1769904000000}}}}\n"
+        );
+        fs::OpenOptions::new().append(true).open(path).unwrap().write_all(line.as_bytes()).unwrap();
+    };
+    let set_mtime = |path: &str, secs: u64| {
+        let f = fs::File::options().write(true).open(path).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)).unwrap();
+    };
+    let other_project = root.path().join("agent/sessions/--work-other--");
+    let linked_project = root.path().join("linked-project");
+    let steps: Vec<(&str, Change<'_>)> = vec![
+        ("nothing", Box::new(|| {})),
+        ("an append", Box::new(|| append(Path::new(&paths[0]), "a1", "appended"))),
+        ("nothing again", Box::new(|| {})),
+        (
+            "a same-length rewrite with its mtime set back",
+            Box::new(|| {
+                let before = fs::metadata(&paths[1]).unwrap().modified().unwrap();
+                let text = fs::read_to_string(&paths[1]).unwrap().replace("s001 message 0", "s001 MESSAGE 0");
+                fs::write(&paths[1], text).unwrap();
+                fs::File::options().write(true).open(&paths[1]).unwrap().set_modified(before).unwrap();
+            }),
+        ),
+        ("a new mtime", Box::new(|| set_mtime(&paths[2], 1_900_000_000))),
+        ("a new session", Box::new(|| drop(write_session(&dir, 20, 2, 40)))),
+        (
+            "a session renamed",
+            Box::new(|| fs::rename(&paths[3], dir.join("2026-03-01T00-00-00-000Z_s003.jsonl")).unwrap()),
+        ),
+        ("a session removed", Box::new(|| fs::remove_file(&paths[4]).unwrap())),
+        (
+            "a symlinked session",
+            Box::new(|| {
+                let target = elsewhere.join("target.jsonl");
+                fs::copy(&paths[5], &target).unwrap();
+                std::os::unix::fs::symlink(&target, dir.join("2026-04-01T00-00-00-000Z_link.jsonl")).unwrap();
+            }),
+        ),
+        (
+            "its target written, which is no event of the directory",
+            Box::new(|| append(&elsewhere.join("target.jsonl"), "t1", "through the link")),
+        ),
+        (
+            "the symlink removed, a session given a second name elsewhere",
+            Box::new(|| {
+                fs::remove_file(dir.join("2026-04-01T00-00-00-000Z_link.jsonl")).unwrap();
+                fs::hard_link(&paths[6], elsewhere.join("second-name.jsonl")).unwrap();
+            }),
+        ),
+        (
+            "written through its other name",
+            Box::new(|| append(&elsewhere.join("second-name.jsonl"), "h1", "through the other name")),
+        ),
+        (
+            "another project",
+            Box::new(|| {
+                fs::create_dir_all(&other_project).unwrap();
+                write_session(&other_project, 30, 2, 40);
+            }),
+        ),
+        (
+            "a project that is a symlink",
+            Box::new(|| {
+                fs::create_dir_all(&linked_project).unwrap();
+                write_session(&linked_project, 31, 2, 40);
+                std::os::unix::fs::symlink(&linked_project, root.path().join("agent/sessions/--work-linked--"))
+                    .unwrap();
+            }),
+        ),
+        (
+            "a session written in it",
+            Box::new(|| {
+                append(&linked_project.join("2026-01-01T00-00-31-000Z_s031.jsonl"), "l1", "in the linked project")
+            }),
+        ),
+        (
+            "another project removed and made anew",
+            Box::new(|| {
+                fs::remove_dir_all(&other_project).unwrap();
+                fs::create_dir_all(&other_project).unwrap();
+                write_session(&other_project, 32, 3, 40);
+            }),
+        ),
+        ("the other name removed", Box::new(|| fs::remove_file(elsewhere.join("second-name.jsonl")).unwrap())),
+        ("nothing at the end", Box::new(|| {})),
+    ];
+    for (what, change) in &steps {
+        change();
+        for ((scope, method), (since, base)) in scopes.iter().zip(held.iter_mut()) {
+            let expected = array(sc.call(method, json(&format!("{{{scope}}}"))));
+            let delta = sc.call("sessions/listDelta", json(&format!(r#"{{{scope},"since":"{since}"}}"#)));
+            let (rebuilt, _) = rebuild(&delta, base);
+            assert_eq!(rebuilt, expected, "{method} after {what}");
+            *since = token(&delta);
+            *base = rebuilt;
+        }
+    }
+    assert_eq!(sc.finish(), 0);
+    // Unread answers came where nothing changed (each scope, at least the three quiet steps), so the checks above
+    // were of them too.
+    let unread = fs::read_to_string(&log).unwrap().matches("answered unread").count();
+    assert!(unread >= 2 * 3, "{unread} listings were answered unread:\n{}", fs::read_to_string(&log).unwrap());
+}

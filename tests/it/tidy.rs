@@ -18,6 +18,7 @@ const IO_ROOMS: &[(&str, &str)] = &[
     ("session/kept.rs", "kept skeletons: what an open read, in pi-sessiond's own files beside the index"),
     ("catalog/listing.rs", "walking the agent directory for listAll"),
     ("catalog/index", "the catalog index database and the files it reads from where it stopped"),
+    ("catalog/quiet.rs", "whether listed directories changed: their notifications, and the kinds of their names"),
     ("rpc/transport.rs", "stdin and stdout of the sidecar"),
     ("rpc/log.rs", "the sidecar's stderr"),
     ("watch.rs", "file-system notifications"),

@@ -13,6 +13,7 @@ use crate::catalog::index::{CatalogIndex, SharedIndex};
 use crate::catalog::info::session_infos;
 use crate::catalog::info::ListedSession;
 use crate::catalog::listing::Catalog;
+use crate::catalog::quiet::Seen;
 use crate::catalog::search::search_hit_json;
 use crate::catalog::search::{self as catalog_search, Phase, Scope};
 use crate::rpc::error::from_session;
@@ -26,8 +27,28 @@ pub struct RecentListings {
     /// Makes this process's tokens unlike any other's.
     nonce: String,
     issued: u64,
-    /// Newest last: token, whether it has `allMessagesText`, the listing.
-    kept: VecDeque<(String, bool, SharedListing)>,
+    /// Newest last.
+    kept: VecDeque<Kept>,
+}
+
+/// One listing `sessions/listDelta` answered.
+#[derive(Debug)]
+struct Kept {
+    token: String,
+    /// Whether it has `allMessagesText`.
+    with_text: bool,
+    listing: SharedListing,
+    /// What it was a listing of, and what it saw of those directories as it began: while none of them has
+    /// changed, the same question is answered with it, unread.
+    unchanged_while: Option<(ListingScope, Seen)>,
+}
+
+/// What a listing lists: `list`'s cwd (None: `listAll`), the session directory, and whether with text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ListingScope {
+    cwd: Option<String>,
+    session_dir: Option<String>,
+    with_text: bool,
 }
 
 /// A listing's entries, in order, as a token keeps them.
@@ -48,16 +69,30 @@ impl Default for RecentListings {
 
 impl RecentListings {
     fn get(&self, token: &str, with_text: bool) -> Option<SharedListing> {
-        self.kept.iter().find(|(t, w, _)| t == token && *w == with_text).map(|(_, _, l)| l.clone())
+        self.kept.iter().find(|k| k.token == token && k.with_text == with_text).map(|k| k.listing.clone())
     }
 
-    fn keep(&mut self, with_text: bool, listing: SharedListing) -> String {
+    /// The listing of `token` if it lists `scope`, with what it saw of its directories.
+    fn get_unread(&self, token: &str, scope: &ListingScope) -> Option<(SharedListing, Seen)> {
+        let kept = self.kept.iter().find(|k| k.token == token)?;
+        match &kept.unchanged_while {
+            Some((s, seen)) if s == scope => Some((kept.listing.clone(), seen.clone())),
+            _ => None,
+        }
+    }
+
+    fn keep(
+        &mut self,
+        with_text: bool,
+        listing: SharedListing,
+        unchanged_while: Option<(ListingScope, Seen)>,
+    ) -> String {
         self.issued += 1;
         let token = format!("{}-{}", self.nonce, self.issued);
         if self.kept.len() == KEPT_LISTINGS {
             self.kept.pop_front();
         }
-        self.kept.push_back((token.clone(), with_text, listing));
+        self.kept.push_back(Kept { token: token.clone(), with_text, listing, unchanged_while });
         token
     }
 }
@@ -173,6 +208,32 @@ pub fn list_all(p: ListAllParams, cx: &Cx<'_>) -> Res<SessionInfoListJson> {
 
 /// `sessions/listDelta`.
 pub fn list_delta(p: ListDeltaParams, cx: &Cx<'_>) -> Res<ListingDeltaJson> {
+    let server = cx.server;
+    let listing_scope = ListingScope {
+        cwd: p.cwd.clone(),
+        session_dir: p.session_dir.clone(),
+        with_text: p.include_all_messages_text != Some(false),
+    };
+    // Nothing changed in the directories of the listing the host holds: it is the answer, read from nothing.
+    if let (Some(since), None) = (&p.since, &server.team) {
+        let held = server.listings.lock().unwrap_or_else(|e| e.into_inner()).get_unread(since, &listing_scope);
+        if let Some((listing, seen)) = held.filter(|(_, seen)| server.quiet_dirs.unchanged_since(seen)) {
+            let with_text = listing_scope.with_text;
+            let mut recent = server.listings.lock().unwrap_or_else(|e| e.into_inner());
+            let token = recent.keep(with_text, listing.clone(), Some((listing_scope, seen)));
+            drop(recent);
+            tracing::debug!("listing {since}: its directories are unchanged since, so it is answered unread");
+            return Ok(Out::json(listing_delta(&token, &listing, &listing, with_text)));
+        }
+    }
+    // Watched before anything is read: a change while the listing is made is then a change after it.
+    let seen = match &server.team {
+        None => {
+            listing_dirs(&server.agent_dir, &listing_scope).and_then(|dirs| server.quiet_dirs.before_listing(&dirs))
+        }
+        Some(_) => None,
+    };
+    let unchanged_while = seen.map(|seen| (listing_scope, seen));
     let (cwd, session_dir, since) = (p.cwd, p.session_dir, p.since);
     let scope = (cwd.clone(), session_dir.clone());
     let run = move |c: &mut Catalog<'_>, progress: &mut dyn FnMut(usize, usize)| match &cwd {
@@ -184,12 +245,32 @@ pub fn list_delta(p: ListDeltaParams, cx: &Cx<'_>) -> Res<ListingDeltaJson> {
         let infos = Arc::new(infos);
         let mut recent = server.listings.lock().unwrap_or_else(|e| e.into_inner());
         let base = since.and_then(|t| recent.get(&t, with_text));
-        let token = recent.keep(with_text, infos.clone());
+        let token = recent.keep(with_text, infos.clone(), unchanged_while);
         drop(recent);
         listing_delta(&token, base.as_deref().map_or(&[], Vec::as_slice), &infos, with_text)
     };
     let scope = (scope.0.as_deref(), scope.1.as_deref());
     listing(cx, scope, p.progress_token, p.include_all_messages_text, Box::new(run), render)
+}
+
+/// The directories a listing of `scope` reads (the sessions root and its project directories for `listAll`
+/// without one); None when they cannot be told (then the listing is never answered unread).
+fn listing_dirs(agent_dir: &str, scope: &ListingScope) -> Option<Vec<String>> {
+    use crate::session::{dirscan, paths};
+    match (&scope.cwd, &scope.session_dir) {
+        (Some(cwd), dir) => Some(vec![dirscan::directory_for(cwd, dir.as_deref(), agent_dir).ok()?.0]),
+        (None, Some(dir)) if !dir.is_empty() => Some(vec![paths::normalize_path(dir)]),
+        (None, _) => {
+            let root = paths::join(&[agent_dir, "sessions"]);
+            let mut dirs = dirscan::subdirectories(&root).ok()?;
+            // A symlink that leads to no directory now may lead to one later, with no event of the root.
+            if dirs.iter().any(|d| !paths::as_path(d).is_dir()) {
+                return None;
+            }
+            dirs.insert(0, root);
+            Some(dirs)
+        }
+    }
 }
 
 /// `sessions/findById`.

@@ -71,6 +71,8 @@ pub struct Server {
     pub next_watch_id: AtomicU64,
     /// What `sessions/listDelta` answered lately.
     pub listings: Mutex<RecentListings>,
+    /// Whether the directories of those listings changed since (inotify): one that did not is answered unread.
+    pub quiet_dirs: crate::catalog::quiet::QuietDirs,
     /// The team catalog (`--catalog`): listings and searches then answer across machines from it.
     pub team: Option<Arc<super::team::TeamServer>>,
     /// Opens make skeletons (see `Env::skeletons`): true unless the host said at `initialize` that it never asks
