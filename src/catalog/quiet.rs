@@ -105,6 +105,24 @@ impl QuietDirs {
         Some(seen)
     }
 
+    /// [`QuietDirs::before_listing`] of `root` and of every directory in it (the sessions root of `listAll`).
+    /// The root is watched before its directories are read: one made after that is an event of the root, where
+    /// reading them first let one made in between into the listing unwatched, its event already counted.
+    pub fn before_listing_tree(&self, root: &str) -> Option<Seen> {
+        let mut seen = self.before_listing(&[root.to_owned()])?;
+        let dirs = crate::session::dirscan::subdirectories(root).ok()?;
+        // A symlink that leads to no directory now may lead to one later, with no event of the root.
+        if dirs.iter().any(|d| identity(d).is_none()) {
+            return None;
+        }
+        let more = self.before_listing(&dirs)?;
+        if more.epoch != seen.epoch {
+            return None;
+        }
+        seen.dirs.extend(more.dirs);
+        Some(seen)
+    }
+
     /// True when nothing a listing shows can have changed in `seen`'s directories since it began.
     pub fn unchanged_since(&self, seen: &Seen) -> bool {
         let mut state = lock(&self.state);

@@ -13,7 +13,7 @@ use crate::catalog::index::{CatalogIndex, SharedIndex};
 use crate::catalog::info::session_infos;
 use crate::catalog::info::ListedSession;
 use crate::catalog::listing::Catalog;
-use crate::catalog::quiet::Seen;
+use crate::catalog::quiet::{QuietDirs, Seen};
 use crate::catalog::search::search_hit_json;
 use crate::catalog::search::{self as catalog_search, Phase, Scope};
 use crate::rpc::error::from_session;
@@ -228,9 +228,7 @@ pub fn list_delta(p: ListDeltaParams, cx: &Cx<'_>) -> Res<ListingDeltaJson> {
     }
     // Watched before anything is read: a change while the listing is made is then a change after it.
     let seen = match &server.team {
-        None => {
-            listing_dirs(&server.agent_dir, &listing_scope).and_then(|dirs| server.quiet_dirs.before_listing(&dirs))
-        }
+        None => watch_listing_dirs(&server.quiet_dirs, &server.agent_dir, &listing_scope),
         Some(_) => None,
     };
     let unchanged_while = seen.map(|seen| (listing_scope, seen));
@@ -253,23 +251,15 @@ pub fn list_delta(p: ListDeltaParams, cx: &Cx<'_>) -> Res<ListingDeltaJson> {
     listing(cx, scope, p.progress_token, p.include_all_messages_text, Box::new(run), render)
 }
 
-/// The directories a listing of `scope` reads (the sessions root and its project directories for `listAll`
-/// without one); None when they cannot be told (then the listing is never answered unread).
-fn listing_dirs(agent_dir: &str, scope: &ListingScope) -> Option<Vec<String>> {
+/// Watches the directories a listing of `scope` reads (the sessions root and its project directories for
+/// `listAll` without one), as it begins; None when they cannot be told or watched (then the listing is never
+/// answered unread).
+fn watch_listing_dirs(quiet: &QuietDirs, agent_dir: &str, scope: &ListingScope) -> Option<Seen> {
     use crate::session::{dirscan, paths};
     match (&scope.cwd, &scope.session_dir) {
-        (Some(cwd), dir) => Some(vec![dirscan::directory_for(cwd, dir.as_deref(), agent_dir).ok()?.0]),
-        (None, Some(dir)) if !dir.is_empty() => Some(vec![paths::normalize_path(dir)]),
-        (None, _) => {
-            let root = paths::join(&[agent_dir, "sessions"]);
-            let mut dirs = dirscan::subdirectories(&root).ok()?;
-            // A symlink that leads to no directory now may lead to one later, with no event of the root.
-            if dirs.iter().any(|d| !paths::as_path(d).is_dir()) {
-                return None;
-            }
-            dirs.insert(0, root);
-            Some(dirs)
-        }
+        (Some(cwd), dir) => quiet.before_listing(&[dirscan::directory_for(cwd, dir.as_deref(), agent_dir).ok()?.0]),
+        (None, Some(dir)) if !dir.is_empty() => quiet.before_listing(&[paths::normalize_path(dir)]),
+        (None, _) => quiet.before_listing_tree(&paths::join(&[agent_dir, "sessions"])),
     }
 }
 
