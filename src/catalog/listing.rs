@@ -9,7 +9,6 @@
 //! end), and every loop checks a [`Cancel`] flag, so a host that gives up on a listing stops its work.
 
 use std::collections::HashMap;
-use std::fs;
 use std::sync::Arc;
 
 use icu_collator::options::CollatorOptions;
@@ -203,8 +202,8 @@ impl<'a> Catalog<'a> {
             return Ok(infos);
         }
         let root = paths::join(&[self.agent_dir, "sessions"]);
-        let entries = match fs::read_dir(&root) {
-            Ok(entries) => entries,
+        let project_dirs = match dirscan::subdirectories(&root) {
+            Ok(dirs) => dirs,
             Err(e) => {
                 self.cancel.note_io_failure("read directory", &root, &e);
                 self.cancel.check()?;
@@ -213,13 +212,8 @@ impl<'a> Catalog<'a> {
         };
         let mut dirs = Vec::new();
         let mut candidates: Vec<(String, String, Option<FileStamp>)> = Vec::new();
-        for entry in entries.flatten() {
+        for dir in project_dirs {
             self.cancel.check()?;
-            let Ok(ft) = entry.file_type() else { continue };
-            if !(ft.is_dir() || ft.is_symlink()) {
-                continue;
-            }
-            let dir = paths::join(&[&root, &entry.file_name().to_string_lossy()]);
             match jsonl_entries(&dir) {
                 Ok(files) => {
                     candidates.extend(files.into_iter().map(|(n, meta)| (paths::join(&[&dir, &n]), dir.clone(), meta)));
@@ -267,7 +261,7 @@ impl<'a> Catalog<'a> {
         Ok(infos)
     }
 
-    /// `SessionManager.findById(cwd, id, sessionDir?)`: the first file (directory order) whose header id is
+    /// `SessionManager.findById(cwd, id, sessionDir?)`: the first file (in Node's `readdir` order) whose header id is
     /// exactly `id`. Like pi, it looks in that one directory only (not below it), and reads at most the first MiB
     /// of each file; files that are not regular are skipped (pi would wait on a FIFO for ever).
     pub fn find_by_id(&mut self, cwd: &str, id: &str, session_dir: Option<&str>) -> Result<Option<String>> {
@@ -316,7 +310,7 @@ impl<'a> Catalog<'a> {
     }
 }
 
-/// The `*.jsonl` names of `dir` in directory order; None when it cannot be read (noted on `cancel` when the
+/// The `*.jsonl` names of `dir` in Node's `readdir` order; None when it cannot be read (noted on `cancel` when the
 /// process is out of descriptors).
 fn read_load_order_unsorted(dir: &str, cancel: &Cancel) -> Option<Vec<String>> {
     dirscan::jsonl_names(dir).inspect_err(|e| cancel.note_io_failure("read directory", dir, e)).ok()

@@ -61,30 +61,32 @@ fn stamp_at(dir: &rustix::fd::OwnedFd, name: &str) -> Option<FileStamp> {
     })
 }
 
-/// The directories in `dir` (and symbolic links, which may name one), as paths: the project directories of a
-/// sessions root, as pi's `listAll` walks them.
+/// The directories in `dir` (and symbolic links, which may name one), as paths, in Node's `readdir` order: the
+/// project directories of a sessions root, as pi's `listAll` walks them.
 pub fn subdirectories(dir: &str) -> std::io::Result<Vec<String>> {
-    let mut dirs = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let Ok(ft) = entry.file_type() else { continue };
-        if ft.is_dir() || ft.is_symlink() {
-            dirs.push(super::paths::join(&[dir, &entry.file_name().to_string_lossy()]));
-        }
-    }
-    Ok(dirs)
+    let names = names_like_node(dir, |entry, _| entry.file_type().is_ok_and(|ft| ft.is_dir() || ft.is_symlink()))?;
+    Ok(names.iter().map(|name| super::paths::join(&[dir, name])).collect())
 }
 
-/// The `*.jsonl` names in `dir`, in directory order (like `readdir`).
+/// The `*.jsonl` names in `dir`, in Node's `readdir` order.
 pub fn jsonl_names(dir: &str) -> std::io::Result<Vec<String>> {
+    names_like_node(dir, |_, name| name.as_encoded_bytes().ends_with(b".jsonl"))
+}
+
+/// The names in `dir` that `keep` keeps, in the order Node's `readdir` gives them: libuv sorts a directory's names
+/// by their bytes (`strcmp`), whatever order the file system keeps them in, and pi's orders break their ties in
+/// that one. Names that are not UTF-8 come out as Node decodes them (with U+FFFD), sorted by their bytes.
+fn names_like_node(dir: &str, keep: impl Fn(&fs::DirEntry, &std::ffi::OsStr) -> bool) -> std::io::Result<Vec<String>> {
     let mut names = Vec::new();
     for entry in fs::read_dir(dir)? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".jsonl") {
+        let entry = entry?;
+        let name = entry.file_name();
+        if keep(&entry, &name) {
             names.push(name);
         }
     }
-    Ok(names)
+    names.sort_unstable_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
+    Ok(names.into_iter().map(|n| n.to_string_lossy().into_owned()).collect())
 }
 
 /// pi's exported `getDefaultSessionDir(cwd, agentDir)`: the default directory for `cwd`, created if missing.
@@ -107,7 +109,7 @@ pub fn directory_for(cwd: &str, session_dir: Option<&str>, agent_dir: &str) -> R
     }
 }
 
-/// The `*.jsonl` entries of `dir` in directory order (like `readdir`), each with `stat`'s answer (followed
+/// The `*.jsonl` entries of `dir` in Node's `readdir` order, each with `stat`'s answer (followed
 /// through symlinks, as pi's `statSync`; None if it failed).
 pub fn jsonl_entries(dir: &str) -> std::io::Result<Vec<(String, Option<FileStamp>)>> {
     let names = jsonl_names(dir)?;

@@ -100,6 +100,22 @@ pub(crate) fn tree(r: &mut Rng) -> (Vec<FileSpec>, Vec<(String, String)>) {
                 .into_bytes(),
         );
     }
+    // Ties broken by Node's `readdir` order (libuv sorts names by their bytes, whatever the file system's order):
+    // one file name with one mtime in several project directories, and two files of one directory with one id.
+    for project in ["--tie-q--", "--tie-B--", "--tie-a--", "--tie-z--", "--tie-_--", "--tie-0--", "--tie-m--"] {
+        files.push(FileSpec {
+            path: format!("agent/sessions/{project}/2026-02-02T00-00-00-000Z_tie.jsonl"),
+            bytes: format!("{}\n", header("tie", "2026-02-02T00:00:00.000Z", "/proj/tie")).into_bytes(),
+            mtime_ms: 1_767_500_000_000,
+        });
+    }
+    for name in ["2026-02-03T00-00-00-000Z_dup-b.jsonl", "2026-02-03T00-00-00-000Z_dup-A.jsonl"] {
+        files.push(FileSpec {
+            path: format!("agent/sessions/--proj-a--/{name}"),
+            bytes: format!("{}\n", header("dupid", "2026-02-03T00:00:00.000Z", "/proj/a")).into_bytes(),
+            mtime_ms: 1_767_600_000_000,
+        });
+    }
     let links = vec![("elsewhere/linked".to_owned(), "agent/sessions/--linked--".to_owned())];
     (files, links)
 }
@@ -202,6 +218,7 @@ fn listings_and_lookups_match_pi_on_the_same_directories() {
             json(&format!(r#"{{"kind":"listAll","dir":"{custom}","agentDir":"{agent}"}}"#)),
             json(&format!(r#"{{"kind":"findById","cwd":"/proj/a","id":"a_b","dir":"{a}","agentDir":"{agent}"}}"#)),
             json(&format!(r#"{{"kind":"findById","cwd":"/proj/a","id":"a_","dir":"{a}","agentDir":"{agent}"}}"#)),
+            json(&format!(r#"{{"kind":"findById","cwd":"/proj/a","id":"dupid","dir":"{a}","agentDir":"{agent}"}}"#)),
             json(&format!(
                 r#"{{"kind":"findById","cwd":"/work/two","id":"c1","dir":"{custom}","agentDir":"{agent}"}}"#
             )),
