@@ -231,10 +231,13 @@ impl TeamCatalog {
             let dir = paths::normalize_path(d);
             all.retain(|s| paths::parent_dir(&s.listed.info.path) == dir);
         }
-        // pi's candidate order (mtime, then basename, both descending), one machine after another.
+        // pi's candidate order (mtime, then basename, both descending), one machine after another. Its ties stay
+        // in the order pi found the files: directory after directory, each's names as Node's `readdir` gives
+        // them (sorted by their bytes).
         let c = collator();
         let mut ordered = Vec::with_capacity(all.len());
         for mut group in group_by_machine(all) {
+            group.sort_by_cached_key(|s| (paths::parent_dir(&s.listed.info.path), s.file_name.clone()));
             sort_like_v8(&mut group, |a, b| {
                 let diff = b.mtime_ms - a.mtime_ms;
                 if diff != 0.0 && !diff.is_nan() {
@@ -276,7 +279,7 @@ impl TeamCatalog {
             .client
             .query(
                 "SELECT machine, path, agent_dir, info_cwd FROM pi_sessions WHERE session_id = $1
-                 ORDER BY machine, file_name",
+                 ORDER BY machine, file_name COLLATE \"C\"",
                 &[&id],
             )
             .map_err(self.err())?;
