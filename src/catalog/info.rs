@@ -14,7 +14,7 @@ use crate::session::entry::{EntryType, Role};
 use crate::session::js::date::to_iso_string;
 use crate::session::js::{convert, date};
 use crate::session::json::scan::{find_member, scan_document, Kind};
-use crate::session::json::string::decode_string_literal;
+use crate::session::json::string::literal_name_bytes;
 use crate::session::json::{JsString, Json};
 use crate::session::line::{is_blank, is_falsy, new_date_ms};
 use crate::session::render::{JsonOut, ObjectWriter};
@@ -245,7 +245,7 @@ impl InfoState {
         let is_object = Kind::of(value) == Kind::Object;
         let member = |name: &str| find_member(line, &doc.members, name).map(|r| &line[r]);
         let kind = match member("type") {
-            Some(v) if v.first() == Some(&b'"') => EntryType::from_name(decode_string_literal(v).as_bytes()),
+            Some(v) if v.first() == Some(&b'"') => EntryType::from_name(&literal_name_bytes(v)),
             _ => EntryType::Other,
         };
         if self.header.is_none() {
@@ -311,7 +311,7 @@ impl InfoState {
         let role = find_member(line, &doc.message_members, "role")
             .map(|r| &line[r])
             .filter(|v| v.first() == Some(&b'"'))
-            .map(|v| Role::from_name(decode_string_literal(v).as_bytes()));
+            .map(|v| Role::from_name(&literal_name_bytes(v)));
         let listed = matches!(role, Some(Role::User | Role::Assistant));
         if !listed && docs.is_none() {
             // Only user and assistant messages matter to the listing; skip parsing the rest (tool results are

@@ -103,6 +103,9 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    // How many cores the process may use is read from cgroup files (a quarter of a millisecond): read now, off the
+    // first open's path, which asks it before splitting a large file between two threads.
+    drop(runtime.spawn_blocking(crate::session::store::parallelism));
     let (events_tx, events) = mpsc::channel::<Event>();
     let frames = events_tx.clone();
     let transport = connection.start(config.framing, config.max_frame, Limits::default(), move |incoming| {

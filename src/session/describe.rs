@@ -16,7 +16,7 @@
 use super::entry::EntryType;
 use super::js::to_js_string;
 use super::json::scan::{array_elements, find_member, object_members, scan_document, Block, Document, Kind};
-use super::json::string::{decode_string_body, decode_string_literal};
+use super::json::string::{decode_string_body, literal_name_bytes};
 use super::json::Json;
 use std::ops::ControlFlow;
 
@@ -92,7 +92,7 @@ impl Scanned {
     pub fn describe(&self) -> Description<'_> {
         let line = Line { bytes: &self.bytes, doc: &self.doc };
         let kind = match line.member("type") {
-            Some(t) if t.first() == Some(&b'"') => EntryType::from_name(decode_string_literal(t).as_bytes()),
+            Some(t) if t.first() == Some(&b'"') => EntryType::from_name(&literal_name_bytes(t)),
             _ => EntryType::Other,
         };
         Description { kind, line }
@@ -386,7 +386,14 @@ impl<'a> Content<'a> {
 
     /// Whether the content holds text that is not all white space: a string, or a `text` block.
     fn has_text(&self) -> bool {
-        let blank = |lit: &[u8]| feed_string_prefix(lit, TEXT_SCAN_BYTES, &mut NonSpace).is_continue();
+        let blank = |lit: &[u8]| {
+            // A text that starts with a printable ASCII character other than an escape's backslash is not blank:
+            // nearly every text, known without setting out to decode it.
+            if lit.get(1).is_some_and(|&b| b.is_ascii_graphic() && b != b'\\') && lit.len() > 2 {
+                return false;
+            }
+            feed_string_prefix(lit, TEXT_SCAN_BYTES, &mut NonSpace).is_continue()
+        };
         match Kind::of(self.value) {
             Kind::String => !blank(self.value),
             Kind::Array => self.objects().any(|member| {
@@ -402,7 +409,10 @@ impl<'a> Content<'a> {
 /// longer than `name` with every character escaped (six bytes each, and the quotes) cannot be it, so it is not
 /// decoded.
 fn literal_is(v: &[u8], name: &str) -> bool {
-    v.first() == Some(&b'"') && v.len() <= name.len() * 6 + 2 && decode_string_literal(v).eq_str(name)
+    v.len() >= 2
+        && v.first() == Some(&b'"')
+        && v.len() <= name.len() * 6 + 2
+        && *literal_name_bytes(v) == *name.as_bytes()
 }
 
 /// A stored value's text when it is a string (its first [`TEXT_SCAN_BYTES`] or so), else None.
@@ -658,6 +668,7 @@ impl TextSink for OneLine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::json::string::decode_string_literal;
 
     fn described(line: &str) -> Summary {
         Scanned::of_bytes(line.as_bytes().to_vec()).expect("JSON").describe().summary(PREVIEW_CHARS, chars)
@@ -866,6 +877,16 @@ mod tests {
         assert!(!has(r#"" \n\t""#));
         assert!(!has(r#"[{"type":"toolCall","name":"bash"},{"type":"image"}]"#));
         assert!(has(r#"[{"type":"toolCall","name":"bash"},{"type":"text","text":" ok "}]"#));
+        // Block types and texts however they are written: escaped, empty, white space written as escapes, a
+        // backslash that is the text itself.
+        assert!(has(r#"[{"type":"t\u0065xt","text":"x"}]"#));
+        assert!(!has(r#"[{"type":"t\u0065xt","text":"\n\t \u0020"}]"#));
+        assert!(!has(r#"[{"type":"text","text":""}]"#));
+        assert!(!has(r#"[{"type":"text","text":" "}]"#));
+        assert!(has(r#"[{"type":"text","text":"\\"}]"#));
+        assert!(has(r#"[{"type":"text","text":"\u0041"}]"#));
+        assert!(has(r#"[{"type":"text","text":"\n x"}]"#));
+        assert!(!has(r#"[{"type":"tex","text":"x"},{"type":"texts","text":"x"},{"type":"Text","text":"x"}]"#));
         assert!(!has(r#"[{"type":"text","text":7}]"#));
         let not_a_message = r#"{"type":"custom_message","content":"text"}"#;
         assert!(!Scanned::of_bytes(not_a_message.as_bytes().to_vec()).unwrap().describe().has_text());

@@ -10,8 +10,8 @@ use super::entry::{
 };
 use super::js::date;
 use super::json::scan::{find_member, Document, DocumentScanner, Kind, Member, SyntaxError};
-use super::json::string::decode_string_literal;
 use super::json::string::is_js_whitespace;
+use super::json::string::literal_name_bytes;
 use super::json::value::number_value;
 use super::json::{JsString, Json};
 use super::key::Key;
@@ -192,7 +192,7 @@ pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body:
     let members = &doc.members;
     let member = |name: &str| find_member(bytes, members, name).map(|r| &bytes[r]);
     record.kind = match member("type") {
-        Some(v) if v.first() == Some(&b'"') => EntryType::from_name(decode_string_literal(v).as_bytes()),
+        Some(v) if v.first() == Some(&b'"') => EntryType::from_name(&literal_name_bytes(v)),
         _ => EntryType::Other,
     };
     if record.kind == EntryType::Session {
@@ -283,7 +283,7 @@ fn message_shape(bytes: &[u8], message: Option<&[u8]>, members: &[Member]) -> (M
         Some(Kind::Null) => (MessageShape::Null, Role::Other),
         Some(Kind::Object) => {
             let role = match find_member(bytes, members, "role").map(|r| &bytes[r]) {
-                Some(v) if v.first() == Some(&b'"') => Role::from_name(decode_string_literal(v).as_bytes()),
+                Some(v) if v.first() == Some(&b'"') => Role::from_name(&literal_name_bytes(v)),
                 _ => Role::Other,
             };
             (MessageShape::Object, role)
@@ -447,6 +447,25 @@ mod tests {
         assert_eq!(r.parent, Key::Null);
         assert_eq!(r.time_ms, 1735776000000.0);
         assert_eq!((r.message, r.role), (MessageShape::Object, Role::User));
+    }
+
+    #[test]
+    fn a_type_and_a_role_are_read_as_json_parse_reads_them_however_they_are_written() {
+        let r = record(r#"{"type":"m\u0065ssage","id":"a","message":{"role":"\u0075\u0073er","content":"x"}}"#);
+        assert_eq!((r.kind, r.role), (EntryType::Message, Role::User));
+        let r = record(r#"{"type":"label","id":"a","targetId":"b","label":"x"}"#);
+        assert_eq!(r.kind, EntryType::Label);
+        // Near misses, and bytes that are not UTF-8 (U+FFFD to pi), are no known type or role.
+        for (kind, role) in [("messages", "use"), ("Message", "User"), (r"mess\u00e1ge", r"us\u0000er")] {
+            let r = record(&format!(r#"{{"type":"{kind}","id":"a","message":{{"role":"{role}","content":"x"}}}}"#));
+            assert_eq!((r.kind, r.role), (EntryType::Other, Role::Other), "{kind} {role}");
+        }
+        let mut bytes = br#"{"type":"messag","id":"a"}"#.to_vec();
+        bytes.insert(15, 0xE9);
+        match parse_line(&bytes, 1, Body::memory(vec![])) {
+            LineOutcome::Record(r) => assert_eq!(r.kind, EntryType::Other),
+            _ => panic!("an entry"),
+        }
     }
 
     #[test]

@@ -370,6 +370,19 @@ pub fn decode_string_literal(lit: &[u8]) -> JsString {
     decode_string_body(&lit[1..lit.len() - 1])
 }
 
+/// A validated string literal's text as bytes to compare with an ASCII name (an entry's type, a role, a block's
+/// type): the literal's inside as it lies when it holds no escape, decoded when it does. Bytes that are not UTF-8
+/// match no ASCII name either way (decoded, they are U+FFFD). Decoding made a string for each of these on every
+/// line of an open.
+pub fn literal_name_bytes(lit: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let body = &lit[1..lit.len() - 1];
+    if body.contains(&b'\\') {
+        std::borrow::Cow::Owned(decode_string_body(body).as_bytes().to_vec())
+    } else {
+        std::borrow::Cow::Borrowed(body)
+    }
+}
+
 /// Decodes the inside of a validated string literal (no quotes), or a piece of it that splits no escape.
 pub fn decode_string_body(body: &[u8]) -> JsString {
     let mut out = JsString::new();

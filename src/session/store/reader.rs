@@ -287,6 +287,7 @@ pub(super) fn parse_lines(
     })
 }
 
+/// How many threads the process may run at once (cgroup quota and CPU affinity included), read once.
 pub(crate) fn parallelism() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
