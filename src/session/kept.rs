@@ -127,7 +127,7 @@ impl Keep {
 fn tree_warnings(records: &[Record]) -> Option<Vec<Warning>> {
     let current = records.first().is_some_and(Record::is_header)
         && super::migrate::file_version(records) >= super::migrate::CURRENT_SESSION_VERSION;
-    current.then(|| TreeIndex::build(records).diagnose(records))
+    current.then(|| TreeIndex::build_diagnosed(records).1)
 }
 
 /// What is kept of a file: what its open read, and what tells whether it is still that file.

@@ -484,11 +484,17 @@ impl SessionManager {
             }
             None => self.records.extend(records),
         }
-        self.index = TreeIndex::build(&self.records);
         // Warnings kept with the records are over these very records only when nothing changed them here.
         let tree_warnings = match tree_warnings {
-            Some(kept) if as_read => kept,
-            _ => self.index.diagnose(&self.records),
+            Some(kept) if as_read => {
+                self.index = TreeIndex::build(&self.records);
+                kept
+            }
+            _ => {
+                let (index, warnings) = TreeIndex::build_diagnosed(&self.records);
+                self.index = index;
+                warnings
+            }
         };
         self.warnings.extend(tree_warnings);
         self.warnings.sort_by_key(|w| w.line);

@@ -92,6 +92,66 @@ impl TreeIndex {
         index
     }
 
+    /// [`TreeIndex::build`] and [`TreeIndex::diagnose`] in one pass where no id repeats and every parent comes
+    /// before its child (every file pi writes): a parent is the line before or found among the ids indexed so
+    /// far, and those not found are looked up once more at the end. A repeated id or a parent after its child
+    /// (a cycle may close through it) is diagnosed by [`TreeIndex::diagnose`] instead. Diagnosing apart was a
+    /// second pass over every record and a list of every record's parent, after the whole file was read.
+    pub fn build_diagnosed(records: &[Record]) -> (TreeIndex, Vec<Warning>) {
+        let mut index = TreeIndex::default();
+        index.latest.reserve(records.len());
+        index.slots.reserve(records.len(), |_| unreachable!("empty"));
+        let mut last = None;
+        // Self-parents and parents not (yet) indexed, in record order.
+        let mut flagged = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            if r.is_header() {
+                continue;
+            }
+            index.insert(records, i);
+            index.apply_label(r);
+            last = Some(r);
+            if !r.is_object || !r.parent.truthy() {
+                continue;
+            }
+            if r.parent == r.id {
+                flagged.push((i, WarningKind::SelfParent));
+            } else if !(i > 0 && !records[i - 1].is_header() && records[i - 1].id == r.parent)
+                && index.get(records, &r.parent).is_none()
+            {
+                flagged.push((i, WarningKind::MissingParent));
+            }
+        }
+        if let Some(r) = last {
+            index.leaf = r.id.clone();
+        }
+        let later_parent = || {
+            flagged
+                .iter()
+                .any(|&(i, kind)| kind == WarningKind::MissingParent && index.contains(records, &records[i].parent))
+        };
+        if index.has_duplicates || later_parent() {
+            let warnings = index.diagnose(records);
+            return (index, warnings);
+        }
+        let warnings = flagged
+            .into_iter()
+            .map(|(i, kind)| {
+                let r = &records[i];
+                Warning {
+                    line: r.line,
+                    kind,
+                    message: if kind == WarningKind::SelfParent {
+                        SELF_PARENT.to_owned()
+                    } else {
+                        missing_parent(&r.parent)
+                    },
+                }
+            })
+            .collect();
+        (index, warnings)
+    }
+
     fn insert(&mut self, records: &[Record], i: usize) {
         let id = &records[i].id;
         let (hasher, latest) = (&self.hasher, &mut self.latest);
@@ -327,16 +387,12 @@ impl TreeIndex {
         let parent_of = self.parents(records, true);
         for (r, parent) in records.iter().zip(&parent_of).filter(|(r, _)| !r.is_header() && r.is_object) {
             if r.parent == r.id && r.parent.truthy() {
-                out.push(Warning {
-                    line: r.line,
-                    kind: WarningKind::SelfParent,
-                    message: "entry is its own parent; it is shown as a root".to_owned(),
-                });
+                out.push(Warning { line: r.line, kind: WarningKind::SelfParent, message: SELF_PARENT.to_owned() });
             } else if r.parent.truthy() && parent.is_none() {
                 out.push(Warning {
                     line: r.line,
                     kind: WarningKind::MissingParent,
-                    message: format!("parent {} does not exist; the entry is shown as a root", r.parent.display()),
+                    message: missing_parent(&r.parent),
                 });
             }
         }
@@ -373,6 +429,14 @@ impl TreeIndex {
         }
         out
     }
+}
+
+/// The warning on an entry that is its own parent.
+const SELF_PARENT: &str = "entry is its own parent; it is shown as a root";
+
+/// The warning on an entry whose parent is no entry's id.
+fn missing_parent(parent: &Key) -> String {
+    format!("parent {} does not exist; the entry is shown as a root", parent.display())
 }
 
 /// Drops child links that would make a node its own ancestor, so that walking the tree terminates. Trees built
@@ -419,40 +483,68 @@ mod tests {
     use crate::session::entry::Body;
     use crate::session::line::{parse_line, LineOutcome};
 
-    #[test]
-    fn taking_the_line_before_as_the_parent_gives_what_looking_every_parent_up_gives() {
-        // Ids from a small alphabet, so files with repeated ids, missing parents, self-parents, cycles, headers
-        // in the middle and entries without ids all come up; a fixed generator, so a failure repeats.
+    /// Files of a few records with ids from a small alphabet, so repeated ids, missing parents, self-parents,
+    /// cycles, headers in the middle and entries without ids all come up; half of them with unique ids, mostly
+    /// under the entry before, as pi writes them. A fixed generator, so a failure repeats.
+    fn odd_files() -> Vec<Vec<Record>> {
         let mut next = crate::session::draws_below(0x9e37_79b9_u32);
         let ids = ["a", "b", "c", "d", "e", "f"];
-        for file in 0..400 {
-            let len = 1 + next(10) as usize;
-            let records: Vec<Record> = (0..len)
-                .map(|i| {
-                    let line = match next(10) {
-                        0 => r#"{"type":"session","version":3,"id":"h"}"#.to_owned(),
-                        1 => r#"{"type":"custom"}"#.to_owned(),
-                        _ => {
-                            // Mostly under the entry before, as pi writes them.
-                            let id = if file % 2 == 0 { format!("n{i}") } else { ids[next(6) as usize].to_owned() };
-                            let parent = match next(5) {
-                                0 => "null".to_owned(),
-                                4 => r#""h""#.to_owned(),
-                                1 => format!(r#""{}""#, ids[next(6) as usize]),
-                                _ if file % 2 == 0 => format!(r#""n{}""#, i.saturating_sub(1)),
-                                _ => format!(r#""{}""#, ids[next(6) as usize]),
-                            };
-                            format!(r#"{{"type":"custom","id":"{id}","parentId":{parent}}}"#)
+        (0..400)
+            .map(|file| {
+                let len = 1 + next(10) as usize;
+                (0..len)
+                    .map(|i| {
+                        let line = match next(10) {
+                            0 => r#"{"type":"session","version":3,"id":"h"}"#.to_owned(),
+                            1 => r#"{"type":"custom"}"#.to_owned(),
+                            _ => {
+                                let id = if file % 2 == 0 { format!("n{i}") } else { ids[next(6) as usize].to_owned() };
+                                let parent = match next(6) {
+                                    0 => "null".to_owned(),
+                                    4 => r#""h""#.to_owned(),
+                                    1 => format!(r#""{}""#, ids[next(6) as usize]),
+                                    5 if file % 2 == 0 => format!(r#""n{}""#, next(len as u32)),
+                                    _ if file % 2 == 0 => format!(r#""n{}""#, i.saturating_sub(1)),
+                                    _ => format!(r#""{}""#, ids[next(6) as usize]),
+                                };
+                                format!(r#"{{"type":"custom","id":"{id}","parentId":{parent}}}"#)
+                            }
+                        };
+                        match parse_line(line.as_bytes(), i as u32 + 1, Body::memory(line.clone().into_bytes())) {
+                            LineOutcome::Record(r) => r,
+                            other => panic!("{line}: {other:?}"),
                         }
-                    };
-                    match parse_line(line.as_bytes(), i as u32 + 1, Body::memory(line.clone().into_bytes())) {
-                        LineOutcome::Record(r) => r,
-                        other => panic!("{line}: {other:?}"),
-                    }
-                })
-                .collect();
-            let index = TreeIndex::build(&records);
-            assert_eq!(index.parents(&records, true), index.parents(&records, false), "file {file}");
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn taking_the_line_before_as_the_parent_gives_what_looking_every_parent_up_gives() {
+        for (file, records) in odd_files().iter().enumerate() {
+            let index = TreeIndex::build(records);
+            assert_eq!(index.parents(records, true), index.parents(records, false), "file {file}");
+        }
+    }
+
+    #[test]
+    fn building_and_diagnosing_in_one_pass_gives_what_building_then_diagnosing_gives() {
+        let mut kinds = HashSet::new();
+        for (file, records) in odd_files().iter().enumerate() {
+            let built = TreeIndex::build(records);
+            let (index, warnings) = TreeIndex::build_diagnosed(records);
+            assert_eq!(format!("{warnings:?}"), format!("{:?}", built.diagnose(records)), "file {file}");
+            assert_eq!(
+                format!("{:?}", (&index.latest, &index.labels, &index.leaf, index.has_duplicates)),
+                format!("{:?}", (&built.latest, &built.labels, &built.leaf, built.has_duplicates)),
+                "file {file}"
+            );
+            kinds.extend(warnings.iter().map(|w| format!("{:?}", w.kind)));
+        }
+        // Every kind the one pass finds itself, and those it leaves to the diagnosis, came up.
+        for kind in ["SelfParent", "MissingParent", "DuplicateId", "ParentCycle"] {
+            assert!(kinds.contains(kind), "no {kind} among {kinds:?}");
         }
     }
 
