@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, BufReader, Read, Write};
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -41,6 +41,18 @@ fn deepen_pipe(out: &impl std::os::fd::AsFd) {
 #[cfg(not(target_os = "linux"))]
 fn deepen_pipe(_out: &impl std::os::fd::AsFd) {}
 
+/// Standard output written as it is: the writer thread frames and collects what it writes itself, and `Stdout`'s
+/// line buffer looked for a newline in every piece of a streamed result (256 KiB each, seven for a 40 MB session's
+/// skeleton snapshot). A descriptor that cannot be duplicated (closed) is left to `Stdout`, which swallows writes
+/// to it.
+fn unbuffered_stdout() -> Box<dyn Write + Send> {
+    use std::os::fd::AsFd;
+    match io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => Box::new(std::fs::File::from(fd)),
+        Err(_) => Box::new(io::stdout()),
+    }
+}
+
 /// Where the server's bytes come from and go to.
 pub struct Connection {
     input: Box<dyn Read + Send>,
@@ -51,7 +63,7 @@ impl Connection {
     /// The process's stdin and stdout: the real server.
     pub fn stdio() -> Connection {
         deepen_pipe(&io::stdout());
-        Connection::new(io::stdin(), io::stdout())
+        Connection::new(io::stdin(), unbuffered_stdout())
     }
 
     /// Any pair of byte streams.
@@ -214,6 +226,8 @@ struct Stream {
     /// LSP: the body's length (head, chunks and the closing brace, escaped), counted beforehand.
     length: Option<usize>,
     chunks: Receiver<Piece>,
+    /// Where each piece's buffer goes back once written, for the sender's next piece.
+    written: Sender<Vec<u8>>,
     /// The response that replaces it if it fails before its end (the frame so far is cut off).
     fallback: Vec<u8>,
 }
@@ -270,14 +284,15 @@ impl Outbox {
     pub fn stream(&self, head: &[u8], length: Option<usize>, fallback: Vec<u8>) -> StreamSender {
         // Two chunks in flight: memory stays at a few chunks whatever the result's size.
         let (tx, rx) = mpsc::sync_channel(2);
+        let (written, reusable) = mpsc::channel();
         let mut escaped = Vec::with_capacity(head.len());
         escape_line_separators(head, &mut escaped);
         let mut s = self.wait_for_room(self.lock());
         if !s.gone {
-            s.queue.push_back(Outgoing::Stream(Stream { head: escaped, length, chunks: rx, fallback }));
+            s.queue.push_back(Outgoing::Stream(Stream { head: escaped, length, chunks: rx, written, fallback }));
             self.0.wake_writer.notify_one();
         }
-        StreamSender { tx, escaper: StreamEscaper::default(), scratch: Vec::new(), ended: false }
+        StreamSender { tx, escaper: StreamEscaper::default(), reusable, ended: false }
     }
 
     /// Counts a request in flight (the reader pauses at [`Limits::in_flight`]).
@@ -307,15 +322,18 @@ impl Outbox {
 pub struct StreamSender {
     tx: SyncSender<Piece>,
     escaper: StreamEscaper,
-    scratch: Vec<u8>,
+    /// Buffers of pieces already written: a streamed result of megabytes reuses the few in flight, where a fresh
+    /// buffer for every piece was fresh memory to fault in and give back each time.
+    reusable: Receiver<Vec<u8>>,
     ended: bool,
 }
 
 impl StreamSender {
     /// Sends bytes of the body (waits while the writer is behind). Fails once the output is gone.
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let mut out = std::mem::take(&mut self.scratch);
+        let mut out = self.reusable.try_recv().unwrap_or_default();
         out.clear();
+        out.reserve(bytes.len());
         self.escaper.push(bytes, &mut out);
         self.tx.send(Piece::Bytes(out)).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
     }
@@ -414,7 +432,7 @@ fn write_messages(output: &mut dyn Write, framing: Framing, batch: &[Message], b
 }
 
 fn write_stream(output: &mut dyn Write, framing: Framing, stream: Stream) -> io::Result<()> {
-    let Stream { head, length, chunks, fallback } = stream;
+    let Stream { head, length, chunks, written, fallback } = stream;
     // LSP: what is left of the announced length; the body may never exceed it.
     let mut left = match (framing, length) {
         (Framing::Lsp, Some(n)) => {
@@ -441,7 +459,11 @@ fn write_stream(output: &mut dyn Write, framing: Framing, stream: Stream) -> io:
     let mut failure = None;
     while ok {
         match chunks.recv() {
-            Ok(Piece::Bytes(b)) => ok = put(output, &b, &mut left)?,
+            Ok(Piece::Bytes(b)) => {
+                ok = put(output, &b, &mut left)?;
+                // The sender may be gone already (its last piece): the buffer is then simply dropped.
+                let _ = written.send(b);
+            }
             Ok(Piece::End) => break,
             Ok(Piece::Fail(response)) => {
                 failure = Some(response);
