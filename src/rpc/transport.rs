@@ -482,10 +482,8 @@ fn write_stream(output: &mut dyn Write, framing: Framing, stream: Stream) -> io:
             let pad = n.saturating_sub(1);
             output.write_all(&vec![b' '; pad])?;
         }
-        output.write_all(b"}")?;
-        if framing == Framing::Jsonl {
-            output.write_all(b"\n")?;
-        }
+        // One write for the brace and the newline: the host reads the frame's end once, not its last byte alone.
+        output.write_all(if framing == Framing::Jsonl { b"}\n" } else { b"}" })?;
     } else {
         tracing::warn!("a streamed result failed before its end; the frame is cut off and an error follows");
         match left {
