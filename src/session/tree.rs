@@ -73,6 +73,11 @@ pub struct Tree {
 impl TreeIndex {
     /// pi's `_buildIndex` over `records` (headers are skipped).
     pub fn build(records: &[Record]) -> TreeIndex {
+        Self::build_seeing(records, |_, _| {})
+    }
+
+    /// [`TreeIndex::build`], calling `indexed` with the index so far after each entry `i` is indexed.
+    fn build_seeing(records: &[Record], mut indexed: impl FnMut(&TreeIndex, usize)) -> TreeIndex {
         let mut index = TreeIndex::default();
         // One allocation of the right size, not a rehash of every id at each doubling.
         index.latest.reserve(records.len());
@@ -83,6 +88,7 @@ impl TreeIndex {
                 index.insert(records, i);
                 index.apply_label(r);
                 last = Some(r);
+                indexed(&index, i);
             }
         }
         // The leaf is the last entry's id: set once, not cloned for every entry on the way.
@@ -98,33 +104,19 @@ impl TreeIndex {
     /// (a cycle may close through it) is diagnosed by [`TreeIndex::diagnose`] instead. Diagnosing apart was a
     /// second pass over every record and a list of every record's parent, after the whole file was read.
     pub fn build_diagnosed(records: &[Record]) -> (TreeIndex, Vec<Warning>) {
-        let mut index = TreeIndex::default();
-        index.latest.reserve(records.len());
-        index.slots.reserve(records.len(), |_| unreachable!("empty"));
-        let mut last = None;
         // Self-parents and parents not (yet) indexed, in record order.
         let mut flagged = Vec::new();
-        for (i, r) in records.iter().enumerate() {
-            if r.is_header() {
-                continue;
-            }
-            index.insert(records, i);
-            index.apply_label(r);
-            last = Some(r);
+        let index = Self::build_seeing(records, |index, i| {
+            let r = &records[i];
             if !r.is_object || !r.parent.truthy() {
-                continue;
+                return;
             }
             if r.parent == r.id {
                 flagged.push((i, WarningKind::SelfParent));
-            } else if !(i > 0 && !records[i - 1].is_header() && records[i - 1].id == r.parent)
-                && index.get(records, &r.parent).is_none()
-            {
+            } else if !parent_is_line_before(records, i) && index.get(records, &r.parent).is_none() {
                 flagged.push((i, WarningKind::MissingParent));
             }
-        }
-        if let Some(r) = last {
-            index.leaf = r.id.clone();
-        }
+        });
         let later_parent = || {
             flagged
                 .iter()
@@ -360,10 +352,10 @@ impl TreeIndex {
                 if r.is_header() || !r.parent.truthy() || r.parent == r.id {
                     return None;
                 }
-                let before = i.checked_sub(1).map(|b| (b, &records[b]));
-                match before {
-                    Some((b, before)) if previous_first && !before.is_header() && before.id == r.parent => Some(b),
-                    _ => self.get(records, &r.parent),
+                if previous_first && parent_is_line_before(records, i) {
+                    Some(i - 1)
+                } else {
+                    self.get(records, &r.parent)
                 }
             })
             .collect()
@@ -429,6 +421,11 @@ impl TreeIndex {
         }
         out
     }
+}
+
+/// Whether record `i`'s parent id is the id of the entry on the line before it (a header is no entry).
+fn parent_is_line_before(records: &[Record], i: usize) -> bool {
+    i > 0 && !records[i - 1].is_header() && records[i - 1].id == records[i].parent
 }
 
 /// The warning on an entry that is its own parent.
