@@ -18,21 +18,27 @@ use super::framing::{
     encode, escape_line_separators, needs_escaping, Frame, FrameReader, Framing, Message, StreamEscaper,
 };
 
-/// How deep the pipe to the host is made: the most an unprivileged process may ask for by default
-/// (`/proc/sys/fs/pipe-max-size`).
+/// How deep the pipe to the host is made, or how large a socket's send buffer: the most an unprivileged process may
+/// ask for a pipe by default (`/proc/sys/fs/pipe-max-size`).
 #[cfg(target_os = "linux")]
 const PIPE_DEPTH: usize = 1 << 20;
 
 /// Makes the pipe to the host [`PIPE_DEPTH`] deep where it is one. The kernel makes pipes 64 KiB deep, so a result of
 /// megabytes (a skeleton snapshot of a 40 MB session is 1.7 MiB) went out in 27 rounds of the writer filling the pipe
 /// and waiting for the host to wake and drain it: measured from a reader in Python, 6.5 ms for 1.7 MiB against
-/// 3.4 ms through a 1 MiB pipe. Best effort: output that is not a pipe, or a user over the kernel's limit on pipe
-/// memory, keeps what it has.
+/// 3.4 ms through a 1 MiB pipe. A Node host's child gets a socket instead (libuv makes stdio a socket pair), whose
+/// send buffer is asked to be as large (the kernel caps it at `net.core.wmem_max`): the snapshot's bytes past the
+/// plain open's, paired in a Node host, 1.65–2.02 → 1.38–1.65 ms. Best effort: output that is neither, or a user
+/// over the kernel's limits, keeps what it has.
 #[cfg(target_os = "linux")]
 fn deepen_pipe(out: &impl std::os::fd::AsFd) {
     if let Ok(depth) = rustix::pipe::fcntl_getpipe_size(out) {
         if depth < PIPE_DEPTH {
             let _ = rustix::pipe::fcntl_setpipe_size(out, PIPE_DEPTH);
+        }
+    } else if let Ok(depth) = rustix::net::sockopt::socket_send_buffer_size(out) {
+        if depth < PIPE_DEPTH {
+            let _ = rustix::net::sockopt::set_socket_send_buffer_size(out, PIPE_DEPTH);
         }
     }
 }

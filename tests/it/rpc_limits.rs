@@ -187,30 +187,61 @@ fn at_the_descriptor_limit_list_all_and_search_answer_an_io_error_never_an_empty
     assert_eq!(sc.finish(), 0);
 }
 
+/// A number the kernel publishes under /proc/sys.
+fn kernel_setting(path: &str) -> usize {
+    std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()).expect(path)
+}
+
+/// A sidecar started by hand, its stdin a pipe and its stdout `stdout`.
+fn sidecar_writing_to(stdout: std::process::Stdio) -> std::process::Child {
+    Command::new(binary())
+        .arg("--no-index")
+        .stdin(std::process::Stdio::piped())
+        .stdout(stdout)
+        .spawn()
+        .expect("spawn pi-sessiond")
+}
+
+/// Asks a sidecar started by hand to `initialize` and waits for its answer (by then it has set up its stdout).
+fn initialize_over(stdin: &mut impl std::io::Write, stdout: &mut impl std::io::BufRead) {
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n").unwrap();
+    let mut answer = String::new();
+    stdout.read_line(&mut answer).unwrap();
+    assert!(answer.contains("\"result\""), "{answer}");
+}
+
 #[test]
 fn the_pipe_to_the_host_is_made_a_megabyte_deep_so_a_snapshot_goes_out_in_few_rounds() {
     // The kernel's limit for an unprivileged process (1 MiB unless the machine lowered it).
-    let limit: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .expect("/proc/sys/fs/pipe-max-size");
-    let mut child = Command::new(binary())
-        .arg("--no-index")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn pi-sessiond");
+    let limit: usize = kernel_setting("/proc/sys/fs/pipe-max-size");
+    let mut child = sidecar_writing_to(std::process::Stdio::piped());
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let before = rustix::pipe::fcntl_getpipe_size(stdout.get_ref()).expect("a pipe");
     let mut stdin = child.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n")
-        .unwrap();
-    let mut answer = String::new();
-    std::io::BufRead::read_line(&mut stdout, &mut answer).unwrap();
-    assert!(answer.contains("\"result\""), "{answer}");
+    initialize_over(&mut stdin, &mut stdout);
     let after = rustix::pipe::fcntl_getpipe_size(stdout.get_ref()).expect("a pipe");
     drop(stdin);
     assert!(child.wait().unwrap().success());
     assert_eq!(before, 64 << 10, "the kernel's default depth, before the sidecar started");
     assert_eq!(after, limit.min(1 << 20), "the depth the sidecar asked for");
+}
+
+#[test]
+fn a_socket_to_the_host_gets_a_megabyte_send_buffer_as_node_hosts_give_one() {
+    // libuv (so every Node host: the TypeScript client, the drop-in, the bench) gives a child's stdio as a
+    // socket pair, not a pipe; the pipe's depth does not apply to it, its send buffer does.
+    let limit: usize = kernel_setting("/proc/sys/net/core/wmem_max");
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
+    // The same socket as the child's stdout: its options are the child's.
+    let theirs_seen = theirs.try_clone().unwrap();
+    let before = rustix::net::sockopt::socket_send_buffer_size(&theirs_seen).unwrap();
+    let mut child = sidecar_writing_to(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+    let mut stdin = child.stdin.take().unwrap();
+    initialize_over(&mut stdin, &mut std::io::BufReader::new(ours));
+    let after = rustix::net::sockopt::socket_send_buffer_size(&theirs_seen).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert!(before < 1 << 20, "the kernel's default ({before} bytes) is below what the sidecar asks for");
+    // Linux doubles what is asked (room for its bookkeeping) after capping it at wmem_max.
+    assert_eq!(after, 2 * limit.min(1 << 20), "the send buffer the sidecar asked for");
 }
