@@ -62,6 +62,8 @@ const cleanHeap = (f) => {
   return f();
 };
 const pick = (xs, k) => median(xs.map((x) => x[k]));
+/** The median over rounds of `a[r][k] / b[r][k]`: two of `interleaved`'s runs compared within each round. */
+const pairedRatio = (a, b, k) => median(a.map((x, r) => x[k] / b[r][k]));
 /** The physical limit of reading `path` once (a file, or every session file under a directory): copying it out
  * of the page cache (dd, or cat for many files), median of `n`. */
 const copyMs = (path, n = reps) => {
@@ -159,7 +161,7 @@ if (wanted("open")) {
   const dd = ddNote(session40);
   row("open", "open 40 MB in a new process (page cache warm): pi open() vs spawn → session/open answered", pick(piCold, "openMs"), pick(cold, "ms"), "ms", `${dd}; ours includes starting the process, pi's does not`);
   row("open", "open 40 MB cold (no kept skeletons), the call alone: pi open() vs session/open", pick(piCold, "openMs"), pick(plain, "ms"), "ms", dd);
-  row("open", "open 40 MB with a skeleton snapshot: pi open() vs session/open {snapshot: skeleton}", pick(piCold, "openMs"), pick(skeleton, "ms"), "ms", `${dd}; ${(pick(skeleton, "ms") / pick(plain, "ms")).toFixed(2)}× the plain open; one read of the file; the host's JSON.parse included; to the answer's last byte, before the host parses it: ${pick(skeleton, "receivedMs").toFixed(1)} ms, ${(pick(skeleton, "receivedMs") / pick(plain, "receivedMs")).toFixed(2)}× the plain open's`);
+  row("open", "open 40 MB with a skeleton snapshot: pi open() vs session/open {snapshot: skeleton}", pick(piCold, "openMs"), pick(skeleton, "ms"), "ms", `${dd}; ${(pick(skeleton, "ms") / pick(plain, "ms")).toFixed(2)}× the plain open; one read of the file; the host's JSON.parse included; to the answer's last byte, before the host parses it: ${pick(skeleton, "receivedMs").toFixed(1)} ms, ${(pick(skeleton, "receivedMs") / pick(plain, "receivedMs")).toFixed(2)}× the plain open's; paired (the median of each round's snapshot over the same round's plain open, which the machine's drift between rounds does not move): ${pairedRatio(skeleton, plain, "receivedMs").toFixed(2)}×`);
   row("open", "open 40 MB again, skeletons kept: pi open() vs session/open", pick(piCold, "openMs"), pick(kept, "ms"), "ms", `${dd}; kept: ${fmt(Number(keptBytes), "B")}`);
   row("open", "open 40 MB again, skeletons kept, with a skeleton snapshot", pick(piCold, "openMs"), pick(keptSkeleton, "ms"), "ms", "the host's JSON.parse included");
   row("open", "open 40 MB: pi open() vs the engine in-process", pick(pi, "openMs"), pick(engine, "openMs"), "ms");
