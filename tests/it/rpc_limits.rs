@@ -226,22 +226,42 @@ fn the_pipe_to_the_host_is_made_a_megabyte_deep_so_a_snapshot_goes_out_in_few_ro
     assert_eq!(after, limit.min(1 << 20), "the depth the sidecar asked for");
 }
 
+/// The send buffer of the socket a sidecar writes its answers to, before it started and once it has answered
+/// `initialize` through it; `ours` is the socket's other end.
+fn send_buffer_around_a_sidecar(ours: impl std::io::Read, theirs: std::os::fd::OwnedFd) -> (usize, usize) {
+    // The same socket as the child's stdout: its options are the child's.
+    let theirs_seen = theirs.try_clone().unwrap();
+    let before = rustix::net::sockopt::socket_send_buffer_size(&theirs_seen).unwrap();
+    let mut child = sidecar_writing_to(std::process::Stdio::from(theirs));
+    let mut stdin = child.stdin.take().unwrap();
+    initialize_over(&mut stdin, &mut std::io::BufReader::new(ours));
+    let after = rustix::net::sockopt::socket_send_buffer_size(&theirs_seen).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    (before, after)
+}
+
 #[test]
 fn a_socket_to_the_host_gets_a_megabyte_send_buffer_as_node_hosts_give_one() {
     // libuv (so every Node host: the TypeScript client, the drop-in, the bench) gives a child's stdio as a
     // socket pair, not a pipe; the pipe's depth does not apply to it, its send buffer does.
     let limit: usize = kernel_setting("/proc/sys/net/core/wmem_max");
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
-    // The same socket as the child's stdout: its options are the child's.
-    let theirs_seen = theirs.try_clone().unwrap();
-    let before = rustix::net::sockopt::socket_send_buffer_size(&theirs_seen).unwrap();
-    let mut child = sidecar_writing_to(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)));
-    let mut stdin = child.stdin.take().unwrap();
-    initialize_over(&mut stdin, &mut std::io::BufReader::new(ours));
-    let after = rustix::net::sockopt::socket_send_buffer_size(&theirs_seen).unwrap();
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    let (before, after) = send_buffer_around_a_sidecar(ours, theirs.into());
     assert!(before < 1 << 20, "the kernel's default ({before} bytes) is below what the sidecar asks for");
     // Linux doubles what is asked (room for its bookkeeping) after capping it at wmem_max.
     assert_eq!(after, 2 * limit.min(1 << 20), "the send buffer the sidecar asked for");
+}
+
+#[test]
+fn a_tcp_socket_to_the_host_keeps_its_send_buffer() {
+    // Setting a TCP socket's send buffer turns off the kernel's autotuning of it, which may grow it further; and a
+    // host that sized it had its reasons.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
+    let ours = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (theirs, _) = listener.accept().unwrap();
+    // Loopback sockets start with a buffer of megabytes; one set small shows whether the sidecar touches it.
+    rustix::net::sockopt::set_socket_send_buffer_size(&theirs, 64 << 10).unwrap();
+    let (before, after) = send_buffer_around_a_sidecar(ours, theirs.into());
+    assert_eq!(after, before, "the send buffer is left as the host made it");
 }
