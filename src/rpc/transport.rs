@@ -18,35 +18,35 @@ use super::framing::{
     encode, escape_line_separators, needs_escaping, Frame, FrameReader, Framing, Message, StreamEscaper,
 };
 
-/// How deep the pipe to the host is made, or how large a socket's send buffer: the most an unprivileged process may
-/// ask for a pipe by default (`/proc/sys/fs/pipe-max-size`).
+/// How much the channel to the host may hold: a pipe's depth or a local socket's send buffer; the most an
+/// unprivileged process may ask for a pipe by default (`/proc/sys/fs/pipe-max-size`).
 #[cfg(target_os = "linux")]
-const PIPE_DEPTH: usize = 1 << 20;
+const OUTPUT_DEPTH: usize = 1 << 20;
 
-/// Makes the pipe to the host [`PIPE_DEPTH`] deep where it is one. The kernel makes pipes 64 KiB deep, so a result of
-/// megabytes (a skeleton snapshot of a 40 MB session is 1.7 MiB) went out in 27 rounds of the writer filling the pipe
-/// and waiting for the host to wake and drain it: measured from a reader in Python, 6.5 ms for 1.7 MiB against
-/// 3.4 ms through a 1 MiB pipe. A Node host's child gets a socket instead (libuv makes stdio a socket pair), whose
-/// send buffer is asked to be as large (the kernel caps it at `net.core.wmem_max`): the snapshot's bytes past the
-/// plain open's in a Node host, 1.61–1.67 → 1.16–1.42 ms (medians of 41 alternated new processes). Best effort: output that is neither, or a user
-/// over the kernel's limits, keeps what it has; a TCP socket is left as the host made it.
+/// Makes the channel to the host [`OUTPUT_DEPTH`] deep. The kernel makes pipes 64 KiB deep, so a result of megabytes
+/// (a skeleton snapshot of a 40 MB session is 1.7 MiB) went out in 27 rounds of the writer filling the pipe and
+/// waiting for the host to wake and drain it: measured from a reader in Python, 6.5 ms for 1.7 MiB against 3.4 ms
+/// through a 1 MiB pipe. A Node host's child gets a socket instead (libuv makes stdio a socket pair), whose send
+/// buffer is asked to be as large (the kernel caps it at `net.core.wmem_max`): the snapshot's bytes past the plain
+/// open's in a Node host, 1.61–1.67 → 1.16–1.42 ms (medians of 41 alternated new processes). Best effort: output
+/// that is neither, or a user over the kernel's limits, keeps what it has; a TCP socket is left as the host made it.
 #[cfg(target_os = "linux")]
-fn deepen_pipe(out: &impl std::os::fd::AsFd) {
+fn deepen_output(out: &impl std::os::fd::AsFd) {
     if let Ok(depth) = rustix::pipe::fcntl_getpipe_size(out) {
-        if depth < PIPE_DEPTH {
-            let _ = rustix::pipe::fcntl_setpipe_size(out, PIPE_DEPTH);
+        if depth < OUTPUT_DEPTH {
+            let _ = rustix::pipe::fcntl_setpipe_size(out, OUTPUT_DEPTH);
         }
     } else if rustix::net::sockopt::socket_domain(out) == Ok(rustix::net::AddressFamily::UNIX) {
         // Only a local socket: a TCP socket's buffer, once set, is no longer sized by the kernel's autotuning.
-        if rustix::net::sockopt::socket_send_buffer_size(out).is_ok_and(|depth| depth < PIPE_DEPTH) {
-            let _ = rustix::net::sockopt::set_socket_send_buffer_size(out, PIPE_DEPTH);
+        if rustix::net::sockopt::socket_send_buffer_size(out).is_ok_and(|depth| depth < OUTPUT_DEPTH) {
+            let _ = rustix::net::sockopt::set_socket_send_buffer_size(out, OUTPUT_DEPTH);
         }
     }
 }
 
-/// Pipes elsewhere have no depth to ask for.
+/// Pipes and sockets elsewhere are left as they are.
 #[cfg(not(target_os = "linux"))]
-fn deepen_pipe(_out: &impl std::os::fd::AsFd) {}
+fn deepen_output(_out: &impl std::os::fd::AsFd) {}
 
 /// Standard output written as it is: the writer thread frames and collects what it writes itself, and `Stdout`'s
 /// line buffer looked for a newline in every piece of a streamed result (256 KiB each, seven for a 40 MB session's
@@ -69,7 +69,7 @@ pub struct Connection {
 impl Connection {
     /// The process's stdin and stdout: the real server.
     pub fn stdio() -> Connection {
-        deepen_pipe(&io::stdout());
+        deepen_output(&io::stdout());
         Connection::new(io::stdin(), unbuffered_stdout())
     }
 
