@@ -14,7 +14,6 @@ use crate::session::entry::{EntryType, Role};
 use crate::session::js::date::to_iso_string;
 use crate::session::js::{convert, date};
 use crate::session::json::scan::{find_member, scan_document, Kind};
-use crate::session::json::string::literal_name_bytes;
 use crate::session::json::{JsString, Json};
 use crate::session::line::{is_blank, is_falsy, new_date_ms};
 use crate::session::render::{JsonOut, ObjectWriter};
@@ -244,10 +243,7 @@ impl InfoState {
         }
         let is_object = Kind::of(value) == Kind::Object;
         let member = |name: &str| find_member(line, &doc.members, name).map(|r| &line[r]);
-        let kind = match member("type") {
-            Some(v) if v.first() == Some(&b'"') => EntryType::from_name(&literal_name_bytes(v)),
-            _ => EntryType::Other,
-        };
+        let kind = EntryType::of_value(member("type"));
         if self.header.is_none() {
             match Json::parse(value) {
                 Ok(h) if kind == EntryType::Session => self.header = Some(h),
@@ -308,11 +304,8 @@ impl InfoState {
             return;
         }
         self.message_count += 1;
-        let role = find_member(line, &doc.message_members, "role")
-            .map(|r| &line[r])
-            .filter(|v| v.first() == Some(&b'"'))
-            .map(|v| Role::from_name(&literal_name_bytes(v)));
-        let listed = matches!(role, Some(Role::User | Role::Assistant));
+        let role = Role::of_value(find_member(line, &doc.message_members, "role").map(|r| &line[r]));
+        let listed = matches!(role, Role::User | Role::Assistant);
         if !listed && docs.is_none() {
             // Only user and assistant messages matter to the listing; skip parsing the rest (tool results are
             // where the megabytes are).
@@ -322,11 +315,11 @@ impl InfoState {
         let Some(m) = message.as_object() else { return };
         if let Some(d) = docs {
             let (role_name, text) = match role {
-                Some(Role::User) => ("user", extract_text(m.get("content"))),
-                Some(Role::Assistant) => ("assistant", extract_text(m.get("content"))),
-                Some(Role::ToolResult) => ("toolResult", extract_text(m.get("content"))),
-                Some(Role::Custom | Role::HookMessage) => ("custom", extract_text(m.get("content"))),
-                Some(Role::BashExecution) => {
+                Role::User => ("user", extract_text(m.get("content"))),
+                Role::Assistant => ("assistant", extract_text(m.get("content"))),
+                Role::ToolResult => ("toolResult", extract_text(m.get("content"))),
+                Role::Custom | Role::HookMessage => ("custom", extract_text(m.get("content"))),
+                Role::BashExecution => {
                     let mut t = extract_text(m.get("command"));
                     t.push_str("\n");
                     t.push_js(&extract_text(m.get("output")));
@@ -360,7 +353,7 @@ impl InfoState {
         if text.is_empty() {
             return;
         }
-        if self.first_message.is_empty() && role == Some(Role::User) {
+        if self.first_message.is_empty() && role == Role::User {
             self.first_message = text.clone();
         }
         if self.has_text {

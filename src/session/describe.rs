@@ -91,11 +91,7 @@ impl Scanned {
     /// The entry described; its type read from its `type` member.
     pub fn describe(&self) -> Description<'_> {
         let line = Line { bytes: &self.bytes, doc: &self.doc };
-        let kind = match line.member("type") {
-            Some(t) if t.first() == Some(&b'"') => EntryType::from_name(&literal_name_bytes(t)),
-            _ => EntryType::Other,
-        };
-        Description { kind, line }
+        Description { kind: EntryType::of_value(line.member("type")), line }
     }
 }
 

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::json::patch::Patch;
+use super::json::string::literal_name_bytes;
 use super::json::Json;
 use super::key::Key;
 
@@ -82,6 +83,15 @@ impl EntryType {
         })
     }
 
+    /// The type a stored `type` member's value names (validated JSON): a string's text as `JSON.parse` reads it,
+    /// compared where it lies unless it holds an escape; any other value, or none, names no type.
+    pub fn of_value(value: Option<&[u8]>) -> EntryType {
+        match value {
+            Some(v) if v.first() == Some(&b'"') => EntryType::from_name(&literal_name_bytes(v)),
+            _ => EntryType::Other,
+        }
+    }
+
     /// The type named by a decoded `type` value.
     pub fn from_name(name: &[u8]) -> EntryType {
         match name {
@@ -124,6 +134,14 @@ pub enum Role {
 }
 
 impl Role {
+    /// The role a stored `role` member's value names (validated JSON), as [`EntryType::of_value`] reads a type.
+    pub fn of_value(value: Option<&[u8]>) -> Role {
+        match value {
+            Some(v) if v.first() == Some(&b'"') => Role::from_name(&literal_name_bytes(v)),
+            _ => Role::Other,
+        }
+    }
+
     /// The role named by a decoded `role` value.
     pub fn from_name(name: &[u8]) -> Role {
         match name {

@@ -11,7 +11,6 @@ use super::entry::{
 use super::js::date;
 use super::json::scan::{find_member, Document, DocumentScanner, Kind, Member, SyntaxError};
 use super::json::string::is_js_whitespace;
-use super::json::string::literal_name_bytes;
 use super::json::value::number_value;
 use super::json::{JsString, Json};
 use super::key::Key;
@@ -191,10 +190,7 @@ pub fn parse_line_with(scanner: &mut LineScanner, bytes: &[u8], line: u32, body:
     }
     let members = &doc.members;
     let member = |name: &str| find_member(bytes, members, name).map(|r| &bytes[r]);
-    record.kind = match member("type") {
-        Some(v) if v.first() == Some(&b'"') => EntryType::from_name(&literal_name_bytes(v)),
-        _ => EntryType::Other,
-    };
+    record.kind = EntryType::of_value(member("type"));
     if record.kind == EntryType::Session {
         let header = Json::parse(value).expect("validated line");
         record.id = Key::from_json(header.get("id"));
@@ -282,11 +278,7 @@ fn message_shape(bytes: &[u8], message: Option<&[u8]>, members: &[Member]) -> (M
         None => (MessageShape::Missing, Role::Other),
         Some(Kind::Null) => (MessageShape::Null, Role::Other),
         Some(Kind::Object) => {
-            let role = match find_member(bytes, members, "role").map(|r| &bytes[r]) {
-                Some(v) if v.first() == Some(&b'"') => Role::from_name(&literal_name_bytes(v)),
-                _ => Role::Other,
-            };
-            (MessageShape::Object, role)
+            (MessageShape::Object, Role::of_value(find_member(bytes, members, "role").map(|r| &bytes[r])))
         }
         Some(_) => (MessageShape::Primitive, Role::Other),
     }
