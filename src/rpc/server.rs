@@ -106,6 +106,13 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
     // How many cores the process may use is read from cgroup files (a quarter of a millisecond): read now, off the
     // first open's path, which asks it before splitting a large file between two threads.
     drop(runtime.spawn_blocking(crate::session::store::parallelism));
+    // SIGTERM's handler is installed here, before the first frame is read: installed by the task that waits for
+    // it, it was missing until the runtime's one worker first ran that task, and a host that stopped the sidecar
+    // right after an answer (served on the blocking pool) found it killed, not shut down.
+    let terminate = {
+        let _in_runtime = runtime.enter();
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok()
+    };
     let (events_tx, events) = mpsc::channel::<Event>();
     let frames = events_tx.clone();
     let transport = connection.start(config.framing, config.max_frame, Limits::default(), move |incoming| {
@@ -153,7 +160,7 @@ pub fn serve_connection(config: Config, connection: Connection) -> i32 {
     });
     let signals = events_tx.clone();
     runtime.spawn(async move {
-        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Some(mut term) = terminate {
             term.recv().await;
             let _ = signals.send(Event::Terminate);
         }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use pi_sessiond::session::json::Json;
 
-use crate::support::sidecar::{binary, Sidecar, Wire};
+use crate::support::sidecar::{binary, initialize_over, sidecar_writing_to, Sidecar, Wire};
 use crate::support::{big_session, json, s, str_of, temp_dir};
 
 /// The thread ids of a process now.
@@ -190,24 +190,6 @@ fn at_the_descriptor_limit_list_all_and_search_answer_an_io_error_never_an_empty
 /// A number the kernel publishes under /proc/sys.
 fn kernel_setting(path: &str) -> usize {
     std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()).expect(path)
-}
-
-/// A sidecar started by hand, its stdin a pipe and its stdout `stdout`.
-fn sidecar_writing_to(stdout: std::process::Stdio) -> std::process::Child {
-    Command::new(binary())
-        .arg("--no-index")
-        .stdin(std::process::Stdio::piped())
-        .stdout(stdout)
-        .spawn()
-        .expect("spawn pi-sessiond")
-}
-
-/// Asks a sidecar started by hand to `initialize` and waits for its answer (by then it has set up its stdout).
-fn initialize_over(stdin: &mut impl std::io::Write, stdout: &mut impl std::io::BufRead) {
-    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n").unwrap();
-    let mut answer = String::new();
-    stdout.read_line(&mut answer).unwrap();
-    assert!(answer.contains("\"result\""), "{answer}");
 }
 
 #[test]

@@ -309,3 +309,16 @@ impl Drop for Sidecar {
         }
     }
 }
+
+/// A sidecar started by hand, its stdin a pipe and its stdout `stdout`.
+pub fn sidecar_writing_to(stdout: Stdio) -> Child {
+    Command::new(binary()).arg("--no-index").stdin(Stdio::piped()).stdout(stdout).spawn().expect("spawn pi-sessiond")
+}
+
+/// Asks a sidecar started by hand to `initialize` and waits for its answer (by then it has set up its stdout).
+pub fn initialize_over(stdin: &mut impl Write, stdout: &mut impl BufRead) {
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n").unwrap();
+    let mut answer = String::new();
+    stdout.read_line(&mut answer).unwrap();
+    assert!(answer.contains("\"result\""), "{answer}");
+}
